@@ -1,0 +1,36 @@
+# asyncrecall — every target CI and people call. `make help` lists them.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install test lint demo bench clean
+
+help: ## Show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP) ## Create .venv and install the package with its dev extras
+
+test: $(STAMP) ## Run the whole test suite with coverage
+	$(BIN)/python -m pytest --cov --cov-report=term -q
+
+lint: $(STAMP) ## ruff + mypy --strict on src/
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy src
+
+demo: $(STAMP) ## Offline demo: blocking vs async recall, side by side
+	$(BIN)/asyncrecall demo
+
+bench: $(STAMP) ## Latency benchmark (all recall modes, one run, side by side)
+	$(BIN)/asyncrecall bench latency
+
+clean: ## Remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage htmlcov

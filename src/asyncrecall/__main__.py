@@ -1,0 +1,10 @@
+"""``python -m asyncrecall``."""
+
+from __future__ import annotations
+
+import sys
+
+from asyncrecall.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

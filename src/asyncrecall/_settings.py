@@ -1,0 +1,203 @@
+"""Settings: flags win over environment variables, which win over settings files.
+
+Files, first found wins per key: ``<project>/.asyncrecall/settings.toml``, then
+``$ASYNCRECALL_HOME/settings.toml``. Keys in files are the flag names with ``_`` or
+``-`` (``base_url`` or ``base-url``).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal, TypeAlias, get_args
+
+from asyncrecall._exceptions import ConfigError
+
+__all__ = [
+    "OutputFormat",
+    "RecallMode",
+    "SelectorName",
+    "Settings",
+    "load_settings",
+]
+
+SelectorName: TypeAlias = Literal["model", "lexical", "embedding", "hybrid"]
+OutputFormat: TypeAlias = Literal["text", "json", "stream-json"]
+RecallMode: TypeAlias = Literal["async", "blocking", "async+wait100", "async+lexical"]
+
+_DEFAULT_MAX_TURNS = 100
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Everything a command needs to know, resolved once."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    side_model: str | None = None
+    selector: SelectorName | None = None
+    memory_dir: Path | None = None
+    home: Path = Path("~/.asyncrecall").expanduser()
+    memory_enabled: bool = True
+    project: Path = Path(".")
+    max_session_turns: int | None = None
+    session_token_limit: int | None = None
+    max_turns: int = _DEFAULT_MAX_TURNS
+    output_format: OutputFormat = "text"
+    recall_mode: RecallMode = "async"
+
+    @property
+    def effective_side_model(self) -> str | None:
+        """The side query's model: ``--side-model``, else the main model."""
+        return self.side_model or self.model
+
+    @property
+    def effective_selector(self) -> SelectorName:
+        """``--selector``, else ``model`` with an endpoint or a local side model, else lexical."""
+        if self.selector is not None:
+            return self.selector
+        if self.base_url is not None or self.side_model == "local":
+            return "model"
+        return "lexical"
+
+    def require_endpoint(self) -> tuple[str, str]:
+        """The base URL and main model, or a :class:`ConfigError` naming what is missing."""
+        if not self.base_url:
+            raise ConfigError(
+                "no endpoint configured: pass --base-url or set ASYNCRECALL_BASE_URL "
+                "(or OPENAI_BASE_URL)"
+            )
+        if not self.model:
+            raise ConfigError("no model configured: pass --model or set ASYNCRECALL_MODEL")
+        return self.base_url, self.model
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+
+def _positive_int(name: str, *, allow_zero: bool = False) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        try:
+            number = int(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{name} must be a whole number, got {value!r}") from exc
+        if number < 0 or (number == 0 and not allow_zero):
+            low = "0 or more" if allow_zero else "1 or more"
+            raise ConfigError(f"{name} must be {low}, got {number}")
+        return number
+
+    return parse
+
+
+def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value)
+        if text not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {text!r}")
+        return text
+
+    return parse
+
+
+def _bool(name: str) -> Callable[[Any], bool]:
+    def parse(value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in {"1", "true", "yes", "on"}:
+            return True
+        if text in {"0", "false", "no", "off"}:
+            return False
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+
+    return parse
+
+
+def _path(value: Any) -> Path:
+    return Path(str(value)).expanduser()
+
+
+def _text(value: Any) -> str:
+    return str(value)
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "base_url": _text,
+    "api_key": _text,
+    "model": _text,
+    "side_model": _text,
+    "selector": _choice("--selector", get_args(SelectorName)),
+    "memory_dir": _path,
+    "memory_enabled": _bool("memory"),
+    "max_session_turns": _positive_int("--max-session-turns"),
+    "session_token_limit": _positive_int("--session-token-limit"),
+    "max_turns": _positive_int("--max-turns", allow_zero=True),
+    "output_format": _choice("--output-format", get_args(OutputFormat)),
+    "recall_mode": _choice("--recall-mode", get_args(RecallMode)),
+}
+
+# Environment variables, first set wins.
+_ENV: dict[str, tuple[str, ...]] = {
+    "base_url": ("ASYNCRECALL_BASE_URL", "OPENAI_BASE_URL"),
+    "api_key": ("ASYNCRECALL_API_KEY", "OPENAI_API_KEY"),
+    "model": ("ASYNCRECALL_MODEL",),
+    "side_model": ("ASYNCRECALL_SIDE_MODEL",),
+    "selector": ("ASYNCRECALL_SELECTOR",),
+    "memory_dir": ("ASYNCRECALL_MEMORY_DIR",),
+    "memory_enabled": ("ASYNCRECALL_MEMORY",),
+}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read settings file {path}: {exc}") from exc
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name == "memory":  # `memory = false` reads naturally in a file
+            name = "memory_enabled"
+        if name not in _PARSERS:
+            raise ConfigError(f"unknown setting {key!r} in {path}")
+        values[name] = value
+    return values
+
+
+def load_settings(
+    flags: Mapping[str, Any] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """Resolve settings from flags (``None`` values are unset), environment and files."""
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    env = os.environ if env is None else env
+    project = _path(flags.pop("project", None) or (cwd or Path.cwd())).resolve()
+    if not project.is_dir():
+        raise ConfigError(f"project folder {project} does not exist")
+    home = _path(env.get("ASYNCRECALL_HOME") or "~/.asyncrecall")
+
+    merged: dict[str, Any] = {}
+    for source in (home / "settings.toml", project / ".asyncrecall" / "settings.toml"):
+        merged.update(_read_toml(source))  # the project's file is read last and wins
+    for name, variables in _ENV.items():
+        for variable in variables:
+            value = env.get(variable)
+            if value:
+                merged[name] = value
+                break
+    for name, value in flags.items():
+        if name not in _PARSERS:
+            raise ConfigError(f"unknown setting {name!r}")
+        merged[name] = value
+
+    parsed = {name: _PARSERS[name](value) for name, value in merged.items()}
+    return Settings(home=home, project=project, **parsed)

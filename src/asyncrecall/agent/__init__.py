@@ -1,0 +1,1 @@
+"""The agent client: turns, tools, reminders, limits and the memory prefetch."""

@@ -1,0 +1,1 @@
+"""The memory folder, scanning, selectors and recall. Knows nothing of the agent."""

@@ -1,0 +1,95 @@
+"""The model protocol: what the rest of asyncrecall needs from a model.
+
+Two calls. :meth:`Model.stream` is the main model's streaming turn (text deltas,
+complete tool calls, usage, finish reason). :meth:`Model.generate_json` is a side
+query that must answer one JSON object matching a schema. Cancelling the task that
+runs either call must end the underlying request (for HTTP: close the connection).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from asyncrecall.models._types import Content, FunctionCall, ToolSpec
+
+__all__ = [
+    "Finished",
+    "Model",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallReady",
+    "Usage",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the answer's text, as it streams."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallReady:
+    """A tool call whose name and arguments are complete."""
+
+    call: FunctionCall
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts for one request, when the endpoint reports them."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The stream ended; ``reason`` is the endpoint's finish reason (``stop``, ``tool_calls``...)."""
+
+    reason: str | None
+
+
+StreamEvent: TypeAlias = TextDelta | ToolCallReady | Usage | Finished
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A chat model. Implementations: the OpenAI-compatible model, the scripted model."""
+
+    @property
+    def name(self) -> str:
+        """The model's name as the endpoint knows it."""
+        ...
+
+    def stream(
+        self,
+        contents: Sequence[Content],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one main-model turn. Ends with exactly one :class:`Finished`."""
+        ...
+
+    async def generate_json(
+        self,
+        *,
+        system: str,
+        prompt: str,
+        schema: Mapping[str, Any],
+        schema_name: str,
+    ) -> Any:
+        """One side query answering a JSON value that should match ``schema``.
+
+        Raises :class:`~asyncrecall.ModelProtocolError` when the answer is not JSON.
+        Checking the value against the schema is the caller's job.
+        """
+        ...

@@ -1,0 +1,1 @@
+"""Public test helpers: a scripted model and a local OpenAI-compatible server."""
