@@ -1,12 +1,76 @@
-"""Entry point of the ``asyncrecall`` command."""
+"""Entry point of the ``asyncrecall`` command.
+
+Each command lives in its own module exposing ``register(subparsers, common)``; the
+parser it adds sets ``handler``, a function ``(args) -> int`` returning the exit code.
+Exit codes: 0 success, 1 a model, endpoint or memory error (one line on stderr),
+2 bad usage or configuration, 130 interrupted.
+"""
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+
+from asyncrecall import __version__
+from asyncrecall._exceptions import AsyncRecallError, ConfigError
+from asyncrecall.cli._common import common_parser
+
+__all__ = ["main"]
+
+# Command modules, imported lazily so `asyncrecall memory list` does not pay for the agent.
+_COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("run", "asyncrecall.cli._run", "one user query, headless"),
+    ("chat", "asyncrecall.cli._chat", "interactive session (one query per line when piped)"),
+    ("memory", "asyncrecall.cli._memory", "the memory folder of the current project"),
+    ("demo", "asyncrecall.cli._demo", "offline demo: blocking vs async recall"),
+    ("bench", "asyncrecall.cli._bench", "benchmarks: latency, quality"),
+)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="asyncrecall",
+        description="An agent with long-term memory whose recall never adds latency.",
+    )
+    parser.add_argument("--version", action="version", version=f"asyncrecall {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = common_parser()
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    for name, module_name, summary in _COMMANDS:
+        if wanted in (None, name) or wanted not in {c[0] for c in _COMMANDS}:
+            try:
+                module = import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name != module_name:
+                    raise
+                subparsers.add_parser(name, help=f"{summary} (not available)")
+                continue
+            register: Callable[..., None] = module.register
+            register(subparsers, common)
+        else:
+            subparsers.add_parser(name, help=summary)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    del argv
-    sys.stderr.write("asyncrecall: not built yet\n")
-    return 2
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser(argv)
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return handler(args)
+    except ConfigError as exc:
+        sys.stderr.write(f"asyncrecall: {exc}\n")
+        return 2
+    except AsyncRecallError as exc:
+        sys.stderr.write(f"asyncrecall: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("asyncrecall: interrupted\n")
+        return 130

@@ -1,0 +1,78 @@
+"""Flags every command accepts, and how they become :class:`Settings`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from asyncrecall._settings import Settings, load_settings
+
+__all__ = ["common_parser", "settings_from_args"]
+
+
+def common_parser() -> argparse.ArgumentParser:
+    """A parent parser with the contract's shared flags (placed after the command's name)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("endpoint and memory")
+    group.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint")
+    group.add_argument("--api-key", metavar="KEY", help="API key (local servers accept any)")
+    group.add_argument("--model", metavar="NAME", help="main model")
+    group.add_argument(
+        "--side-model", metavar="NAME", help="model for the recall side query (default: --model)"
+    )
+    group.add_argument(
+        "--selector",
+        choices=["model", "lexical", "embedding", "hybrid"],
+        help="how recall picks memory files",
+    )
+    group.add_argument("--memory-dir", metavar="DIR", help="use this folder as the memory folder")
+    group.add_argument(
+        "--no-memory",
+        dest="memory_enabled",
+        action="store_const",
+        const=False,
+        default=None,
+        help="no recall, no memory prompt, no memory tool",
+    )
+    group.add_argument("--project", metavar="DIR", help="project root (default: current folder)")
+    limits = parser.add_argument_group("limits and output")
+    limits.add_argument("--max-session-turns", type=int, metavar="N", help="session turn limit")
+    limits.add_argument(
+        "--session-token-limit", type=int, metavar="N", help="stop when a prompt exceeds N tokens"
+    )
+    limits.add_argument(
+        "--max-turns", type=int, metavar="N", help="model turns per user query (default 100)"
+    )
+    limits.add_argument(
+        "--output-format", choices=["text", "json", "stream-json"], help="output of run and chat"
+    )
+    limits.add_argument(
+        "--recall-mode",
+        choices=["async", "blocking", "async+wait100", "async+lexical"],
+        help="async (the design, default), blocking (the old design), or an async variant",
+    )
+    return parser
+
+
+_SETTING_FLAGS = (
+    "base_url",
+    "api_key",
+    "model",
+    "side_model",
+    "selector",
+    "memory_dir",
+    "memory_enabled",
+    "project",
+    "max_session_turns",
+    "session_token_limit",
+    "max_turns",
+    "output_format",
+    "recall_mode",
+)
+
+
+def settings_from_args(args: argparse.Namespace, *, cwd: Path | None = None) -> Settings:
+    """Resolve settings from parsed flags, the environment and settings files."""
+    flags: dict[str, Any] = {name: getattr(args, name, None) for name in _SETTING_FLAGS}
+    return load_settings(flags, cwd=cwd)
