@@ -1,1 +1,64 @@
-"""The agent client: turns, tools, reminders, limits and the memory prefetch."""
+"""The agent client: turns, tools, reminders, limits and the memory prefetch.
+
+This package joins :mod:`asyncrecall.models` and :mod:`asyncrecall.memory`.
+"""
+
+from __future__ import annotations
+
+from asyncrecall.agent._agent import Agent, QueryResult
+from asyncrecall.agent._client import AgentClient, ClientOptions, MessageType
+from asyncrecall.agent._events import (
+    AgentEvent,
+    ContentEvent,
+    ErrorEvent,
+    FinishedEvent,
+    LoopDetectedEvent,
+    MaxSessionTurnsEvent,
+    MaxTurnsEvent,
+    MemoryDiscardedEvent,
+    MemoryInjectedEvent,
+    MemoryRecallStartedEvent,
+    RequestSentEvent,
+    SessionTokenLimitEvent,
+    StoppedEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnCancelledEvent,
+    UsageEvent,
+)
+from asyncrecall.agent._prefetch import MemoryPrefetch, RecallNotReady
+from asyncrecall.agent._prompt import build_system_prompt
+from asyncrecall.agent._session import Session, open_session
+from asyncrecall.agent._tools import ToolOutcome, ToolRegistry
+
+__all__ = [
+    "Agent",
+    "AgentClient",
+    "AgentEvent",
+    "ClientOptions",
+    "ContentEvent",
+    "ErrorEvent",
+    "FinishedEvent",
+    "LoopDetectedEvent",
+    "MaxSessionTurnsEvent",
+    "MaxTurnsEvent",
+    "MemoryDiscardedEvent",
+    "MemoryInjectedEvent",
+    "MemoryPrefetch",
+    "MemoryRecallStartedEvent",
+    "MessageType",
+    "QueryResult",
+    "RecallNotReady",
+    "RequestSentEvent",
+    "Session",
+    "SessionTokenLimitEvent",
+    "StoppedEvent",
+    "ToolCallEvent",
+    "ToolOutcome",
+    "ToolRegistry",
+    "ToolResultEvent",
+    "TurnCancelledEvent",
+    "UsageEvent",
+    "build_system_prompt",
+    "open_session",
+]

@@ -1,0 +1,474 @@
+"""The agent client: one model turn per call, with the asynchronous memory prefetch.
+
+This is the design note's ``GeminiClient`` in Python. :meth:`AgentClient.send_message_stream`
+sends one request to the main model and streams its events. On a user query it
+*starts* the recall and never waits for it; the result is used at the first safe
+moment, whichever comes first:
+
+* point A, just before the user-query request: if settled, the memory block goes
+  first among the system reminders;
+* point B, just before each tool-result request: if settled, the memory block is
+  appended *after* all the tool responses (tool responses must follow the tool
+  calls directly).
+
+A handle is consumed at most once. A new user query, :meth:`AgentClient.reset_chat`,
+every early exit and the caller's cancel end it; a turn that ends normally with tool
+calls pending keeps it for point B.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+
+from asyncrecall._cancel import CancelSignal
+from asyncrecall._exceptions import ModelError
+from asyncrecall._settings import RecallMode
+from asyncrecall.agent._events import (
+    AgentEvent,
+    ContentEvent,
+    DiscardReason,
+    ErrorEvent,
+    InjectionPoint,
+    LoopDetectedEvent,
+    MaxSessionTurnsEvent,
+    MaxTurnsEvent,
+    MemoryDiscardedEvent,
+    MemoryInjectedEvent,
+    MemoryRecallStartedEvent,
+    RequestSentEvent,
+    SessionTokenLimitEvent,
+    StoppedEvent,
+    ToolCallEvent,
+    TurnCancelledEvent,
+    UsageEvent,
+)
+from asyncrecall.agent._prefetch import MemoryPrefetch, start_prefetch
+from asyncrecall.agent._stream import TurnCancelled, cancellable_stream
+from asyncrecall.memory import MemoryManager, RecallResult, Selector, format_memory_block
+from asyncrecall.models import (
+    Content,
+    Finished,
+    FunctionCall,
+    Model,
+    Part,
+    Text,
+    TextDelta,
+    ToolCallReady,
+    ToolSpec,
+    Usage,
+)
+
+__all__ = ["AgentClient", "ClientOptions", "MessageType"]
+
+logger = logging.getLogger("asyncrecall.agent")
+
+
+class MessageType(enum.Enum):
+    """What a request carries: the user's words, tool responses, or a retry."""
+
+    USER_QUERY = "user_query"
+    TOOL_RESULT = "tool_result"
+    RETRY = "retry"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientOptions:
+    """Limits and recall behaviour of one client."""
+
+    max_session_turns: int | None = None
+    session_token_limit: int | None = None
+    #: ``async`` is the design; ``blocking`` the old one (kept as a baseline);
+    #: ``async+wait100`` and ``async+lexical`` are measured variants.
+    recall_mode: RecallMode = "async"
+    #: Bounded initial wait of ``async+wait100``, in seconds.
+    initial_wait: float = 0.1
+    #: Deadline of the old blocking design, in seconds.
+    blocking_deadline: float = 2.5
+    #: Files an instant lexical pass may put on the first request (``async+lexical``).
+    instant_limit: int = 2
+    #: The same tool call with the same arguments this many times in a row is a loop.
+    loop_threshold: int = 5
+    recall_limit: int = 5
+
+
+@dataclass
+class _TurnState:
+    keep_prefetch: bool = False
+
+
+@dataclass
+class _LoopDetector:
+    threshold: int
+    last: str | None = None
+    repeats: int = 0
+
+    def reset(self) -> None:
+        self.last, self.repeats = None, 0
+
+    def seen(self, call: FunctionCall) -> bool:
+        key = call.name + "\0" + json.dumps(call.args, sort_keys=True, default=str)
+        self.repeats = self.repeats + 1 if key == self.last else 1
+        self.last = key
+        return self.repeats >= self.threshold
+
+
+@dataclass
+class _Instant:
+    """What an instant lexical pass found for the current user query."""
+
+    result: RecallResult
+    started_at: float
+    settled_at: float
+
+
+@dataclass
+class _Reminders:
+    extra: list[Callable[[], str | None]] = field(default_factory=list)
+
+    def collect(self) -> list[str]:
+        return [text for provider in self.extra if (text := provider())]
+
+
+class AgentClient:
+    """Keeps the conversation and sends one model turn at a time, with memory prefetch."""
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        memory: MemoryManager | None = None,
+        tools: Sequence[ToolSpec] = (),
+        system_prompt: Callable[[], str] | str | None = None,
+        options: ClientOptions | None = None,
+        control: CancelSignal | None = None,
+        instant_selector: Selector | None = None,
+        reminders: Sequence[Callable[[], str | None]] = (),
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.model = model
+        self.memory = memory
+        self.tools = tuple(tools)
+        self.options = options or ClientOptions()
+        #: The supervisor's stop signal (the note's "Arena" control signal).
+        self.control = control or CancelSignal()
+        self._system_source = system_prompt
+        self._instant_selector = instant_selector
+        self._reminders = _Reminders(list(reminders))
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self.history: list[Content] = []
+        #: Memory files already shown to the model this session (relative paths).
+        self.surfaced_paths: set[str] = set()
+        self.pending_prefetch: MemoryPrefetch | None = None
+        self._instant: _Instant | None = None
+        self._tasks: set[asyncio.Task[RecallResult]] = set()
+        self.session_turns = 0
+        self.last_prompt_tokens = 0
+        self._loop = _LoopDetector(self.options.loop_threshold)
+        self._system_prompt = self._build_system_prompt()
+
+    # -- public -----------------------------------------------------------------
+
+    @property
+    def background_tasks(self) -> frozenset[asyncio.Task[RecallResult]]:
+        """Recall tasks still running (tests check none is left behind)."""
+        return frozenset(self._tasks)
+
+    @property
+    def system_prompt(self) -> str | None:
+        return self._system_prompt
+
+    def reset_chat(self) -> MemoryDiscardedEvent | None:
+        """Clear history and the surfaced set; cancel and drop any pending recall."""
+        event = self._discard_prefetch("reset")
+        self.history.clear()
+        self.surfaced_paths.clear()
+        self._instant = None
+        self._loop.reset()
+        self.last_prompt_tokens = 0
+        self._system_prompt = self._build_system_prompt()
+        return event
+
+    async def aclose(self) -> None:
+        """Cancel any pending recall, then drain our tasks. Never waits for a recall."""
+        self._discard_prefetch("closed")
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def send_message_stream(
+        self,
+        request: Sequence[Part] | str,
+        cancel: CancelSignal,
+        prompt_id: str,
+        message_type: MessageType = MessageType.USER_QUERY,
+        *,
+        turns: int = 100,
+    ) -> AsyncIterator[AgentEvent]:
+        """Send one request to the main model and stream what happens.
+
+        ``turns`` is the number of model turns left for this user query (0 sends
+        nothing). The last event of an abnormal end is ``terminal``.
+        """
+        state = _TurnState()
+        try:
+            async with aclosing(
+                self._turn(request, cancel, prompt_id, message_type, turns, state)
+            ) as events:
+                async for event in events:
+                    yield event
+        finally:
+            # Safety net for every exit that is not a normal end with tool calls
+            # pending: exceptions, the caller's cancel, a consumer that stops early.
+            if not state.keep_prefetch:
+                self._discard_prefetch("cancelled")
+
+    # -- the turn ---------------------------------------------------------------
+
+    async def _turn(
+        self,
+        request: Sequence[Part] | str,
+        cancel: CancelSignal,
+        prompt_id: str,
+        message_type: MessageType,
+        turns: int,
+        state: _TurnState,
+    ) -> AsyncIterator[AgentEvent]:
+        parts: list[Part] = [Text(request)] if isinstance(request, str) else list(request)
+        options = self.options
+        if message_type is MessageType.USER_QUERY:
+            self.session_turns += 1
+            self._loop.reset()
+            if (
+                options.max_session_turns is not None
+                and self.session_turns > options.max_session_turns
+            ):
+                async for event in self._early_exit("limit"):
+                    yield event
+                yield MaxSessionTurnsEvent(limit=options.max_session_turns)
+                return
+            async for event in self._trigger(parts, cancel, prompt_id):
+                yield event
+
+        if turns <= 0:
+            async for event in self._early_exit("limit"):
+                yield event
+            yield MaxTurnsEvent(limit=turns)
+            return
+        limit = options.session_token_limit
+        if limit is not None and self.last_prompt_tokens > limit:
+            async for event in self._early_exit("limit"):
+                yield event
+            yield SessionTokenLimitEvent(tokens=self.last_prompt_tokens, limit=limit)
+            return
+        if self.control.cancelled:
+            async for event in self._early_exit("stopped"):
+                yield event
+            yield StoppedEvent(reason=self.control.reason or "stopped")
+            return
+        if cancel.cancelled:
+            async for event in self._early_exit("cancelled"):
+                yield event
+            yield TurnCancelledEvent()
+            return
+
+        injected: MemoryInjectedEvent | None = None
+        if message_type is MessageType.USER_QUERY:
+            gave_up = await self._bounded_wait()
+            if gave_up is not None:
+                yield gave_up
+            reminders = self._reminders.collect()
+            memory = self._consume("user_query")
+            if memory is not None:
+                block, injected = memory
+                reminders.insert(0, block)  # first: before other reminders and the user's text
+            parts = [*(Text(r) for r in reminders), *parts]
+        elif message_type is MessageType.TOOL_RESULT:
+            memory = self._consume("tool_result")
+            if memory is not None:
+                block, injected = memory
+                parts = [*parts, Text(block)]  # after every tool response, never before
+        if injected is not None:
+            yield injected
+
+        content = Content("user", tuple(parts))
+        self.history.append(content)
+        yield RequestSentEvent(message_type=message_type.value, with_memory=injected is not None)
+
+        text: list[str] = []
+        calls: list[FunctionCall] = []
+        try:
+            async for item in cancellable_stream(
+                lambda: self.model.stream(
+                    tuple(self.history), system=self._system_prompt, tools=self.tools
+                ),
+                cancel,
+            ):
+                if isinstance(item, TextDelta):
+                    text.append(item.text)
+                    yield ContentEvent(text=item.text)
+                elif isinstance(item, ToolCallReady):
+                    calls.append(item.call)
+                elif isinstance(item, Usage):
+                    self.last_prompt_tokens = item.prompt_tokens
+                    yield UsageEvent(
+                        prompt_tokens=item.prompt_tokens,
+                        completion_tokens=item.completion_tokens,
+                    )
+                elif isinstance(item, Finished):
+                    pass
+        except TurnCancelled:
+            self.history.pop()
+            async for event in self._early_exit("cancelled"):
+                yield event
+            yield TurnCancelledEvent()
+            return
+        except ModelError as exc:
+            self.history.pop()
+            async for event in self._early_exit("error"):
+                yield event
+            yield ErrorEvent(message=str(exc), kind=type(exc).__name__)
+            return
+
+        model_parts: list[Part] = [Text("".join(text))] if text else []
+        model_parts.extend(calls)
+        self.history.append(Content("model", tuple(model_parts)))
+        for call in calls:
+            yield ToolCallEvent(name=call.name, args=call.args, id=call.id)
+        looping = next((call for call in calls if self._loop.seen(call)), None)
+        if looping is not None:
+            async for event in self._early_exit("error"):
+                yield event
+            yield LoopDetectedEvent(name=looping.name, repeats=self._loop.repeats)
+            return
+        if calls:
+            state.keep_prefetch = True  # the recall may still land at the next tool result
+            return
+        async for event in self._early_exit("turn_ended"):
+            yield event
+
+    # -- prefetch ---------------------------------------------------------------
+
+    async def _trigger(
+        self, parts: Sequence[Part], cancel: CancelSignal, prompt_id: str
+    ) -> AsyncIterator[AgentEvent]:
+        """Start the recall for this user query; never wait for it."""
+        superseded = self._discard_prefetch("superseded")
+        if superseded is not None:
+            yield superseded
+        self._instant = None
+        memory = self.memory
+        query = "".join(p.text for p in parts if isinstance(p, Text))
+        if memory is None or not query.strip():
+            return
+        excluded = frozenset(self.surfaced_paths)
+        limit = self.options.recall_limit
+
+        self.pending_prefetch = start_prefetch(
+            lambda control: memory.recall(
+                query, excluded_paths=excluded, limit=limit, cancel=control
+            ),
+            caller_cancel=cancel,
+            prompt_id=prompt_id,
+            owner=self._tasks,
+            clock=self._clock,
+        )
+        yield MemoryRecallStartedEvent(prompt_id=prompt_id)
+        if self.options.recall_mode == "async+lexical" and self._instant_selector is not None:
+            started = self._clock()
+            result = await memory.recall(
+                query,
+                excluded_paths=excluded,
+                limit=self.options.instant_limit,
+                selector=self._instant_selector,
+            )
+            self._instant = _Instant(result, started, self._clock())
+
+    async def _bounded_wait(self) -> MemoryDiscardedEvent | None:
+        """The blocking baseline and the bounded-wait variant wait here; ``async`` never does."""
+        handle = self.pending_prefetch
+        if handle is None or handle.settled:
+            return None
+        mode = self.options.recall_mode
+        if mode == "blocking":
+            budget = self.options.blocking_deadline
+        elif mode == "async+wait100":
+            budget = self.options.initial_wait
+        else:
+            return None
+        # asyncio.wait, not wait_for: a late result stays usable at a tool result.
+        await asyncio.wait({handle.task}, timeout=budget)
+        if mode == "blocking" and not handle.settled:
+            # The old design gave up at its deadline: no memory for this query.
+            return self._discard_prefetch("cancelled")
+        return None
+
+    def _consume(self, point: InjectionPoint) -> tuple[str, MemoryInjectedEvent] | None:
+        """Take a settled, unconsumed recall's block, or ``None`` at once."""
+        handle = self.pending_prefetch
+        if handle is not None and handle.settled and not handle.consumed:
+            handle.consumed = True
+            self.pending_prefetch = None
+            result = handle.result_nowait()
+            return self._render(result, point, handle.recall_ms)
+        instant = self._instant
+        if point == "user_query" and instant is not None:
+            self._instant = None
+            ms = (instant.settled_at - instant.started_at) * 1000.0
+            return self._render(instant.result, point, ms, strategy="instant-lexical")
+        return None
+
+    def _render(
+        self,
+        result: RecallResult,
+        point: InjectionPoint,
+        recall_ms: float,
+        *,
+        strategy: str | None = None,
+    ) -> tuple[str, MemoryInjectedEvent] | None:
+        docs = [doc for doc in result.selected if doc.rel_path not in self.surfaced_paths]
+        if not docs or not result.prompt:
+            return None
+        block = result.prompt
+        if len(docs) != len(result.selected):  # some were already sent by an instant pass
+            block = format_memory_block(docs, now=self._wall_clock())
+        paths = tuple(doc.rel_path for doc in docs)
+        self.surfaced_paths.update(paths)
+        event = MemoryInjectedEvent(
+            point=point,
+            paths=paths,
+            recall_ms=round(recall_ms, 3),
+            strategy=strategy or result.strategy,
+        )
+        return block, event
+
+    def _discard_prefetch(self, reason: DiscardReason) -> MemoryDiscardedEvent | None:
+        """Cancel and drop the pending recall, if any."""
+        handle = self.pending_prefetch
+        if handle is None:
+            return None
+        self.pending_prefetch = None
+        settled = handle.settled
+        handle.cancel()
+        logger.debug("memory prefetch %s discarded: %s", handle.prompt_id, reason)
+        return MemoryDiscardedEvent(reason=reason, settled=settled)
+
+    async def _early_exit(self, reason: DiscardReason) -> AsyncIterator[AgentEvent]:
+        event = self._discard_prefetch(reason)
+        if event is not None:
+            yield event
+
+    def _build_system_prompt(self) -> str | None:
+        source = self._system_source
+        if callable(source):
+            return source()
+        return source

@@ -1,0 +1,224 @@
+"""Events the agent emits while it works: for the CLI, for tools and for tests.
+
+Each event is a frozen dataclass with a ``type`` (the contract's name) and
+:meth:`to_dict` giving the JSON object of ``--output-format stream-json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeAlias
+
+__all__ = [
+    "AgentEvent",
+    "ContentEvent",
+    "DiscardReason",
+    "ErrorEvent",
+    "FinishedEvent",
+    "InjectionPoint",
+    "LoopDetectedEvent",
+    "MaxSessionTurnsEvent",
+    "MaxTurnsEvent",
+    "MemoryDiscardedEvent",
+    "MemoryInjectedEvent",
+    "MemoryRecallStartedEvent",
+    "RequestSentEvent",
+    "SessionTokenLimitEvent",
+    "StoppedEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "TurnCancelledEvent",
+    "UsageEvent",
+]
+
+InjectionPoint: TypeAlias = Literal["user_query", "tool_result"]
+DiscardReason: TypeAlias = Literal[
+    "superseded", "cancelled", "turn_ended", "reset", "limit", "stopped", "error", "closed"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    type: ClassVar[str]
+    # Whether the event ends the user query abnormally (the loop stops on it).
+    terminal: ClassVar[bool] = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.type}
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            data[item.name] = list(value) if isinstance(value, tuple) else value
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class ContentEvent(_Event):
+    """A text delta of the model's answer."""
+
+    type: ClassVar[str] = "content"
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent(_Event):
+    """The model asked for a tool call."""
+
+    type: ClassVar[str] = "tool_call"
+    name: str
+    args: Mapping[str, Any]
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultEvent(_Event):
+    """A tool call finished; ``ok`` is false when it returned an error."""
+
+    type: ClassVar[str] = "tool_result"
+    name: str
+    ok: bool
+    id: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSentEvent(_Event):
+    """A main-model request is about to go on the wire (for timelines and benchmarks)."""
+
+    type: ClassVar[str] = "request_sent"
+    message_type: str
+    with_memory: bool
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEvent(_Event):
+    """Token counts the endpoint reported for the last request."""
+
+    type: ClassVar[str] = "usage"
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecallStartedEvent(_Event):
+    """A recall started in the background for this user query."""
+
+    type: ClassVar[str] = "memory_recall_started"
+    prompt_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInjectedEvent(_Event):
+    """A settled recall's memory block went into a request."""
+
+    type: ClassVar[str] = "memory_injected"
+    point: InjectionPoint
+    paths: tuple[str, ...]
+    recall_ms: float
+    strategy: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryDiscardedEvent(_Event):
+    """A recall was dropped unused (cancelled if it was still running)."""
+
+    type: ClassVar[str] = "memory_discarded"
+    reason: DiscardReason
+    settled: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MaxSessionTurnsEvent(_Event):
+    """The session turn limit is reached: nothing more is sent."""
+
+    type: ClassVar[str] = "max_session_turns"
+    terminal: ClassVar[bool] = True
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class MaxTurnsEvent(_Event):
+    """The bound on model turns for this user query is reached."""
+
+    type: ClassVar[str] = "max_turns"
+    terminal: ClassVar[bool] = True
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTokenLimitEvent(_Event):
+    """The last prompt's token count is over the session token limit."""
+
+    type: ClassVar[str] = "session_token_limit_exceeded"
+    terminal: ClassVar[bool] = True
+    tokens: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoppedEvent(_Event):
+    """An external control signal told the agent to stop."""
+
+    type: ClassVar[str] = "stopped"
+    terminal: ClassVar[bool] = True
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoopDetectedEvent(_Event):
+    """The model repeated the same tool call with the same arguments."""
+
+    type: ClassVar[str] = "loop_detected"
+    terminal: ClassVar[bool] = True
+    name: str
+    repeats: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCancelledEvent(_Event):
+    """The caller cancelled the turn (Ctrl-C, Esc, a cancel signal)."""
+
+    type: ClassVar[str] = "cancelled"
+    terminal: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent(_Event):
+    """The model or endpoint failed; ``message`` is one line a user can act on."""
+
+    type: ClassVar[str] = "error"
+    terminal: ClassVar[bool] = True
+    message: str
+    kind: str = "model"
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedEvent(_Event):
+    """The user query is over; ``reason`` says how (``stop`` when the model answered)."""
+
+    type: ClassVar[str] = "finished"
+    reason: str
+    turns: int = 0
+    text: str = ""
+    memory_paths: tuple[str, ...] = field(default=())
+
+
+AgentEvent: TypeAlias = (
+    ContentEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | RequestSentEvent
+    | UsageEvent
+    | MemoryRecallStartedEvent
+    | MemoryInjectedEvent
+    | MemoryDiscardedEvent
+    | MaxSessionTurnsEvent
+    | MaxTurnsEvent
+    | SessionTokenLimitEvent
+    | StoppedEvent
+    | LoopDetectedEvent
+    | TurnCancelledEvent
+    | ErrorEvent
+    | FinishedEvent
+)

@@ -1,0 +1,71 @@
+"""Consume a model stream so that a :class:`CancelSignal` can stop it mid-flight.
+
+The stream is iterated inside one producer task (HTTP clients keep per-task state,
+so the stream must not hop between tasks); a cancel signal cancels that task, which
+closes the request. Our own cancel becomes :class:`TurnCancelled`; a cancellation of
+the consuming task itself propagates untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+from asyncrecall._cancel import CancelSignal
+from asyncrecall.models import StreamEvent
+
+__all__ = ["TurnCancelled", "cancellable_stream"]
+
+
+class TurnCancelled(Exception):
+    """The caller's cancel signal stopped the model stream."""
+
+
+class _End:
+    pass
+
+
+_END = _End()
+
+
+async def cancellable_stream(
+    open_stream: Callable[[], AsyncIterator[StreamEvent]],
+    cancel: CancelSignal,
+) -> AsyncIterator[StreamEvent]:
+    """Yield the stream's events until it ends, fails, or ``cancel`` fires."""
+    if cancel.cancelled:
+        raise TurnCancelled
+    queue: asyncio.Queue[StreamEvent | _End | BaseException] = asyncio.Queue()
+
+    async def produce() -> None:
+        async for event in open_stream():
+            queue.put_nowait(event)
+
+    def on_done(task: asyncio.Task[None]) -> None:
+        # A done-callback, not an except clause: a task cancelled before its first
+        # step never runs its body, and the consumer must still wake up.
+        if task.cancelled():
+            queue.put_nowait(TurnCancelled())
+        elif (exc := task.exception()) is not None:
+            queue.put_nowait(exc)
+        else:
+            queue.put_nowait(_END)
+
+    producer = asyncio.get_running_loop().create_task(produce(), name="model-stream")
+    producer.add_done_callback(on_done)
+    remove = cancel.add_listener(producer.cancel)
+    try:
+        while True:
+            item = await queue.get()
+            if isinstance(item, _End):
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        remove()
+        if not producer.done():
+            producer.cancel()
+        # Drain: the request is closed before we go on. Shield nothing: if we are
+        # being cancelled ourselves, the gather is interrupted and we propagate.
+        await asyncio.gather(producer, return_exceptions=True)

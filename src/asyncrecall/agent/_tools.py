@@ -1,0 +1,283 @@
+"""The tools the agent offers the model.
+
+``read_file``, ``list_directory``, ``glob`` and ``grep_search`` are read-only and
+confined to the project root: a path that leaves it (through ``..`` or a link) gets
+an error result the model can read, never an exception. ``save_memory`` writes a
+topic file and its index line in the memory folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from asyncrecall._exceptions import AsyncRecallError, ToolError
+from asyncrecall.memory import MemoryStore
+from asyncrecall.models import FunctionCall, FunctionResponse, ToolSpec
+
+__all__ = ["ToolOutcome", "ToolRegistry"]
+
+_MAX_READ_LINES = 2000
+_MAX_FILE_BYTES = 2 * 1024 * 1024
+_MAX_GLOB_RESULTS = 500
+_MAX_GREP_MATCHES = 200
+_SKIP_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".mypy_cache"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """A finished tool call: the response sent back, and whether it was an error."""
+
+    call: FunctionCall
+    response: FunctionResponse
+    ok: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Tool:
+    spec: ToolSpec
+    run: Callable[[Mapping[str, Any]], dict[str, Any]]
+    read_only: bool
+
+
+def _schema(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+_STR = {"type": "string"}
+_INT = {"type": "integer", "minimum": 0}
+
+
+class ToolRegistry:
+    """The project's tools; :meth:`execute` runs a model turn's calls."""
+
+    def __init__(self, project_root: Path, *, memory_store: MemoryStore | None = None) -> None:
+        self.root = project_root.resolve()
+        self._memory = memory_store
+        tools = [
+            _Tool(
+                ToolSpec(
+                    "read_file",
+                    "Read a text file of the project. Lines are numbered from 0; "
+                    "use offset and limit for large files.",
+                    _schema({"path": _STR, "offset": _INT, "limit": _INT}, ["path"]),
+                ),
+                self._read_file,
+                True,
+            ),
+            _Tool(
+                ToolSpec(
+                    "list_directory",
+                    "List a folder of the project; folders end with '/'.",
+                    _schema({"path": _STR}, ["path"]),
+                ),
+                self._list_directory,
+                True,
+            ),
+            _Tool(
+                ToolSpec(
+                    "glob",
+                    "Find project files whose path matches a glob pattern, like 'src/**/*.py'.",
+                    _schema({"pattern": _STR}, ["pattern"]),
+                ),
+                self._glob,
+                True,
+            ),
+            _Tool(
+                ToolSpec(
+                    "grep_search",
+                    "Search project files for a regular expression; answers path:line: text.",
+                    _schema({"pattern": _STR, "path": _STR}, ["pattern"]),
+                ),
+                self._grep,
+                True,
+            ),
+        ]
+        if memory_store is not None:
+            tools.append(
+                _Tool(
+                    ToolSpec(
+                        "save_memory",
+                        "Save a long-term memory for later sessions: a short name, a one-line "
+                        "description used to decide relevance, its type (user, feedback, "
+                        "project or reference) and the content.",
+                        _schema(
+                            {
+                                "name": _STR,
+                                "description": _STR,
+                                "type": {
+                                    "type": "string",
+                                    "enum": ["user", "feedback", "project", "reference"],
+                                },
+                                "content": _STR,
+                            },
+                            ["name", "description", "type", "content"],
+                        ),
+                    ),
+                    self._save_memory,
+                    False,
+                )
+            )
+        self._tools = {tool.spec.name: tool for tool in tools}
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(tool.spec for tool in self._tools.values())
+
+    async def execute(self, calls: Sequence[FunctionCall]) -> list[ToolOutcome]:
+        """Run the calls: read-only ones concurrently, writes one by one in order.
+
+        Outcomes come back in the calls' order, whatever order they finished in.
+        """
+        outcomes: dict[int, ToolOutcome] = {}
+        reads = [(i, c) for i, c in enumerate(calls) if self._is_read_only(c)]
+        results = await asyncio.gather(*(self._run_one(c) for _, c in reads))
+        outcomes.update({i: outcome for (i, _), outcome in zip(reads, results, strict=True)})
+        for i, call in enumerate(calls):
+            if i not in outcomes:
+                outcomes[i] = await self._run_one(call)
+        return [outcomes[i] for i in range(len(calls))]
+
+    def _is_read_only(self, call: FunctionCall) -> bool:
+        tool = self._tools.get(call.name)
+        return tool is None or tool.read_only
+
+    async def _run_one(self, call: FunctionCall) -> ToolOutcome:
+        tool = self._tools.get(call.name)
+        try:
+            if tool is None:
+                raise ToolError(f"unknown tool {call.name!r}; available: {', '.join(self._tools)}")
+            response = await asyncio.to_thread(tool.run, call.args)
+        except (AsyncRecallError, OSError, ValueError, TypeError, re.error) as exc:
+            message = str(exc) or type(exc).__name__
+            return ToolOutcome(
+                call, FunctionResponse(call.id, call.name, {"error": message}), False, message
+            )
+        return ToolOutcome(call, FunctionResponse(call.id, call.name, response), True)
+
+    # -- confinement ------------------------------------------------------------
+
+    def _resolve(self, raw: Any, *, default: str | None = None) -> Path:
+        if raw is None and default is not None:
+            raw = default
+        if not isinstance(raw, str) or not raw:
+            raise ToolError("a 'path' string is required")
+        candidate = Path(raw)
+        path = (candidate if candidate.is_absolute() else self.root / candidate).resolve()
+        if not path.is_relative_to(self.root):
+            raise ToolError(f"path {raw!r} is outside the project root {self.root}")
+        return path
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix() or "."
+
+    def _walk_files(self, start: Path) -> Iterator[Path]:
+        if start.is_file():
+            yield start
+            return
+        for folder, dirs, files in os.walk(start):
+            dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
+            for name in sorted(files):
+                path = Path(folder, name)
+                # A link may point out of the project: resolve and check each file.
+                if path.resolve().is_relative_to(self.root):
+                    yield path
+
+    # -- tools ------------------------------------------------------------------
+
+    def _read_file(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        path = self._resolve(args.get("path"))
+        if not path.is_file():
+            raise ToolError(f"{args.get('path')!r} is not a file")
+        if path.stat().st_size > _MAX_FILE_BYTES:
+            raise ToolError(f"{self._rel(path)} is larger than {_MAX_FILE_BYTES} bytes")
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:
+            raise ToolError(f"{self._rel(path)} is a binary file")
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        offset = int(args.get("offset") or 0)
+        limit = int(args.get("limit") or _MAX_READ_LINES)
+        if offset < 0 or limit <= 0:
+            raise ToolError("offset must be 0 or more and limit 1 or more")
+        chosen = lines[offset : offset + min(limit, _MAX_READ_LINES)]
+        return {
+            "path": self._rel(path),
+            "content": "\n".join(chosen),
+            "offset": offset,
+            "total_lines": len(lines),
+            "truncated": offset + len(chosen) < len(lines),
+        }
+
+    def _list_directory(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        path = self._resolve(args.get("path"), default=".")
+        if not path.is_dir():
+            raise ToolError(f"{args.get('path')!r} is not a folder")
+        entries = sorted(
+            entry.name + ("/" if entry.is_dir() else "")
+            for entry in path.iterdir()
+            if entry.name not in _SKIP_DIRS
+        )
+        return {"path": self._rel(path), "entries": entries}
+
+    def _glob(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        pattern = args.get("pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise ToolError("a 'pattern' string is required")
+        if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+            raise ToolError(f"pattern {pattern!r} must stay inside the project root")
+        matches: list[str] = []
+        for path in sorted(self.root.glob(pattern)):
+            if _SKIP_DIRS.intersection(path.relative_to(self.root).parts):
+                continue
+            if not path.resolve().is_relative_to(self.root):
+                continue
+            matches.append(self._rel(path))
+            if len(matches) >= _MAX_GLOB_RESULTS:
+                break
+        return {
+            "pattern": pattern,
+            "matches": matches,
+            "truncated": len(matches) >= _MAX_GLOB_RESULTS,
+        }
+
+    def _grep(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        pattern = args.get("pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise ToolError("a 'pattern' string is required")
+        regex = re.compile(pattern)
+        start = self._resolve(args.get("path"), default=".")
+        matches: list[str] = []
+        for path in self._walk_files(start):
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if len(data) > _MAX_FILE_BYTES or b"\0" in data[:8192]:
+                continue
+            for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                if regex.search(line):
+                    matches.append(f"{self._rel(path)}:{number}: {line.strip()[:300]}")
+                    if len(matches) >= _MAX_GREP_MATCHES:
+                        return {"pattern": pattern, "matches": matches, "truncated": True}
+        return {"pattern": pattern, "matches": matches, "truncated": False}
+
+    def _save_memory(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        if self._memory is None:  # pragma: no cover - the tool is only offered with a store
+            raise ToolError("memory is disabled")
+        values = {key: args.get(key) for key in ("name", "description", "type", "content")}
+        missing = [key for key, value in values.items() if not isinstance(value, str)]
+        if missing:
+            raise ToolError(f"save_memory needs string arguments: {', '.join(missing)}")
+        doc = self._memory.save_memory(
+            str(values["name"]),
+            str(values["description"]),
+            str(values["type"]),  # type: ignore[arg-type]
+            str(values["content"]),
+        )
+        return {"saved": doc.rel_path}

@@ -1,0 +1,127 @@
+"""``asyncrecall chat``: an interactive session, or one query per line when piped.
+
+Ctrl-C cancels the running turn, and the recall side query with it (the caller's
+cancel signal is bridged to the prefetch). A second Ctrl-C at an empty prompt exits.
+Lines ``/reset`` and ``/exit`` reset the chat and leave.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import threading
+from typing import Any
+
+from asyncrecall._cancel import CancelSignal
+from asyncrecall._settings import Settings
+from asyncrecall.agent import open_session
+from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._render import EventPrinter
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "chat",
+        parents=[common],
+        help="interactive session (one query per line when piped)",
+        description="Chat with the agent. Ctrl-C cancels a turn; twice at the prompt exits.",
+    )
+    parser.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    return asyncio.run(chat(settings_from_args(args)))
+
+
+def _start_reader(loop: asyncio.AbstractEventLoop, interactive: bool) -> asyncio.Queue[str | None]:
+    """Read standard input in a daemon thread (it must never keep the process alive)."""
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+    ready = threading.Event()
+    ready.set()
+
+    def read() -> None:
+        while True:
+            if interactive:
+                sys.stderr.write("> ")
+                sys.stderr.flush()
+            line = sys.stdin.readline() if sys.stdin is not None else ""
+            loop.call_soon_threadsafe(queue.put_nowait, line if line else None)
+            if not line:
+                return
+
+    threading.Thread(target=read, name="asyncrecall-stdin", daemon=True).start()
+    return queue
+
+
+class _Interrupts:
+    """What Ctrl-C means right now: cancel the turn, warn, or exit."""
+
+    def __init__(self, printer: EventPrinter) -> None:
+        self.turn: CancelSignal | None = None
+        self.at_prompt = 0
+        self.exit = asyncio.Event()
+        self._printer = printer
+
+    def __call__(self) -> None:
+        if self.turn is not None and not self.turn.cancelled:
+            self.turn.cancel("user")
+            self._printer.err.print("[yellow]^C turn cancelled[/yellow]")
+            return
+        self.at_prompt += 1
+        if self.at_prompt >= 2:
+            self.exit.set()
+        else:
+            self._printer.err.print("\n[dim](press Ctrl-C again to exit)[/dim]")
+
+
+async def chat(settings: Settings) -> int:
+    """Run a chat session until end of input, ``/exit`` or a second Ctrl-C."""
+    loop = asyncio.get_running_loop()
+    session = open_session(settings)
+    printer = EventPrinter(settings.output_format)
+    interrupts = _Interrupts(printer)
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, interrupts)
+    lines = _start_reader(loop, interactive)
+    failed = False
+    exit_wait = asyncio.ensure_future(interrupts.exit.wait())
+    try:
+        while True:
+            next_line = asyncio.ensure_future(lines.get())
+            await asyncio.wait({next_line, exit_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if not next_line.done():
+                next_line.cancel()
+                break
+            line = next_line.result()
+            if line is None:
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/exit", "/quit"):
+                break
+            if text == "/reset":
+                session.client.reset_chat()
+                printer.err.print("[dim]· chat reset[/dim]")
+                continue
+            interrupts.turn = CancelSignal()
+            interrupts.at_prompt = 0
+            async for event in session.agent.run_query(text, cancel=interrupts.turn):
+                printer.show(event)
+            interrupts.turn = None
+            if printer.error is not None:
+                sys.stderr.write(f"asyncrecall: {printer.error}\n")
+                printer.error = None
+                failed = True
+    finally:
+        exit_wait.cancel()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        await session.aclose()
+    return 1 if failed else 0

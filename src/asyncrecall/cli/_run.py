@@ -1,0 +1,58 @@
+"""``asyncrecall run PROMPT``: one user query, headless."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from asyncrecall._settings import Settings
+from asyncrecall.agent import FinishedEvent, open_session
+from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._render import EventPrinter
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        parents=[common],
+        help="one user query, headless",
+        description="Run one user query. Read-only tools and save_memory run without asking.",
+    )
+    parser.add_argument("prompt", nargs="?", help="the query ('-' or none: read standard input)")
+    parser.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    prompt = args.prompt
+    if prompt in (None, "-"):
+        if sys.stdin is None or sys.stdin.isatty():
+            sys.stderr.write("asyncrecall: run needs a PROMPT (or text on standard input)\n")
+            return 2
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        sys.stderr.write("asyncrecall: the prompt is empty\n")
+        return 2
+    return asyncio.run(run_once(settings, prompt))
+
+
+async def run_once(settings: Settings, prompt: str) -> int:
+    """Run ``prompt`` through a fresh session; on exit a pending recall is cancelled."""
+    session = open_session(settings)
+    printer = EventPrinter(settings.output_format)
+    reason = "stop"
+    try:
+        async for event in session.agent.run_query(prompt):
+            printer.show(event)
+            if isinstance(event, FinishedEvent):
+                reason = event.reason
+    finally:
+        await session.aclose()
+    if printer.error is not None:
+        sys.stderr.write(f"asyncrecall: {printer.error}\n")
+        return 1
+    return 130 if reason == "cancelled" else 0
