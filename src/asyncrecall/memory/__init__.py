@@ -1,1 +1,55 @@
-"""The memory folder, scanning, selectors and recall. Knows nothing of the agent."""
+"""The memory folder, scanning, selectors and recall. Knows nothing of the agent.
+
+A project's memory is a folder of Markdown topic files plus an index, ``MEMORY.md``
+(:class:`MemoryStore`). :class:`MemoryManager` recalls the files relevant to a query
+with a :class:`Selector` (:class:`ModelSelector`: one side query to a fast model;
+:class:`LexicalSelector`: BM25, local) and formats them as the memory block the agent
+puts in front of the main model (:func:`format_memory_block`).
+"""
+
+from __future__ import annotations
+
+from asyncrecall.memory._document import safe_file_stem
+from asyncrecall.memory._factory import build_memory_manager
+from asyncrecall.memory._lexical import LexicalSelector
+from asyncrecall.memory._location import canonical_project_root, resolve_memory_dir
+from asyncrecall.memory._model_selector import ModelSelector
+from asyncrecall.memory._prompt import BODY_LIMIT, format_manifest, format_memory_block
+from asyncrecall.memory._recall import DEFAULT_LIMIT, MemoryManager
+from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT
+from asyncrecall.memory._selector import Selector, validate_selection
+from asyncrecall.memory._store import INDEX_MAX_BYTES, INDEX_MAX_LINES, MemoryStore
+from asyncrecall.memory._types import (
+    EMPTY_RECALL,
+    MEMORY_TYPES,
+    MemoryDoc,
+    MemoryType,
+    RecallResult,
+)
+
+__all__ = [
+    "BODY_LIMIT",
+    "DEFAULT_LIMIT",
+    "EMPTY_RECALL",
+    "INDEX_MAX_BYTES",
+    "INDEX_MAX_LINES",
+    "INDEX_NAME",
+    "MAX_FILE_BYTES",
+    "MEMORY_TYPES",
+    "SCAN_LIMIT",
+    "LexicalSelector",
+    "MemoryDoc",
+    "MemoryManager",
+    "MemoryStore",
+    "MemoryType",
+    "ModelSelector",
+    "RecallResult",
+    "Selector",
+    "build_memory_manager",
+    "canonical_project_root",
+    "format_manifest",
+    "format_memory_block",
+    "resolve_memory_dir",
+    "safe_file_stem",
+    "validate_selection",
+]

@@ -1,0 +1,152 @@
+"""Topic files: front matter parsing, rendering, and safe file names.
+
+A topic file is Markdown with a front matter block between ``---`` fences::
+
+    ---
+    name: Testing policy
+    description: tests: never mock the database
+    type: feedback
+    ---
+    Integration tests hit a real database; a mocked one hid a broken migration.
+
+The block is parsed as YAML in safe mode. Models often write an unquoted colon in
+the description (as above), which YAML rejects; then the block is read again as
+plain ``key: value`` lines, as the reference agent does, so such a file is not lost.
+Files we write are always valid YAML (values are quoted by the YAML dumper).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from asyncrecall.memory._types import MEMORY_TYPES, MemoryType
+
+__all__ = [
+    "FrontMatterError",
+    "ParsedDocument",
+    "parse_document",
+    "render_document",
+    "safe_file_stem",
+]
+
+_FENCE = re.compile(r"^---[ \t]*$")
+_KEY_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)[ \t]*:[ \t]?(.*)$")
+_MAX_STEM = 64
+
+
+class FrontMatterError(ValueError):
+    """The text has no usable front matter; the message is the reason a file is skipped."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedDocument:
+    """The fields of a topic file, before it is tied to a path."""
+
+    name: str
+    description: str
+    type: MemoryType
+    body: str
+
+
+def _split(text: str) -> tuple[list[str], str]:
+    """The front matter lines and the body, or :class:`FrontMatterError`."""
+    lines = text.splitlines(keepends=True)
+    if not lines or not _FENCE.match(lines[0].rstrip("\r\n")):
+        raise FrontMatterError("no front matter block (the file must start with a --- line)")
+    for index in range(1, len(lines)):
+        if _FENCE.match(lines[index].rstrip("\r\n")):
+            header = [line.rstrip("\r\n") for line in lines[1:index]]
+            return header, "".join(lines[index + 1 :])
+    raise FrontMatterError("front matter block is not closed by a --- line")
+
+
+def _load_yaml(header: list[str]) -> Mapping[str, Any] | None:
+    """The header as a YAML mapping, or ``None`` when YAML rejects it."""
+    import yaml  # imported here: a warm scan never parses, so never pays for it
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load("\n".join(header), Loader=loader)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(data, Mapping):
+        return None
+    return cast("Mapping[str, Any]", data)
+
+
+def _load_key_values(header: list[str]) -> dict[str, str]:
+    """The reference agent's fallback: ``key: value`` per line, the value taken verbatim."""
+    values: dict[str, str] = {}
+    for line in header:
+        match = _KEY_VALUE.match(line)
+        if match:
+            value = match.group(2).strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            values[match.group(1)] = value
+    return values
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return " ".join(str(value).split())
+
+
+def parse_document(text: str, *, default_name: str) -> ParsedDocument:
+    """Parse a topic file's text; :class:`FrontMatterError` says why it is unusable.
+
+    A missing ``name`` falls back to ``default_name`` (the file's stem), a missing
+    ``description`` to ""; a missing or unknown ``type`` makes the file unusable.
+    """
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    header, body = _split(text)
+    fields: Mapping[str, Any] | None = _load_yaml(header)
+    if fields is None:
+        fields = _load_key_values(header)
+    kind = _text(fields.get("type"))
+    if not kind:
+        raise FrontMatterError("front matter has no type")
+    if kind not in MEMORY_TYPES:
+        raise FrontMatterError(f"unknown type {kind!r} (expected one of {', '.join(MEMORY_TYPES)})")
+    return ParsedDocument(
+        name=_text(fields.get("name")) or default_name,
+        description=_text(fields.get("description")),
+        type=kind,
+        body=body.strip("\n"),
+    )
+
+
+def render_document(*, name: str, description: str, type: MemoryType, body: str) -> str:
+    """A topic file's text: YAML-safe front matter, then the body."""
+    import yaml
+
+    header = yaml.safe_dump(
+        {"name": name, "description": description, "type": type},
+        sort_keys=False,
+        allow_unicode=True,
+        width=1_000_000,
+    )
+    body = body.strip("\n")
+    return f"---\n{header}---\n{body}\n" if body else f"---\n{header}---\n"
+
+
+def safe_file_stem(name: str) -> str:
+    """A file name stem for a memory name: lower-case ASCII words joined by ``-``.
+
+    Never empty, never a path: anything but letters and digits becomes a separator
+    (so ``..`` and ``/`` cannot escape the folder). A name with no ASCII letter or
+    digit gets a stable ``memory-<hash>`` stem.
+    """
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    stem = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")[:_MAX_STEM].strip("-")
+    if not stem:
+        digest = hashlib.sha1(name.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
+        stem = f"memory-{digest}"
+    return stem

@@ -1,0 +1,105 @@
+"""Text the memory package produces: the memory block and the selector's manifest."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Final
+
+from asyncrecall.memory._types import MemoryDoc
+
+__all__ = ["BODY_LIMIT", "age_in_days", "format_age", "format_manifest", "format_memory_block"]
+
+#: Characters of a body put in the block; the rest is left in the file.
+BODY_LIMIT: Final = 1200
+
+_DAY_S: Final = 86_400.0
+_INTRO: Final = (
+    "These memory files, saved in earlier sessions, were selected as relevant to the "
+    "current request. Use them where they help."
+)
+
+
+def age_in_days(mtime: float, *, now: float) -> int:
+    """Whole days since ``mtime`` (0 for today, also for a time in the future)."""
+    return max(0, math.floor((now - mtime) / _DAY_S))
+
+
+def format_age(days: int) -> str:
+    """``Saved today``, ``Saved yesterday`` or ``Saved N days ago``."""
+    if days <= 0:
+        return "Saved today"
+    if days == 1:
+        return "Saved yesterday"
+    return f"Saved {days} days ago"
+
+
+def _caveat(days: int) -> str:
+    return (
+        f"This memory is {days} days old. Memories are point-in-time observations, not live "
+        "state: verify what it says about code, files or behaviour against the current code "
+        "before relying on it."
+    )
+
+
+def format_memory_block(docs: Sequence[MemoryDoc], *, now: float) -> str:
+    """The memory block of the contract for ``docs`` ("" for none).
+
+    Layout (pinned by a test)::
+
+        <system-reminder>
+        ## Relevant memory
+
+        <one intro line>
+
+        ### <title> (<rel/path.md>)
+        Saved today | Saved yesterday | Saved N days ago
+        <caveat, only for files over one day old (two days or more)>
+        <description, when there is one>
+
+        <body, cut at 1,200 characters>
+        <note saying it was cut and where the full file is, only when cut>
+        </system-reminder>
+
+    ``now`` is a Unix time (the caller's clock), so ages are deterministic in tests.
+    """
+    if not docs:
+        return ""
+    lines = ["<system-reminder>", "## Relevant memory", "", _INTRO]
+    for doc in docs:
+        days = age_in_days(doc.mtime, now=now)
+        lines += ["", f"### {doc.title} ({doc.rel_path})", format_age(days)]
+        if days > 1:
+            lines.append(_caveat(days))
+        if doc.description:
+            lines.append(doc.description)
+        body = doc.body.strip("\n")
+        if body:
+            lines.append("")
+            if len(body) > BODY_LIMIT:
+                lines.append(body[:BODY_LIMIT].rstrip())
+                lines.append(
+                    f"[Cut at {BODY_LIMIT:,} of {len(body):,} characters; "
+                    f"the full memory is in {doc.path}]"
+                )
+            else:
+                lines.append(body)
+    lines.append("</system-reminder>")
+    return "\n".join(lines)
+
+
+def _iso(mtime: float) -> str:
+    return datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_manifest(docs: Sequence[MemoryDoc]) -> str:
+    """One line per document: type, relative path, ISO modification time, description.
+
+    Never the bodies: the side query must stay small and fast.
+    """
+    lines = []
+    for doc in docs:
+        line = f"- [{doc.type}] {doc.rel_path} ({_iso(doc.mtime)})"
+        lines.append(f"{line}: {doc.description}" if doc.description else line)
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""Recall: scan the folder, ask a selector, format the memory block.
+
+:meth:`MemoryManager.recall` is what the agent starts (and never awaits) on each user
+query. Its promises:
+
+- an empty or blank query, no document left after ``excluded_paths``, or ``limit`` 0:
+  :data:`EMPTY_RECALL`, and no selector is asked (no side query);
+- excluded paths are never offered to a selector;
+- when the caller's :class:`~asyncrecall.CancelSignal` fires, the selector's task is
+  cancelled (so a side query's HTTP connection closes), drained, and recall returns
+  :data:`EMPTY_RECALL` without logging anything;
+- when the task running recall is itself cancelled by someone else, the selector's task
+  is cancelled and drained, and the ``CancelledError`` propagates: recall never
+  swallows a cancellation it did not issue;
+- any other selector failure (model error, invalid answer, HTTP 500 ...) is logged once
+  as a warning on ``asyncrecall.memory`` and the selector's ``fallback`` (lexical by
+  default for the model selector) answers instead; ``fallback_reason`` says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection, Sequence
+
+from asyncrecall._cancel import CancelSignal
+from asyncrecall.memory._prompt import format_memory_block
+from asyncrecall.memory._selector import Selector
+from asyncrecall.memory._store import MemoryStore
+from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
+
+__all__ = ["DEFAULT_LIMIT", "MemoryManager"]
+
+logger = logging.getLogger("asyncrecall.memory")
+
+#: Files put in one memory block at most.
+DEFAULT_LIMIT = 5
+
+
+class MemoryManager:
+    """Recall over one memory folder with one configured selector."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        selector: Selector,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.selector = selector
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"MemoryManager({self.store!r}, {self.selector!r})"
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        excluded_paths: Collection[str] = (),
+        limit: int = DEFAULT_LIMIT,
+        cancel: CancelSignal | None = None,
+        selector: Selector | None = None,
+    ) -> RecallResult:
+        """The memory block for ``query`` and the files in it (see the module's promises)."""
+        if not query.strip() or limit <= 0 or (cancel is not None and cancel.cancelled):
+            return EMPTY_RECALL
+        docs = await asyncio.to_thread(self.store.scan)
+        excluded = frozenset(excluded_paths)
+        offered = [doc for doc in docs if doc.rel_path not in excluded]
+        if not offered or (cancel is not None and cancel.cancelled):
+            return EMPTY_RECALL
+        chosen = selector if selector is not None else self.selector
+        outcome = await _run_selector(chosen, query, offered, limit=limit, cancel=cancel)
+        if outcome is None:
+            return EMPTY_RECALL  # our cancel fired: nothing to log, nothing to return
+        selected, error = outcome
+        if error is None:
+            return self._result(selected, chosen.name)
+        reason = f"{chosen.name} selector failed: {_describe(error)}"
+        fallback: Selector | None = getattr(chosen, "fallback", None)
+        if fallback is None or fallback is chosen:
+            logger.warning("memory recall failed, no fallback: %s", reason)
+            return RecallResult("", (), "none", fallback_reason=reason)
+        logger.warning("memory recall fell back to the %s selector: %s", fallback.name, reason)
+        outcome = await _run_selector(fallback, query, offered, limit=limit, cancel=cancel)
+        if outcome is None:
+            return EMPTY_RECALL
+        selected, error = outcome
+        if error is not None:
+            logger.warning("memory recall fallback failed too: %s", _describe(error))
+            return RecallResult("", (), "none", fallback_reason=reason)
+        return self._result(selected, fallback.name, fallback_reason=reason)
+
+    def _result(
+        self, selected: Sequence[MemoryDoc], strategy: str, *, fallback_reason: str | None = None
+    ) -> RecallResult:
+        docs = tuple(selected)
+        prompt = format_memory_block(docs, now=self._clock()) if docs else ""
+        return RecallResult(prompt, docs, strategy, fallback_reason=fallback_reason)
+
+
+async def _run_selector(
+    selector: Selector,
+    query: str,
+    docs: Sequence[MemoryDoc],
+    *,
+    limit: int,
+    cancel: CancelSignal | None,
+) -> tuple[list[MemoryDoc], BaseException | None] | None:
+    """Run ``selector.select`` in its own task, bridged to ``cancel``.
+
+    Returns ``None`` when ``cancel`` fired (the task was cancelled and drained),
+    ``(docs, None)`` on success, ``([], error)`` on failure. A cancellation of the
+    calling task cancels and drains the selector's task, then propagates.
+    """
+    task = asyncio.create_task(
+        selector.select(query, docs, limit=limit), name=f"memory-select-{selector.name}"
+    )
+
+    def cancel_task() -> None:
+        task.cancel()
+
+    remove = cancel.add_listener(cancel_task) if cancel is not None else None
+    try:
+        await asyncio.wait({task})
+    except asyncio.CancelledError:
+        await _cancel_and_drain(task)
+        raise
+    finally:
+        if remove is not None:
+            remove()
+    if cancel is not None and cancel.cancelled:
+        if not task.cancelled():
+            task.exception()  # mark any failure as retrieved: the result is not wanted
+        return None
+    if task.cancelled():
+        return [], asyncio.CancelledError("the selector's task was cancelled from inside")
+    error = task.exception()
+    if error is not None:
+        return [], error
+    return task.result()[:limit], None
+
+
+async def _cancel_and_drain(task: asyncio.Task[list[MemoryDoc]]) -> None:
+    """Cancel ``task`` and wait until it has finished, whatever it raises."""
+    task.cancel()
+    try:
+        await asyncio.wait({task})
+    finally:
+        if task.done() and not task.cancelled():
+            task.exception()
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    name = type(error).__name__
+    return f"{name}: {text}" if text else name

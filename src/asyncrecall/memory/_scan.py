@@ -1,0 +1,205 @@
+"""Scanning the memory folder: which files are topic files, newest first, cached.
+
+Rules (issue 3):
+
+- a topic file is any ``*.md`` below the folder except the top-level ``MEMORY.md``;
+  names starting with ``.`` (our lock and temporary files, editors' swap files) and
+  directories starting with ``.`` are ignored;
+- a file is skipped, with one warning on the ``asyncrecall.memory`` logger, when it has
+  no front matter, a missing or unknown type, is not UTF-8, is over 1 MiB, or is a link
+  that points outside the folder. The warning is given once per file state (size and
+  modification time): a later scan of the same bad file is silent;
+- nothing outside the folder is ever opened: every candidate's real path is checked to
+  lie below the folder's real path before it is read, and links to directories are not
+  followed;
+- a scan returns at most ``limit`` (200) documents, newest modification time first;
+- each file's parse is cached on (size, mtime), so a warm scan stats files and parses
+  nothing.
+
+The scanner is thread-safe (recall runs scans in a worker thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from asyncrecall.memory._document import FrontMatterError, parse_document
+from asyncrecall.memory._types import MemoryDoc
+
+__all__ = ["INDEX_NAME", "MAX_FILE_BYTES", "SCAN_LIMIT", "Scanner"]
+
+logger = logging.getLogger("asyncrecall.memory")
+
+INDEX_NAME: Final = "MEMORY.md"
+SCAN_LIMIT: Final = 200
+MAX_FILE_BYTES: Final = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A ``*.md`` file found by the walk, with the stat of its target."""
+
+    path: Path
+    rel_path: str
+    real_path: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A cached parse: the document, or the reason the file was skipped."""
+
+    key: tuple[int, int]
+    doc: MemoryDoc | None
+    reason: str | None
+
+
+class Scanner:
+    """Walks one memory folder and keeps a per-file parse cache."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._cache: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+        self._warned_links: set[tuple[str, str]] = set()
+
+    def scan(self, *, limit: int | None = SCAN_LIMIT) -> list[MemoryDoc]:
+        """The valid documents, newest first, at most ``limit`` (``None``: all)."""
+        with self._lock:
+            try:
+                real_root = os.path.realpath(self._root)
+            except OSError:
+                return []
+            if not os.path.isdir(real_root):
+                return []
+            candidates = self._walk(real_root)
+            candidates.sort(key=lambda c: (-c.mtime_ns, c.rel_path))
+            docs: list[MemoryDoc] = []
+            for candidate in candidates:
+                if limit is not None and len(docs) >= limit:
+                    break
+                doc = self._load(candidate)
+                if doc is not None:
+                    docs.append(doc)
+            if len(self._cache) > 4 * max(len(candidates), SCAN_LIMIT):
+                live = {c.rel_path for c in candidates}
+                self._cache = {k: v for k, v in self._cache.items() if k in live}
+            return docs
+
+    # -- the walk ---------------------------------------------------------------------
+
+    def _walk(self, real_root: str) -> list[_Candidate]:
+        found: list[_Candidate] = []
+        stack: list[tuple[str, str]] = [(real_root, "")]
+        while stack:
+            directory, prefix = stack.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except OSError as exc:
+                self._warn_once(prefix or ".", f"cannot list folder: {exc.strerror}", "dir")
+                continue
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                rel = f"{prefix}{entry.name}"
+                try:
+                    is_link = entry.is_symlink()
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    continue
+                if is_dir:
+                    stack.append((entry.path, f"{rel}/"))
+                    continue
+                if is_link and entry.is_dir():
+                    if not _inside(real_root, os.path.realpath(entry.path)):
+                        self._warn_once(rel, "link to a folder outside the memory folder", "link")
+                    continue  # links to folders are never followed
+                if not entry.name.endswith(".md") or rel == INDEX_NAME:
+                    continue
+                candidate = self._candidate(real_root, entry, rel, is_link)
+                if candidate is not None:
+                    found.append(candidate)
+        return found
+
+    def _candidate(
+        self, real_root: str, entry: os.DirEntry[str], rel: str, is_link: bool
+    ) -> _Candidate | None:
+        real = entry.path
+        if is_link:
+            real = os.path.realpath(entry.path)
+            if not _inside(real_root, real):
+                self._warn_once(rel, "link pointing outside the memory folder", "link")
+                return None
+        try:
+            info = os.stat(real)
+        except OSError:
+            return None  # a dangling link or a file removed during the walk
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return _Candidate(Path(entry.path), rel, real, info.st_size, info.st_mtime_ns)
+
+    # -- parsing, cached ----------------------------------------------------------------
+
+    def _load(self, candidate: _Candidate) -> MemoryDoc | None:
+        key = (candidate.size, candidate.mtime_ns)
+        cached = self._cache.get(candidate.rel_path)
+        if cached is not None and cached.key == key:
+            return cached.doc
+        doc, reason = self._parse(candidate)
+        self._cache[candidate.rel_path] = _Entry(key, doc, reason)
+        if reason is not None:
+            logger.warning("skipping memory file %s: %s", candidate.rel_path, reason)
+        return doc
+
+    def _parse(self, candidate: _Candidate) -> tuple[MemoryDoc | None, str | None]:
+        if candidate.size > MAX_FILE_BYTES:
+            return None, f"over 1 MiB ({candidate.size} bytes)"
+        try:
+            # O_NOFOLLOW: the real path was checked; refuse it if it became a link since.
+            fd = os.open(candidate.real_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as handle:
+                raw = handle.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            return None, f"cannot read it: {exc.strerror}"
+        if len(raw) > MAX_FILE_BYTES:
+            return None, "over 1 MiB"
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None, "not UTF-8 text"
+        if "\x00" in text:
+            return None, "not UTF-8 text (holds NUL bytes)"
+        stem = candidate.rel_path.rsplit("/", 1)[-1].removesuffix(".md")
+        try:
+            parsed = parse_document(text, default_name=stem)
+        except FrontMatterError as exc:
+            return None, str(exc)
+        doc = MemoryDoc(
+            path=candidate.path,
+            rel_path=candidate.rel_path,
+            name=parsed.name,
+            description=parsed.description,
+            type=parsed.type,
+            body=parsed.body,
+            mtime=candidate.mtime_ns / 1e9,
+            size=candidate.size,
+        )
+        return doc, None
+
+    def _warn_once(self, rel: str, reason: str, kind: str) -> None:
+        if (rel, kind) in self._warned_links:
+            return
+        self._warned_links.add((rel, kind))
+        logger.warning("skipping memory file %s: %s", rel, reason)
+
+
+def _inside(real_root: str, real_path: str) -> bool:
+    """Whether ``real_path`` lies below ``real_root`` (both already resolved)."""
+    return real_path.startswith(real_root.rstrip(os.sep) + os.sep)

@@ -1,0 +1,69 @@
+"""Values of the memory package: a memory document and the result of a recall."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal, TypeAlias
+
+__all__ = [
+    "EMPTY_RECALL",
+    "MEMORY_TYPES",
+    "MemoryDoc",
+    "MemoryType",
+    "RecallResult",
+]
+
+MemoryType: TypeAlias = Literal["user", "feedback", "project", "reference"]
+
+#: The valid ``type`` values of a topic file, in the order help texts list them.
+MEMORY_TYPES: Final[tuple[MemoryType, ...]] = ("user", "feedback", "project", "reference")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryDoc:
+    """One topic file of the memory folder, parsed.
+
+    ``path`` is absolute; ``rel_path`` is the POSIX path relative to the memory folder
+    and is what selectors, manifests and ``excluded_paths`` speak. ``mtime`` and
+    ``size`` are the file's at the time it was read.
+    """
+
+    path: Path
+    rel_path: str
+    name: str
+    description: str
+    type: MemoryType
+    body: str
+    mtime: float
+    size: int
+
+    @property
+    def title(self) -> str:
+        """The heading shown for this memory: its ``name``."""
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    """What one recall produced.
+
+    ``prompt`` is the memory block ("" when nothing was selected); ``strategy`` names
+    the selector that produced ``selected`` (``none``, ``lexical``, ``model`` ...);
+    ``fallback_reason`` is set when the configured selector failed and another one
+    (or none) answered instead.
+    """
+
+    prompt: str
+    selected: tuple[MemoryDoc, ...]
+    strategy: str
+    fallback_reason: str | None = None
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The relative paths of the selected files, in order."""
+        return tuple(doc.rel_path for doc in self.selected)
+
+
+#: The result of a recall that selected nothing and asked nobody.
+EMPTY_RECALL: Final[RecallResult] = RecallResult("", (), "none")
