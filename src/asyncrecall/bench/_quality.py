@@ -1,0 +1,264 @@
+"""``asyncrecall bench quality``: memory selection quality on LoCoMo-format data.
+
+For each conversation a real memory folder is built in a temporary directory: one
+topic file per (session, speaker) from ``observation`` (title ``<speaker>, session
+<n>``; description ``<speaker> in session <n> (<session date>): <first observation>``
+cut at 150 characters; type ``user``; body that speaker's observations of the session,
+one per line), saved through :meth:`MemoryStore.save_memory`. Each question then goes
+through :meth:`MemoryManager.recall` (the agent's recall path, limit 5). A question's
+gold files are those holding an observation whose dialog id is in its ``evidence``
+(ids compared verbatim); category 5 (adversarial) and questions with no gold file are
+skipped.
+
+Reported: ``questions`` counted, ``hit_at_5`` (share of questions where a gold file was
+chosen), ``recall_at_5`` (mean share of gold files chosen), ``median_selection_ms``
+(median wall time of one recall call: scan, selection and block). The data is read by
+path and never copied into the repository (its licence is CC BY-NC 4.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asyncrecall._exceptions import ConfigError
+from asyncrecall._settings import Settings
+from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector, Selector
+from asyncrecall.models import Model
+
+__all__ = ["QualityReport", "add_arguments", "default_dataset", "evaluate", "run"]
+
+_DATASET_PARTS = ("shared", "data", "locomo", "locomo-dev.json")
+_DESCRIPTION_LIMIT = 150
+_K = 5
+
+
+@dataclass(frozen=True, slots=True)
+class QualityReport:
+    """The benchmark's figures."""
+
+    questions: int
+    hit_at_5: float
+    recall_at_5: float
+    median_selection_ms: float
+    selector: str = "lexical"
+    conversations: int = 0
+    strategies: Mapping[str, int] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``--json`` object: exactly the four documented keys."""
+        return {
+            "questions": self.questions,
+            "hit_at_5": round(self.hit_at_5, 4),
+            "recall_at_5": round(self.recall_at_5, 4),
+            "median_selection_ms": round(self.median_selection_ms, 3),
+        }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``bench quality`` (``--selector`` is the shared flag: lexical or model)."""
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        metavar="FILE",
+        help="LoCoMo-format JSON (default: ../shared/data/locomo/locomo-dev.json)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--limit-questions",
+        type=int,
+        metavar="N",
+        help="stop after N counted questions (a quick smoke run)",
+    )
+
+
+def default_dataset() -> Path | None:
+    """``../shared/data/locomo/locomo-dev.json`` beside the repository or the cwd, if any."""
+    repo = Path(__file__).resolve().parents[3]
+    for base in (repo.parent, Path.cwd().parent, Path.cwd()):
+        candidate = base.joinpath(*_DATASET_PARTS)
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the benchmark and print the report; returns the exit code."""
+    dataset: Path | None = args.dataset or default_dataset()
+    if dataset is None:
+        raise ConfigError(
+            "no dataset found at ../shared/data/locomo/locomo-dev.json: pass --dataset FILE"
+        )
+    if not dataset.is_file():
+        raise ConfigError(f"dataset {dataset} does not exist")
+    limit: int | None = args.limit_questions
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit-questions must be 1 or more, got {limit}")
+    conversations = _load(dataset)
+    name = args.selector or "lexical"
+    report = asyncio.run(_run_with_selector(name, settings, conversations, limit))
+    _print(report, as_json=args.json, dataset=dataset)
+    return 0
+
+
+async def _run_with_selector(
+    name: str, settings: Settings, conversations: Sequence[Mapping[str, Any]], limit: int | None
+) -> QualityReport:
+    if name == "lexical":
+        return await evaluate(conversations, LexicalSelector, limit_questions=limit)
+    if name != "model":
+        raise ConfigError(f"bench quality supports --selector lexical or model, not {name}")
+    model = _endpoint_model(settings)
+    try:
+        return await evaluate(conversations, lambda: ModelSelector(model), limit_questions=limit)
+    finally:
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _endpoint_model(settings: Settings) -> Model:
+    model_name = settings.effective_side_model
+    if not settings.base_url or not model_name:
+        raise ConfigError(
+            "--selector model needs an endpoint: pass --base-url and --model (or --side-model)"
+        )
+    from asyncrecall.models._openai import OpenAIModel
+
+    model: Model = OpenAIModel(
+        model=model_name, base_url=settings.base_url, api_key=settings.api_key
+    )
+    return model
+
+
+def _load(dataset: Path) -> list[Mapping[str, Any]]:
+    try:
+        data = json.loads(dataset.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read dataset {dataset}: {exc}") from exc
+    if not isinstance(data, list) or not all(isinstance(c, dict) for c in data):
+        raise ConfigError(f"dataset {dataset} is not a LoCoMo-format list of conversations")
+    return data
+
+
+def _sessions(conversation: Mapping[str, Any]) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
+    """``(n, date, {speaker: [[fact, dialog_id(s)], ...]})`` per session, in order."""
+    observations: Mapping[str, Any] = conversation.get("observation") or {}
+    dates: Mapping[str, Any] = conversation.get("conversation") or {}
+    numbered = []
+    for key, value in observations.items():
+        number = key.removeprefix("session_").removesuffix("_observation")
+        if number.isdigit() and isinstance(value, dict):
+            numbered.append((int(number), value))
+    for n, value in sorted(numbered, key=lambda item: item[0]):
+        yield n, str(dates.get(f"session_{n}_date_time", "")), value
+
+
+def build_memory_folder(conversation: Mapping[str, Any], folder: Path) -> dict[str, set[str]]:
+    """Write one conversation's topic files into ``folder``; returns dialog id -> rel paths."""
+    store = MemoryStore(folder)
+    gold: dict[str, set[str]] = {}
+    for n, date, speakers in _sessions(conversation):
+        for speaker, observations in speakers.items():
+            facts = [(str(item[0]), item[1]) for item in observations if item]
+            if not facts:
+                continue
+            description = f"{speaker} in session {n} ({date}): {facts[0][0]}"
+            doc = store.save_memory(
+                f"{speaker}, session {n}",
+                description[:_DESCRIPTION_LIMIT],
+                "user",
+                "\n".join(fact for fact, _ in facts),
+            )
+            for _, ids in facts:
+                for dialog_id in ids if isinstance(ids, list) else [ids]:
+                    gold.setdefault(str(dialog_id), set()).add(doc.rel_path)
+    return gold
+
+
+async def evaluate(
+    conversations: Sequence[Mapping[str, Any]],
+    make_selector: Any,
+    *,
+    limit_questions: int | None = None,
+    progress: bool = True,
+) -> QualityReport:
+    """Build each conversation's folder, recall each question, score the selections."""
+    hits: list[float] = []
+    recalls: list[float] = []
+    times_ms: list[float] = []
+    strategies: dict[str, int] = {}
+    used = 0
+    selector: Selector = make_selector()
+    with tempfile.TemporaryDirectory(prefix="asyncrecall-quality-") as tmp:
+        for index, conversation in enumerate(conversations):
+            if limit_questions is not None and len(hits) >= limit_questions:
+                break
+            label = str(conversation.get("sample_id", f"conversation-{index}"))
+            folder = Path(tmp) / f"{index:03d}-memory"
+            gold_by_id = build_memory_folder(conversation, folder)
+            manager = MemoryManager(MemoryStore(folder), selector)
+            used += 1
+            for qa in conversation.get("qa") or []:
+                if limit_questions is not None and len(hits) >= limit_questions:
+                    break
+                if qa.get("category") == 5:
+                    continue
+                gold: set[str] = set()
+                for dialog_id in qa.get("evidence") or []:
+                    gold |= gold_by_id.get(str(dialog_id), set())
+                if not gold:
+                    continue
+                started = time.perf_counter()
+                result = await manager.recall(str(qa.get("question", "")), limit=_K)
+                times_ms.append((time.perf_counter() - started) * 1000)
+                strategies[result.strategy] = strategies.get(result.strategy, 0) + 1
+                chosen = set(result.paths)
+                hits.append(1.0 if chosen & gold else 0.0)
+                recalls.append(len(chosen & gold) / len(gold))
+            if progress:
+                sys.stderr.write(f"quality: {label}: {len(hits)} questions so far\n")
+                sys.stderr.flush()
+    count = len(hits)
+    return QualityReport(
+        questions=count,
+        hit_at_5=sum(hits) / count if count else 0.0,
+        recall_at_5=sum(recalls) / count if count else 0.0,
+        median_selection_ms=statistics.median(times_ms) if times_ms else 0.0,
+        selector=selector.name,
+        conversations=used,
+        strategies=strategies,
+    )
+
+
+def _print(report: QualityReport, *, as_json: bool, dataset: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if as_json:
+        console.print_json(json.dumps(report.as_json()))
+        return
+    table = Table(title=f"Memory selection quality ({dataset.name}, {report.selector} selector)")
+    table.add_column("questions", justify="right")
+    table.add_column("hit@5", justify="right")
+    table.add_column("recall@5", justify="right")
+    table.add_column("median selection (ms)", justify="right")
+    table.add_row(
+        str(report.questions),
+        f"{report.hit_at_5:.3f}",
+        f"{report.recall_at_5:.3f}",
+        f"{report.median_selection_ms:.2f}",
+    )
+    console.print(table)
+    strategies = ", ".join(f"{k}: {v}" for k, v in sorted(report.strategies.items()))
+    console.print(f"{report.conversations} conversations; strategies used: {strategies}")

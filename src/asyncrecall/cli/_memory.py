@@ -1,0 +1,277 @@
+"""``asyncrecall memory path|list|show|add|forget|recall``: the project's memory folder.
+
+Every sub-command takes the shared flags after its name (``--memory-dir``,
+``--project``, the endpoint flags ...) and ``--json``. Data goes to stdout, warnings
+to stderr. ``recall`` runs the recall the agent runs: the same folder, the same
+selector choice (:func:`~asyncrecall.memory.build_memory_manager`), the same block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from asyncrecall._settings import Settings
+from asyncrecall.cli._common import settings_from_args
+from asyncrecall.memory import (
+    DEFAULT_LIMIT,
+    EMPTY_RECALL,
+    MEMORY_TYPES,
+    MemoryDoc,
+    MemoryStore,
+    RecallResult,
+    build_memory_manager,
+    resolve_memory_dir,
+)
+from asyncrecall.memory._prompt import age_in_days, format_age
+from asyncrecall.models import Model
+
+__all__ = ["register"]
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``memory`` and its sub-commands to the command line."""
+    parser = subparsers.add_parser(
+        "memory",
+        help="the memory folder of the current project",
+        description="The memory folder of the current project: inspect, edit, try recall.",
+    )
+    commands = parser.add_subparsers(dest="memory_command", metavar="SUBCOMMAND", required=True)
+
+    def add(name: str, summary: str, handler: Handler) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = commands.add_parser(
+            name, help=summary, description=summary, parents=[common]
+        )
+        sub.add_argument("--json", action="store_true", help="print JSON for machines")
+        sub.set_defaults(handler=_handle(handler))
+        return sub
+
+    add("path", "print the memory folder (created if missing)", _path)
+    add("list", "list the memories, newest first", _list)
+    show = add("show", "print one memory", _show)
+    show.add_argument("name", metavar="NAME", help="the memory's name or relative path")
+    save = add("add", "save a memory (content from --content or standard input)", _add)
+    save.add_argument("--name", required=True, help="the memory's name (its title)")
+    save.add_argument("--description", default="", help="one line saying what it is about")
+    save.add_argument("--type", required=True, choices=MEMORY_TYPES, help="the memory's type")
+    save.add_argument("--content", help="the body (default: read standard input)")
+    forget = add("forget", "remove a memory and its index line", _forget)
+    forget.add_argument("name", metavar="NAME", help="the memory's name or relative path")
+    recall = add("recall", "run the agent's recall for a query and print the result", _recall)
+    recall.add_argument("query", metavar="QUERY", help="the user query to recall for")
+    recall.add_argument(
+        "--limit", type=int, default=DEFAULT_LIMIT, metavar="N", help="files at most (default 5)"
+    )
+    recall.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a relative path already surfaced this session (repeatable)",
+    )
+
+
+def _handle(handler: Handler) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        _log_warnings_to_stderr()
+        return handler(args, settings_from_args(args))
+
+    return run
+
+
+# -- output helpers ------------------------------------------------------------------
+
+
+def _out() -> Any:
+    from rich.console import Console
+
+    return Console(soft_wrap=True, highlight=False)
+
+
+def _err() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def _print_json(value: Any) -> None:
+    _out().print_json(json.dumps(value, ensure_ascii=False))
+
+
+class _StderrHandler(logging.Handler):
+    """Warnings of the memory package, one line each on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            _err().print(f"asyncrecall: warning: {record.getMessage()}", markup=False)
+        except Exception:  # pragma: no cover - logging must never break the command
+            self.handleError(record)
+
+
+def _log_warnings_to_stderr() -> None:
+    logger = logging.getLogger("asyncrecall.memory")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler(logging.WARNING)
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+def _doc_json(doc: MemoryDoc) -> dict[str, Any]:
+    return {
+        "name": doc.name,
+        "description": doc.description,
+        "type": doc.type,
+        "rel_path": doc.rel_path,
+        "path": str(doc.path),
+        "mtime": doc.mtime,
+        "size": doc.size,
+    }
+
+
+def _store(settings: Settings) -> MemoryStore:
+    return MemoryStore(resolve_memory_dir(settings))
+
+
+# -- sub-commands --------------------------------------------------------------------
+
+
+def _path(args: argparse.Namespace, settings: Settings) -> int:
+    root = _store(settings).ensure()
+    if args.json:
+        _print_json({"path": str(root)})
+    else:
+        _out().print(str(root), markup=False)
+    return 0
+
+
+def _list(args: argparse.Namespace, settings: Settings) -> int:
+    store = _store(settings)
+    docs = store.scan(limit=None)
+    if args.json:
+        _print_json([_doc_json(doc) for doc in docs])
+        return 0
+    if not docs:
+        _err().print(f"No memories in {store.root}", markup=False)
+        return 0
+    from rich.table import Table
+    from rich.text import Text
+
+    now = time.time()
+    table = Table(title=Text(f"Memories in {store.root}"), title_justify="left")
+    for column in ("name", "type", "file", "saved", "description"):
+        table.add_column(column, overflow="fold")
+    for doc in docs:
+        saved = format_age(age_in_days(doc.mtime, now=now)).removeprefix("Saved ")
+        table.add_row(
+            *(Text(cell) for cell in (doc.name, doc.type, doc.rel_path, saved, doc.description))
+        )
+    _out().print(table)
+    return 0
+
+
+def _show(args: argparse.Namespace, settings: Settings) -> int:
+    doc = _store(settings).get(args.name)
+    if args.json:
+        _print_json({**_doc_json(doc), "body": doc.body})
+        return 0
+    age = format_age(age_in_days(doc.mtime, now=time.time()))
+    console = _out()
+    console.print(f"{doc.name} ({doc.rel_path})", markup=False, style="bold")
+    console.print(f"type: {doc.type} · {age.lower()} · {doc.path}", markup=False)
+    if doc.description:
+        console.print(doc.description, markup=False)
+    console.print()
+    console.print(doc.body, markup=False)
+    return 0
+
+
+def _add(args: argparse.Namespace, settings: Settings) -> int:
+    content: str | None = args.content
+    if content is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            from asyncrecall._exceptions import ConfigError
+
+            raise ConfigError("memory add needs --content or the content on standard input")
+        content = sys.stdin.read()
+    doc = _store(settings).save_memory(args.name, args.description, args.type, content)
+    if args.json:
+        _print_json(_doc_json(doc))
+    else:
+        _out().print(f"Saved {doc.name!r} in {doc.path}", markup=False)
+    return 0
+
+
+def _forget(args: argparse.Namespace, settings: Settings) -> int:
+    doc = _store(settings).forget(args.name)
+    if args.json:
+        _print_json(_doc_json(doc))
+    else:
+        _out().print(f"Forgot {doc.name!r} ({doc.rel_path})", markup=False)
+    return 0
+
+
+def _recall(args: argparse.Namespace, settings: Settings) -> int:
+    started = time.perf_counter()
+    if not settings.memory_enabled:
+        _err().print("memory is disabled (--no-memory or ASYNCRECALL_MEMORY=0): no recall")
+        result = EMPTY_RECALL
+    else:
+        result = asyncio.run(_run_recall(settings, args.query, args.exclude, args.limit))
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    if args.json:
+        _print_json(
+            {
+                "query": args.query,
+                "strategy": result.strategy,
+                "fallback_reason": result.fallback_reason,
+                "selected": [_doc_json(doc) for doc in result.selected],
+                "prompt": result.prompt,
+                "recall_ms": round(elapsed_ms, 3),
+            }
+        )
+        return 0
+    console = _out()
+    if result.fallback_reason:
+        _err().print(f"asyncrecall: warning: {result.fallback_reason}", markup=False)
+    console.print(
+        f"strategy: {result.strategy} · {len(result.selected)} file(s) · {elapsed_ms:.1f} ms",
+        markup=False,
+    )
+    for doc in result.selected:
+        console.print(f"  {doc.rel_path} — {doc.name}", markup=False)
+    if result.prompt:
+        console.print()
+        console.print(result.prompt, markup=False)
+    return 0
+
+
+async def _run_recall(
+    settings: Settings, query: str, excluded: list[str], limit: int
+) -> RecallResult:
+    side_model = _side_model(settings)
+    try:
+        manager = build_memory_manager(settings, side_model=side_model)
+        return await manager.recall(query, excluded_paths=excluded, limit=limit)
+    finally:
+        close = getattr(side_model, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _side_model(settings: Settings) -> Model | None:
+    """The agent's side model when an endpoint is configured, else ``None``."""
+    name = settings.effective_side_model
+    if not settings.base_url or not name or settings.effective_selector != "model":
+        return None
+    from asyncrecall.models._openai import OpenAIModel
+
+    model: Model = OpenAIModel(model=name, base_url=settings.base_url, api_key=settings.api_key)
+    return model
