@@ -5,6 +5,12 @@ This package knows nothing of memory or of the agent.
 
 from __future__ import annotations
 
+from asyncrecall.models._convert import (
+    contents_to_messages,
+    messages_to_contents,
+    tools_to_openai,
+    validate_messages,
+)
 from asyncrecall.models._protocol import (
     Finished,
     Model,
@@ -39,6 +45,11 @@ __all__ = [
     "ToolCallReady",
     "ToolSpec",
     "Usage",
+    "contents_to_messages",
+    "messages_to_contents",
     "model_content",
+    "tools_to_openai",
     "user_content",
+    "validate_messages",
 ]
+

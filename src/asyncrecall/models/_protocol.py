@@ -52,7 +52,7 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """The stream ended; ``reason`` is the endpoint's finish reason (``stop``, ``tool_calls``...)."""
+    """The stream ended; ``reason`` is the endpoint's finish reason (``stop``, ``tool_calls``)."""
 
     reason: str | None
 
