@@ -1,1 +1,38 @@
-"""Public test helpers: a scripted model and a local OpenAI-compatible server."""
+"""Public test helpers: a scripted model and a local OpenAI-compatible server.
+
+They are part of the product: the project's own tests, the benchmarks and the demo
+use them, and so can yours. Nothing here reaches the network beyond 127.0.0.1.
+
+* :class:`ScriptedModel` — an in-process :class:`~asyncrecall.models.Model` that
+  plays queued answers (:meth:`~ScriptedModel.add_turn`, :meth:`~ScriptedModel.add_json`),
+  records every call and counts cancellations; gates make timing deterministic.
+* :class:`LocalServer` — an OpenAI-compatible HTTP server on 127.0.0.1 in its own
+  thread: real sockets, SSE streaming, scripted :class:`Reply` values per model,
+  and a :class:`RecordedRequest` per request that says whether the client hung up.
+"""
+
+from __future__ import annotations
+
+from asyncrecall.testing._replies import RecordedRequest, Reply
+from asyncrecall.testing._scripted import (
+    JsonRequest,
+    ScriptedJson,
+    ScriptedModel,
+    ScriptedRequest,
+    ScriptedTurn,
+    ScriptExhaustedError,
+)
+from asyncrecall.testing._server import LocalServer, ReplySource
+
+__all__ = [
+    "JsonRequest",
+    "LocalServer",
+    "RecordedRequest",
+    "Reply",
+    "ReplySource",
+    "ScriptExhaustedError",
+    "ScriptedJson",
+    "ScriptedModel",
+    "ScriptedRequest",
+    "ScriptedTurn",
+]
