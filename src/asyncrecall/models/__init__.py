@@ -1,9 +1,13 @@
 """Models: conversation types, the model protocol, the OpenAI-compatible client.
 
-This package knows nothing of memory or of the agent.
+This package knows nothing of memory or of the agent. The OpenAI client names
+(:class:`OpenAIModel`, :class:`ModelPair`, :func:`open_openai_models`) are imported
+on first use, so importing the package does not load the SDK (~0.5 s).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from asyncrecall.models._convert import (
     contents_to_messages,
@@ -37,6 +41,8 @@ __all__ = [
     "FunctionCall",
     "FunctionResponse",
     "Model",
+    "ModelPair",
+    "OpenAIModel",
     "Part",
     "Role",
     "StreamEvent",
@@ -48,8 +54,21 @@ __all__ = [
     "contents_to_messages",
     "messages_to_contents",
     "model_content",
+    "open_openai_models",
     "tools_to_openai",
     "user_content",
     "validate_messages",
 ]
 
+if TYPE_CHECKING:
+    from asyncrecall.models._openai import ModelPair, OpenAIModel, open_openai_models
+
+_LAZY = frozenset({"ModelPair", "OpenAIModel", "open_openai_models"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from asyncrecall.models import _openai
+
+        return getattr(_openai, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,117 @@
+"""Every endpoint failure maps to one ModelError subclass with an actionable one-line reason."""
+
+from __future__ import annotations
+
+import socket
+
+import openai
+import pytest
+
+from asyncrecall import (
+    ModelAuthError,
+    ModelConnectionError,
+    ModelError,
+    ModelNotFoundError,
+    ModelProtocolError,
+    ModelRateLimitError,
+    ModelServerError,
+)
+from asyncrecall.models import OpenAIModel
+from asyncrecall.testing import LocalServer, Reply
+
+from .helpers import run_turn
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _assert_one_line(error: ModelError) -> None:
+    assert "\n" not in str(error)
+    assert error.model is not None
+
+
+async def test_connection_refused() -> None:
+    """Nothing listening: ModelConnectionError naming the URL and 'connection refused'."""
+    base_url = f"http://127.0.0.1:{_closed_port()}/v1"
+    async with OpenAIModel(model="m", base_url=base_url, max_retries=0) as model:
+        with pytest.raises(ModelConnectionError) as caught:
+            await run_turn(model)
+        with pytest.raises(ModelConnectionError):
+            await model.generate_json(system="s", prompt="p", schema={}, schema_name="x")
+    assert str(caught.value).startswith(f"cannot reach {base_url}: connection refused")
+    assert isinstance(caught.value.__cause__, openai.APIConnectionError)
+    _assert_one_line(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "words"),
+    [
+        (401, ModelAuthError, "refused the API key"),
+        (403, ModelAuthError, "refused the API key"),
+        (429, ModelRateLimitError, "rate limiting"),
+        (500, ModelServerError, "HTTP 500"),
+        (503, ModelServerError, "HTTP 503"),
+        (400, ModelError, "rejected the request"),
+    ],
+)
+async def test_http_status_mapping(
+    model: OpenAIModel,
+    local_server: LocalServer,
+    status: int,
+    error_type: type[ModelError],
+    words: str,
+) -> None:
+    """Each HTTP error status maps to its ModelError, with status, URL, model and server message."""
+    local_server.script("main", Reply(status=status, error_message="the server says why"))
+    with pytest.raises(error_type) as caught:
+        await run_turn(model)
+    error = caught.value
+    assert type(error) is error_type
+    assert error.status == status
+    assert words in str(error)
+    assert local_server.base_url in str(error)
+    assert "`main`" in str(error)
+    assert "the server says why" in str(error)
+    assert isinstance(error.__cause__, openai.APIStatusError)
+    _assert_one_line(error)
+
+
+async def test_unknown_model_is_not_found(local_server: LocalServer) -> None:
+    """404 for an unknown model names the model and suggests the base URL."""
+    async with OpenAIModel(model="nope", base_url=local_server.base_url, max_retries=0) as model:
+        with pytest.raises(ModelNotFoundError) as caught:
+            await run_turn(model)
+    message = str(caught.value)
+    assert "unknown model `nope` or wrong base URL" in message
+    assert "model 'nope' not found" in message
+    assert caught.value.status == 404
+
+
+async def test_side_query_errors_map_too(model: OpenAIModel, local_server: LocalServer) -> None:
+    local_server.script("main", Reply(status=401, error_message="bad key"))
+    with pytest.raises(ModelAuthError):
+        await model.generate_json(system="s", prompt="p", schema={}, schema_name="x")
+
+
+async def test_malformed_stream_is_a_protocol_error(
+    model: OpenAIModel, local_server: LocalServer
+) -> None:
+    """Non-JSON SSE data: ModelProtocolError, and the connection is released."""
+    local_server.script("main", Reply(text="hello", malformed_stream=True))
+    with pytest.raises(ModelProtocolError, match="malformed stream"):
+        await run_turn(model)
+    request = local_server.wait_for(lambda r: r.settled)
+    assert request.status == 200
+
+
+async def test_retries_are_the_sdks(local_server: LocalServer) -> None:
+    """With max_retries=1 a 500 is retried once (the SDK's budget), then mapped."""
+    local_server.script("main", Reply(status=500, retry_after=0.001), Reply(text="recovered"))
+    async with OpenAIModel(model="main", base_url=local_server.base_url, max_retries=1) as model:
+        events = await run_turn(model)
+    assert [r.status for r in local_server.requests] == [500, 200]
+    assert events
