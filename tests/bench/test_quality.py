@@ -1,0 +1,129 @@
+"""``asyncrecall bench quality``: the LoCoMo folders, the scoring, and the command itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncrecall.bench._quality import build_memory_folder, default_dataset, evaluate
+from asyncrecall.memory import LexicalSelector, MemoryStore
+from asyncrecall.testing import LocalServer, Reply
+
+
+def _conversation() -> dict[str, Any]:
+    """A tiny LoCoMo-format conversation: two sessions, two speakers."""
+    return {
+        "sample_id": "conv-t",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bob",
+            "session_1_date_time": "1:00 pm on 1 May, 2023",
+            "session_2_date_time": "2:00 pm on 9 May, 2023",
+        },
+        "observation": {
+            "session_2_observation": {
+                "Ann": [["Ann adopted a grey cat named Pixel.", "D2:1"]],
+                "Bob": [],
+            },
+            "session_1_observation": {
+                "Ann": [
+                    ["Ann plays the violin in an orchestra " + "x" * 150, "D1:1"],
+                    ["Ann practises every evening.", ["D1:3", "D1:5"]],
+                ],
+                "Bob": [["Bob is training for a marathon in Berlin.", "D1:2"]],
+            },
+        },
+        "qa": [
+            {"question": "What is the name of Ann's cat?", "evidence": ["D2:1"], "category": 1},
+            {"question": "Which city is Bob's marathon in?", "evidence": ["D1:2"], "category": 1},
+            {"question": "When does Ann practise violin?", "evidence": ["D1:5"], "category": 2},
+            {"question": "Adversarial", "evidence": ["D1:1"], "category": 5},
+            {"question": "No gold file", "evidence": ["D9:9"], "category": 1},
+        ],
+    }
+
+
+def test_one_topic_file_per_session_and_speaker(tmp_path: Path) -> None:
+    """Title, description (cut at 150), type user, body one observation per line."""
+    gold = build_memory_folder(_conversation(), tmp_path / "m")
+    docs = {d.rel_path: d for d in MemoryStore(tmp_path / "m").scan()}
+    assert sorted(docs) == ["ann-session-1.md", "ann-session-2.md", "bob-session-1.md"]
+    ann = docs["ann-session-1.md"]
+    assert ann.name == "Ann, session 1" and ann.type == "user"
+    assert ann.description.startswith("Ann in session 1 (1:00 pm on 1 May, 2023): Ann plays")
+    assert len(ann.description) == 150
+    assert ann.body.splitlines()[1] == "Ann practises every evening."
+    assert gold["D1:5"] == {"ann-session-1.md"} and gold["D2:1"] == {"ann-session-2.md"}
+
+
+async def test_scores_through_the_recall_path() -> None:
+    """Category 5 and questions without a gold file are not counted."""
+    report = await evaluate([_conversation()], LexicalSelector, progress=False)
+    assert report.questions == 3
+    assert report.hit_at_5 == 1.0 and report.recall_at_5 == 1.0
+    assert report.strategies == {"lexical": 3}
+    assert set(report.as_json()) == {"questions", "hit_at_5", "recall_at_5", "median_selection_ms"}
+    limited = await evaluate([_conversation()], LexicalSelector, limit_questions=1, progress=False)
+    assert limited.questions == 1
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
+    env["ASYNCRECALL_HOME"] = str(cwd / "home")
+    return subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "bench", "quality", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+@pytest.mark.skipif(default_dataset() is None, reason="../shared/data/locomo is not here")
+def test_the_command_on_a_slice_of_the_dev_set(tmp_path: Path) -> None:
+    """The real command and data, limited to a few questions: one JSON object, four keys."""
+    done = _run("--selector", "lexical", "--limit-questions", "25", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert set(report) == {"questions", "hit_at_5", "recall_at_5", "median_selection_ms"}
+    assert report["questions"] == 25
+    assert 0.5 <= report["hit_at_5"] <= 1 and 0.4 <= report["recall_at_5"] <= 1
+    assert "conv-26" in done.stderr  # progress goes to stderr
+
+
+def test_the_model_selector_through_an_endpoint(tmp_path: Path, local_server: LocalServer) -> None:
+    """``--selector model`` sends one side query per question to the configured endpoint."""
+    dataset = tmp_path / "tiny.json"
+    dataset.write_text(json.dumps([_conversation()]))
+    local_server.set_default("side", Reply(json={"selected_memories": ["ann-session-2.md"]}))
+    done = _run(
+        "--dataset",
+        str(dataset),
+        "--selector",
+        "model",
+        "--base-url",
+        local_server.base_url,
+        "--model",
+        "side",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hit@5" in done.stdout and "model: 3" in done.stdout
+    assert len([r for r in local_server.requests if r.is_side_query]) == 3
+
+
+def test_a_missing_dataset_is_a_clear_usage_error(tmp_path: Path) -> None:
+    done = _run("--dataset", str(tmp_path / "nope.json"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "does not exist" in done.stderr
+    dataset = tmp_path / "tiny.json"
+    dataset.write_text(json.dumps([_conversation()]))
+    other = _run("--dataset", str(dataset), "--selector", "embedding", cwd=tmp_path)
+    assert other.returncode == 2 and "lexical or model" in other.stderr

@@ -1,0 +1,159 @@
+"""``asyncrecall memory ...`` run for real: a subprocess, a clean environment, temp folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncrecall.testing import LocalServer, Reply
+
+
+class Cli:
+    """Runs ``python -m asyncrecall`` with no OPENAI_*/ASYNCRECALL_* variables but a home."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.home = tmp_path / "home"
+        self.project = tmp_path / "project"
+        self.project.mkdir()
+        self.memory = tmp_path / "memory"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
+        env["ASYNCRECALL_HOME"] = str(self.home)
+        self.env = env
+
+    def __call__(
+        self, *args: str, input: str | None = None, memory_dir: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        extra = ["--memory-dir", str(self.memory)] if memory_dir else []
+        return subprocess.run(
+            [sys.executable, "-m", "asyncrecall", *args, *extra],
+            input=input if input is not None else "",
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=self.project,
+            timeout=60,
+        )
+
+    def json(self, *args: str, input: str | None = None) -> Any:
+        done = self(*args, "--json", input=input)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
+
+
+def test_path_creates_the_folder_under_home_by_default(cli: Cli) -> None:
+    """Without --memory-dir: $ASYNCRECALL_HOME/projects/<sanitised project>/memory, created."""
+    done = cli("memory", "path", "--json", memory_dir=False)
+    assert done.returncode == 0, done.stderr
+    path = Path(json.loads(done.stdout)["path"])
+    assert path.parent.parent == cli.home / "projects" and path.name == "memory"
+    assert (path / "MEMORY.md").is_file()
+    text = cli("memory", "path", memory_dir=False)
+    assert text.stdout.strip() == str(path)
+
+
+def test_add_list_show_forget_round_trip(cli: Cli) -> None:
+    """add (--content and stdin), list, show and forget, each with --json."""
+    added = cli.json(
+        "memory",
+        "add",
+        "--name",
+        "Testing policy",
+        "--description",
+        "tests: never mock the db",
+        "--type",
+        "feedback",
+        "--content",
+        "Use a real database.",
+    )
+    assert added["rel_path"] == "testing-policy.md" and added["type"] == "feedback"
+    piped = cli.json(
+        "memory", "add", "--name", "Deploy [prod]", "--type", "project", input="Staging first.\n"
+    )
+    assert piped["rel_path"] == "deploy-prod.md"
+
+    listed = cli.json("memory", "list")
+    assert sorted(d["name"] for d in listed) == ["Deploy [prod]", "Testing policy"]
+    shown = cli.json("memory", "show", "Testing policy")
+    assert shown["body"] == "Use a real database."
+    assert shown["description"] == "tests: never mock the db"
+
+    table = cli("memory", "list")
+    assert table.returncode == 0 and "Deploy [prod]" in table.stdout
+
+    forgotten = cli.json("memory", "forget", "deploy-prod.md")
+    assert forgotten["name"] == "Deploy [prod]"
+    assert [d["name"] for d in cli.json("memory", "list")] == ["Testing policy"]
+    assert (cli.memory / "MEMORY.md").read_text() == (
+        "- [Testing policy](testing-policy.md) — tests: never mock the db\n"
+    )
+
+
+def test_recall_lexical_without_an_endpoint(cli: Cli) -> None:
+    """No endpoint: the lexical selector, as the agent would use; the block is printed."""
+    cli.json("memory", "add", "--name", "Tea", "--type", "user", "--content", "Alice drinks tea.")
+    cli.json("memory", "add", "--name", "Db", "--type", "project", "--content", "Real Postgres.")
+    result = cli.json("memory", "recall", "what does alice drink")
+    assert result["strategy"] == "lexical" and result["fallback_reason"] is None
+    assert [d["rel_path"] for d in result["selected"]] == ["tea.md"]
+    assert result["prompt"].startswith("<system-reminder>\n## Relevant memory")
+    assert "### Tea (tea.md)" in result["prompt"]
+    text = cli("memory", "recall", "what does alice drink")
+    assert "strategy: lexical" in text.stdout and "### Tea (tea.md)" in text.stdout
+    excluded = cli.json("memory", "recall", "what does alice drink", "--exclude", "tea.md")
+    assert (excluded["selected"], excluded["prompt"]) == ([], "")
+
+
+def test_recall_uses_the_side_model_of_the_configured_endpoint(
+    cli: Cli, local_server: LocalServer
+) -> None:
+    """With an endpoint, recall sends the agent's side query; a 500 falls back with a warning."""
+    cli.json("memory", "add", "--name", "Tea", "--type", "user", "--content", "Alice drinks tea.")
+    endpoint = ["--base-url", local_server.base_url, "--model", "main", "--side-model", "side"]
+    local_server.script("side", Reply(json={"selected_memories": ["tea.md"]}))
+    result = cli.json("memory", "recall", "drinks?", *endpoint)
+    assert (result["strategy"], [d["rel_path"] for d in result["selected"]]) == (
+        "model",
+        ["tea.md"],
+    )
+    side_queries = [r for r in local_server.requests if r.is_side_query]
+    assert len(side_queries) == 1 and side_queries[0].model == "side"
+
+    local_server.set_default("side", Reply(status=500, error_message="down"))
+    done = cli("memory", "recall", "alice tea", *endpoint)
+    assert done.returncode == 0, done.stderr
+    assert "strategy: lexical" in done.stdout
+    assert "warning" in done.stderr and "ModelServerError" in done.stderr
+
+
+def test_errors_exit_with_one_line(cli: Cli) -> None:
+    """A memory error exits 1 with one line; bad usage or configuration exits 2."""
+    missing = cli("memory", "forget", "nothing")
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [
+        f"asyncrecall: no memory named 'nothing' in {cli.memory}"
+    ]
+    empty = cli("memory", "add", "--name", " ", "--type", "user", "--content", "x")
+    assert empty.returncode == 1 and "non-empty name" in empty.stderr
+    bad_type = cli("memory", "add", "--name", "x", "--type", "secret", "--content", "x")
+    assert bad_type.returncode == 2
+    no_side = cli("memory", "recall", "x", "--selector", "model")
+    assert no_side.returncode == 2 and "needs a side model" in no_side.stderr
+
+
+def test_a_skipped_file_is_warned_about_on_stderr(cli: Cli) -> None:
+    cli.memory.mkdir()
+    (cli.memory / "broken.md").write_text("no front matter\n")
+    done = cli("memory", "list", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout) == []
+    assert done.stderr.count("broken.md") == 1 and "no front matter" in done.stderr

@@ -1,0 +1,55 @@
+"""Fixtures of the memory tests: a store in a temporary folder and a file writer."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from asyncrecall.memory import MemoryStore
+
+WriteFile = Callable[..., Path]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """An existing, empty memory folder."""
+    folder = tmp_path / "memory"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def store(root: Path) -> MemoryStore:
+    return MemoryStore(root)
+
+
+def topic(
+    name: str = "A memory",
+    *,
+    description: str = "what it is about",
+    type: str = "project",
+    body: str = "The body.",
+) -> str:
+    """A topic file's text with a plain front matter block."""
+    return f"---\nname: {name}\ndescription: {description}\ntype: {type}\n---\n{body}\n"
+
+
+@pytest.fixture
+def write(root: Path) -> WriteFile:
+    """``write(rel, text_or_bytes, mtime=None)``: a file below the folder, with its mtime."""
+
+    def write_file(rel: str, content: str | bytes, *, mtime: float | None = None) -> Path:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        if mtime is not None:
+            os.utime(path, (mtime, mtime))
+        return path
+
+    return write_file
