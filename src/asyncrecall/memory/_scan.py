@@ -45,7 +45,7 @@ MAX_FILE_BYTES: Final = 1024 * 1024
 class _Candidate:
     """A ``*.md`` file found by the walk, with the stat of its target."""
 
-    path: Path
+    path: str
     rel_path: str
     real_path: str
     size: int
@@ -143,7 +143,7 @@ class Scanner:
             return None  # a dangling link or a file removed during the walk
         if not stat.S_ISREG(info.st_mode):
             return None
-        return _Candidate(Path(entry.path), rel, real, info.st_size, info.st_mtime_ns)
+        return _Candidate(entry.path, rel, real, info.st_size, info.st_mtime_ns)
 
     # -- parsing, cached ----------------------------------------------------------------
 
@@ -182,7 +182,7 @@ class Scanner:
         except FrontMatterError as exc:
             return None, str(exc)
         doc = MemoryDoc(
-            path=candidate.path,
+            path=Path(candidate.path),
             rel_path=candidate.rel_path,
             name=parsed.name,
             description=parsed.description,
