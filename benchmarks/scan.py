@@ -22,11 +22,12 @@ from pathlib import Path
 
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
 
-WORDS = (
+_WORD_TEXT = (
     "database migration test fixture deploy staging cluster config token cache index "
     "memory recall latency model prompt user feedback project reference style lint "
     "review branch commit release docker kubernetes python async await cancel stream"
-).split()
+)
+WORDS = _WORD_TEXT.split()
 
 QUERIES = [
     "how do we run the database migration tests",
