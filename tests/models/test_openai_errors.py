@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+import httpx2
 import openai
 import pytest
 
@@ -17,6 +18,7 @@ from asyncrecall import (
     ModelServerError,
 )
 from asyncrecall.models import OpenAIModel
+from asyncrecall.models._openai_errors import map_error, one_line
 from asyncrecall.testing import LocalServer, Reply
 
 from .helpers import run_turn
@@ -115,3 +117,43 @@ async def test_retries_are_the_sdks(local_server: LocalServer) -> None:
         events = await run_turn(model)
     assert [r.status for r in local_server.requests] == [500, 200]
     assert events
+
+
+async def test_timeout_is_a_connection_error(local_server: LocalServer) -> None:
+    local_server.script("main", Reply(hang=True))
+    async with OpenAIModel(
+        model="main", base_url=local_server.base_url, max_retries=0, timeout=0.05
+    ) as model:
+        with pytest.raises(ModelConnectionError, match="timed out waiting for"):
+            await run_turn(model)
+
+
+async def test_connection_dropped_mid_stream(model: OpenAIModel, local_server: LocalServer) -> None:
+    local_server.script("main", Reply(text="abcdef", chunk_size=1, drop_after=3))
+    with pytest.raises(ModelConnectionError, match="dropped mid-stream"):
+        await run_turn(model)
+
+
+async def test_error_event_in_the_stream(model: OpenAIModel, local_server: LocalServer) -> None:
+    local_server.script("main", Reply(text="abc", stream_error="overloaded, try later"))
+    with pytest.raises(ModelServerError, match="overloaded, try later"):
+        await run_turn(model)
+
+
+def _request() -> httpx2.Request:
+    return httpx2.Request("POST", "http://h/v1/chat/completions")
+
+
+def test_dns_failure_and_unknown_exceptions_read_well() -> None:
+    """The mapping of rarer failures, checked on the mapping function itself."""
+    dns = openai.APIConnectionError(request=_request())
+    dns.__cause__ = socket.gaierror(-2, "Name or service not known")
+    error = map_error(dns, base_url="http://h/v1", model="m")
+    assert str(error) == (
+        "cannot reach http://h/v1: host not found ([Errno -2] Name or service not known)"
+        " (model `m`)"
+    )
+    odd = map_error(RuntimeError("weird\nthing"), base_url="http://h/v1", model="m")
+    assert type(odd) is ModelError
+    assert str(odd) == "http://h/v1 (model `m`) failed: RuntimeError: weird thing"
+    assert one_line("x" * 300, 10) == "x" * 9 + "…"

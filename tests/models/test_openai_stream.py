@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,8 +18,10 @@ from asyncrecall.models import (
     ToolSpec,
     Usage,
     model_content,
+    open_openai_models,
     user_content,
 )
+from asyncrecall.models._openai import _CallAssembler
 from asyncrecall.testing import LocalServer, Reply
 
 from .helpers import run_turn
@@ -200,3 +203,36 @@ async def test_models_of_a_pair_share_one_client(local_server: LocalServer) -> N
     assert value == {"ok": True}
     assert [r.model for r in local_server.requests] == ["main", "side"]
     assert pair.client.is_closed()
+
+
+def test_assembler_copes_with_servers_that_omit_the_index() -> None:
+    """Without ``index``, pieces join the call with the same id, else the last call."""
+    assembler = _CallAssembler()
+
+    def delta(call_id: str | None, name: str | None, arguments: str | None) -> SimpleNamespace:
+        return SimpleNamespace(
+            index=None, id=call_id, function=SimpleNamespace(name=name, arguments=arguments)
+        )
+
+    assembler.add(delta("a", "f", '{"x"'))
+    assembler.add(delta(None, None, ": 1}"))
+    assembler.add(delta("b", "g", "{}"))
+    assembler.add(delta("a", None, ""))
+    calls = assembler.take()
+    assert [(c.id, c.name, "".join(c.arguments)) for c in calls] == [
+        ("a", "f", '{"x": 1}'),
+        ("b", "g", "{}"),
+    ]
+    assert assembler.take() == []
+
+
+async def test_open_openai_models_and_shared_clients(local_server: LocalServer) -> None:
+    """A model given a client shares it and leaves closing it to the owner."""
+    pair = open_openai_models(model="main", base_url=local_server.base_url, max_retries=0)
+    assert pair.side.name == "main"
+    other = OpenAIModel(model="x", base_url=local_server.base_url, client=pair.client)
+    await other.aclose()
+    assert not pair.client.is_closed()
+    await pair.aclose()
+    assert pair.client.is_closed()
+    assert repr(other) == f"OpenAIModel(model='x', base_url='{local_server.base_url}')"

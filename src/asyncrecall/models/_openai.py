@@ -31,16 +31,9 @@ from typing import Any, cast
 import openai
 from openai import AsyncOpenAI
 
-from asyncrecall._exceptions import (
-    ModelAuthError,
-    ModelConnectionError,
-    ModelError,
-    ModelNotFoundError,
-    ModelProtocolError,
-    ModelRateLimitError,
-    ModelServerError,
-)
+from asyncrecall._exceptions import ModelError, ModelProtocolError
 from asyncrecall.models._convert import contents_to_messages, tools_to_openai, validate_messages
+from asyncrecall.models._openai_errors import error_text, map_error, one_line
 from asyncrecall.models._protocol import Finished, StreamEvent, TextDelta, ToolCallReady, Usage
 from asyncrecall.models._types import Content, FunctionCall, ToolSpec
 
@@ -234,7 +227,7 @@ class OpenAIModel:
                     stream_options={"include_usage": True},
                 )
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-                if "stream_options" not in _error_text(exc):
+                if "stream_options" not in error_text(exc):
                     raise self._map_error(exc) from exc
                 self._stream_options_supported = False
             except openai.OpenAIError as exc:
@@ -259,13 +252,13 @@ class OpenAIModel:
             except ValueError as exc:
                 raise ModelProtocolError(
                     f"{self._where()} sent invalid JSON arguments for tool `{builder.name}`: "
-                    f"{_one_line(arguments, 80)!r}",
+                    f"{one_line(arguments, 80)!r}",
                     model=self._model,
                 ) from exc
             if not isinstance(args, dict):
                 raise ModelProtocolError(
                     f"{self._where()} sent arguments for tool `{builder.name}` that are not a "
-                    f"JSON object: {_one_line(arguments, 80)!r}",
+                    f"JSON object: {one_line(arguments, 80)!r}",
                     model=self._model,
                 )
             call_id = builder.id
@@ -325,7 +318,7 @@ class OpenAIModel:
             ) as response:  # the context closes the connection, also on cancellation
                 completion = await response.parse()
         except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-            if wants_schema and any(word in _error_text(exc) for word in _SCHEMA_WORDS):
+            if wants_schema and any(word in error_text(exc) for word in _SCHEMA_WORDS):
                 raise _SchemaRefused from exc
             raise self._map_error(exc) from exc
         except openai.OpenAIError as exc:
@@ -350,7 +343,7 @@ class OpenAIModel:
         except ValueError as exc:
             raise ModelProtocolError(
                 f"{self._where()} answered the side query with invalid JSON: "
-                f"{_one_line(content, 80)!r}",
+                f"{one_line(content, 80)!r}",
                 model=self._model,
             ) from exc
 
@@ -360,74 +353,7 @@ class OpenAIModel:
         return f"{self._base_url} (model `{self._model}`)"
 
     def _map_error(self, exc: Exception, *, streaming: bool = False) -> ModelError:
-        """The ModelError for an SDK (or decoding) exception; the caller raises it ``from``."""
-        base, model = self._base_url, self._model
-        if isinstance(exc, openai.APITimeoutError):
-            return ModelConnectionError(
-                f"timed out waiting for {base} (model `{model}`)", model=model
-            )
-        if isinstance(exc, openai.APIConnectionError):
-            reason = _connection_reason(exc)
-            if streaming:
-                return ModelConnectionError(
-                    f"connection to {base} dropped mid-stream (model `{model}`): {reason}",
-                    model=model,
-                )
-            return ModelConnectionError(
-                f"cannot reach {base}: {reason} (model `{model}`)", model=model
-            )
-        if isinstance(exc, openai.APIStatusError):
-            return self._map_status(exc)
-        if isinstance(exc, openai.APIResponseValidationError):
-            return ModelProtocolError(f"{self._where()} answered an invalid body", model=model)
-        if isinstance(exc, openai.APIError):  # an error event inside the stream
-            return ModelServerError(
-                f"{self._where()} reported an error mid-stream: {_one_line(exc.message)}",
-                model=model,
-            )
-        if isinstance(exc, ValueError):
-            what = "stream" if streaming else "response"
-            detail = (
-                f"data is not JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else exc
-            )
-            return ModelProtocolError(
-                f"{self._where()} sent a malformed {what}: {_one_line(str(detail))}", model=model
-            )
-        return ModelError(f"{self._where()} failed: {type(exc).__name__}: {exc}", model=model)
-
-    def _map_status(self, exc: openai.APIStatusError) -> ModelError:
-        status, model, base = exc.status_code, self._model, self._base_url
-        detail = _one_line(_server_message(exc))
-        if status in (401, 403):
-            return ModelAuthError(
-                f"{base} refused the API key (HTTP {status}, model `{model}`): {detail}; "
-                "check --api-key / ASYNCRECALL_API_KEY",
-                model=model,
-                status=status,
-            )
-        if status == 404:
-            return ModelNotFoundError(
-                f"{base} answered 404: unknown model `{model}` or wrong base URL ({detail})",
-                model=model,
-                status=status,
-            )
-        if status == 429:
-            return ModelRateLimitError(
-                f"{base} is rate limiting model `{model}` (HTTP 429): {detail}",
-                model=model,
-                status=status,
-            )
-        if status >= 500:
-            return ModelServerError(
-                f"{base} failed with HTTP {status} (model `{model}`): {detail}",
-                model=model,
-                status=status,
-            )
-        return ModelError(
-            f"{base} rejected the request (HTTP {status}, model `{model}`): {detail}",
-            model=model,
-            status=status,
-        )
+        return map_error(exc, base_url=self._base_url, model=self._model, streaming=streaming)
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,38 +451,3 @@ def _usage_of(chunk: Any) -> Usage | None:
     prompt = getattr(usage, "prompt_tokens", None)
     completion = getattr(usage, "completion_tokens", None)
     return Usage(prompt_tokens=int(prompt or 0), completion_tokens=int(completion or 0))
-
-
-def _server_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
-        return str(body["message"])
-    if isinstance(body, str) and body:
-        return body
-    return exc.message
-
-
-def _error_text(exc: openai.APIStatusError) -> str:
-    return f"{exc.message} {exc.body}".lower()
-
-
-def _connection_reason(exc: BaseException) -> str:
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        text = str(current).lower()
-        if (
-            isinstance(current, ConnectionRefusedError)
-            or "refused" in text
-            or ("connect call failed" in text or "all connection attempts failed" in text)
-        ):
-            return "connection refused"
-        current = current.__cause__ or current.__context__
-    last = seen[-1]
-    return _one_line(str(last) or type(last).__name__)
-
-
-def _one_line(text: str, limit: int = 240) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -1,0 +1,123 @@
+"""SDK exceptions → the :class:`~asyncrecall.ModelError` family, with one-line reasons.
+
+Every reason names the base URL and the model, and says what to check. The caller
+raises the result ``from`` the SDK's exception, so the cause stays attached.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Mapping
+
+import openai
+
+from asyncrecall._exceptions import (
+    ModelAuthError,
+    ModelConnectionError,
+    ModelError,
+    ModelNotFoundError,
+    ModelProtocolError,
+    ModelRateLimitError,
+    ModelServerError,
+)
+
+__all__ = ["error_text", "map_error", "one_line"]
+
+
+def map_error(exc: Exception, *, base_url: str, model: str, streaming: bool = False) -> ModelError:
+    """The ModelError for an SDK (or decoding) exception raised by a request to ``base_url``.
+
+    ``streaming`` says the exception came while reading a stream that had started.
+    """
+    where = f"{base_url} (model `{model}`)"
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelConnectionError(f"timed out waiting for {where}", model=model)
+    if isinstance(exc, openai.APIConnectionError):
+        reason = _connection_reason(exc)
+        if streaming:
+            return ModelConnectionError(
+                f"connection to {where} dropped mid-stream: {reason}", model=model
+            )
+        return ModelConnectionError(
+            f"cannot reach {base_url}: {reason} (model `{model}`)", model=model
+        )
+    if isinstance(exc, openai.APIStatusError):
+        return _map_status(exc, base_url=base_url, model=model)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ModelProtocolError(f"{where} answered an invalid body", model=model)
+    if isinstance(exc, openai.APIError):  # an error event inside the stream
+        return ModelServerError(
+            f"{where} reported an error mid-stream: {one_line(exc.message)}", model=model
+        )
+    if isinstance(exc, ValueError):
+        what = "stream" if streaming else "response"
+        detail = f"data is not JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else exc
+        return ModelProtocolError(
+            f"{where} sent a malformed {what}: {one_line(str(detail))}", model=model
+        )
+    return ModelError(f"{where} failed: {type(exc).__name__}: {one_line(str(exc))}", model=model)
+
+
+def _map_status(exc: openai.APIStatusError, *, base_url: str, model: str) -> ModelError:
+    status = exc.status_code
+    detail = one_line(_server_message(exc))
+    if status in (401, 403):
+        return ModelAuthError(
+            f"{base_url} refused the API key (HTTP {status}, model `{model}`): {detail}; "
+            "check --api-key / ASYNCRECALL_API_KEY",
+            model=model,
+            status=status,
+        )
+    if status == 404:
+        return ModelNotFoundError(
+            f"{base_url} answered 404: unknown model `{model}` or wrong base URL ({detail})",
+            model=model,
+            status=status,
+        )
+    if status == 429:
+        return ModelRateLimitError(
+            f"{base_url} is rate limiting model `{model}` (HTTP 429): {detail}",
+            model=model,
+            status=status,
+        )
+    kind = ModelServerError if status >= 500 else ModelError
+    verb = "failed with" if status >= 500 else "rejected the request with"
+    return kind(
+        f"{base_url} {verb} HTTP {status} (model `{model}`): {detail}", model=model, status=status
+    )
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    if isinstance(body, str) and body:
+        return body
+    return exc.message
+
+
+def error_text(exc: openai.APIStatusError) -> str:
+    """The error's message and body, lower-cased, for matching words like ``stream_options``."""
+    return f"{exc.message} {exc.body}".lower()
+
+
+def _connection_reason(exc: BaseException) -> str:
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for link in chain:
+        if isinstance(link, ConnectionRefusedError) or "refused" in str(link).lower():
+            return "connection refused"
+        if isinstance(link, socket.gaierror):
+            return f"host not found ({one_line(str(link))})"
+    deepest = chain[-1]
+    return one_line(str(deepest) or type(deepest).__name__)
+
+
+def one_line(text: str, limit: int = 240) -> str:
+    """``text`` on one line, cut at ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
