@@ -172,6 +172,11 @@ class Connection:
             self.gone.set()
             raise ClientGone from exc
 
+    def abort(self) -> None:
+        """Drop the connection at once (the client sees a broken response)."""
+        self._writer.transport.abort()
+        self.gone.set()
+
     async def close(self) -> None:
         """Close the socket and stop the pump."""
         self._pump.cancel()

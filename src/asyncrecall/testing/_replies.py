@@ -64,6 +64,10 @@ class Reply:
     stall_after: int | None = None
     """Stream this many chunks, then send nothing more until the client hangs up
     (to cancel mid-stream at a point the test controls)."""
+    drop_after: int | None = None
+    """Stream this many chunks, then close the connection without ending the body."""
+    stream_error: str | None = None
+    """Stream one good chunk, then an ``{"error": {"message": ...}}`` event, then end."""
     malformed_stream: bool = False
     """Stream one good chunk, then an SSE ``data:`` line that is not JSON."""
     omit_tool_call_ids: bool = False
@@ -89,7 +93,7 @@ class Reply:
         return self.text
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, repr=False)
 class RecordedRequest:
     """One request the server received — a live record the server thread updates.
 
@@ -111,6 +115,13 @@ class RecordedRequest:
     status: int | None = None
     """The status answered (``None`` if the client left before any answer)."""
     reply: Reply | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"<RecordedRequest #{self.index} {self.method} {self.path} model={self.model!r} "
+            f"stream={self.stream} side={self.is_side_query} status={self.status} "
+            f"disconnected={self.disconnected} settled={self.settled}>"
+        )
 
     @property
     def model(self) -> str:

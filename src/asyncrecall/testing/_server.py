@@ -235,15 +235,7 @@ class LocalServer:
 
     def _summary(self) -> str:
         with self._lock:
-            return (
-                "["
-                + ", ".join(
-                    f"#{r.index} {r.method} {r.path} model={r.model!r} status={r.status} "
-                    f"disconnected={r.disconnected}"
-                    for r in self._requests
-                )
-                + "]"
-            )
+            return repr(self._requests)
 
     def _changed(self) -> None:
         """Wake every waiter; call with the lock held."""
@@ -425,12 +417,18 @@ class LocalServer:
             },
         )
         events = [f"data: {json.dumps(event)}\n\n" for event in stream_events(reply, record)]
+        if reply.stream_error is not None:
+            error = json.dumps(error_body(500, reply.stream_error))
+            events = [*events[:1], f"data: {error}\n\n"]
         if reply.malformed_stream:
             events = [*events[:1], "data: {this is not json\n\n"]
         for n, event in enumerate(events):
             if n == reply.stall_after:
                 await connection.gone.wait()
                 connection.check()
+            if n == reply.drop_after:  # the server's own hang-up: not `disconnected`
+                connection.abort()
+                return False
             if n:
                 await connection.sleep(reply.chunk_delay)
             await connection.send_chunk(event.encode())
