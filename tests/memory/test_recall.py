@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from asyncrecall import CancelSignal, ModelServerError
 from asyncrecall.memory import (
     EMPTY_RECALL,
     LexicalSelector,
+    MemoryDoc,
     MemoryManager,
     MemoryStore,
     ModelSelector,
@@ -262,3 +264,29 @@ async def test_a_lexical_manager_needs_no_model(store: MemoryStore, write: Write
     result = await manager.recall("what does alice drink")
     assert (result.strategy, result.paths) == ("lexical", ("a.md",))
     assert "Saved 3 days ago" in result.prompt and "point-in-time" in result.prompt
+
+
+async def test_a_cancel_during_the_scan_returns_at_once(
+    manager_parts: tuple[MemoryStore, ScriptedModel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow (cold) scan does not hold up a cancelled recall; no side query is sent."""
+    store, model = manager_parts
+    started, release = threading.Event(), threading.Event()
+    real_scan = store.scan
+
+    def slow_scan(**kwargs: object) -> list[MemoryDoc]:
+        started.set()
+        release.wait(10)
+        return real_scan()
+
+    monkeypatch.setattr(store, "scan", slow_scan)
+    cancel = CancelSignal()
+    try:
+        task = asyncio.create_task(_manager(store, model).recall("database", cancel=cancel))
+        assert await asyncio.to_thread(started.wait, 5)
+        cancel.cancel()
+        async with asyncio.timeout(5):
+            assert await task is EMPTY_RECALL
+        assert not release.is_set() and model.json_started == 0
+    finally:
+        release.set()

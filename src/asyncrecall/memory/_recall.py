@@ -6,9 +6,10 @@ query. Its promises:
 - an empty or blank query, no document left after ``excluded_paths``, or ``limit`` 0:
   :data:`EMPTY_RECALL`, and no selector is asked (no side query);
 - excluded paths are never offered to a selector;
-- when the caller's :class:`~asyncrecall.CancelSignal` fires, the selector's task is
-  cancelled (so a side query's HTTP connection closes), drained, and recall returns
-  :data:`EMPTY_RECALL` without logging anything;
+- when the caller's :class:`~asyncrecall.CancelSignal` fires, the running step (the
+  folder scan, or the selector's task: a side query's HTTP connection closes) is
+  cancelled and drained, and recall returns :data:`EMPTY_RECALL` at once, logging
+  nothing (a scan already running in its worker thread finishes there, unused);
 - when the task running recall is itself cancelled by someone else, the selector's task
   is cancelled and drained, and the ``CancelledError`` propagates: recall never
   swallows a cancellation it did not issue;
@@ -22,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
+from typing import Any, TypeVar
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.memory._prompt import format_memory_block
@@ -31,6 +33,8 @@ from asyncrecall.memory._store import MemoryStore
 from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
 
 __all__ = ["DEFAULT_LIMIT", "MemoryManager"]
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger("asyncrecall.memory")
 
@@ -67,15 +71,17 @@ class MemoryManager:
         """The memory block for ``query`` and the files in it (see the module's promises)."""
         if not query.strip() or limit <= 0 or (cancel is not None and cancel.cancelled):
             return EMPTY_RECALL
-        docs = await asyncio.to_thread(self.store.scan)
+        scan = await _bridged(asyncio.to_thread(self.store.scan), cancel, name="memory-scan")
+        if scan is None:
+            return EMPTY_RECALL  # our cancel fired: nothing to log, nothing to return
         excluded = frozenset(excluded_paths)
-        offered = [doc for doc in docs if doc.rel_path not in excluded]
-        if not offered or (cancel is not None and cancel.cancelled):
+        offered = [doc for doc in scan.result() if doc.rel_path not in excluded]
+        if not offered:
             return EMPTY_RECALL
         chosen = selector if selector is not None else self.selector
-        outcome = await _run_selector(chosen, query, offered, limit=limit, cancel=cancel)
+        outcome = await _select(chosen, query, offered, limit=limit, cancel=cancel)
         if outcome is None:
-            return EMPTY_RECALL  # our cancel fired: nothing to log, nothing to return
+            return EMPTY_RECALL
         selected, error = outcome
         if error is None:
             return self._result(selected, chosen.name)
@@ -85,7 +91,7 @@ class MemoryManager:
             logger.warning("memory recall failed, no fallback: %s", reason)
             return RecallResult("", (), "none", fallback_reason=reason)
         logger.warning("memory recall fell back to the %s selector: %s", fallback.name, reason)
-        outcome = await _run_selector(fallback, query, offered, limit=limit, cancel=cancel)
+        outcome = await _select(fallback, query, offered, limit=limit, cancel=cancel)
         if outcome is None:
             return EMPTY_RECALL
         selected, error = outcome
@@ -102,7 +108,7 @@ class MemoryManager:
         return RecallResult(prompt, docs, strategy, fallback_reason=fallback_reason)
 
 
-async def _run_selector(
+async def _select(
     selector: Selector,
     query: str,
     docs: Sequence[MemoryDoc],
@@ -112,13 +118,32 @@ async def _run_selector(
 ) -> tuple[list[MemoryDoc], BaseException | None] | None:
     """Run ``selector.select`` in its own task, bridged to ``cancel``.
 
-    Returns ``None`` when ``cancel`` fired (the task was cancelled and drained),
-    ``(docs, None)`` on success, ``([], error)`` on failure. A cancellation of the
-    calling task cancels and drains the selector's task, then propagates.
+    ``None`` when ``cancel`` fired; ``(docs, None)`` on success; ``([], error)`` on a
+    failure, a cancellation that came from inside the selector included.
     """
-    task = asyncio.create_task(
-        selector.select(query, docs, limit=limit), name=f"memory-select-{selector.name}"
+    task = await _bridged(
+        selector.select(query, docs, limit=limit), cancel, name=f"memory-select-{selector.name}"
     )
+    if task is None:
+        return None
+    if task.cancelled():
+        return [], asyncio.CancelledError("the selector's task was cancelled from inside")
+    error = task.exception()
+    if error is not None:
+        return [], error
+    return task.result()[:limit], None
+
+
+async def _bridged(
+    work: Coroutine[Any, Any, _T], cancel: CancelSignal | None, *, name: str
+) -> asyncio.Task[_T] | None:
+    """Run ``work`` in a task that ``cancel`` cancels; return the finished task.
+
+    Returns ``None`` when ``cancel`` fired (the task was cancelled and drained, its
+    outcome dropped). If the calling task is cancelled, the inner task is cancelled and
+    drained first, then the ``CancelledError`` propagates: never swallowed.
+    """
+    task = asyncio.create_task(work, name=name)
 
     def cancel_task() -> None:
         task.cancel()
@@ -133,25 +158,24 @@ async def _run_selector(
         if remove is not None:
             remove()
     if cancel is not None and cancel.cancelled:
-        if not task.cancelled():
-            task.exception()  # mark any failure as retrieved: the result is not wanted
+        _retrieve(task)
         return None
-    if task.cancelled():
-        return [], asyncio.CancelledError("the selector's task was cancelled from inside")
-    error = task.exception()
-    if error is not None:
-        return [], error
-    return task.result()[:limit], None
+    return task
 
 
-async def _cancel_and_drain(task: asyncio.Task[list[MemoryDoc]]) -> None:
+async def _cancel_and_drain(task: asyncio.Task[Any]) -> None:
     """Cancel ``task`` and wait until it has finished, whatever it raises."""
     task.cancel()
     try:
         await asyncio.wait({task})
     finally:
-        if task.done() and not task.cancelled():
-            task.exception()
+        _retrieve(task)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark a finished task's exception as seen: its outcome is deliberately dropped."""
+    if task.done() and not task.cancelled():
+        task.exception()
 
 
 def _describe(error: BaseException) -> str:
