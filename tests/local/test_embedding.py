@@ -1,0 +1,133 @@
+"""The embedding and hybrid selectors (issue 6, item 3).
+
+The fake-encoder tests need numpy only; the real-model tests need ``wordllama``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("numpy")
+
+from asyncrecall.memory._embedding import (
+    EmbeddingSelector,
+    HybridSelector,
+    WordLlamaEncoder,
+)
+from asyncrecall.memory._lexical import LexicalSelector
+
+from .conftest import HashingEncoder, make_doc
+
+DOCS = [
+    make_doc("db.md", name="Database", body="postgres runs in docker\nmigrations use alembic"),
+    make_doc("ci.md", name="CI", body="the pipeline runs pytest\nlint runs ruff and mypy"),
+    make_doc("style.md", name="Style", body="prefer dataclasses\nno print in library code"),
+    make_doc("user.md", name="User", body="the user is a data engineer\nlikes short answers"),
+]
+
+
+async def test_embedding_selector_ranks_by_similarity() -> None:
+    """The document sharing the query's words comes first; at most ``limit`` come back."""
+    selector = EmbeddingSelector(HashingEncoder(), min_similarity=0.0)
+    chosen = await selector.select("which lint runs mypy", DOCS, limit=2)
+    assert chosen[0].rel_path == "ci.md"
+    assert len(chosen) == 2
+    assert selector.name == "embedding"
+
+
+@pytest.mark.parametrize("scoring", ["document", "line", "combined"])
+def test_each_scoring_finds_the_matching_line(scoring: str) -> None:
+    """Whole-document, best-line and combined scoring all rank the matching file first."""
+    selector = EmbeddingSelector(HashingEncoder(), scoring=scoring)  # type: ignore[arg-type]
+    assert selector.rank("alembic migrations", DOCS, limit=1)[0].rel_path == "db.md"
+
+
+def test_vectors_are_cached_by_path_size_and_mtime() -> None:
+    """A warm selection embeds only the query; a changed file (new mtime) is embedded again."""
+    encoder = HashingEncoder()
+    selector = EmbeddingSelector(encoder)
+    selector.rank("postgres", DOCS, limit=3)
+    encoder.embedded.clear()
+    selector.rank("ruff", DOCS, limit=3)
+    assert encoder.embedded == ["ruff"]
+
+    touched = [*DOCS[:3], make_doc("user.md", name="User", body=DOCS[3].body, mtime=2_000.0)]
+    encoder.embedded.clear()
+    selector.rank("ruff", touched, limit=3)
+    assert encoder.embedded[0] == "ruff"
+    assert any("data engineer" in text for text in encoder.embedded[1:])
+    assert not any("postgres" in text for text in encoder.embedded)
+
+
+def test_unrelated_query_selects_nothing() -> None:
+    """Below the similarity floor nothing is chosen, so small talk recalls no memory."""
+    selector = EmbeddingSelector(HashingEncoder())
+    assert selector.rank("thanks a lot", DOCS, limit=5) == []
+    assert selector.rank("   ", DOCS, limit=5) == []
+    assert selector.rank("postgres", DOCS, limit=0) == []
+    assert selector.rank("postgres", [], limit=5) == []
+
+
+async def test_hybrid_fuses_the_projects_bm25() -> None:
+    """The hybrid uses the lexical selector it is given (shared cache, and its fallback)."""
+    lexical = LexicalSelector()
+    hybrid = HybridSelector(HashingEncoder(), lexical=lexical)
+    assert hybrid.fallback is lexical
+    assert hybrid.name == "hybrid"
+    chosen = await hybrid.select("docker postgres", DOCS, limit=5)
+    assert chosen[0].rel_path == "db.md"
+    # A stemmed BM25 match ("migration" ~ "migrations") is eligible whatever its vectors.
+    assert hybrid.rank("migration", DOCS, limit=1)[0].rel_path == "db.md"
+    assert hybrid.rank("thanks a lot", DOCS, limit=5) == []
+
+
+def test_module_import_loads_no_numpy() -> None:
+    """Importing the selectors costs nothing: numpy and the model load on first use."""
+    code = (
+        "import sys, asyncrecall.memory._embedding as e; "
+        "e.EmbeddingSelector; assert 'numpy' not in sys.modules, 'numpy imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.fixture(scope="module")
+def wordllama_encoder() -> WordLlamaEncoder:
+    pytest.importorskip("wordllama")
+    encoder = WordLlamaEncoder.shared()
+    encoder.load()
+    return encoder
+
+
+def test_wordllama_loads_offline_from_the_installed_package() -> None:
+    """The bundled model loads with the network unusable (any request would fail)."""
+    pytest.importorskip("wordllama")
+    code = (
+        "import socket\n"
+        "def deny(*a, **k): raise OSError('network used')\n"
+        "socket.socket.connect = deny\n"
+        "socket.create_connection = deny\n"
+        "from asyncrecall.memory._embedding import WordLlamaEncoder\n"
+        "v = WordLlamaEncoder().embed(['hello world'])\n"
+        "assert v.shape == (1, 256), v.shape\n"
+    )
+    env = {"HOME": "/nonexistent", "PATH": "/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_real_hybrid_picks_the_right_memory(wordllama_encoder: WordLlamaEncoder) -> None:
+    """With the real model, a paraphrased question finds its file among four."""
+    docs = [
+        make_doc("pets.md", name="Pets", body="Melanie adopted a puppy named Oliver"),
+        make_doc("work.md", name="Work", body="Caroline started a new job as a counselor"),
+        make_doc("trip.md", name="Trip", body="They went camping in the mountains in June"),
+        make_doc("art.md", name="Art", body="Melanie painted a sunrise over a lake"),
+    ]
+    hybrid = HybridSelector(wordllama_encoder)
+    chosen = hybrid.rank("What is the name of Melanie's dog?", docs, limit=1)
+    assert chosen[0].rel_path == "pets.md"
+    embedding = EmbeddingSelector(wordllama_encoder)
+    chosen = embedding.rank("Which outdoor trip did they take?", docs, limit=1)
+    assert chosen[0].rel_path == "trip.md"
