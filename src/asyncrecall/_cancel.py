@@ -8,6 +8,7 @@ too. Callbacks run once, synchronously, when :meth:`CancelSignal.cancel` is call
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 __all__ = ["CancelSignal"]
@@ -49,10 +50,8 @@ class CancelSignal:
         self._callbacks.append(callback)
 
         def remove() -> None:
-            try:
+            with contextlib.suppress(ValueError):
                 self._callbacks.remove(callback)
-            except ValueError:
-                pass
 
         return remove
 

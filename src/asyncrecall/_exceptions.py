@@ -10,8 +10,8 @@
     │   ├── ModelServerError         5xx from the endpoint
     │   └── ModelProtocolError       the answer broke the protocol (bad stream, invalid JSON)
     ├── MemoryStoreError             the memory folder could not be read or written
-    │   └── SelectorError            a selector's answer was invalid (unknown path, too many, malformed)
-    ├── ToolError                    a tool was called wrongly (bad arguments, path outside the project)
+    │   └── SelectorError            a selector's answer was invalid (unknown path, too many)
+    ├── ToolError                    a tool was called wrongly (bad arguments, path outside)
     └── HistoryError                 a conversation broke the tool-call pairing rule
 
 Every error is raised ``from`` its cause, and its message is one line a user can act on.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, get_args
 
@@ -41,7 +41,7 @@ class Settings:
     side_model: str | None = None
     selector: SelectorName | None = None
     memory_dir: Path | None = None
-    home: Path = Path("~/.asyncrecall").expanduser()
+    home: Path = field(default_factory=lambda: Path("~/.asyncrecall").expanduser())
     memory_enabled: bool = True
     project: Path = Path(".")
     max_session_turns: int | None = None

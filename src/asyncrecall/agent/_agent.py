@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
@@ -47,7 +47,7 @@ class Agent:
 
     async def run_query(
         self, text: str, *, cancel: CancelSignal | None = None, prompt_id: str | None = None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Stream every event of one user query, ending with :class:`FinishedEvent`."""
         cancel = cancel or CancelSignal()
         prompt_id = prompt_id or f"q{next(_prompt_ids)}"

@@ -23,7 +23,7 @@ import enum
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
@@ -56,6 +56,7 @@ from asyncrecall.models import (
     Content,
     Finished,
     FunctionCall,
+    FunctionResponse,
     Model,
     Part,
     Text,
@@ -213,7 +214,7 @@ class AgentClient:
         message_type: MessageType = MessageType.USER_QUERY,
         *,
         turns: int = 100,
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Send one request to the main model and stream what happens.
 
         ``turns`` is the number of model turns left for this user query (0 sends
@@ -242,12 +243,13 @@ class AgentClient:
         message_type: MessageType,
         turns: int,
         state: _TurnState,
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         parts: list[Part] = [Text(request)] if isinstance(request, str) else list(request)
         options = self.options
         if message_type is MessageType.USER_QUERY:
             self.session_turns += 1
             self._loop.reset()
+            self._close_dangling_calls()
             if (
                 options.max_session_turns is not None
                 and self.session_turns > options.max_session_turns
@@ -360,7 +362,7 @@ class AgentClient:
 
     async def _trigger(
         self, parts: Sequence[Part], cancel: CancelSignal, prompt_id: str
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Start the recall for this user query; never wait for it."""
         superseded = self._discard_prefetch("superseded")
         if superseded is not None:
@@ -382,6 +384,12 @@ class AgentClient:
             owner=self._tasks,
             clock=self._clock,
         )
+        # One loop tick (not a wait on the recall): the task runs up to its first real
+        # suspension, as a JavaScript async function runs synchronously until its first
+        # await. A recall with no I/O (the lexical selector) settles right here and
+        # rides on the first request; the CPU it uses would be spent at the main
+        # request's first await anyway.
+        await asyncio.sleep(0)
         yield MemoryRecallStartedEvent(prompt_id=prompt_id)
         if self.options.recall_mode == "async+lexical" and self._instant_selector is not None:
             started = self._clock()
@@ -462,10 +470,22 @@ class AgentClient:
         logger.debug("memory prefetch %s discarded: %s", handle.prompt_id, reason)
         return MemoryDiscardedEvent(reason=reason, settled=settled)
 
-    async def _early_exit(self, reason: DiscardReason) -> AsyncIterator[AgentEvent]:
+    async def _early_exit(self, reason: DiscardReason) -> AsyncGenerator[AgentEvent, None]:
         event = self._discard_prefetch(reason)
         if event is not None:
             yield event
+
+    def _close_dangling_calls(self) -> None:
+        """Answer tool calls left unanswered (a turn cancelled during its tools) so the
+        history keeps every tool call followed by its response."""
+        if not self.history or self.history[-1].role != "model":
+            return
+        calls = self.history[-1].function_calls
+        if calls:
+            note = {"error": "not run: the user sent a new message first"}
+            self.history.append(
+                Content("user", tuple(FunctionResponse(c.id, c.name, note) for c in calls))
+            )
 
     def _build_system_prompt(self) -> str | None:
         source = self._system_source

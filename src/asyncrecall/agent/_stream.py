@@ -21,6 +21,10 @@ class TurnCancelled(Exception):
     """The caller's cancel signal stopped the model stream."""
 
 
+def _cancel_task(task: asyncio.Task[None]) -> None:
+    task.cancel()
+
+
 class _End:
     pass
 
@@ -53,7 +57,7 @@ async def cancellable_stream(
 
     producer = asyncio.get_running_loop().create_task(produce(), name="model-stream")
     producer.add_done_callback(on_done)
-    remove = cancel.add_listener(producer.cancel)
+    remove = cancel.add_listener(lambda: _cancel_task(producer))
     try:
         while True:
             item = await queue.get()

@@ -277,7 +277,7 @@ class ToolRegistry:
         doc = self._memory.save_memory(
             str(values["name"]),
             str(values["description"]),
-            str(values["type"]),  # type: ignore[arg-type]
+            str(values["type"]),
             str(values["content"]),
         )
         return {"saved": doc.rel_path}

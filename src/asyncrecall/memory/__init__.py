@@ -17,7 +17,7 @@ from asyncrecall.memory._model_selector import ModelSelector
 from asyncrecall.memory._prompt import BODY_LIMIT, format_manifest, format_memory_block
 from asyncrecall.memory._recall import DEFAULT_LIMIT, MemoryManager
 from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT
-from asyncrecall.memory._selector import Selector, validate_selection
+from asyncrecall.memory._selector import InstantSelector, Selector, validate_selection
 from asyncrecall.memory._store import INDEX_MAX_BYTES, INDEX_MAX_LINES, MemoryStore
 from asyncrecall.memory._types import (
     EMPTY_RECALL,
@@ -37,6 +37,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MEMORY_TYPES",
     "SCAN_LIMIT",
+    "InstantSelector",
     "LexicalSelector",
     "MemoryDoc",
     "MemoryManager",

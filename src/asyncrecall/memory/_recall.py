@@ -6,6 +6,8 @@ query. Its promises:
 - an empty or blank query, no document left after ``excluded_paths``, or ``limit`` 0:
   :data:`EMPTY_RECALL`, and no selector is asked (no side query);
 - excluded paths are never offered to a selector;
+- an :class:`~asyncrecall.memory.InstantSelector` (no I/O: the lexical one) runs inline,
+  scan included, so the recall completes without ever suspending;
 - when the caller's :class:`~asyncrecall.CancelSignal` fires, the running step (the
   folder scan, or the selector's task: a side query's HTTP connection closes) is
   cancelled and drained, and recall returns :data:`EMPTY_RECALL` at once, logging
@@ -28,7 +30,7 @@ from typing import Any, TypeVar
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.memory._prompt import format_memory_block
-from asyncrecall.memory._selector import Selector
+from asyncrecall.memory._selector import InstantSelector, Selector
 from asyncrecall.memory._store import MemoryStore
 from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
 
@@ -71,6 +73,9 @@ class MemoryManager:
         """The memory block for ``query`` and the files in it (see the module's promises)."""
         if not query.strip() or limit <= 0 or (cancel is not None and cancel.cancelled):
             return EMPTY_RECALL
+        chosen = selector if selector is not None else self.selector
+        if isinstance(chosen, InstantSelector):
+            return self._recall_inline(chosen, query, excluded_paths, limit)
         scan = await _bridged(asyncio.to_thread(self.store.scan), cancel, name="memory-scan")
         if scan is None:
             return EMPTY_RECALL  # our cancel fired: nothing to log, nothing to return
@@ -78,7 +83,6 @@ class MemoryManager:
         offered = [doc for doc in scan.result() if doc.rel_path not in excluded]
         if not offered:
             return EMPTY_RECALL
-        chosen = selector if selector is not None else self.selector
         outcome = await _select(chosen, query, offered, limit=limit, cancel=cancel)
         if outcome is None:
             return EMPTY_RECALL
@@ -99,6 +103,16 @@ class MemoryManager:
             logger.warning("memory recall fallback failed too: %s", _describe(error))
             return RecallResult("", (), "none", fallback_reason=reason)
         return self._result(selected, fallback.name, fallback_reason=reason)
+
+    def _recall_inline(
+        self, selector: InstantSelector, query: str, excluded_paths: Collection[str], limit: int
+    ) -> RecallResult:
+        """Scan and rank without yielding to the event loop (warm: about a millisecond)."""
+        excluded = frozenset(excluded_paths)
+        offered = [doc for doc in self.store.scan() if doc.rel_path not in excluded]
+        if not offered:
+            return EMPTY_RECALL
+        return self._result(selector.rank(query, offered, limit=limit), selector.name)
 
     def _result(
         self, selected: Sequence[MemoryDoc], strategy: str, *, fallback_reason: str | None = None

@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from asyncrecall._exceptions import SelectorError
 from asyncrecall.memory._types import MemoryDoc
 
-__all__ = ["SELECTION_KEY", "Selector", "validate_selection"]
+__all__ = ["SELECTION_KEY", "InstantSelector", "Selector", "validate_selection"]
 
 #: The one property of a selector's JSON answer: the chosen relative paths.
 SELECTION_KEY = "selected_memories"
@@ -38,6 +38,20 @@ class Selector(Protocol):
         Cancelling the task that runs this must stop any work it started (a side
         query's HTTP request included).
         """
+        ...
+
+
+@runtime_checkable
+class InstantSelector(Selector, Protocol):
+    """A selector with no I/O, that can also answer synchronously.
+
+    Recall runs such a selector inline (scan included), so a recall started as a task
+    finishes in its first step: it has settled by the time the user-query request is
+    built, with no wait at all.
+    """
+
+    def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
+        """At most ``limit`` of ``docs``, best first, computed now."""
         ...
 
 

@@ -1,0 +1,228 @@
+"""``asyncrecall run`` and ``chat`` for real: a subprocess speaking HTTP to the local server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncrecall.memory import MemoryStore
+from asyncrecall.testing import LocalServer, Reply
+
+HANG_GUARD = 60
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "notes.txt").write_text("the staging cluster is called blue\n")
+    return root
+
+
+@pytest.fixture
+def memory_dir(tmp_path: Path) -> Path:
+    store = MemoryStore(tmp_path / "memory")
+    store.ensure()
+    store.save_memory("deploy-flow", "deploys go through staging first", "project", "Use blue.")
+    return store.root
+
+
+def command(server: LocalServer, project: Path, memory_dir: Path, *args: str) -> list[str]:
+    return [
+        sys.executable, "-m", "asyncrecall", *args,
+        "--base-url", server.base_url, "--api-key", "test", "--model", "main",
+        "--side-model", "side", "--project", str(project), "--memory-dir", str(memory_dir),
+    ]  # fmt: skip
+
+
+def clean_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
+    env["ASYNCRECALL_HOME"] = str(tmp_path / "home")
+    return env
+
+
+def events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_run_does_not_wait_for_a_slow_side_query_and_hangs_it_up_on_exit(
+    local_server: LocalServer, project: Path, memory_dir: Path, tmp_path: Path
+) -> None:
+    """A side query that never answers does not delay the main request; when ``run``
+    exits it hangs the side query up (the server sees the connection close)."""
+    never = threading.Event()
+    local_server.script("side", Reply(json={"selected_memories": []}, gate=never))
+    local_server.script("main", Reply(text="the answer"))
+
+    done = subprocess.run(
+        command(local_server, project, memory_dir, "run", "how do we deploy?",
+                "--output-format", "stream-json"),
+        capture_output=True, text=True, env=clean_env(tmp_path), timeout=HANG_GUARD,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    kinds = [e["type"] for e in events(done.stdout)]
+    assert kinds[0] == "memory_recall_started" and kinds[-1] == "finished"
+    assert "".join(e["text"] for e in events(done.stdout) if e["type"] == "content") == (
+        "the answer"
+    )
+    side = local_server.wait_for(lambda r: r.model == "side")
+    main = local_server.wait_for(lambda r: r.model == "main")
+    assert main.finished_at is not None and not main.disconnected
+    assert local_server.wait_disconnected(side).disconnected
+    assert side.finished_at is None  # it never answered: the main request did not wait
+
+
+def test_run_puts_settled_memory_after_the_tool_responses_on_the_wire(
+    local_server: LocalServer, project: Path, memory_dir: Path, tmp_path: Path
+) -> None:
+    """Wire format: a recall that settles after the user-query request lands at the
+    tool-result request, which ends with the assistant tool call, its tool message,
+    then one user message carrying the memory block."""
+    rel = MemoryStore(memory_dir).scan()[0].rel_path
+    side_release, tool_call_release = threading.Event(), threading.Event()
+    local_server.script("side", Reply(json={"selected_memories": [rel]}, gate=side_release))
+    main_replies = iter(
+        [
+            Reply(tool_calls=[("read_file", {"path": "notes.txt"})], gate=tool_call_release),
+            Reply(text="blue"),
+        ]
+    )
+
+    def main_reply(request: Any) -> Reply:
+        side_release.set()  # the user-query request is out: now let the recall settle
+        return next(main_replies)
+
+    local_server.set_default("main", main_reply)
+
+    def release_tool_call_once_side_answered() -> None:
+        local_server.wait_for(lambda r: r.model == "side" and r.finished_at is not None)
+        tool_call_release.set()
+
+    releaser = threading.Thread(target=release_tool_call_once_side_answered, daemon=True)
+    releaser.start()
+    done = subprocess.run(
+        command(local_server, project, memory_dir, "run", "which cluster?",
+                "--output-format", "json"),
+        capture_output=True, text=True, env=clean_env(tmp_path), timeout=HANG_GUARD,
+    )  # fmt: skip
+    releaser.join(timeout=HANG_GUARD)
+
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["result"] == "blue"
+    assert [(e["point"], e["paths"]) for e in result["memory"]["injected"]] == [
+        ("tool_result", [rel])
+    ]
+    first, second = [r for r in local_server.requests if r.model == "main"]
+    assert first.messages[-1] == {"role": "user", "content": "which cluster?"}
+    assert [m["role"] for m in second.messages][-3:] == ["assistant", "tool", "user"]
+    assert second.messages[-2]["tool_call_id"] == second.messages[-3]["tool_calls"][0]["id"]
+    assert "## Relevant memory" in second.messages[-1]["content"]
+
+
+def test_run_with_an_unreachable_endpoint_exits_1_with_one_line(
+    project: Path, memory_dir: Path, tmp_path: Path
+) -> None:
+    """A broken endpoint gives a one-line reason on stderr and exit code 1."""
+    with LocalServer() as server:
+        base_url = server.base_url  # a port that was just free, now closed
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "run", "hi", "--base-url", base_url,
+         "--model", "m", "--no-memory", "--project", str(project)],
+        capture_output=True, text=True, env=clean_env(tmp_path), timeout=HANG_GUARD,
+    )  # fmt: skip
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("asyncrecall: ") and "127.0.0.1" in lines[0]
+
+
+def test_run_without_a_model_is_a_usage_error(project: Path, tmp_path: Path) -> None:
+    """No model configured: exit 2 and a message naming the missing setting."""
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "run", "hi", "--base-url", "http://127.0.0.1:9/v1",
+         "--project", str(project)],
+        capture_output=True, text=True, env=clean_env(tmp_path), timeout=HANG_GUARD,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--model" in done.stderr
+
+
+def test_chat_reads_one_query_per_line_in_one_session(
+    local_server: LocalServer, project: Path, memory_dir: Path, tmp_path: Path
+) -> None:
+    """Piped chat: each line is a user query of the same session, so a memory shown once
+    is not offered to the selector again."""
+    store = MemoryStore(memory_dir)
+    rel = store.scan()[0].rel_path
+    store.save_memory("style", "the user prefers short answers", "user", "Be brief.")
+    local_server.script("side", Reply(json={"selected_memories": [rel]}))
+    local_server.set_default("side", Reply(json={"selected_memories": []}))
+    # The first turn's tool call is released once the side query is answered, so the
+    # memory has settled by the tool-result request at the latest.
+    side_answered = threading.Event()
+    local_server.script(
+        "main", Reply(tool_calls=[("list_directory", {"path": "."})], gate=side_answered)
+    )
+
+    def release_once_side_answered() -> None:
+        local_server.wait_for(lambda r: r.model == "side" and r.finished_at is not None)
+        side_answered.set()
+
+    threading.Thread(target=release_once_side_answered, daemon=True).start()
+    local_server.script("main", Reply(text="first"), Reply(text="second"))
+
+    done = subprocess.run(
+        command(local_server, project, memory_dir, "chat", "--output-format", "stream-json"),
+        input="how do we deploy?\nand again, how do we deploy?\n",
+        capture_output=True, text=True, env=clean_env(tmp_path), timeout=HANG_GUARD,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    finished = [e for e in events(done.stdout) if e["type"] == "finished"]
+    assert [e["text"] for e in finished] == ["first", "second"]
+    sides = [r for r in local_server.requests if r.model == "side"]
+    assert len(sides) == 2
+    assert rel in json.dumps(sides[0].messages)
+    surfaced = [e for e in events(done.stdout) if e["type"] == "memory_injected"]
+    assert [e["paths"] for e in surfaced] == [[rel]]
+    assert rel not in json.dumps(sides[1].messages)  # once shown, never offered again
+
+
+def test_ctrl_c_in_chat_hangs_up_the_main_request_and_the_side_query(
+    local_server: LocalServer, project: Path, memory_dir: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C cancels the running turn: the server sees both the main request and the
+    recall side query close; the session goes on and exits cleanly at end of input."""
+    local_server.script("side", Reply(json={"selected_memories": []}, hang=True))
+    local_server.script("main", Reply(text="never", hang=True))
+    process = subprocess.Popen(
+        command(local_server, project, memory_dir, "chat", "--output-format", "stream-json"),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=clean_env(tmp_path),
+    )  # fmt: skip
+    try:
+        assert process.stdin is not None
+        process.stdin.write("a question\n")
+        process.stdin.flush()
+        main = local_server.wait_for(lambda r: r.model == "main", timeout=HANG_GUARD)
+        side = local_server.wait_for(lambda r: r.model == "side", timeout=HANG_GUARD)
+        process.send_signal(signal.SIGINT)
+        assert local_server.wait_disconnected(main, timeout=HANG_GUARD).disconnected
+        assert local_server.wait_disconnected(side, timeout=HANG_GUARD).disconnected
+        out, err = process.communicate(input="", timeout=HANG_GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+    kinds = [e["type"] for e in events(out)]
+    assert "cancelled" in kinds and kinds[-1] == "finished"
