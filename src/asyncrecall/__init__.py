@@ -1,6 +1,17 @@
-"""asyncrecall: long-term memory for LLM agents whose recall never adds latency."""
+"""asyncrecall: long-term memory for LLM agents whose recall never adds latency.
+
+The agent starts recalling memories when the user's message arrives, never waits for
+the recall, and slips the result into the conversation at the first safe moment.
+
+The names below are the public surface; the sub-packages (``asyncrecall.agent``,
+``asyncrecall.memory``, ``asyncrecall.models``, ``asyncrecall.testing``) hold the rest.
+The heavier names are imported on first use, so ``import asyncrecall`` stays cheap.
+"""
 
 from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import (
@@ -20,24 +31,78 @@ from asyncrecall._exceptions import (
 )
 from asyncrecall._settings import Settings, load_settings
 
+if TYPE_CHECKING:
+    from asyncrecall.agent import (
+        Agent,
+        AgentClient,
+        ClientOptions,
+        MessageType,
+        Session,
+        open_session,
+    )
+    from asyncrecall.memory import (
+        LexicalSelector,
+        MemoryManager,
+        MemoryStore,
+        ModelSelector,
+        RecallResult,
+    )
+    from asyncrecall.models import OpenAIModel
+
 __version__ = "0.1.0"
 
+_LAZY = {
+    "Agent": "asyncrecall.agent",
+    "AgentClient": "asyncrecall.agent",
+    "ClientOptions": "asyncrecall.agent",
+    "LexicalSelector": "asyncrecall.memory",
+    "MemoryManager": "asyncrecall.memory",
+    "MemoryStore": "asyncrecall.memory",
+    "MessageType": "asyncrecall.agent",
+    "ModelSelector": "asyncrecall.memory",
+    "OpenAIModel": "asyncrecall.models",
+    "RecallResult": "asyncrecall.memory",
+    "Session": "asyncrecall.agent",
+    "open_session": "asyncrecall.agent",
+}
+
 __all__ = [
+    "Agent",
+    "AgentClient",
     "AsyncRecallError",
     "CancelSignal",
+    "ClientOptions",
     "ConfigError",
     "HistoryError",
+    "LexicalSelector",
+    "MemoryManager",
+    "MemoryStore",
     "MemoryStoreError",
+    "MessageType",
     "ModelAuthError",
     "ModelConnectionError",
     "ModelError",
     "ModelNotFoundError",
     "ModelProtocolError",
     "ModelRateLimitError",
+    "ModelSelector",
     "ModelServerError",
+    "OpenAIModel",
+    "RecallResult",
     "SelectorError",
+    "Session",
     "Settings",
     "ToolError",
     "__version__",
     "load_settings",
+    "open_session",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'asyncrecall' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
