@@ -209,17 +209,21 @@ class AgentClient:
     async def send_message_stream(
         self,
         request: Sequence[Part] | str,
-        cancel: CancelSignal,
-        prompt_id: str,
+        cancel: CancelSignal | None = None,
+        prompt_id: str | None = None,
         message_type: MessageType = MessageType.USER_QUERY,
         *,
         turns: int = 100,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Send one request to the main model and stream what happens.
 
-        ``turns`` is the number of model turns left for this user query (0 sends
-        nothing). The last event of an abnormal end is ``terminal``.
+        ``cancel`` is the caller's cancel signal (Ctrl-C): it stops the main request
+        and is bridged to the recall's side query. ``turns`` is the number of model
+        turns left for this user query (0 sends nothing). The last event of an
+        abnormal end is ``terminal``.
         """
+        cancel = cancel if cancel is not None else CancelSignal()
+        prompt_id = prompt_id or f"prompt-{self.session_turns + 1}"
         state = _TurnState()
         try:
             async with aclosing(
