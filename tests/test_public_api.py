@@ -12,6 +12,7 @@ import pytest
 
 import asyncrecall
 
+
 def _isort_order(name: str) -> tuple[int, str]:
     """Constants, then classes, then the rest, each alphabetical."""
     return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
