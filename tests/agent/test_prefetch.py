@@ -11,7 +11,7 @@ from pathlib import Path
 
 from asyncrecall import CancelSignal, ModelServerError
 from asyncrecall.agent import AgentClient, MemoryInjectedEvent, MessageType
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
+from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import (
     FunctionCall,
     FunctionResponse,
@@ -45,12 +45,11 @@ async def test_injected_at_user_query_when_recall_already_settled(
     first among the reminders and before the user's own text."""
     side.add_json(selection(paths["db-testing"]))
     main.add_turn("ok")
-    client = make_client(
-        main,
-        side,
-        store,
+    client = AgentClient(
+        model=main,
+        memory=MemoryManager(store, ModelSelector(side)),
+        reminders=[lambda: "<system-reminder>other</system-reminder>"],
     )
-    client._reminders.extra.append(lambda: "<system-reminder>other</system-reminder>")
 
     events = await user_query(client, "how do I test the db layer?", settle_first=True)
 
