@@ -1,0 +1,47 @@
+"""The embedded model's prompt format (no model needed)."""
+
+from __future__ import annotations
+
+from asyncrecall.models import (
+    Content,
+    FunctionCall,
+    FunctionResponse,
+    ToolSpec,
+    model_content,
+    user_content,
+)
+from asyncrecall.models._local_prompt import chat_prompt, json_prompt, route_grammar
+
+READ = ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}})
+
+
+def test_tool_turns_render_in_the_function_calling_format() -> None:
+    """Calls render as ``functions.<name>:`` + JSON, results as a user turn naming the tool."""
+    history = [
+        user_content("read it"),
+        model_content(FunctionCall("c1", "read_file", {"path": "a.md"})),
+        Content("user", (FunctionResponse("c1", "read_file", {"text": "hi"}),)),
+    ]
+    prompt = chat_prompt(history, system="Be brief.", tools=[READ])
+    assert prompt.startswith("<|im_start|>system\nBe brief.\n\nYou have access to")
+    assert 'functions.read_file:\n// Read a file\n{"type": "object"' in prompt
+    assert '<|im_start|>assistant\nfunctions.read_file:\n{"path": "a.md"}<|im_end|>' in prompt
+    assert '<|im_start|>user\nResult of functions.read_file:\n{"text": "hi"}<|im_end|>' in prompt
+    assert prompt.endswith("<|im_start|>assistant\n")
+
+
+def test_plain_turns_have_no_function_preamble() -> None:
+    """Without tools the prompt is plain ChatML; a text reply carries no ``message:`` prefix."""
+    prompt = chat_prompt(
+        [user_content("hi"), model_content("hello"), user_content("bye")], system=None, tools=()
+    )
+    assert "functions" not in prompt and "message:" not in prompt
+    assert "<|im_start|>assistant\nhello<|im_end|>" in prompt
+    assert json_prompt(system="S", prompt="P") == (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nP<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+def test_route_grammar_offers_a_message_or_each_tool() -> None:
+    """The first words are constrained to ``message:`` or ``functions.<tool>:``."""
+    assert route_grammar([READ]) == 'root ::= "message:" | "functions.read_file:"\n'
