@@ -38,24 +38,34 @@ def _handle(args: argparse.Namespace) -> int:
     return asyncio.run(chat(settings_from_args(args)))
 
 
-def _start_reader(loop: asyncio.AbstractEventLoop, interactive: bool) -> asyncio.Queue[str | None]:
-    """Read standard input in a daemon thread (it must never keep the process alive)."""
-    queue: asyncio.Queue[str | None] = asyncio.Queue()
-    ready = threading.Event()
-    ready.set()
+class _LineReader:
+    """Reads standard input in a daemon thread (it must never keep the process alive).
 
-    def read() -> None:
+    Interactive, it shows the prompt and reads the next line only when asked
+    (:meth:`want`), so the prompt appears after the answer; piped, it reads ahead.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, interactive: bool) -> None:
+        self.lines: asyncio.Queue[str | None] = asyncio.Queue()
+        self._interactive = interactive
+        self._wanted = threading.Event()
+        self._loop = loop
+        threading.Thread(target=self._read, name="asyncrecall-stdin", daemon=True).start()
+
+    def want(self) -> None:
+        self._wanted.set()
+
+    def _read(self) -> None:
         while True:
-            if interactive:
+            if self._interactive:
+                self._wanted.wait()
+                self._wanted.clear()
                 sys.stderr.write("> ")
                 sys.stderr.flush()
             line = sys.stdin.readline() if sys.stdin is not None else ""
-            loop.call_soon_threadsafe(queue.put_nowait, line if line else None)
+            self._loop.call_soon_threadsafe(self.lines.put_nowait, line or None)
             if not line:
                 return
-
-    threading.Thread(target=read, name="asyncrecall-stdin", daemon=True).start()
-    return queue
 
 
 class _Interrupts:
@@ -77,6 +87,7 @@ class _Interrupts:
             self.exit.set()
         else:
             self._printer.err.print("\n[dim](press Ctrl-C again to exit)[/dim]")
+            self._printer.err.print("> ", end="")
 
 
 async def chat(settings: Settings) -> int:
@@ -88,12 +99,13 @@ async def chat(settings: Settings) -> int:
     interactive = sys.stdin is not None and sys.stdin.isatty()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, interrupts)
-    lines = _start_reader(loop, interactive)
+    reader = _LineReader(loop, interactive=interactive)
     failed = False
     exit_wait = asyncio.ensure_future(interrupts.exit.wait())
     try:
         while True:
-            next_line = asyncio.ensure_future(lines.get())
+            reader.want()
+            next_line = asyncio.ensure_future(reader.lines.get())
             await asyncio.wait({next_line, exit_wait}, return_when=asyncio.FIRST_COMPLETED)
             if not next_line.done():
                 next_line.cancel()

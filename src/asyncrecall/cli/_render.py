@@ -93,5 +93,5 @@ class EventPrinter:
                 self.out.write("\n")
                 self.out.flush()
             self._wrote_text = False
-            if event.reason not in ("stop", "error"):
+            if event.reason not in ("stop", "error", "cancelled"):
                 self.err.print(f"[yellow]· stopped: {event.reason}[/yellow]")
