@@ -1,0 +1,197 @@
+"""The latency benchmark's workload: drawn latencies, scripted replies, timed tools.
+
+Every user query gets a :class:`QueryPlan` drawn once from a seeded RNG: its side
+query's latency, the first-token delay of each of its main requests, and its tool
+rounds with their durations. The plans are then played by :class:`LocalServer` for
+every recall mode, so each mode sees the same queries with the same latencies.
+
+Each query runs in its own session whose models are named after the mode and the query
+(``bench-main/async/q007``, ``bench-side/async/q007``); the server's reply callbacks look
+the plan up by model name and pick the main reply by counting the assistant messages
+already in the request, so they are stateless, order does not matter, and the server's
+records tell which mode sent what.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from asyncrecall.agent import ToolOutcome, ToolRegistry
+from asyncrecall.bench._corpus import QUERIES, Query
+from asyncrecall.models import FunctionCall, FunctionResponse
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+
+__all__ = [
+    "DURATION_ARG",
+    "LatencyProfile",
+    "QueryPlan",
+    "ScriptedTools",
+    "draw_plans",
+    "install_plans",
+    "main_model_name",
+    "side_model_name",
+]
+
+#: The tool-call argument that carries the tool's scripted duration, in milliseconds.
+DURATION_ARG = "duration_ms"
+_TOOL_FILES = ("ledger/payments.py", "ledger/http/retry.py", "tests/conftest.py", "flags.yaml")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LatencyProfile:
+    """What latencies are drawn from (seconds)."""
+
+    #: Side query: lognormal with this mean (the reference agent's cold fast model) ...
+    side_mean: float = 0.9
+    #: ... and this sigma of the underlying normal: p50 0.75 s, p95 2.0 s, p99 3.0 s.
+    side_sigma: float = 0.6
+    first_token_min: float = 0.3
+    first_token_max: float = 1.5
+    rounds_max: int = 3
+    tool_min: float = 0.02
+    tool_max: float = 0.5
+
+    def describe(self) -> str:
+        """One line for the benchmark's header."""
+        return (
+            f"side query lognormal mean {self.side_mean:g} s (sigma {self.side_sigma:g}); "
+            f"main first token {self.first_token_min:g}-{self.first_token_max:g} s; "
+            f"0-{self.rounds_max} tool rounds of {self.tool_min * 1000:.0f}-"
+            f"{self.tool_max * 1000:.0f} ms"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """One user query and every latency it will meet."""
+
+    qid: str
+    query: Query
+    side_delay: float
+    #: First-token delay of each main request: the user query's, then one per tool round.
+    first_token: tuple[float, ...]
+    #: Duration of each tool round.
+    tool_delay: tuple[float, ...]
+
+    @property
+    def rounds(self) -> int:
+        """Tool rounds before the model answers."""
+        return len(self.tool_delay)
+
+    @property
+    def text(self) -> str:
+        return self.query.text
+
+
+def draw_plans(
+    count: int,
+    seed: int,
+    profile: LatencyProfile | None = None,
+    *,
+    queries: Sequence[Query] = QUERIES,
+    prefix: str = "q",
+) -> list[QueryPlan]:
+    """``count`` plans drawn from ``random.Random(seed)``: the same seed, the same plans."""
+    profile = profile or LatencyProfile()
+    rng = random.Random(seed)
+    mu = math.log(profile.side_mean) - profile.side_sigma**2 / 2  # so the mean is side_mean
+    plans = []
+    for n in range(count):
+        rounds = rng.randint(0, profile.rounds_max)
+        plans.append(
+            QueryPlan(
+                qid=f"{prefix}{n:03d}",
+                query=rng.choice(queries),
+                side_delay=rng.lognormvariate(mu, profile.side_sigma),
+                first_token=tuple(
+                    rng.uniform(profile.first_token_min, profile.first_token_max)
+                    for _ in range(rounds + 1)
+                ),
+                tool_delay=tuple(
+                    rng.uniform(profile.tool_min, profile.tool_max) for _ in range(rounds)
+                ),
+            )
+        )
+    return plans
+
+
+def main_model_name(tag: str, plan: QueryPlan) -> str:
+    """The main model's name for ``plan`` run under ``tag`` (a mode)."""
+    return f"bench-main/{tag}/{plan.qid}"
+
+
+def side_model_name(tag: str, plan: QueryPlan) -> str:
+    """The side model's name for ``plan`` run under ``tag`` (a mode)."""
+    return f"bench-side/{tag}/{plan.qid}"
+
+
+def install_plans(
+    server: LocalServer, tag: str, plans: Sequence[QueryPlan], paths: Mapping[str, str]
+) -> None:
+    """Make ``server`` answer every plan's side query and main requests under ``tag``.
+
+    ``paths`` maps memory names to their relative paths in the memory folder.
+    """
+    for plan in plans:
+        wanted = tuple(paths[name] for name in plan.query.memories)
+        server.set_default(side_model_name(tag, plan), _SideReply(plan, wanted))
+        server.set_default(main_model_name(tag, plan), _MainReply(plan))
+
+
+@dataclass(frozen=True, slots=True)
+class _SideReply:
+    plan: QueryPlan
+    wanted: tuple[str, ...]
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        # Only paths the manifest offers (excluded ones are not offered, and naming
+        # one would be an invalid answer).
+        offered = "\n".join(str(m.get("content", "")) for m in request.messages)
+        chosen = [path for path in self.wanted if path in offered]
+        return Reply(json={"selected_memories": chosen}, first_token_delay=self.plan.side_delay)
+
+
+@dataclass(frozen=True, slots=True)
+class _MainReply:
+    plan: QueryPlan
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        done = sum(1 for message in request.messages if message.get("role") == "assistant")
+        delay = self.plan.first_token[min(done, len(self.plan.first_token) - 1)]
+        if done < self.plan.rounds:
+            args = {
+                "path": _TOOL_FILES[done % len(_TOOL_FILES)],
+                DURATION_ARG: round(self.plan.tool_delay[done] * 1000, 3),
+            }
+            return Reply(tool_calls=[("read_file", args)], first_token_delay=delay)
+        return Reply(text=f"Done: {self.plan.text.lower()}.", first_token_delay=delay)
+
+
+class ScriptedTools(ToolRegistry):
+    """The project's tool specs, but calls take the time their ``duration_ms`` says.
+
+    A benchmark-only registry: the agent code is untouched, and a tool round lasts
+    exactly what the workload drew (the calls of one round run concurrently, as
+    read-only tools do).
+    """
+
+    async def execute(self, calls: Sequence[FunctionCall]) -> list[ToolOutcome]:
+        """Sleep the longest scripted duration, then answer every call."""
+        longest = max((_duration(call) for call in calls), default=0.0)
+        await asyncio.sleep(longest)
+        return [
+            ToolOutcome(
+                call, FunctionResponse(call.id, call.name, {"content": "# scripted\n"}), True
+            )
+            for call in calls
+        ]
+
+
+def _duration(call: FunctionCall) -> float:
+    value: Any = call.args.get(DURATION_ARG, 0)
+    return float(value) / 1000 if isinstance(value, int | float) else 0.0
