@@ -1,0 +1,295 @@
+"""``asyncrecall bench overhead``: the prefetch machinery's own cost, and many sessions.
+
+1. **Per user query**, in process: a :class:`ScriptedModel` main model answering at once
+   (one tool call, then the answer), instant tools, and three clients: memory off; a
+   recall that returns at once (it settles on the trigger's loop tick and is injected
+   at the user query; point B then finds nothing); a recall that never settles (both
+   checks miss, the turn's end cancels it). The difference of the medians of a whole
+   user query (two model turns) against memory off is what the machinery costs:
+   trigger, both checks, injection or cancellation, and their events.
+2. **Many sessions** (:mod:`asyncrecall.bench._scale`): N concurrent sessions in one
+   process (a fresh child per configuration) against a local server in another child,
+   with memory off and with async recall: the event loop's lag (a ticker's oversleep)
+   p50/p99/max, resident memory and CPU time per session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from rich.console import Console
+from rich.table import Table
+
+from asyncrecall._cancel import CancelSignal
+from asyncrecall._exceptions import ConfigError
+from asyncrecall._settings import Settings
+from asyncrecall.agent import Agent, AgentClient
+from asyncrecall.bench._corpus import MEMORIES, build_memory_folder
+from asyncrecall.bench._scale import ScaleResult, child_server, measure_idle, measure_scale
+from asyncrecall.bench._workload import ScriptedTools
+from asyncrecall.memory import (
+    LexicalSelector,
+    MemoryManager,
+    MemoryStore,
+    RecallResult,
+    Selector,
+    format_memory_block,
+)
+from asyncrecall.models import FunctionCall
+from asyncrecall.testing import ScriptedModel, ScriptedRequest, ScriptedTurn
+
+__all__ = ["OverheadReport", "add_arguments", "measure_per_query", "run"]
+
+_VARIANTS: Final = ("memory_off", "settled_at_once", "never_settled")
+_DEFAULT_REPEATS: Final = 3000
+_DEFAULT_SESSIONS: Final = (100, 1000)
+_TICK_S: Final = 0.005
+_RAMP_S: Final = 1.0
+_IDLE_S: Final = 1.0
+
+
+@dataclass(frozen=True)
+class OverheadReport:
+    """Per-variant medians (microseconds per user query) and the many-sessions runs."""
+
+    repeats: int
+    per_query_us: dict[str, float]
+    scale: Sequence[ScaleResult]
+
+    def as_json(self) -> dict[str, Any]:
+        """``per_query_us``, ``overhead_us`` (against memory off), the idle loop's lag, and
+        ``sessions``: per count, ``memory_off`` and ``async`` runs."""
+        off = self.per_query_us["memory_off"]
+        return {
+            "repeats": self.repeats,
+            "per_query_us": {k: round(v, 1) for k, v in self.per_query_us.items()},
+            "overhead_us": {
+                k: round(v - off, 1) for k, v in self.per_query_us.items() if k != "memory_off"
+            },
+            "idle_loop_lag_ms": next(
+                (r.as_json()["loop_lag_ms"] for r in self.scale if not r.sessions), None
+            ),
+            "sessions": {
+                str(n): {
+                    ("async" if r.memory else "memory_off"): r.as_json()
+                    for r in self.scale
+                    if r.sessions == n
+                }
+                for n in dict.fromkeys(r.sessions for r in self.scale if r.sessions)
+            },
+        }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``bench overhead``."""
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=_DEFAULT_REPEATS,
+        help=f"user queries timed per variant (default {_DEFAULT_REPEATS})",
+    )
+    parser.add_argument(
+        "--sessions",
+        default=",".join(map(str, _DEFAULT_SESSIONS)),
+        metavar="N,N",
+        help="concurrent session counts to run (default 100,1000; empty: skip)",
+    )
+    parser.add_argument("--seed", type=int, default=5, help="seed of the server's latencies")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _session_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"--sessions takes numbers separated by commas, got {text!r}") from exc
+    if any(count < 1 for count in counts):
+        raise ConfigError(f"--sessions counts must be 1 or more, got {text!r}")
+    return counts
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run both parts and print the tables (or ``--json``); progress goes to stderr."""
+    del settings  # the benchmark brings its own models, server and memory folder
+    if args.repeats < 1:
+        raise ConfigError(f"--repeats must be 1 or more, got {args.repeats}")
+    counts = _session_counts(args.sessions)
+    err = Console(stderr=True)
+    report = asyncio.run(_measure(args.repeats, counts, args.seed, err))
+    if args.json:
+        Console(soft_wrap=True).print_json(json.dumps(report.as_json()))
+    else:
+        _render(report, Console())
+    return 0
+
+
+async def _measure(repeats: int, counts: Sequence[int], seed: int, err: Console) -> OverheadReport:
+    with tempfile.TemporaryDirectory(prefix="asyncrecall-overhead-") as tmp:
+        root = Path(tmp)
+        build_memory_folder(root / "memory")
+        (root / "project").mkdir()
+        err.print(f"per-query cost: {repeats} user queries per variant ...")
+        per_query = await measure_per_query(repeats, project=root / "project")
+        scale: list[ScaleResult] = []
+        if counts:
+            err.print(f"idle event loop: {_IDLE_S:g} s ...")
+            scale.append(await measure_idle(_IDLE_S, tick=_TICK_S))
+            async with child_server(seed) as base_url:
+                for count in counts:
+                    for memory in (False, True):
+                        label = "async recall" if memory else "memory off"
+                        err.print(f"{count} concurrent sessions, {label} ...")
+                        result = await measure_scale(
+                            count,
+                            memory=memory,
+                            base_url=base_url,
+                            memory_dir=root / "memory",
+                            project=root / "project",
+                            ramp=_RAMP_S,
+                            tick=_TICK_S,
+                        )
+                        scale.append(result)
+    return OverheadReport(repeats, per_query, scale)
+
+
+# -- per user query ---------------------------------------------------------------------
+
+
+class _PreparedRecall(MemoryManager):
+    """A recall that returns a prepared result at once, or (``result=None``) never."""
+
+    def __init__(self, store: MemoryStore, result: RecallResult | None) -> None:
+        super().__init__(store, LexicalSelector())
+        self._prepared = result
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        excluded_paths: Collection[str] = (),
+        limit: int = 5,
+        cancel: CancelSignal | None = None,
+        selector: Selector | None = None,
+    ) -> RecallResult:
+        if self._prepared is None:
+            await asyncio.Event().wait()  # until the client cancels it
+        assert self._prepared is not None
+        return self._prepared
+
+
+def _turn(request: ScriptedRequest) -> ScriptedTurn:
+    """One tool call for a user query; the answer once the tool has answered."""
+    if request.contents[-1].function_responses:
+        return ScriptedTurn(text="Done.")
+    return ScriptedTurn(tool_calls=(FunctionCall("c1", "read_file", {"path": "x.py"}),))
+
+
+def _agent(project: Path, memory: MemoryManager | None) -> Agent:
+    model = ScriptedModel("main", default_turn=_turn, validate_history=False)
+    tools = ScriptedTools(project)
+    return Agent(AgentClient(model=model, memory=memory, tools=tools.specs), tools)
+
+
+async def measure_per_query(repeats: int, *, project: Path) -> dict[str, float]:
+    """Median wall time (microseconds) of one user query per variant (see the module doc)."""
+    store = MemoryStore(project.parent / "memory")
+    docs = tuple(d for d in store.scan() if d.name in {m.name for m in MEMORIES[:2]})
+    result = RecallResult(format_memory_block(docs, now=time.time()), docs, "model")
+    agents = {
+        "memory_off": _agent(project, None),
+        "settled_at_once": _agent(project, _PreparedRecall(store, result)),
+        "never_settled": _agent(project, _PreparedRecall(store, None)),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in agents}
+    warmup = max(1, repeats // 10)
+    gc.collect()
+    for n in range(warmup + repeats):
+        for name, agent in agents.items():  # interleaved: drift hits every variant alike
+            elapsed = await _one_query(agent)
+            if n >= warmup:
+                samples[name].append(elapsed)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+async def _one_query(agent: Agent) -> float:
+    client = agent.client
+    client.reset_chat()
+    start = time.perf_counter_ns()
+    async for _event in agent.run_query("Deploy the hotfix to production"):
+        pass
+    elapsed = (time.perf_counter_ns() - start) / 1000.0
+    if client.background_tasks:  # a cancelled recall finishing: not part of the query
+        await asyncio.gather(*client.background_tasks, return_exceptions=True)
+    return elapsed
+
+
+# -- output -----------------------------------------------------------------------------
+
+
+def _render(report: OverheadReport, console: Console) -> None:
+    data = report.as_json()
+    table = Table(title="Prefetch machinery, per user query (in process)", header_style="bold")
+    table.add_column("variant")
+    table.add_column("median µs / query", justify="right")
+    table.add_column("overhead µs", justify="right")
+    labels = {
+        "memory_off": "memory off",
+        "settled_at_once": "recall settled at once (injected at the user query)",
+        "never_settled": "recall never settles (both checks miss, cancelled)",
+    }
+    for name in _VARIANTS:
+        overhead = data["overhead_us"].get(name)
+        table.add_row(
+            labels[name],
+            f"{data['per_query_us'][name]:,.1f}",
+            "–" if overhead is None else f"{overhead:+,.1f}",
+        )
+    console.print(table)
+    console.print(
+        f"A user query here is two model turns (one tool call, then the answer) with a "
+        f"scripted model and instant tools; medians of {report.repeats} queries per "
+        "variant, interleaved."
+    )
+    if not report.scale:
+        return
+    table = Table(title="Concurrent sessions in one process", header_style="bold")
+    table.add_column("sessions", justify="right")
+    table.add_column("memory")
+    for label in ("memory delivered", "loop lag p50 ms", "p99 ms", "max ms"):
+        table.add_column(label, justify="right")
+    for label in ("RSS KiB / session", "CPU ms / query", "wall s"):
+        table.add_column(label, justify="right")
+    for result in report.scale:
+        idle = not result.sessions
+        per_session = result.rss_delta_bytes / result.sessions / 1024 if result.sessions else 0
+        table.add_row(
+            "0" if idle else f"{result.sessions:,}",
+            "(idle loop)" if idle else ("async recall" if result.memory else "off"),
+            f"{result.delivered / result.queries:.0%}" if result.memory else "–",
+            f"{result.lag_p50_ms:,.2f}",
+            f"{result.lag_p99_ms:,.2f}",
+            f"{result.lag_max_ms:,.1f}",
+            "–" if idle else f"{per_session:,.1f}",
+            "–" if idle else f"{result.cpu_s * 1000 / result.queries:,.1f}",
+            f"{result.wall_s:,.1f}",
+        )
+    console.print(table)
+    console.print(
+        "Each session runs one user query with one tool round; the N sessions start over "
+        f"{_RAMP_S:g} s and share one memory folder and one HTTP client. Each row is a fresh "
+        "process; the server (side query ~0.9 s lognormal, first token 0.3-1.5 s, tools "
+        "20-500 ms) runs in another. Lag: how late a "
+        f"{_TICK_S * 1000:g} ms sleep wakes up. RSS: peak resident memory during the run "
+        "minus just before the sessions were made, per session. CPU: this process's CPU "
+        "time per user query (HTTP client, agent, recall)."
+    )

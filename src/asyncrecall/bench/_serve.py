@@ -1,0 +1,109 @@
+"""A :class:`LocalServer` in a child process, for the many-sessions benchmark.
+
+``python -m asyncrecall.bench._serve --seed N`` starts the server, prints
+``port <N>`` on one line, and serves until its standard input closes. Running it in
+its own process keeps the server's work (and its share of the GIL) out of the
+event-loop lag measured in the benchmark's process.
+
+Replies (latencies drawn from the seeded RNG, in the server's thread):
+
+* side model ``scale-side``: the first two paths of the manifest it is offered, after
+  a lognormal delay (mean 0.9 s);
+* main model ``scale-main``: a user-query request gets one tool call (a scripted
+  duration of 20-500 ms), a tool-result request gets the answer; first token after
+  0.3-1.5 s;
+* ``warmup-scale-side`` and ``warmup-scale-main``: the same, at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import re
+import sys
+import threading
+from collections.abc import Sequence
+
+from asyncrecall.bench._workload import DURATION_ARG, LatencyProfile
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+
+__all__ = ["MAIN_MODEL", "SIDE_MODEL", "WARMUP_PREFIX", "main"]
+
+MAIN_MODEL = "scale-main"
+SIDE_MODEL = "scale-side"
+#: The same models without latencies (``warmup-scale-main``...), for warm-up runs.
+WARMUP_PREFIX = "warmup-"
+_MANIFEST_PATH = re.compile(r"^- \[\w+\] (\S+\.md) \(", re.MULTILINE)
+
+
+class _Replies:
+    """Draws each reply's latency from one seeded RNG (the server calls it from one thread)."""
+
+    def __init__(self, seed: int, profile: LatencyProfile) -> None:
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._profile = profile
+        self._mu = math.log(profile.side_mean) - profile.side_sigma**2 / 2
+
+    def side(self, request: RecordedRequest) -> Reply:
+        text = "\n".join(str(m.get("content", "")) for m in request.messages)
+        chosen = _MANIFEST_PATH.findall(text)[:2]
+        with self._lock:
+            delay = self._rng.lognormvariate(self._mu, self._profile.side_sigma)
+        return Reply(json={"selected_memories": chosen}, first_token_delay=delay)
+
+    def main(self, request: RecordedRequest) -> Reply:
+        p = self._profile
+        with self._lock:
+            delay = self._rng.uniform(p.first_token_min, p.first_token_max)
+            tool_ms = self._rng.uniform(p.tool_min, p.tool_max) * 1000
+        return _main_reply(request, delay, tool_ms)
+
+
+def _side_now(request: RecordedRequest) -> Reply:
+    text = "\n".join(str(m.get("content", "")) for m in request.messages)
+    return Reply(json={"selected_memories": _MANIFEST_PATH.findall(text)[:2]})
+
+
+def _main_now(request: RecordedRequest) -> Reply:
+    return _main_reply(request, 0.0, 0.0)
+
+
+def _main_reply(request: RecordedRequest, delay: float, tool_ms: float) -> Reply:
+    if _after_tool(request.messages):
+        return Reply(text="Done.", first_token_delay=delay)
+    args = {"path": "ledger/payments.py", DURATION_ARG: round(tool_ms, 3)}
+    return Reply(tool_calls=[("read_file", args)], first_token_delay=delay)
+
+
+def _after_tool(messages: Sequence[dict[str, object]]) -> bool:
+    """Whether the request answers tool calls (a tool message after the last assistant one)."""
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "tool":
+            return True
+        if role == "assistant":
+            return False
+    return False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve until standard input closes."""
+    parser = argparse.ArgumentParser(prog="python -m asyncrecall.bench._serve")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    replies = _Replies(args.seed, LatencyProfile())
+    with LocalServer() as server:
+        server.set_default(SIDE_MODEL, replies.side)
+        server.set_default(MAIN_MODEL, replies.main)
+        server.set_default(WARMUP_PREFIX + SIDE_MODEL, _side_now)
+        server.set_default(WARMUP_PREFIX + MAIN_MODEL, _main_now)
+        sys.stdout.write(f"port {server.port}\n")
+        sys.stdout.flush()
+        sys.stdin.read()  # until the parent closes our standard input
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""``asyncrecall bench overhead``: shape and sanity of both parts, never their timings."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from asyncrecall.bench._overhead import measure_per_query
+from asyncrecall.bench._serve import _after_tool
+from asyncrecall.cli import main
+
+
+async def test_per_query_variants_are_all_measured(tmp_path: Path) -> None:
+    """Memory off, a recall settled at once, a recall that never settles: each timed."""
+    from asyncrecall.bench._corpus import build_memory_folder
+
+    build_memory_folder(tmp_path / "memory")
+    (tmp_path / "project").mkdir()
+    medians = await measure_per_query(20, project=tmp_path / "project")
+    assert set(medians) == {"memory_off", "settled_at_once", "never_settled"}
+    assert all(value > 0 for value in medians.values())
+
+
+def test_the_command_reports_both_parts_as_json() -> None:
+    """A tiny real run: per-query medians and overheads, the idle loop, and per session
+    count a memory-off and an async run whose queries all answered."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["bench", "overhead", "--repeats", "20", "--sessions", "3", "--json"])
+    assert code == 0
+    report = json.loads(out.getvalue())
+    assert set(report) == {"repeats", "per_query_us", "overhead_us", "idle_loop_lag_ms", "sessions"}
+    assert set(report["overhead_us"]) == {"settled_at_once", "never_settled"}
+    assert set(report["idle_loop_lag_ms"]) == {"p50", "p99", "max"}
+    runs = report["sessions"]["3"]
+    assert set(runs) == {"memory_off", "async"}
+    for name, run in runs.items():
+        assert run["queries"] == 3 and run["errors"] == 0, name
+        assert run["requests"]["main"] == 6  # one tool round: two main requests per query
+        assert run["rss_kib_per_session"] >= 0 and run["cpu_ms_per_query"] > 0
+    assert runs["memory_off"]["requests"]["side"] == 0
+    assert runs["async"]["requests"]["side"] == 3
+    assert runs["memory_off"]["memory_delivered_share"] is None
+    assert 0 <= runs["async"]["memory_delivered_share"] <= 1
+
+
+def test_the_table_without_sessions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "overhead", "--repeats", "5", "--sessions", ""]) == 0
+    out = capsys.readouterr().out
+    assert "memory off" in out and "never settles" in out
+    assert "Concurrent sessions" not in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--sessions", "0"], "must be 1 or more"),
+        (["--sessions", "ten"], "numbers separated by commas"),
+        (["--repeats", "0"], "must be 1 or more"),
+    ],
+)
+def test_bad_flags_are_usage_errors(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "overhead", *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_scale_server_answers_tool_results_with_text() -> None:
+    """A tool message after the last assistant message marks a tool-result request."""
+    assert _after_tool([{"role": "user"}, {"role": "assistant"}, {"role": "tool"}])
+    assert _after_tool([{"role": "tool"}, {"role": "user", "content": "memory"}])
+    assert not _after_tool([{"role": "assistant"}, {"role": "user"}])
+    assert not _after_tool([{"role": "system"}, {"role": "user"}])
