@@ -1,0 +1,64 @@
+"""``asyncrecall demo``: the real command, offline, and its verdict from measured traces."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asyncrecall.bench._measure import QueryTrace
+from asyncrecall.cli._demo import verdict
+from asyncrecall.demo import SCRIPT, ModeRun
+
+
+@pytest.mark.slow
+def test_demo_runs_offline_shows_timelines_and_a_verdict_and_cleans_up(tmp_path: Path) -> None:
+    """Exit 0 with no endpoint, key or network configured; a timeline per query and the
+    verdict line; nothing left in the temporary folder; no traceback on stderr."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
+    env.update(ASYNCRECALL_HOME=str(tmp_path / "home"), TMPDIR=str(scratch))
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "demo"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for n, query in enumerate(SCRIPT, 1):
+        assert f"Q{n}. {query.text}" in out
+    assert out.count("blocking ") >= len(SCRIPT) and out.count("async ") >= len(SCRIPT)
+    verdicts = [line for line in out.splitlines() if line.startswith("Verdict: ")]
+    assert len(verdicts) == 1
+    assert "async mode sent the first request" in verdicts[0]
+    assert f"of {len(SCRIPT)} queries vs" in verdicts[0]
+    assert "Traceback" not in done.stderr and "Exception" not in done.stderr
+    assert list(scratch.iterdir()) == []  # the throw-away project is gone
+    assert not (tmp_path / "home").exists()  # the user's memory home was never touched
+
+
+def _run(mode: str, waits: list[float], delivered: list[bool]) -> ModeRun:
+    traces = []
+    for wait, hit in zip(waits, delivered, strict=True):
+        trace = QueryTrace("q", first_request_ms=wait)
+        trace.landed = "user_query" if hit else "missed"
+        traces.append(trace)
+    return ModeRun(mode, traces, len(traces), 0)  # type: ignore[arg-type]
+
+
+def test_the_verdict_is_computed_from_the_traces() -> None:
+    """Averages of the measured waits, and delivery counts, both ways round."""
+    blocking = _run("blocking", [900.0, 100.0], [True, True])
+    async_ = _run("async", [1.0, 1.0], [True, False])
+    line = verdict(blocking, async_)
+    assert line.startswith("Verdict: async mode sent the first request 499 ms sooner")
+    assert "(500 ms in blocking mode, 1.0 ms in async mode)" in line
+    assert line.endswith("delivered memory in 1 of 2 queries vs 2 of 2.")
+    assert "ms later per query" in verdict(async_, blocking)
