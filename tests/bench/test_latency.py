@@ -189,7 +189,8 @@ def test_the_table_shows_every_mode_and_how_to_read_it() -> None:
     for needle in ("blocking", "async", "side query as drawn", "min(side query, 1 s)"):
         assert needle in text
     assert "1 by lexical fallback" in text and "1 recalls fell back" in text
-    assert "missed 1 with no tool round" in text
+    assert "of the 1 missed, 1 had no tool round" in text
+    assert "loop lag p99" in text
     assert report.as_json()["modes"]["async"]["landed"] == {
         "user_query": 0,
         "tool_result": 1,

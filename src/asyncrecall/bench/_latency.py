@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from openai import AsyncOpenAI
 from rich.console import Console
@@ -44,7 +44,7 @@ from asyncrecall._settings import RecallMode, Settings
 from asyncrecall.agent import Agent, Session, open_session
 from asyncrecall.bench._corpus import QUERIES, build_memory_folder
 from asyncrecall.bench._latency_report import render_report
-from asyncrecall.bench._measure import QueryTrace, percentile, trace_query
+from asyncrecall.bench._measure import QueryTrace, percentile, ticking, trace_query
 from asyncrecall.bench._quiet import quiet_known_noise, server_grace
 from asyncrecall.bench._workload import (
     LatencyProfile,
@@ -66,6 +66,8 @@ _QUICK_QUERIES: Final = 8
 _DEFAULT_CONCURRENCY: Final = 16
 _DEFAULT_SEED: Final = 5
 _SETTLE_GUARD_S: Final = 10.0
+_TICK_S: Final = 0.005
+_STAGGER_S: Final = 0.02
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +91,8 @@ class ModeResult:
     traces: Sequence[QueryTrace]
     side_queries: int
     side_cancelled: int
+    #: The event loop's lag while the mode ran (a 5 ms ticker's oversleeps, ms).
+    loop_lag_ms: Sequence[float] = ()
 
     def added_ms(self) -> list[float]:
         return [trace.first_request_ms for trace in self.traces]
@@ -177,18 +181,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     del settings  # the benchmark brings its own server, models and memory folder
     config = config_from_args(args)
     err = Console(stderr=True)
-    with (
-        Progress(
-            TextColumn("{task.description:<14}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=False,
-        ) as progress,
-        quiet_known_noise(),
-    ):
-        report = asyncio.run(measure(config, progress=progress))
+    with quiet_known_noise():
+        if err.is_terminal:
+            with Progress(
+                TextColumn("{task.description:<14}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+            ) as bars:
+                report = asyncio.run(measure(config, progress=_bars(bars)))
+        else:  # a log: one line per quarter of each mode
+            report = asyncio.run(measure(config, progress=_lines(err)))
     if args.json:
         Console(soft_wrap=True).print_json(json.dumps(report.as_json()))
     else:
@@ -197,7 +201,37 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-async def measure(config: LatencyConfig, *, progress: Progress | None = None) -> LatencyReport:
+ProgressFactory: TypeAlias = Callable[[str, int], Callable[[], None]]
+"""``(mode, total) -> advance``: what :func:`measure` reports its progress to."""
+
+
+def _bars(progress: Progress) -> ProgressFactory:
+    def add(mode: str, total: int) -> Callable[[], None]:
+        task = progress.add_task(mode, total=total)
+        return lambda: progress.advance(task)
+
+    return add
+
+
+def _lines(console: Console) -> ProgressFactory:
+    def add(mode: str, total: int) -> Callable[[], None]:
+        done = 0
+        marks = {max(1, round(total * q / 4)) for q in (1, 2, 3, 4)}
+
+        def advance() -> None:
+            nonlocal done
+            done += 1
+            if done in marks:
+                console.print(f"{mode}: {done}/{total} user queries", highlight=False)
+
+        return advance
+
+    return add
+
+
+async def measure(
+    config: LatencyConfig, *, progress: ProgressFactory | None = None
+) -> LatencyReport:
     """Play the workload under every mode of ``config``; returns the report."""
     started = time.monotonic()
     plans = draw_plans(config.queries, config.seed, config.profile)
@@ -216,7 +250,9 @@ async def measure(config: LatencyConfig, *, progress: Progress | None = None) ->
         for mode in config.modes:
             install_plans(server, mode, plans, paths)
             batches[mode] = _Batch.open(server, root, mode, plans)
-        advance = {mode: _progress_callback(progress, mode, len(plans)) for mode in batches}
+        advance = {
+            mode: progress(mode, len(plans)) if progress else (lambda: None) for mode in batches
+        }
         results: dict[str, ModeResult] = {}
         # The pre-opened sessions are the harness's, not a real agent's heap: keep the
         # garbage collector's full passes over them out of the measurements.
@@ -226,8 +262,10 @@ async def measure(config: LatencyConfig, *, progress: Progress | None = None) ->
             if config.parallel_modes:
                 async with asyncio.TaskGroup() as group:
                     tasks = {
-                        mode: group.create_task(batch.run(config.concurrency, advance[mode]))
-                        for mode, batch in batches.items()
+                        mode: group.create_task(
+                            batch.run(config.concurrency, advance[mode], offset=n / len(batches))
+                        )
+                        for n, (mode, batch) in enumerate(batches.items())
                     }
                 results = {mode: task.result() for mode, task in tasks.items()}
             else:
@@ -243,13 +281,6 @@ async def measure(config: LatencyConfig, *, progress: Progress | None = None) ->
 _WARMUP = QueryPlan(
     qid="w0", query=QUERIES[0], side_delay=0.01, first_token=(0.01, 0.01), tool_delay=(0.001,)
 )
-
-
-def _progress_callback(progress: Progress | None, mode: str, total: int) -> Callable[[], None]:
-    if progress is None:
-        return lambda: None
-    task = progress.add_task(mode, total=total)
-    return lambda: progress.advance(task)
 
 
 @dataclass
@@ -302,12 +333,21 @@ class _Batch:
             sessions.append(session)
         return cls(server, mode, tag, plans, sessions, http, settings.project)
 
-    async def run(self, concurrency: int, advance: Callable[[], None] = lambda: None) -> ModeResult:
-        """Run every plan in its session, ``concurrency`` at a time; close everything."""
+    async def run(
+        self, concurrency: int, advance: Callable[[], None] = lambda: None, *, offset: float = 0
+    ) -> ModeResult:
+        """Run every plan in its session, ``concurrency`` at a time; close everything.
+
+        The first ``concurrency`` queries start :data:`_STAGGER_S` apart (shifted by
+        ``offset`` of that gap), as users do not all press Enter in the same
+        millisecond; later ones start as soon as a slot frees.
+        """
         slots = asyncio.Semaphore(concurrency)
         traces: list[QueryTrace | None] = [None] * len(self.plans)
 
         async def one(index: int) -> None:
+            if index < concurrency:
+                await asyncio.sleep((index + offset) * _STAGGER_S)
             async with slots:
                 session = self.sessions[index]
                 try:
@@ -318,7 +358,7 @@ class _Batch:
                 advance()
 
         try:
-            async with asyncio.TaskGroup() as group:
+            async with ticking(_TICK_S) as ticker, asyncio.TaskGroup() as group:
                 for index in range(len(self.plans)):
                     group.create_task(one(index))
         finally:
@@ -327,7 +367,8 @@ class _Batch:
             await self.http.close()
         side = await self._settled_side_queries()
         done = [trace for trace in traces if trace is not None]
-        return ModeResult(self.mode, done, len(side), sum(r.disconnected for r in side))
+        cancelled = sum(r.disconnected for r in side)
+        return ModeResult(self.mode, done, len(side), cancelled, ticker.lags)
 
     async def _settled_side_queries(self) -> list[RecordedRequest]:
         """This batch's side queries, once each is complete or hung up (seen late)."""

@@ -43,8 +43,9 @@ def render_report(report: LatencyReport, console: Console) -> None:
     )
     console.print(f"Workload: {config.profile.describe()}.")
     console.print(
-        f"Each query runs in a fresh session, {config.concurrency} sessions at a time, over "
-        "HTTP to a local OpenAI-compatible server (127.0.0.1). "
+        f"Each query runs in a fresh session, {config.concurrency} sessions at a time (the "
+        "first ones starting 20 ms apart), over HTTP to a local OpenAI-compatible server "
+        "(127.0.0.1). "
         f"Total wall time {report.wall_s:.0f} s."
     )
     if config.parallel_modes:
@@ -53,7 +54,7 @@ def render_report(report: LatencyReport, console: Console) -> None:
     table.add_column("mode", no_wrap=True)
     for label in ("added p50", "p95", "p99 ms", "delivered", "@ user query", "@ tool result"):
         table.add_column(label, justify="right")
-    for label in ("missed", "side q. cancelled", "wall/query ms"):
+    for label in ("missed", "side q. cancelled", "wall/query ms", "loop lag p99"):
         table.add_column(label, justify="right")
     for mode, result in report.modes.items():
         data = result.as_json()
@@ -67,6 +68,7 @@ def render_report(report: LatencyReport, console: Console) -> None:
             str(landed["missed"]),
             f"{result.side_cancelled} of {result.side_queries}",
             f"{data['wall_ms_per_query']:,.0f}",
+            _ms(percentile(result.loop_lag_ms, 99)),
         )
     side = [plan.side_delay * 1000 for plan in report.plans]
     capped = [min(value, _SELECTOR_TIMEOUT_S * 1000) for value in side]
@@ -83,21 +85,36 @@ def _notes(report: LatencyReport) -> list[str]:
         "first main request (includes the client's own path, well under 1 ms).",
         "delivered: memory reached the model in this query, at the user-query request or "
         "at a tool-result request; missed: it never did.",
+        "loop lag p99: how late a 5 ms sleep woke up while the mode ran (the other "
+        "sessions' work on the same event loop; it is also in the added tail).",
     ]
     for mode, result in report.modes.items():
         lines.append(f"{mode}: {_delivery_note(result)}")
     blocking = report.modes.get("blocking")
     if blocking is not None:
-        extra = [
-            trace.first_request_ms - min(plan.side_delay, _SELECTOR_TIMEOUT_S) * 1000
-            for plan, trace in zip(report.plans, blocking.traces, strict=True)
-        ]
-        lines.append(
-            "blocking waited for its side query: added minus min(that query's drawn side "
-            f"latency, 1 s) is p50 {percentile(extra, 50):+.1f} ms, p95 "
-            f"{percentile(extra, 95):+.1f} ms (HTTP, scan and selection around the wait)."
-        )
+        lines.append(_blocking_note(report, blocking))
     return lines
+
+
+def _blocking_note(report: LatencyReport, blocking: ModeResult) -> str:
+    """How closely blocking's wait tracks its side query, below and above the timeout."""
+    pairs = list(zip(report.plans, blocking.traces, strict=True))
+    timeout_ms = _SELECTOR_TIMEOUT_S * 1000
+    under = [t.first_request_ms - p.side_delay * 1000 for p, t in pairs if p.side_delay < 0.9]
+    over = [t.first_request_ms - timeout_ms for p, t in pairs if p.side_delay > 1.0]
+    parts = []
+    if under:
+        parts.append(
+            f"for the {len(under)} side queries under 0.9 s, added minus the side query's own "
+            f"latency is p50 {percentile(under, 50):+.1f} ms, p95 {percentile(under, 95):+.1f} ms"
+        )
+    if over:
+        parts.append(
+            f"for the {len(over)} over 1 s, added minus 1 s is p50 "
+            f"{percentile(over, 50):+.1f} ms, p95 {percentile(over, 95):+.1f} ms (the "
+            "selector's timeout, then the lexical fallback)"
+        )
+    return "blocking waited for its side query: " + "; ".join(parts or ["no queries"]) + "."
 
 
 def _delivery_note(result: ModeResult) -> str:
@@ -105,16 +122,25 @@ def _delivery_note(result: ModeResult) -> str:
     parts = [
         f"{count} by {_STRATEGY_LABELS.get(str(name), str(name))}" for name, count in by.items()
     ]
-    missed = [trace for trace in result.traces if not trace.delivered]
-    no_rounds = sum(1 for trace in missed if trace.tool_rounds == 0)
-    late = len(missed) - no_rounds
     note = "delivered " + (", ".join(parts) if parts else "nothing")
+    missed = [trace for trace in result.traces if not trace.delivered]
     if missed:
-        note += (
-            f"; missed {no_rounds} with no tool round and {late} whose recall settled after "
-            "the last tool result (or returned nothing new)"
-        )
+        no_round = sum(1 for trace in missed if trace.tool_rounds == 0)
+        empty = sum(1 for trace in missed if trace.tool_rounds and trace.recall_outcome == "empty")
+        late = len(missed) - no_round - empty
+        causes = [f"{no_round} had no tool round", f"{late} settled after the last tool result"]
+        if empty:
+            causes.append(f"{empty} recalled nothing")
+        note += f"; of the {len(missed)} missed, " + ", ".join(causes)
+    follow_ups = sum(
+        1
+        for trace in result.traces
+        if trace.strategy == "instant-lexical"
+        and any(point == "tool_result" for point, _, _ in trace.injections)
+    )
+    if follow_ups:
+        note += f"; the model's pick followed at a tool result in {follow_ups}"
     fallbacks = sum(1 for trace in result.traces if trace.fallback_reason)
     if fallbacks:
-        note += f"; {fallbacks} recalls fell back to lexical (the selector's 1 s timeout)"
+        note += f"; {fallbacks} recalls fell back to lexical after the selector's 1 s timeout"
     return note + "."
