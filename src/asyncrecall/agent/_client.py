@@ -258,33 +258,34 @@ class AgentClient:
                 options.max_session_turns is not None
                 and self.session_turns > options.max_session_turns
             ):
-                async for event in self._early_exit("limit"):
+                async for event in self._end(
+                    "limit", MaxSessionTurnsEvent(limit=options.max_session_turns)
+                ):
                     yield event
-                yield MaxSessionTurnsEvent(limit=options.max_session_turns)
                 return
             async for event in self._trigger(parts, cancel, prompt_id):
                 yield event
 
         if turns <= 0:
-            async for event in self._early_exit("limit"):
+            async for event in self._end("limit", MaxTurnsEvent(limit=turns)):
                 yield event
-            yield MaxTurnsEvent(limit=turns)
             return
         limit = options.session_token_limit
         if limit is not None and self.last_prompt_tokens > limit:
-            async for event in self._early_exit("limit"):
+            async for event in self._end(
+                "limit", SessionTokenLimitEvent(tokens=self.last_prompt_tokens, limit=limit)
+            ):
                 yield event
-            yield SessionTokenLimitEvent(tokens=self.last_prompt_tokens, limit=limit)
             return
         if self.control.cancelled:
-            async for event in self._early_exit("stopped"):
+            async for event in self._end(
+                "stopped", StoppedEvent(reason=self.control.reason or "stopped")
+            ):
                 yield event
-            yield StoppedEvent(reason=self.control.reason or "stopped")
             return
         if cancel.cancelled:
-            async for event in self._early_exit("cancelled"):
+            async for event in self._end("cancelled", TurnCancelledEvent()):
                 yield event
-            yield TurnCancelledEvent()
             return
 
         injected: MemoryInjectedEvent | None = None
@@ -334,15 +335,15 @@ class AgentClient:
                     pass
         except TurnCancelled:
             self.history.pop()
-            async for event in self._early_exit("cancelled"):
+            async for event in self._end("cancelled", TurnCancelledEvent()):
                 yield event
-            yield TurnCancelledEvent()
             return
         except ModelError as exc:
             self.history.pop()
-            async for event in self._early_exit("error"):
+            async for event in self._end(
+                "error", ErrorEvent(message=str(exc), kind=type(exc).__name__)
+            ):
                 yield event
-            yield ErrorEvent(message=str(exc), kind=type(exc).__name__)
             return
 
         model_parts: list[Part] = [Text("".join(text))] if text else []
@@ -352,14 +353,15 @@ class AgentClient:
             yield ToolCallEvent(name=call.name, args=call.args, id=call.id)
         looping = next((call for call in calls if self._loop.seen(call)), None)
         if looping is not None:
-            async for event in self._early_exit("error"):
+            async for event in self._end(
+                "error", LoopDetectedEvent(name=looping.name, repeats=self._loop.repeats)
+            ):
                 yield event
-            yield LoopDetectedEvent(name=looping.name, repeats=self._loop.repeats)
             return
         if calls:
             state.keep_prefetch = True  # the recall may still land at the next tool result
             return
-        async for event in self._early_exit("turn_ended"):
+        async for event in self._end("turn_ended"):
             yield event
 
     # -- prefetch ---------------------------------------------------------------
@@ -474,10 +476,15 @@ class AgentClient:
         logger.debug("memory prefetch %s discarded: %s", handle.prompt_id, reason)
         return MemoryDiscardedEvent(reason=reason, settled=settled)
 
-    async def _early_exit(self, reason: DiscardReason) -> AsyncGenerator[AgentEvent, None]:
-        event = self._discard_prefetch(reason)
-        if event is not None:
-            yield event
+    async def _end(
+        self, reason: DiscardReason, final: AgentEvent | None = None
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """End the turn early: cancel and drop the recall, then the event saying why."""
+        discarded = self._discard_prefetch(reason)
+        if discarded is not None:
+            yield discarded
+        if final is not None:
+            yield final
 
     def _close_dangling_calls(self) -> None:
         """Answer tool calls left unanswered (a turn cancelled during its tools) so the
