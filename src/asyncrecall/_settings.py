@@ -7,6 +7,7 @@ Files, first found wins per key: ``<project>/.asyncrecall/settings.toml``, then
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -57,12 +58,13 @@ class Settings:
 
     @property
     def effective_selector(self) -> SelectorName:
-        """``--selector``, else ``model`` with an endpoint or a local side model, else lexical."""
+        """``--selector``; else ``model`` with an endpoint; else the best embedded selector:
+        ``hybrid`` when the ``local`` extra is installed, ``lexical`` otherwise."""
         if self.selector is not None:
             return self.selector
-        if self.base_url is not None or self.side_model == "local":
+        if self.base_url is not None:
             return "model"
-        return "lexical"
+        return "hybrid" if _installed("wordllama") else "lexical"
 
     def require_endpoint(self) -> tuple[str, str]:
         """The base URL and main model, or a :class:`ConfigError` naming what is missing."""
@@ -77,6 +79,11 @@ class Settings:
 
     def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **changes)
+
+
+def _installed(package: str) -> bool:
+    """Whether ``package`` can be imported (found, not imported)."""
+    return importlib.util.find_spec(package) is not None
 
 
 def _positive_int(name: str, *, allow_zero: bool = False) -> Callable[[Any], int]:

@@ -49,10 +49,16 @@ def _settings(tmp_path: Path, **kw: object) -> Settings:
     return Settings(home=tmp_path, project=tmp_path, memory_dir=tmp_path / "m", **kw)  # type: ignore[arg-type]
 
 
-def test_lexical_without_an_endpoint(tmp_path: Path) -> None:
+def test_without_an_endpoint_the_best_embedded_selector(tmp_path: Path) -> None:
+    """No endpoint: hybrid when the embedded models are installed, else lexical."""
+    from asyncrecall.memory import HybridSelector, embedding_available
+
     manager = build_memory_manager(_settings(tmp_path), side_model=None)
-    assert isinstance(manager.selector, LexicalSelector)
+    expected = HybridSelector if embedding_available() else LexicalSelector
+    assert isinstance(manager.selector, expected)
     assert manager.store.root == tmp_path / "m"
+    lexical = build_memory_manager(_settings(tmp_path, selector="lexical"), side_model=None)
+    assert isinstance(lexical.selector, LexicalSelector)
 
 
 def test_model_with_a_side_model(tmp_path: Path) -> None:
@@ -69,6 +75,23 @@ def test_model_without_a_side_model_is_a_config_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["embedding", "hybrid"])
-def test_selectors_not_built_here_are_a_config_error(tmp_path: Path, name: str) -> None:
-    with pytest.raises(ConfigError, match="not available"):
-        build_memory_manager(_settings(tmp_path, selector=name), side_model=None)
+def test_embedding_selectors_are_built_when_installed(tmp_path: Path, name: str) -> None:
+    from asyncrecall.memory import EmbeddingSelector, HybridSelector, embedding_available
+
+    if not embedding_available():
+        with pytest.raises(ConfigError, match=r"asyncrecall\[local\]"):
+            build_memory_manager(_settings(tmp_path, selector=name), side_model=None)
+        return
+    manager = build_memory_manager(_settings(tmp_path, selector=name), side_model=None)
+    expected = EmbeddingSelector if name == "embedding" else HybridSelector
+    assert isinstance(manager.selector, expected)
+
+
+def test_only_the_lexical_selector_runs_inline_on_the_event_loop() -> None:
+    """The embedding selectors load a model on first use: they must not claim to be
+    instant, or their first recall would block the event loop before the first request."""
+    from asyncrecall.memory import EmbeddingSelector, HybridSelector, InstantSelector
+
+    assert isinstance(LexicalSelector(), InstantSelector)
+    assert not isinstance(HybridSelector(), InstantSelector)
+    assert not isinstance(EmbeddingSelector(), InstantSelector)

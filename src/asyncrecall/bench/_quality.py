@@ -65,7 +65,7 @@ class QualityReport:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``bench quality`` (``--selector`` is the shared flag: lexical or model)."""
+    """Flags of ``bench quality`` (``--selector`` is the shared flag; default lexical)."""
     parser.add_argument(
         "--dataset",
         type=Path,
@@ -115,8 +115,13 @@ async def _run_with_selector(
 ) -> QualityReport:
     if name == "lexical":
         return await evaluate(conversations, LexicalSelector, limit_questions=limit)
-    if name != "model":
-        raise ConfigError(f"bench quality supports --selector lexical or model, not {name}")
+    if name in ("embedding", "hybrid"):
+        from asyncrecall.memory import EmbeddingSelector, HybridSelector, embedding_available
+
+        if not embedding_available():
+            raise ConfigError(f"--selector {name} needs pip install 'asyncrecall[local]'")
+        factory = EmbeddingSelector if name == "embedding" else HybridSelector
+        return await evaluate(conversations, factory, limit_questions=limit)
     model = _endpoint_model(settings)
     try:
         return await evaluate(conversations, lambda: ModelSelector(model), limit_questions=limit)
@@ -128,6 +133,11 @@ async def _run_with_selector(
 
 def _endpoint_model(settings: Settings) -> Model:
     model_name = settings.effective_side_model
+    if model_name == "local":
+        from asyncrecall.models import LocalModel
+
+        local: Model = LocalModel()
+        return local
     if not settings.base_url or not model_name:
         raise ConfigError(
             "--selector model needs an endpoint: pass --base-url and --model (or --side-model)"

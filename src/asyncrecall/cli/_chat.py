@@ -95,6 +95,8 @@ async def chat(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     session = open_session(settings)
     printer = EventPrinter(settings.output_format)
+    if session.notice:
+        printer.err.print(f"[dim]· {session.notice}[/dim]")
     interrupts = _Interrupts(printer)
     interactive = sys.stdin is not None and sys.stdin.isatty()
     with contextlib.suppress(NotImplementedError, RuntimeError):

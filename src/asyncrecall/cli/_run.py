@@ -44,6 +44,8 @@ async def run_once(settings: Settings, prompt: str) -> int:
     """Run ``prompt`` through a fresh session; on exit a pending recall is cancelled."""
     session = open_session(settings)
     printer = EventPrinter(settings.output_format)
+    if session.notice:
+        printer.err.print(f"[dim]· {session.notice}[/dim]")
     reason = "stop"
     try:
         async for event in session.agent.run_query(prompt):

@@ -10,6 +10,7 @@ puts in front of the main model (:func:`format_memory_block`).
 from __future__ import annotations
 
 from asyncrecall.memory._document import safe_file_stem
+from asyncrecall.memory._embedding import EmbeddingSelector, HybridSelector, embedding_available
 from asyncrecall.memory._factory import build_memory_manager
 from asyncrecall.memory._lexical import LexicalSelector
 from asyncrecall.memory._location import canonical_project_root, resolve_memory_dir
@@ -37,6 +38,8 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MEMORY_TYPES",
     "SCAN_LIMIT",
+    "EmbeddingSelector",
+    "HybridSelector",
     "InstantSelector",
     "LexicalSelector",
     "MemoryDoc",
@@ -48,6 +51,7 @@ __all__ = [
     "Selector",
     "build_memory_manager",
     "canonical_project_root",
+    "embedding_available",
     "format_manifest",
     "format_memory_block",
     "resolve_memory_dir",

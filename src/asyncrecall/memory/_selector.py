@@ -43,12 +43,17 @@ class Selector(Protocol):
 
 @runtime_checkable
 class InstantSelector(Selector, Protocol):
-    """A selector with no I/O, that can also answer synchronously.
+    """A selector with no I/O and a bounded, millisecond cost, that answers synchronously.
 
     Recall runs such a selector inline (scan included), so a recall started as a task
     finishes in its first step: it has settled by the time the user-query request is
-    built, with no wait at all.
+    built, with no wait at all. Only a selector whose *cold* cost is small may claim
+    this (``inline = True``): the embedding selectors load a model on first use, so
+    they run in a worker thread instead.
     """
+
+    #: Always true for an instant selector: it may run on the event loop.
+    inline: bool
 
     def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
         """At most ``limit`` of ``docs``, best first, computed now."""

@@ -7,6 +7,7 @@ on first use, so importing the package does not load the SDK (~0.5 s).
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from asyncrecall.models._convert import (
@@ -15,6 +16,7 @@ from asyncrecall.models._convert import (
     tools_to_openai,
     validate_messages,
 )
+from asyncrecall.models._local_engine import local_model_available
 from asyncrecall.models._protocol import (
     Finished,
     Model,
@@ -40,6 +42,7 @@ __all__ = [
     "Finished",
     "FunctionCall",
     "FunctionResponse",
+    "LocalModel",
     "Model",
     "ModelPair",
     "OpenAIModel",
@@ -52,6 +55,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "contents_to_messages",
+    "local_model_available",
     "messages_to_contents",
     "model_content",
     "open_openai_models",
@@ -61,14 +65,20 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from asyncrecall.models._local import LocalModel
     from asyncrecall.models._openai import ModelPair, OpenAIModel, open_openai_models
 
-_LAZY = frozenset({"ModelPair", "OpenAIModel", "open_openai_models"})
+# Loaded on first use: the OpenAI SDK costs about 0.5 s to import.
+_LAZY = {
+    "LocalModel": "asyncrecall.models._local",
+    "ModelPair": "asyncrecall.models._openai",
+    "OpenAIModel": "asyncrecall.models._openai",
+    "open_openai_models": "asyncrecall.models._openai",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from asyncrecall.models import _openai
-
-        return getattr(_openai, name)
+    module = _LAZY.get(name)
+    if module is not None:
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,6 +10,7 @@ Q4_1 file repacking only ever applies on AMX anyway.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import threading
@@ -84,6 +85,27 @@ class Engine:
 
 _ENGINES: dict[tuple[Path, int, int], Engine] = {}
 _ENGINES_LOCK = threading.Lock()
+
+
+def _close_engines() -> None:
+    """Free loaded models before interpreter shutdown.
+
+    Left to the garbage collector at shutdown, llama-cpp-python's finaliser runs after
+    its C bindings are gone and prints a ``TypeError`` traceback on every exit.
+    """
+    with _ENGINES_LOCK:
+        for loaded in _ENGINES.values():
+            # A generation still running (its thread stops between tokens) gets a few
+            # seconds; past that, leave the model to the process's end.
+            if loaded.llama is not None and loaded.generation_lock.acquire(timeout=5):
+                try:
+                    loaded.llama.close()
+                    loaded.llama = None
+                finally:
+                    loaded.generation_lock.release()
+
+
+atexit.register(_close_engines)
 
 
 def engine(path: Path, n_ctx: int, n_threads: int) -> Engine:
