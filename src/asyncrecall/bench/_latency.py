@@ -240,7 +240,7 @@ async def measure(
         paths = build_memory_folder(root / "memory")
         (root / "project").mkdir()
         # Pay first-use costs (imports, first connections) outside the measured runs.
-        for mode in ("blocking", "async"):
+        for mode in MODES:
             tag = f"warmup-{mode}"
             install_plans(server, tag, [_WARMUP], paths)
             await _Batch.open(server, root, mode, [_WARMUP], tag=tag).run(config.concurrency)
@@ -346,9 +346,9 @@ class _Batch:
         traces: list[QueryTrace | None] = [None] * len(self.plans)
 
         async def one(index: int) -> None:
-            if index < concurrency:
-                await asyncio.sleep((index + offset) * _STAGGER_S)
-            async with slots:
+            async with slots:  # tasks start in order: the first ones take the slots
+                if index < concurrency:
+                    await asyncio.sleep((index + offset) * _STAGGER_S)
                 session = self.sessions[index]
                 try:
                     agent = Agent(session.client, ScriptedTools(self.project), max_turns=10)
