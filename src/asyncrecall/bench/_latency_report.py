@@ -53,9 +53,9 @@ def render_report(report: LatencyReport, console: Console) -> None:
     table = Table(header_style="bold")
     table.add_column("mode", no_wrap=True)
     for label in ("added p50", "p95", "p99 ms", "delivered", "@ user query", "@ tool result"):
-        table.add_column(label, justify="right")
-    for label in ("missed", "side q. cancelled", "wall/query ms", "loop lag p99"):
-        table.add_column(label, justify="right")
+        table.add_column(label, justify="right", no_wrap=True)
+    for label in ("missed", "side q. hung up", "wall ms/query", "loop lag p99"):
+        table.add_column(label, justify="right", no_wrap=True)
     for mode, result in report.modes.items():
         data = result.as_json()
         landed = data["landed"]
@@ -66,7 +66,7 @@ def render_report(report: LatencyReport, console: Console) -> None:
             str(landed["user_query"]),
             str(landed["tool_result"]),
             str(landed["missed"]),
-            f"{result.side_cancelled} of {result.side_queries}",
+            f"{result.side_cancelled}/{result.side_queries}",
             f"{data['wall_ms_per_query']:,.0f}",
             _ms(percentile(result.loop_lag_ms, 99)),
         )
@@ -85,7 +85,8 @@ def _notes(report: LatencyReport) -> list[str]:
         "first main request (includes the client's own path, well under 1 ms).",
         "delivered: memory reached the model in this query, at the user-query request or "
         "at a tool-result request; missed: it never did.",
-        "loop lag p99: how late a 5 ms sleep woke up while the mode ran (the other "
+        "side q. hung up: side queries the server saw the client hang up on / side queries "
+        "sent. loop lag p99: how late a 5 ms sleep woke up while the mode ran (the other "
         "sessions' work on the same event loop; it is also in the added tail).",
     ]
     for mode, result in report.modes.items():
