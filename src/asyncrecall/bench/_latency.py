@@ -197,7 +197,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         Console(soft_wrap=True).print_json(json.dumps(report.as_json()))
     else:
         out = Console()
-        render_report(report, out if out.is_terminal else Console(width=132))
+        render_report(report, out if out.is_terminal else Console(width=140))
     return 0
 
 

@@ -52,9 +52,18 @@ def render_report(report: LatencyReport, console: Console) -> None:
         console.print("--quick: the four modes ran at the same time (a smoke run).")
     table = Table(header_style="bold")
     table.add_column("mode", no_wrap=True)
-    for label in ("added p50", "p95", "p99 ms", "delivered", "@ user query", "@ tool result"):
-        table.add_column(label, justify="right", no_wrap=True)
-    for label in ("missed", "side q. hung up", "wall ms/query", "loop lag p99"):
+    for label in (
+        "added\np50 ms",
+        "added\np95 ms",
+        "added\np99 ms",
+        "memory\ndelivered",
+        "at user\nquery",
+        "at tool\nresult",
+        "missed",
+        "side queries\nhung up",
+        "wall ms\n/ query",
+        "loop lag\np99 ms",
+    ):
         table.add_column(label, justify="right", no_wrap=True)
     for mode, result in report.modes.items():
         data = result.as_json()
@@ -85,8 +94,8 @@ def _notes(report: LatencyReport) -> list[str]:
         "first main request (includes the client's own path, well under 1 ms).",
         "delivered: memory reached the model in this query, at the user-query request or "
         "at a tool-result request; missed: it never did.",
-        "side q. hung up: side queries the server saw the client hang up on / side queries "
-        "sent. loop lag p99: how late a 5 ms sleep woke up while the mode ran (the other "
+        "side queries hung up: those the server saw the client hang up on / those sent. "
+        "loop lag p99: how late a 5 ms sleep woke up while the mode ran (the other "
         "sessions' work on the same event loop; it is also in the added tail).",
     ]
     for mode, result in report.modes.items():
