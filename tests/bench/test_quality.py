@@ -125,5 +125,5 @@ def test_a_missing_dataset_is_a_clear_usage_error(tmp_path: Path) -> None:
     assert "does not exist" in done.stderr
     dataset = tmp_path / "tiny.json"
     dataset.write_text(json.dumps([_conversation()]))
-    other = _run("--dataset", str(dataset), "--selector", "embedding", cwd=tmp_path)
-    assert other.returncode == 2 and "lexical or model" in other.stderr
+    other = _run("--dataset", str(dataset), "--selector", "model", cwd=tmp_path)
+    assert other.returncode == 2 and "needs an endpoint" in other.stderr

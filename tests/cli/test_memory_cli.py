@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -100,9 +101,14 @@ def test_add_list_show_forget_round_trip(cli: Cli) -> None:
 
 
 def test_recall_lexical_without_an_endpoint(cli: Cli) -> None:
-    """No endpoint: the lexical selector, as the agent would use; the block is printed."""
+    """No endpoint, --selector lexical: the block is printed as the agent would send it."""
     cli.json("memory", "add", "--name", "Tea", "--type", "user", "--content", "Alice drinks tea.")
     cli.json("memory", "add", "--name", "Db", "--type", "project", "--content", "Real Postgres.")
+    default = cli.json("memory", "recall", "what does alice drink")
+    embedded = "hybrid" if importlib.util.find_spec("wordllama") else "lexical"
+    assert default["strategy"] == embedded  # the best embedded selector by default
+    assert [d["rel_path"] for d in default["selected"]] == ["tea.md"]
+    cli.env["ASYNCRECALL_SELECTOR"] = "lexical"
     result = cli.json("memory", "recall", "what does alice drink")
     assert result["strategy"] == "lexical" and result["fallback_reason"] is None
     assert [d["rel_path"] for d in result["selected"]] == ["tea.md"]
