@@ -2,7 +2,7 @@
 
 The side query goes through :meth:`asyncrecall.models.Model.generate_json` (the model
 layer sends it with ``stream: false``, ``temperature: 0`` and the JSON schema as
-``response_format``). Its prompt holds the user's query and the manifest, one line per
+``response_format``). Its prompt holds the manifest and then the user's query, one line per
 offered file (type, relative path, ISO modification time, description: never bodies).
 
 The selector has **no timeout of its own**: the old design's 1 s timeout fired on cold
@@ -57,9 +57,14 @@ def selection_schema(limit: int) -> dict[str, Any]:
 
 
 def selector_prompt(query: str, docs: Sequence[MemoryDoc], *, limit: int) -> str:
-    """The side query's user prompt: the query, then the manifest."""
+    """The side query's user prompt: the manifest, then the query.
+
+    The manifest comes first because it repeats from one user query to the next:
+    endpoints that cache prompt prefixes (vLLM, llama.cpp, OpenAI) skip re-reading
+    it (the embedded llama.cpp model reuses its cached prefix the same way).
+    """
     return (
-        f"Query: {query.strip()}\n\nMemory files (choose at most {limit}):\n{format_manifest(docs)}"
+        f"Memory files (choose at most {limit}):\n{format_manifest(docs)}\n\nQuery: {query.strip()}"
     )
 
 
