@@ -30,10 +30,20 @@ def test_the_command_reports_both_parts_as_json() -> None:
     count a memory-off and an async run whose queries all answered."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["bench", "overhead", "--repeats", "20", "--sessions", "3", "--json"])
+        code = main(
+            ["bench", "overhead", "--repeats", "20", "--sessions", "3", "--ramp", "0.2", "--json"]
+        )
     assert code == 0
     report = json.loads(out.getvalue())
-    assert set(report) == {"repeats", "per_query_us", "overhead_us", "idle_loop_lag_ms", "sessions"}
+    assert set(report) == {
+        "repeats",
+        "ramp_s",
+        "per_query_us",
+        "overhead_us",
+        "idle_loop_lag_ms",
+        "sessions",
+    }
+    assert report["ramp_s"] == 0.2
     assert set(report["overhead_us"]) == {"settled_at_once", "never_settled"}
     assert set(report["idle_loop_lag_ms"]) == {"p50", "p99", "max"}
     runs = report["sessions"]["3"]
@@ -61,6 +71,7 @@ def test_the_table_without_sessions(capsys: pytest.CaptureFixture[str]) -> None:
         (["--sessions", "0"], "must be 1 or more"),
         (["--sessions", "ten"], "numbers separated by commas"),
         (["--repeats", "0"], "must be 1 or more"),
+        (["--ramp", "-1"], "must be 0 or more"),
     ],
 )
 def test_bad_flags_are_usage_errors(

@@ -65,13 +65,15 @@ class OverheadReport:
     repeats: int
     per_query_us: dict[str, float]
     scale: Sequence[ScaleResult]
+    ramp_s: float = _RAMP_S
 
     def as_json(self) -> dict[str, Any]:
         """``per_query_us``, ``overhead_us`` (against memory off), the idle loop's lag, and
-        ``sessions``: per count, ``memory_off`` and ``async`` runs."""
+        ``sessions``: per count, ``memory_off`` and ``async`` runs (started over ``ramp_s``)."""
         off = self.per_query_us["memory_off"]
         return {
             "repeats": self.repeats,
+            "ramp_s": self.ramp_s,
             "per_query_us": {k: round(v, 1) for k, v in self.per_query_us.items()},
             "overhead_us": {
                 k: round(v - off, 1) for k, v in self.per_query_us.items() if k != "memory_off"
@@ -104,6 +106,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N,N",
         help="concurrent session counts to run (default 100,1000; empty: skip)",
     )
+    parser.add_argument(
+        "--ramp",
+        type=float,
+        default=_RAMP_S,
+        metavar="SECONDS",
+        help=f"the sessions start spread over this long (default {_RAMP_S:g})",
+    )
     parser.add_argument("--seed", type=int, default=5, help="seed of the server's latencies")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -125,15 +134,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"--repeats must be 1 or more, got {args.repeats}")
     counts = _session_counts(args.sessions)
     err = Console(stderr=True)
-    report = asyncio.run(_measure(args.repeats, counts, args.seed, err))
+    if args.ramp < 0:
+        raise ConfigError(f"--ramp must be 0 or more, got {args.ramp}")
+    report = asyncio.run(_measure(args.repeats, counts, args.seed, args.ramp, err))
     if args.json:
         Console(soft_wrap=True).print_json(json.dumps(report.as_json()))
     else:
-        _render(report, Console())
+        out = Console()
+        _render(report, out if out.is_terminal else Console(width=120))
     return 0
 
 
-async def _measure(repeats: int, counts: Sequence[int], seed: int, err: Console) -> OverheadReport:
+async def _measure(
+    repeats: int, counts: Sequence[int], seed: int, ramp: float, err: Console
+) -> OverheadReport:
     with tempfile.TemporaryDirectory(prefix="asyncrecall-overhead-") as tmp:
         root = Path(tmp)
         build_memory_folder(root / "memory")
@@ -155,11 +169,11 @@ async def _measure(repeats: int, counts: Sequence[int], seed: int, err: Console)
                             base_url=base_url,
                             memory_dir=root / "memory",
                             project=root / "project",
-                            ramp=_RAMP_S,
+                            ramp=ramp,
                             tick=_TICK_S,
                         )
                         scale.append(result)
-    return OverheadReport(repeats, per_query, scale)
+    return OverheadReport(repeats, per_query, scale, ramp)
 
 
 # -- per user query ---------------------------------------------------------------------
@@ -239,9 +253,9 @@ async def _one_query(agent: Agent) -> float:
 def _render(report: OverheadReport, console: Console) -> None:
     data = report.as_json()
     table = Table(title="Prefetch machinery, per user query (in process)", header_style="bold")
-    table.add_column("variant")
-    table.add_column("median µs / query", justify="right")
-    table.add_column("overhead µs", justify="right")
+    table.add_column("variant", no_wrap=True)
+    table.add_column("median µs\n/ query", justify="right", no_wrap=True)
+    table.add_column("overhead µs\nvs memory off", justify="right", no_wrap=True)
     labels = {
         "memory_off": "memory off",
         "settled_at_once": "recall settled at once (injected at the user query)",
@@ -263,12 +277,18 @@ def _render(report: OverheadReport, console: Console) -> None:
     if not report.scale:
         return
     table = Table(title="Concurrent sessions in one process", header_style="bold")
-    table.add_column("sessions", justify="right")
-    table.add_column("memory")
-    for label in ("memory delivered", "loop lag p50 ms", "p99 ms", "max ms"):
-        table.add_column(label, justify="right")
-    for label in ("RSS KiB / session", "CPU ms / query", "wall s"):
-        table.add_column(label, justify="right")
+    for label in (
+        "sessions",
+        "memory",
+        "memory\ndelivered",
+        "loop lag\np50 ms",
+        "loop lag\np99 ms",
+        "loop lag\nmax ms",
+        "RSS KiB\n/ session",
+        "CPU ms\n/ query",
+        "wall s",
+    ):
+        table.add_column(label, justify="left" if label == "memory" else "right", no_wrap=True)
     for result in report.scale:
         idle = not result.sessions
         per_session = result.rss_delta_bytes / result.sessions / 1024 if result.sessions else 0
@@ -286,7 +306,7 @@ def _render(report: OverheadReport, console: Console) -> None:
     console.print(table)
     console.print(
         "Each session runs one user query with one tool round; the N sessions start over "
-        f"{_RAMP_S:g} s and share one memory folder and one HTTP client. Each row is a fresh "
+        f"{report.ramp_s:g} s and share one memory folder and one HTTP client. Each row is a fresh "
         "process; the server (side query ~0.9 s lognormal, first token 0.3-1.5 s, tools "
         "20-500 ms) runs in another. Lag: how late a "
         f"{_TICK_S * 1000:g} ms sleep wakes up. RSS: peak resident memory during the run "
