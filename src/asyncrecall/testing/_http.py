@@ -177,10 +177,16 @@ class Connection:
         self._writer.transport.abort()
         self.gone.set()
 
+    def abort(self) -> None:
+        """Drop the connection at once (server shutdown): the handler sees the client gone."""
+        self._writer.transport.abort()
+
     async def close(self) -> None:
-        """Close the socket and stop the pump."""
-        self._pump.cancel()
-        await asyncio.wait({self._pump})
-        self._writer.close()
+        """Close the socket and stop the pump; the socket is closed even if cancelled."""
+        try:
+            self._pump.cancel()
+            await asyncio.wait({self._pump})
+        finally:
+            self._writer.close()
         with contextlib.suppress(ConnectionError, OSError):
             await self._writer.wait_closed()

@@ -72,6 +72,7 @@ class LocalServer:
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._open: dict[asyncio.Task[None], Connection] = {}
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -272,10 +273,17 @@ class LocalServer:
             await self._stop_requested.wait()
         finally:
             server.close()
-            for task in list(self._connections):
-                task.cancel()
+            # Abort the sockets rather than cancel the handlers: each handler then sees
+            # its client gone and ends normally (a cancelled start_server handler makes
+            # asyncio log a CancelledError, and could leave its socket unclosed).
+            for connection in list(self._open.values()):
+                connection.abort()
             if self._connections:
-                await asyncio.wait(self._connections)
+                _, stuck = await asyncio.wait(self._connections, timeout=5)
+                for task in stuck:
+                    task.cancel()
+                if stuck:
+                    await asyncio.wait(stuck)
             await server.wait_closed()
 
     async def _on_connection(
@@ -285,6 +293,7 @@ class LocalServer:
         assert task is not None
         self._connections.add(task)
         connection = Connection(reader, writer)
+        self._open[task] = connection
         try:
             while True:
                 try:
@@ -301,6 +310,7 @@ class LocalServer:
         finally:
             await connection.close()
             self._connections.discard(task)
+            self._open.pop(task, None)
 
     async def _handle(self, connection: Connection, http: HttpRequest) -> bool:
         """Answer one request; return whether the connection stays open."""
