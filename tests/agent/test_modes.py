@@ -177,3 +177,27 @@ async def test_agent_stops_at_the_bound_on_model_turns(main: ScriptedModel, tmp_
     assert len(main.requests) == 2
     assert types(events)[-2:] == ["max_turns", "finished"]
     assert events[-1].to_dict()["reason"] == "max_turns"
+
+
+def test_blocking_sessions_rebuild_the_old_selector(tmp_path: Path) -> None:
+    """--recall-mode blocking reproduces the old design: a 1 s selector timeout and no
+    fallback, so a timed-out recall delivers nothing (the async design has neither)."""
+    from asyncrecall import load_settings
+    from asyncrecall.agent import open_session
+
+    flags = {"project": str(tmp_path), "memory_dir": str(tmp_path / "m"), "selector": "model"}
+    side = ScriptedModel(name="side")
+    blocking = open_session(
+        load_settings({**flags, "recall_mode": "blocking"}, env={}),
+        model=ScriptedModel(name="main"),
+        side_model=side,
+    )
+    selector = blocking.memory.selector if blocking.memory else None
+    assert isinstance(selector, ModelSelector)
+    assert selector.timeout == 1.0 and selector.fallback is None
+    plain = open_session(
+        load_settings(flags, env={}), model=ScriptedModel(name="main"), side_model=side
+    )
+    selector = plain.memory.selector if plain.memory else None
+    assert isinstance(selector, ModelSelector) and selector.timeout is None
+    assert isinstance(selector.fallback, LexicalSelector)

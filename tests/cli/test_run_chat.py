@@ -60,8 +60,16 @@ def test_run_does_not_wait_for_a_slow_side_query_and_hangs_it_up_on_exit(
     exits it hangs the side query up (the server sees the connection close)."""
     never = threading.Event()
     local_server.script("side", Reply(json={"selected_memories": []}, gate=never))
-    local_server.script("main", Reply(text="the answer"))
+    # The main answer is held until the side query has reached the server, so the test
+    # sees both connections (the side query scans the folder first, in a thread).
+    side_arrived = threading.Event()
+    local_server.script("main", Reply(text="the answer", gate=side_arrived))
 
+    def release_main_once_side_arrived() -> None:
+        local_server.wait_for(lambda r: r.model == "side", timeout=HANG_GUARD)
+        side_arrived.set()
+
+    threading.Thread(target=release_main_once_side_arrived, daemon=True).start()
     done = subprocess.run(
         command(local_server, project, memory_dir, "run", "how do we deploy?",
                 "--output-format", "stream-json"),
@@ -176,9 +184,14 @@ def test_chat_reads_one_query_per_line_in_one_session(
     def release_once_side_answered() -> None:
         local_server.wait_for(lambda r: r.model == "side" and r.finished_at is not None)
         side_answered.set()
+        local_server.wait_for(lambda r: r.model == "side" and r.index > 1, timeout=HANG_GUARD)
+        second_side.set()
 
     threading.Thread(target=release_once_side_answered, daemon=True).start()
-    local_server.script("main", Reply(text="first"), Reply(text="second"))
+    # The second answer waits for the second side query to reach the server, so the
+    # test can read what that side query offered.
+    second_side = threading.Event()
+    local_server.script("main", Reply(text="first"), Reply(text="second", gate=second_side))
 
     done = subprocess.run(
         command(local_server, project, memory_dir, "chat", "--output-format", "stream-json"),

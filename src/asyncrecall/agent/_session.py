@@ -58,9 +58,11 @@ def _memory_for(settings: Settings, side_model: Model | None) -> MemoryManager |
         and isinstance(manager.selector, ModelSelector)
         and side_model is not None
     ):
-        # The old design: the selector gave up after 1 s of its own.
+        # The old design: the selector gave up after 1 s of its own, and then there
+        # was no memory for that query (no lexical fallback to rescue it).
         manager = MemoryManager(
-            manager.store, ModelSelector(side_model, timeout=BLOCKING_SELECTOR_TIMEOUT)
+            manager.store,
+            ModelSelector(side_model, timeout=BLOCKING_SELECTOR_TIMEOUT, fallback=None),
         )
     return manager
 
