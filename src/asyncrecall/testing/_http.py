@@ -177,10 +177,6 @@ class Connection:
         self._writer.transport.abort()
         self.gone.set()
 
-    def abort(self) -> None:
-        """Drop the connection at once (server shutdown): the handler sees the client gone."""
-        self._writer.transport.abort()
-
     async def close(self) -> None:
         """Close the socket and stop the pump; the socket is closed even if cancelled."""
         try:
