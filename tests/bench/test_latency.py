@@ -174,7 +174,8 @@ def _trace(added: float, landed: str, strategy: str | None, rounds: int) -> Quer
 def test_the_table_shows_every_mode_and_how_to_read_it() -> None:
     """Rendering from a hand-made report: rows, reference rows and the delivery notes."""
     plans = draw_plans(2, seed=1)
-    blocking = [_trace(900, "user_query", "model", 0), _trace(1004, "user_query", "lexical", 1)]
+    # The old design: one recall in time, one past the selector's 1 s timeout (no memory).
+    blocking = [_trace(900, "user_query", "model", 0), _trace(1004, "missed", None, 1)]
     blocking[1].fallback_reason = "model selector failed: timed out"
     results = {
         "blocking": ModeResult("blocking", blocking, 2, 1),
@@ -188,7 +189,7 @@ def test_the_table_shows_every_mode_and_how_to_read_it() -> None:
     text = out.getvalue()
     for needle in ("blocking", "async", "side query as drawn", "min(side query, 1 s)"):
         assert needle in text
-    assert "1 by lexical fallback" in text and "1 recalls fell back" in text
+    assert "delivered 1 by model; of the 1 missed, 1 timed out in the selector" in text
     assert "of the 1 missed, 1 had no tool round" in text
     assert "loop lag p99" in text
     assert report.as_json()["modes"]["async"]["landed"] == {

@@ -45,7 +45,7 @@ from asyncrecall.agent import Agent, Session, open_session
 from asyncrecall.bench._corpus import QUERIES, build_memory_folder
 from asyncrecall.bench._latency_report import render_report
 from asyncrecall.bench._measure import QueryTrace, percentile, ticking, trace_query
-from asyncrecall.bench._quiet import quiet_known_noise, server_grace
+from asyncrecall.bench._quiet import quiet_known_noise
 from asyncrecall.bench._workload import (
     LatencyProfile,
     QueryPlan,
@@ -273,7 +273,6 @@ async def measure(
                     results[mode] = await batch.run(config.concurrency, advance[mode])
         finally:
             gc.unfreeze()
-        await server_grace()
     return LatencyReport(config, plans, results, len(paths), time.monotonic() - started)
 
 

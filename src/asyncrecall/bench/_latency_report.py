@@ -122,7 +122,7 @@ def _blocking_note(report: LatencyReport, blocking: ModeResult) -> str:
         parts.append(
             f"for the {len(over)} over 1 s, added minus 1 s is p50 "
             f"{percentile(over, 50):+.1f} ms, p95 {percentile(over, 95):+.1f} ms (the "
-            "selector's timeout, then the lexical fallback)"
+            "selector's timeout)"
         )
     return "blocking waited for its side query: " + "; ".join(parts or ["no queries"]) + "."
 
@@ -135,10 +135,18 @@ def _delivery_note(result: ModeResult) -> str:
     note = "delivered " + (", ".join(parts) if parts else "nothing")
     missed = [trace for trace in result.traces if not trace.delivered]
     if missed:
-        no_round = sum(1 for trace in missed if trace.tool_rounds == 0)
-        empty = sum(1 for trace in missed if trace.tool_rounds and trace.recall_outcome == "empty")
-        late = len(missed) - no_round - empty
-        causes = [f"{no_round} had no tool round", f"{late} settled after the last tool result"]
+        timed_out = [trace for trace in missed if trace.fallback_reason]
+        rest = [trace for trace in missed if not trace.fallback_reason]
+        no_round = sum(1 for trace in rest if trace.tool_rounds == 0)
+        empty = sum(1 for trace in rest if trace.tool_rounds and trace.recall_outcome == "empty")
+        late = len(rest) - no_round - empty
+        causes = []
+        if timed_out:
+            causes.append(f"{len(timed_out)} timed out in the selector (1 s): no memory")
+        if no_round:
+            causes.append(f"{no_round} had no tool round")
+        if late:
+            causes.append(f"{late} settled after the last tool result")
         if empty:
             causes.append(f"{empty} recalled nothing")
         note += f"; of the {len(missed)} missed, " + ", ".join(causes)
@@ -150,7 +158,4 @@ def _delivery_note(result: ModeResult) -> str:
     )
     if follow_ups:
         note += f"; the model's pick followed at a tool result in {follow_ups}"
-    fallbacks = sum(1 for trace in result.traces if trace.fallback_reason)
-    if fallbacks:
-        note += f"; {fallbacks} recalls fell back to lexical after the selector's 1 s timeout"
     return note + "."

@@ -12,7 +12,6 @@ from pathlib import Path
 from asyncrecall._settings import RecallMode, Settings
 from asyncrecall.agent import open_session
 from asyncrecall.bench._measure import QueryTrace, trace_query
-from asyncrecall.bench._quiet import server_grace
 from asyncrecall.demo._scenario import SCRIPT, DemoQuery, build_project, install_script
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
@@ -55,7 +54,6 @@ async def run_demo(*, on_query: Callable[[str, int], None] = lambda mode, n: Non
         runs = []
         for mode in DEMO_MODES:
             runs.append(await _run_mode(server, mode, project, memory_dir, paths, on_query))
-        await server_grace()
     return DemoResult(SCRIPT, runs, len(paths))
 
 
