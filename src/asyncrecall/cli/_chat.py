@@ -17,7 +17,7 @@ from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._settings import Settings
-from asyncrecall.agent import open_session
+from asyncrecall.agent import Session, open_session
 from asyncrecall.cli._common import settings_from_args
 from asyncrecall.cli._render import EventPrinter
 
@@ -35,7 +35,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    return asyncio.run(chat(settings_from_args(args)))
+    settings = settings_from_args(args)
+    # Built before the loop runs: importing the OpenAI SDK would block it for ~0.5 s.
+    return asyncio.run(chat(open_session(settings), settings))
 
 
 class _LineReader:
@@ -90,10 +92,9 @@ class _Interrupts:
             self._printer.err.print("> ", end="")
 
 
-async def chat(settings: Settings) -> int:
+async def chat(session: Session, settings: Settings) -> int:
     """Run a chat session until end of input, ``/exit`` or a second Ctrl-C."""
     loop = asyncio.get_running_loop()
-    session = open_session(settings)
     printer = EventPrinter(settings.output_format)
     if session.notice:
         printer.err.print(f"[dim]· {session.notice}[/dim]")

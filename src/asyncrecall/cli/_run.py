@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from asyncrecall._settings import Settings
-from asyncrecall.agent import FinishedEvent, open_session
+from asyncrecall.agent import FinishedEvent, Session, open_session
 from asyncrecall.cli._common import settings_from_args
 from asyncrecall.cli._render import EventPrinter
 
@@ -37,12 +37,13 @@ def _handle(args: argparse.Namespace) -> int:
     if not prompt.strip():
         sys.stderr.write("asyncrecall: the prompt is empty\n")
         return 2
-    return asyncio.run(run_once(settings, prompt))
+    # The session is built before the event loop runs: importing the OpenAI SDK takes
+    # about half a second, which would otherwise block the loop.
+    return asyncio.run(run_once(open_session(settings), settings, prompt))
 
 
-async def run_once(settings: Settings, prompt: str) -> int:
-    """Run ``prompt`` through a fresh session; on exit a pending recall is cancelled."""
-    session = open_session(settings)
+async def run_once(session: Session, settings: Settings, prompt: str) -> int:
+    """Run ``prompt`` through ``session``; on exit a pending recall is cancelled."""
     printer = EventPrinter(settings.output_format)
     if session.notice:
         printer.err.print(f"[dim]· {session.notice}[/dim]")
