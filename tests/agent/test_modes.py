@@ -15,6 +15,12 @@ from .conftest import collect, last_user, memory_texts, selection, tool_result, 
 CALL = FunctionCall("c1", "read_file", {"path": "a.py"})
 
 
+async def release_when_asked(side: ScriptedModel, gate: asyncio.Event) -> None:
+    """Let the side query answer as soon as it has been asked (no sleeps, no timing)."""
+    await side.wait_until(lambda m: m.json_started == 1)
+    gate.set()
+
+
 def client_for(
     main: ScriptedModel, side: ScriptedModel, store: MemoryStore, **options: object
 ) -> AgentClient:
@@ -36,11 +42,7 @@ async def test_blocking_mode_waits_for_the_recall_and_uses_it_at_the_user_query(
     main.add_turn("ok")
     client = client_for(main, side, store, recall_mode="blocking", blocking_deadline=30)
 
-    async def release_when_asked() -> None:
-        await side.wait_until(lambda m: m.json_started == 1)
-        gate.set()
-
-    releaser = asyncio.create_task(release_when_asked())
+    releaser = asyncio.create_task(release_when_asked(side, gate))
     events = await user_query(client, "deploy?")
     await releaser
 
@@ -77,11 +79,7 @@ async def test_bounded_wait_uses_a_recall_that_settles_within_the_budget(
     main.add_turn("ok")
     client = client_for(main, side, store, recall_mode="async+wait100", initial_wait=30)
 
-    async def release_when_asked() -> None:
-        await side.wait_until(lambda m: m.json_started == 1)
-        gate.set()
-
-    releaser = asyncio.create_task(release_when_asked())
+    releaser = asyncio.create_task(release_when_asked(side, gate))
     events = await user_query(client, "who am I?")
     await releaser
 
