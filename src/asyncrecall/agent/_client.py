@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
@@ -35,13 +34,11 @@ from asyncrecall.agent._events import (
     ContentEvent,
     DiscardReason,
     ErrorEvent,
-    InjectionPoint,
     LoopDetectedEvent,
     MaxSessionTurnsEvent,
     MaxTurnsEvent,
     MemoryDiscardedEvent,
     MemoryInjectedEvent,
-    MemoryRecallStartedEvent,
     RequestSentEvent,
     SessionTokenLimitEvent,
     StoppedEvent,
@@ -49,9 +46,10 @@ from asyncrecall.agent._events import (
     TurnCancelledEvent,
     UsageEvent,
 )
-from asyncrecall.agent._prefetch import MemoryPrefetch, start_prefetch
+from asyncrecall.agent._prefetch import MemoryPrefetch
+from asyncrecall.agent._slot import PrefetchSlot, SlotOptions
 from asyncrecall.agent._stream import TurnCancelled, cancellable_stream
-from asyncrecall.memory import MemoryManager, RecallResult, Selector, format_memory_block
+from asyncrecall.memory import MemoryManager, RecallResult, Selector
 from asyncrecall.models import (
     Content,
     Finished,
@@ -67,8 +65,6 @@ from asyncrecall.models import (
 )
 
 __all__ = ["AgentClient", "ClientOptions", "MessageType"]
-
-logger = logging.getLogger("asyncrecall.agent")
 
 
 class MessageType(enum.Enum):
@@ -121,15 +117,6 @@ class _LoopDetector:
 
 
 @dataclass
-class _Instant:
-    """What an instant lexical pass found for the current user query."""
-
-    result: RecallResult
-    started_at: float
-    settled_at: float
-
-
-@dataclass
 class _Reminders:
     extra: list[Callable[[], str | None]] = field(default_factory=list)
 
@@ -161,16 +148,21 @@ class AgentClient:
         #: The supervisor's stop signal (the note's "Arena" control signal).
         self.control = control or CancelSignal()
         self._system_source = system_prompt
-        self._instant_selector = instant_selector
         self._reminders = _Reminders(list(reminders))
-        self._clock = clock
-        self._wall_clock = wall_clock
+        self._slot = PrefetchSlot(
+            memory=memory,
+            options=SlotOptions(
+                recall_mode=self.options.recall_mode,
+                initial_wait=self.options.initial_wait,
+                blocking_deadline=self.options.blocking_deadline,
+                instant_limit=self.options.instant_limit,
+                recall_limit=self.options.recall_limit,
+            ),
+            instant_selector=instant_selector,
+            clock=clock,
+            wall_clock=wall_clock,
+        )
         self.history: list[Content] = []
-        #: Memory files already shown to the model this session (relative paths).
-        self.surfaced_paths: set[str] = set()
-        self.pending_prefetch: MemoryPrefetch | None = None
-        self._instant: _Instant | None = None
-        self._tasks: set[asyncio.Task[RecallResult]] = set()
         self.session_turns = 0
         self.last_prompt_tokens = 0
         self._loop = _LoopDetector(self.options.loop_threshold)
@@ -179,9 +171,19 @@ class AgentClient:
     # -- public -----------------------------------------------------------------
 
     @property
+    def pending_prefetch(self) -> MemoryPrefetch | None:
+        """The recall started by the last user query and not yet used or dropped."""
+        return self._slot.pending
+
+    @property
+    def surfaced_paths(self) -> set[str]:
+        """Memory files already shown to the model this session (relative paths)."""
+        return self._slot.surfaced
+
+    @property
     def background_tasks(self) -> frozenset[asyncio.Task[RecallResult]]:
         """Recall tasks still running (tests check none is left behind)."""
-        return frozenset(self._tasks)
+        return frozenset(self._slot.tasks)
 
     @property
     def system_prompt(self) -> str | None:
@@ -189,10 +191,8 @@ class AgentClient:
 
     def reset_chat(self) -> MemoryDiscardedEvent | None:
         """Clear history and the surfaced set; cancel and drop any pending recall."""
-        event = self._discard_prefetch("reset")
+        event = self._slot.reset()
         self.history.clear()
-        self.surfaced_paths.clear()
-        self._instant = None
         self._loop.reset()
         self.last_prompt_tokens = 0
         self._system_prompt = self._build_system_prompt()
@@ -200,11 +200,7 @@ class AgentClient:
 
     async def aclose(self) -> None:
         """Cancel any pending recall, then drain our tasks. Never waits for a recall."""
-        self._discard_prefetch("closed")
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._slot.aclose()
 
     async def send_message_stream(
         self,
@@ -235,7 +231,7 @@ class AgentClient:
             # Safety net for every exit that is not a normal end with tool calls
             # pending: exceptions, the caller's cancel, a consumer that stops early.
             if not state.keep_prefetch:
-                self._discard_prefetch("cancelled")
+                self._slot.discard("cancelled")
 
     # -- the turn ---------------------------------------------------------------
 
@@ -263,7 +259,8 @@ class AgentClient:
                 ):
                     yield event
                 return
-            async for event in self._trigger(parts, cancel, prompt_id):
+            query = "".join(p.text for p in parts if isinstance(p, Text))
+            async for event in self._slot.trigger(query, cancel, prompt_id):
                 yield event
 
         if turns <= 0:
@@ -290,17 +287,17 @@ class AgentClient:
 
         injected: MemoryInjectedEvent | None = None
         if message_type is MessageType.USER_QUERY:
-            gave_up = await self._bounded_wait()
+            gave_up = await self._slot.bounded_wait()
             if gave_up is not None:
                 yield gave_up
             reminders = self._reminders.collect()
-            memory = self._consume("user_query")
+            memory = self._slot.consume("user_query")
             if memory is not None:
                 block, injected = memory
                 reminders.insert(0, block)  # first: before other reminders and the user's text
             parts = [*(Text(r) for r in reminders), *parts]
         elif message_type is MessageType.TOOL_RESULT:
-            memory = self._consume("tool_result")
+            memory = self._slot.consume("tool_result")
             if memory is not None:
                 block, injected = memory
                 parts = [*parts, Text(block)]  # after every tool response, never before
@@ -364,123 +361,11 @@ class AgentClient:
         async for event in self._end("turn_ended"):
             yield event
 
-    # -- prefetch ---------------------------------------------------------------
-
-    async def _trigger(
-        self, parts: Sequence[Part], cancel: CancelSignal, prompt_id: str
-    ) -> AsyncGenerator[AgentEvent, None]:
-        """Start the recall for this user query; never wait for it."""
-        superseded = self._discard_prefetch("superseded")
-        if superseded is not None:
-            yield superseded
-        self._instant = None
-        memory = self.memory
-        query = "".join(p.text for p in parts if isinstance(p, Text))
-        if memory is None or not query.strip():
-            return
-        excluded = frozenset(self.surfaced_paths)
-        limit = self.options.recall_limit
-
-        self.pending_prefetch = start_prefetch(
-            lambda control: memory.recall(
-                query, excluded_paths=excluded, limit=limit, cancel=control
-            ),
-            caller_cancel=cancel,
-            prompt_id=prompt_id,
-            owner=self._tasks,
-            clock=self._clock,
-        )
-        # One loop tick (not a wait on the recall): the task runs up to its first real
-        # suspension, as a JavaScript async function runs synchronously until its first
-        # await. A recall with no I/O (the lexical selector) settles right here and
-        # rides on the first request; the CPU it uses would be spent at the main
-        # request's first await anyway.
-        await asyncio.sleep(0)
-        yield MemoryRecallStartedEvent(prompt_id=prompt_id)
-        if self.options.recall_mode == "async+lexical" and self._instant_selector is not None:
-            started = self._clock()
-            result = await memory.recall(
-                query,
-                excluded_paths=excluded,
-                limit=self.options.instant_limit,
-                selector=self._instant_selector,
-            )
-            self._instant = _Instant(result, started, self._clock())
-
-    async def _bounded_wait(self) -> MemoryDiscardedEvent | None:
-        """The blocking baseline and the bounded-wait variant wait here; ``async`` never does."""
-        handle = self.pending_prefetch
-        if handle is None or handle.settled:
-            return None
-        mode = self.options.recall_mode
-        if mode == "blocking":
-            budget = self.options.blocking_deadline
-        elif mode == "async+wait100":
-            budget = self.options.initial_wait
-        else:
-            return None
-        # asyncio.wait, not wait_for: a late result stays usable at a tool result.
-        await asyncio.wait({handle.task}, timeout=budget)
-        if mode == "blocking" and not handle.settled:
-            # The old design gave up at its deadline: no memory for this query.
-            return self._discard_prefetch("cancelled")
-        return None
-
-    def _consume(self, point: InjectionPoint) -> tuple[str, MemoryInjectedEvent] | None:
-        """Take a settled, unconsumed recall's block, or ``None`` at once."""
-        handle = self.pending_prefetch
-        if handle is not None and handle.settled and not handle.consumed:
-            handle.consumed = True
-            self.pending_prefetch = None
-            result = handle.result_nowait()
-            return self._render(result, point, handle.recall_ms)
-        instant = self._instant
-        if point == "user_query" and instant is not None:
-            self._instant = None
-            ms = (instant.settled_at - instant.started_at) * 1000.0
-            return self._render(instant.result, point, ms, strategy="instant-lexical")
-        return None
-
-    def _render(
-        self,
-        result: RecallResult,
-        point: InjectionPoint,
-        recall_ms: float,
-        *,
-        strategy: str | None = None,
-    ) -> tuple[str, MemoryInjectedEvent] | None:
-        docs = [doc for doc in result.selected if doc.rel_path not in self.surfaced_paths]
-        if not docs or not result.prompt:
-            return None
-        block = result.prompt
-        if len(docs) != len(result.selected):  # some were already sent by an instant pass
-            block = format_memory_block(docs, now=self._wall_clock())
-        paths = tuple(doc.rel_path for doc in docs)
-        self.surfaced_paths.update(paths)
-        event = MemoryInjectedEvent(
-            point=point,
-            paths=paths,
-            recall_ms=round(recall_ms, 3),
-            strategy=strategy or result.strategy,
-        )
-        return block, event
-
-    def _discard_prefetch(self, reason: DiscardReason) -> MemoryDiscardedEvent | None:
-        """Cancel and drop the pending recall, if any."""
-        handle = self.pending_prefetch
-        if handle is None:
-            return None
-        self.pending_prefetch = None
-        settled = handle.settled
-        handle.cancel()
-        logger.debug("memory prefetch %s discarded: %s", handle.prompt_id, reason)
-        return MemoryDiscardedEvent(reason=reason, settled=settled)
-
     async def _end(
         self, reason: DiscardReason, final: AgentEvent | None = None
     ) -> AsyncGenerator[AgentEvent, None]:
         """End the turn early: cancel and drop the recall, then the event saying why."""
-        discarded = self._discard_prefetch(reason)
+        discarded = self._slot.discard(reason)
         if discarded is not None:
             yield discarded
         if final is not None:
