@@ -199,3 +199,21 @@ def test_blocking_sessions_rebuild_the_old_selector(tmp_path: Path) -> None:
     selector = plain.memory.selector if plain.memory else None
     assert isinstance(selector, ModelSelector) and selector.timeout is None
     assert isinstance(selector.fallback, LexicalSelector)
+
+
+async def test_instant_lexical_pass_still_rides_when_the_model_picks_nothing(
+    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+) -> None:
+    """async+lexical: a model recall that settled early with nothing to add does not hide
+    the instant lexical pass's files."""
+    side.add_json(selection())
+    main.add_turn("ok")
+    client = client_for(main, side, store, recall_mode="async+lexical", instant_limit=1)
+
+    events = await user_query(client, "how do we deploy to staging?", settle_first=True)
+
+    injected = [e for e in events if isinstance(e, MemoryInjectedEvent)]
+    assert [(e.point, e.strategy, e.paths) for e in injected] == [
+        ("user_query", "instant-lexical", (paths["deploy-flow"],))
+    ]
+    await client.aclose()

@@ -10,7 +10,7 @@ import asyncio
 from pathlib import Path
 
 from asyncrecall import CancelSignal, ModelServerError
-from asyncrecall.agent import AgentClient, MemoryInjectedEvent, MessageType
+from asyncrecall.agent import Agent, AgentClient, MemoryInjectedEvent, MessageType, ToolRegistry
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import (
     FunctionCall,
@@ -447,4 +447,41 @@ async def test_lexical_recall_over_200_files_rides_on_the_first_request(
     assert injected[0].paths[0] == store.get("kafka").rel_path
     assert injected[0].strategy == "lexical"
     assert memory_texts(last_user(main.requests[0].contents))
+    await client.aclose()
+
+
+async def test_a_request_that_fails_does_not_count_its_memory_as_shown(
+    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+) -> None:
+    """Memory injected into a user-query request that then fails never reached the model:
+    the request leaves the history and its paths leave the surfaced set."""
+    side.add_json(selection(paths["deploy-flow"]))
+    main.add_turn(error=ModelServerError("endpoint answered HTTP 500", status=500))
+    client = make_client(main, side, store)
+
+    events = await user_query(client, "deploy?", settle_first=True)
+
+    assert "memory_injected" in types(events) and types(events)[-1] == "error"
+    assert client.history == [] and client.surfaced_paths == set()
+    await client.aclose()
+
+
+async def test_leaving_the_agent_loop_between_turns_cancels_the_kept_recall(
+    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, tmp_path: Path
+) -> None:
+    """The recall kept across a turn with tool calls is cancelled when the agent loop is
+    left while tools run or between turns (a consumer that stops, the caller's cancel)."""
+    side.add_json(selection(), gate=asyncio.Event())
+    main.add_turn("", [FunctionCall("c1", "list_directory", {"path": "."})])
+    client = make_client(main, side, store)
+    agent = Agent(client, ToolRegistry(tmp_path))
+
+    stream = agent.run_query("what is here?")
+    async for event in stream:
+        if event.type == "tool_result":
+            assert client.pending_prefetch is not None  # kept across the tool call
+            break
+    await stream.aclose()
+
+    await assert_recall_cancelled(client, side)
     await client.aclose()

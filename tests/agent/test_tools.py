@@ -105,3 +105,17 @@ def test_save_memory_is_only_offered_with_a_store(project: Path, tmp_path: Path)
     assert "save_memory" not in [s.name for s in ToolRegistry(project).specs]
     with_store = ToolRegistry(project, memory_store=MemoryStore(tmp_path / "m"))
     assert "save_memory" in [s.name for s in with_store.specs]
+
+
+async def test_a_symlink_loop_is_an_error_result_not_an_exception(project: Path) -> None:
+    """A looping link gets an error result for that path, and the tools that walk the
+    project skip it instead of failing."""
+    (project / "a").symlink_to(project / "b")
+    (project / "b").symlink_to(project / "a")
+    registry = ToolRegistry(project)
+    ok, response = await run(registry, "read_file", path="a")
+    assert not ok and "cannot be resolved" in str(response["error"])
+    ok, grep = await run(registry, "grep_search", pattern="TODO")
+    assert ok and grep["matches"] == ["src/app.py:3: # TODO: tests"]
+    ok, found = await run(registry, "glob", pattern="*")
+    assert ok and "a" not in found["matches"] and "README.md" in found["matches"]

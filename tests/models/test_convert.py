@@ -85,7 +85,7 @@ def test_text_with_responses_goes_after_the_tool_messages() -> None:
     ]
     messages = contents_to_messages(contents)
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "user"]
-    assert messages[-1]["content"] == "<system-reminder>memory</system-reminder>more"
+    assert messages[-1]["content"] == "<system-reminder>memory</system-reminder>\n\nmore"
     assert json.loads(messages[2]["content"]) == {"output": "ok call_a"}
     validate_messages(messages)
 

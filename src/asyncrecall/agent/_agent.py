@@ -57,36 +57,47 @@ class Agent:
         turns = 0
         answer: list[str] = []
         memory_paths: list[str] = []
-        while True:
-            calls: list[FunctionCall] = []
-            ended: str | None = None
-            async with aclosing(
-                self.client.send_message_stream(
-                    request, cancel, prompt_id, message_type, turns=turns_left
-                )
-            ) as stream:
-                async for event in stream:
-                    yield event
-                    if isinstance(event, ContentEvent):
-                        answer.append(event.text)
-                    elif isinstance(event, ToolCallEvent):
-                        calls.append(FunctionCall(event.id, event.name, event.args))
-                    elif isinstance(event, MemoryInjectedEvent):
-                        memory_paths.extend(event.paths)
-                    elif event.terminal:
-                        ended = event.type
-            if ended is None and turns_left > 0:
-                turns += 1
-            if ended is not None or not calls:
-                break
-            turns_left -= 1
-            outcomes = await self.tools.execute(calls)
-            for outcome in outcomes:
-                yield ToolResultEvent(
-                    name=outcome.call.name, ok=outcome.ok, id=outcome.call.id, error=outcome.error
-                )
-            request = [outcome.response for outcome in outcomes]
-            message_type = MessageType.TOOL_RESULT
+        finished = False
+        try:
+            while True:
+                calls: list[FunctionCall] = []
+                ended: str | None = None
+                async with aclosing(
+                    self.client.send_message_stream(
+                        request, cancel, prompt_id, message_type, turns=turns_left
+                    )
+                ) as stream:
+                    async for event in stream:
+                        yield event
+                        if isinstance(event, ContentEvent):
+                            answer.append(event.text)
+                        elif isinstance(event, ToolCallEvent):
+                            calls.append(FunctionCall(event.id, event.name, event.args))
+                        elif isinstance(event, MemoryInjectedEvent):
+                            memory_paths.extend(event.paths)
+                        elif event.terminal:
+                            ended = event.type
+                if ended is None and turns_left > 0:
+                    turns += 1
+                if ended is not None or not calls:
+                    break
+                turns_left -= 1
+                outcomes = await self.tools.execute(calls)
+                for outcome in outcomes:
+                    yield ToolResultEvent(
+                        name=outcome.call.name,
+                        ok=outcome.ok,
+                        id=outcome.call.id,
+                        error=outcome.error,
+                    )
+                request = [outcome.response for outcome in outcomes]
+                message_type = MessageType.TOOL_RESULT
+            finished = True
+        finally:
+            if not finished:
+                # An exit between turns (the caller's cancel while tools run, a tool
+                # that raised, a consumer that stopped early) ends the kept recall too.
+                self.client.discard_prefetch("cancelled")
         yield FinishedEvent(
             reason=ended or "stop",
             turns=turns,

@@ -27,7 +27,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from asyncrecall._cancel import CancelSignal
-from asyncrecall._exceptions import ModelError
+from asyncrecall._exceptions import AsyncRecallError
 from asyncrecall._settings import RecallMode
 from asyncrecall.agent._events import (
     AgentEvent,
@@ -198,6 +198,10 @@ class AgentClient:
         self._system_prompt = self._build_system_prompt()
         return event
 
+    def discard_prefetch(self, reason: DiscardReason = "cancelled") -> MemoryDiscardedEvent | None:
+        """Cancel and drop the pending recall (the agent loop calls it on an early exit)."""
+        return self._slot.discard(reason)
+
     async def aclose(self) -> None:
         """Cancel any pending recall, then drain our tasks. Never waits for a recall."""
         await self._slot.aclose()
@@ -310,38 +314,43 @@ class AgentClient:
 
         text: list[str] = []
         calls: list[FunctionCall] = []
+        stream = cancellable_stream(
+            lambda: self.model.stream(
+                tuple(self.history), system=self._system_prompt, tools=self.tools
+            ),
+            cancel,
+        )
         try:
-            async for item in cancellable_stream(
-                lambda: self.model.stream(
-                    tuple(self.history), system=self._system_prompt, tools=self.tools
-                ),
-                cancel,
-            ):
-                if isinstance(item, TextDelta):
-                    text.append(item.text)
-                    yield ContentEvent(text=item.text)
-                elif isinstance(item, ToolCallReady):
-                    calls.append(item.call)
-                elif isinstance(item, Usage):
-                    self.last_prompt_tokens = item.prompt_tokens
-                    yield UsageEvent(
-                        prompt_tokens=item.prompt_tokens,
-                        completion_tokens=item.completion_tokens,
-                    )
-                elif isinstance(item, Finished):
-                    pass
+            async with aclosing(stream):
+                async for item in stream:
+                    if isinstance(item, TextDelta):
+                        text.append(item.text)
+                        yield ContentEvent(text=item.text)
+                    elif isinstance(item, ToolCallReady):
+                        calls.append(item.call)
+                    elif isinstance(item, Usage):
+                        self.last_prompt_tokens = item.prompt_tokens
+                        yield UsageEvent(
+                            prompt_tokens=item.prompt_tokens,
+                            completion_tokens=item.completion_tokens,
+                        )
+                    elif isinstance(item, Finished):
+                        pass
         except TurnCancelled:
-            self.history.pop()
+            self._undo_request(message_type, injected)
             async for event in self._end("cancelled", TurnCancelledEvent()):
                 yield event
             return
-        except ModelError as exc:
-            self.history.pop()
+        except AsyncRecallError as exc:  # the ModelError family, a HistoryError
+            self._undo_request(message_type, injected)
             async for event in self._end(
                 "error", ErrorEvent(message=str(exc), kind=type(exc).__name__)
             ):
                 yield event
             return
+        except BaseException:  # our caller's cancellation, a consumer that stopped early
+            self._undo_request(message_type, injected)
+            raise
 
         model_parts: list[Part] = [Text("".join(text))] if text else []
         model_parts.extend(calls)
@@ -370,6 +379,18 @@ class AgentClient:
             yield discarded
         if final is not None:
             yield final
+
+    def _undo_request(
+        self, message_type: MessageType, injected: MemoryInjectedEvent | None
+    ) -> None:
+        """A request that got no answer: take a user query back out of the history, and
+        its memory out of the surfaced set (the model never saw it). Tool responses stay:
+        the tools did run, and the memory after them will go with the next request."""
+        if message_type is MessageType.TOOL_RESULT:
+            return
+        self.history.pop()
+        if injected is not None:
+            self._slot.surfaced.difference_update(injected.paths)
 
     def _close_dangling_calls(self) -> None:
         """Answer tool calls left unanswered (a turn cancelled during its tools) so the

@@ -139,7 +139,9 @@ class PrefetchSlot:
         if handle is not None and handle.settled and not handle.consumed:
             handle.consumed = True
             self.pending = None
-            return self._render(handle.result_nowait(), point, handle.recall_ms)
+            rendered = self._render(handle.result_nowait(), point, handle.recall_ms)
+            if rendered is not None:
+                return rendered
         instant = self._instant
         if point == "user_query" and instant is not None:
             self._instant = None

@@ -9,7 +9,7 @@ the consuming task itself propagates untouched.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.models import StreamEvent
@@ -35,7 +35,7 @@ _END = _End()
 async def cancellable_stream(
     open_stream: Callable[[], AsyncIterator[StreamEvent]],
     cancel: CancelSignal,
-) -> AsyncIterator[StreamEvent]:
+) -> AsyncGenerator[StreamEvent, None]:
     """Yield the stream's events until it ends, fails, or ``cancel`` fires."""
     if cancel.cancelled:
         raise TurnCancelled

@@ -46,6 +46,15 @@ class _Tool:
     read_only: bool
 
 
+def _real(path: Path) -> Path | None:
+    """``path`` with every link resolved, or ``None`` when it cannot be (a symlink loop
+    raises ``RuntimeError`` on Python 3.11, ``OSError`` on later versions)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        return None
+
+
 def _schema(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required)}
 
@@ -169,7 +178,9 @@ class ToolRegistry:
         if not isinstance(raw, str) or not raw:
             raise ToolError("a 'path' string is required")
         candidate = Path(raw)
-        path = (candidate if candidate.is_absolute() else self.root / candidate).resolve()
+        path = _real(candidate if candidate.is_absolute() else self.root / candidate)
+        if path is None:
+            raise ToolError(f"path {raw!r} cannot be resolved (a symlink loop?)")
         if not path.is_relative_to(self.root):
             raise ToolError(f"path {raw!r} is outside the project root {self.root}")
         return path
@@ -186,7 +197,8 @@ class ToolRegistry:
             for name in sorted(files):
                 path = Path(folder, name)
                 # A link may point out of the project: resolve and check each file.
-                if path.resolve().is_relative_to(self.root):
+                real = _real(path)
+                if real is not None and real.is_relative_to(self.root):
                     yield path
 
     # -- tools ------------------------------------------------------------------
@@ -235,7 +247,8 @@ class ToolRegistry:
         for path in sorted(self.root.glob(pattern)):
             if _SKIP_DIRS.intersection(path.relative_to(self.root).parts):
                 continue
-            if not path.resolve().is_relative_to(self.root):
+            real = _real(path)
+            if real is None or not real.is_relative_to(self.root):
                 continue
             matches.append(self._rel(path))
             if len(matches) >= _MAX_GLOB_RESULTS:

@@ -92,7 +92,7 @@ def _user_messages(
         )
     responses = content.function_responses
     if not responses:
-        return [{"role": "user", "content": content.text}]
+        return [{"role": "user", "content": _user_text(content)}]
     rank = {call.id: i for i, call in enumerate(previous_calls)}
     # Calls' order first; a response to no known call keeps its place after them, so
     # the validator can name it.
@@ -101,8 +101,14 @@ def _user_messages(
     )
     messages: list[Message] = [_tool_message(response) for _, response in ordered]
     if any(isinstance(part, Text) for part in content.parts):
-        messages.append({"role": "user", "content": content.text})
+        messages.append({"role": "user", "content": _user_text(content)})
     return messages
+
+
+def _user_text(content: Content) -> str:
+    """A user content's text parts as one message: each part is its own block (a system
+    reminder, the memory block, the user's words), so they are kept a blank line apart."""
+    return "\n\n".join(part.text for part in content.parts if isinstance(part, Text))
 
 
 def _tool_message(response: FunctionResponse) -> Message:
