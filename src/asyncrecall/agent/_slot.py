@@ -106,13 +106,17 @@ class PrefetchSlot:
         yield MemoryRecallStartedEvent(prompt_id=prompt_id)
         if self.options.recall_mode == "async+lexical" and self._instant_selector is not None:
             started = self._clock()
-            result = await memory.recall(
-                query,
-                excluded_paths=excluded,
-                limit=self.options.instant_limit,
-                selector=self._instant_selector,
-            )
-            self._instant = _Instant(result, started, self._clock())
+            try:
+                result = await memory.recall(
+                    query,
+                    excluded_paths=excluded,
+                    limit=self.options.instant_limit,
+                    selector=self._instant_selector,
+                )
+            except Exception:  # like the prefetch itself: a recall never breaks a turn
+                logger.warning("instant lexical pass failed; continuing without it", exc_info=True)
+            else:
+                self._instant = _Instant(result, started, self._clock())
 
     async def bounded_wait(self) -> MemoryDiscardedEvent | None:
         """The blocking baseline and the bounded-wait variant wait here; ``async`` never does."""
