@@ -217,3 +217,30 @@ async def test_instant_lexical_pass_still_rides_when_the_model_picks_nothing(
         ("user_query", "instant-lexical", (paths["deploy-flow"],))
     ]
     await client.aclose()
+
+
+async def test_a_failing_instant_pass_leaves_the_turn_and_the_model_recall_alone(
+    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+) -> None:
+    """async+lexical: if the instant pass fails, the turn goes on and the model's recall
+    still lands."""
+
+    class BrokenInstant(LexicalSelector):
+        def rank(self, query: str, docs: object, *, limit: int) -> list[object]:  # type: ignore[override]
+            raise OSError("disk on fire")
+
+    side.add_json(selection(paths["deploy-flow"]))
+    main.add_turn("ok")
+    client = AgentClient(
+        model=main,
+        memory=MemoryManager(store, ModelSelector(side, fallback=None)),
+        options=ClientOptions(recall_mode="async+lexical"),
+        instant_selector=BrokenInstant(),
+    )
+
+    events = await user_query(client, "how do we deploy?", settle_first=True)
+
+    injected = [e for e in events if isinstance(e, MemoryInjectedEvent)]
+    assert [(e.point, e.strategy) for e in injected] == [("user_query", "model")]
+    assert types(events)[-1] != "error"
+    await client.aclose()
