@@ -19,13 +19,13 @@ from asyncrecall.cli._common import common_parser
 
 __all__ = ["main"]
 
-# Command modules, imported lazily so `asyncrecall memory list` does not pay for the agent.
+# Command modules, imported only when chosen: `asyncrecall memory list` does not pay for the agent.
 _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("run", "asyncrecall.cli._run", "one user query, headless"),
     ("chat", "asyncrecall.cli._chat", "interactive session (one query per line when piped)"),
     ("memory", "asyncrecall.cli._memory", "the memory folder of the current project"),
     ("demo", "asyncrecall.cli._demo", "offline demo: blocking vs async recall"),
-    ("bench", "asyncrecall.cli._bench", "benchmarks: latency, quality"),
+    ("bench", "asyncrecall.cli._bench", "benchmarks: latency, quality, overhead"),
 )
 
 
@@ -39,17 +39,12 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     common = common_parser()
     wanted = next((a for a in argv if not a.startswith("-")), None)
     for name, module_name, summary in _COMMANDS:
-        if wanted in (None, name) or wanted not in {c[0] for c in _COMMANDS}:
-            try:
-                module = import_module(module_name)
-            except ModuleNotFoundError as exc:
-                if exc.name != module_name:
-                    raise
-                subparsers.add_parser(name, help=f"{summary} (not available)")
-                continue
-            register: Callable[..., None] = module.register
+        if name == wanted:
+            register: Callable[..., None] = import_module(module_name).register
             register(subparsers, common)
         else:
+            # Only the chosen command is imported: `--version`, `--help` and a typo
+            # stay instant (the agent and the OpenAI SDK cost about a second).
             subparsers.add_parser(name, help=summary)
     return parser
 
