@@ -6,7 +6,7 @@ This package joins :mod:`asyncrecall.models` and :mod:`asyncrecall.memory`.
 from __future__ import annotations
 
 from asyncrecall.agent._agent import Agent, QueryResult
-from asyncrecall.agent._client import AgentClient, ClientOptions, MessageType
+from asyncrecall.agent._client import AgentClient, MessageType
 from asyncrecall.agent._events import (
     AgentEvent,
     ContentEvent,
@@ -26,6 +26,7 @@ from asyncrecall.agent._events import (
     TurnCancelledEvent,
     UsageEvent,
 )
+from asyncrecall.agent._options import ClientOptions
 from asyncrecall.agent._prefetch import MemoryPrefetch, RecallNotReady
 from asyncrecall.agent._prompt import build_system_prompt
 from asyncrecall.agent._session import Session, open_session

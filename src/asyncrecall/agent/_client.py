@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import AsyncRecallError
-from asyncrecall._settings import RecallMode
 from asyncrecall.agent._events import (
     AgentEvent,
     ContentEvent,
@@ -46,8 +45,9 @@ from asyncrecall.agent._events import (
     TurnCancelledEvent,
     UsageEvent,
 )
+from asyncrecall.agent._options import ClientOptions
 from asyncrecall.agent._prefetch import MemoryPrefetch
-from asyncrecall.agent._slot import PrefetchSlot, SlotOptions
+from asyncrecall.agent._slot import PrefetchSlot
 from asyncrecall.agent._stream import TurnCancelled, cancellable_stream
 from asyncrecall.memory import MemoryManager, RecallResult, Selector
 from asyncrecall.models import (
@@ -64,7 +64,7 @@ from asyncrecall.models import (
     Usage,
 )
 
-__all__ = ["AgentClient", "ClientOptions", "MessageType"]
+__all__ = ["AgentClient", "MessageType"]
 
 
 class MessageType(enum.Enum):
@@ -73,26 +73,6 @@ class MessageType(enum.Enum):
     USER_QUERY = "user_query"
     TOOL_RESULT = "tool_result"
     RETRY = "retry"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClientOptions:
-    """Limits and recall behaviour of one client."""
-
-    max_session_turns: int | None = None
-    session_token_limit: int | None = None
-    #: ``async`` is the design; ``blocking`` the old one (kept as a baseline);
-    #: ``async+wait100`` and ``async+lexical`` are measured variants.
-    recall_mode: RecallMode = "async"
-    #: Bounded initial wait of ``async+wait100``, in seconds.
-    initial_wait: float = 0.1
-    #: Deadline of the old blocking design, in seconds.
-    blocking_deadline: float = 2.5
-    #: Files an instant lexical pass may put on the first request (``async+lexical``).
-    instant_limit: int = 2
-    #: The same tool call with the same arguments this many times in a row is a loop.
-    loop_threshold: int = 5
-    recall_limit: int = 5
 
 
 @dataclass
@@ -151,13 +131,7 @@ class AgentClient:
         self._reminders = _Reminders(list(reminders))
         self._slot = PrefetchSlot(
             memory=memory,
-            options=SlotOptions(
-                recall_mode=self.options.recall_mode,
-                initial_wait=self.options.initial_wait,
-                blocking_deadline=self.options.blocking_deadline,
-                instant_limit=self.options.instant_limit,
-                recall_limit=self.options.recall_limit,
-            ),
+            options=self.options,
             instant_selector=instant_selector,
             clock=clock,
             wall_clock=wall_clock,

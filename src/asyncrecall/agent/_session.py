@@ -9,7 +9,8 @@ from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
 from asyncrecall.agent._agent import Agent
-from asyncrecall.agent._client import AgentClient, ClientOptions
+from asyncrecall.agent._client import AgentClient
+from asyncrecall.agent._options import ClientOptions
 from asyncrecall.agent._prompt import build_system_prompt
 from asyncrecall.agent._tools import ToolRegistry
 from asyncrecall.memory import (

@@ -15,7 +15,6 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
 from asyncrecall._cancel import CancelSignal
-from asyncrecall._settings import RecallMode
 from asyncrecall.agent._events import (
     AgentEvent,
     DiscardReason,
@@ -24,23 +23,13 @@ from asyncrecall.agent._events import (
     MemoryInjectedEvent,
     MemoryRecallStartedEvent,
 )
+from asyncrecall.agent._options import ClientOptions
 from asyncrecall.agent._prefetch import MemoryPrefetch, start_prefetch
 from asyncrecall.memory import MemoryManager, RecallResult, Selector, format_memory_block
 
-__all__ = ["PrefetchSlot", "SlotOptions"]
+__all__ = ["PrefetchSlot"]
 
 logger = logging.getLogger("asyncrecall.agent")
-
-
-@dataclass(frozen=True, kw_only=True)
-class SlotOptions:
-    """The recall side of :class:`~asyncrecall.agent.ClientOptions`."""
-
-    recall_mode: RecallMode
-    initial_wait: float
-    blocking_deadline: float
-    instant_limit: int
-    recall_limit: int
 
 
 @dataclass
@@ -59,7 +48,7 @@ class PrefetchSlot:
         self,
         *,
         memory: MemoryManager | None,
-        options: SlotOptions,
+        options: ClientOptions,
         instant_selector: Selector | None,
         clock: Callable[[], float],
         wall_clock: Callable[[], float],

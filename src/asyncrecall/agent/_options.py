@@ -1,0 +1,29 @@
+"""Options of one :class:`~asyncrecall.agent.AgentClient`: limits and recall behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from asyncrecall._settings import RecallMode
+
+__all__ = ["ClientOptions"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientOptions:
+    """Limits and recall behaviour of one client."""
+
+    max_session_turns: int | None = None
+    session_token_limit: int | None = None
+    #: ``async`` is the design; ``blocking`` the old one (kept as a baseline);
+    #: ``async+wait100`` and ``async+lexical`` are measured variants.
+    recall_mode: RecallMode = "async"
+    #: Bounded initial wait of ``async+wait100``, in seconds.
+    initial_wait: float = 0.1
+    #: Deadline of the old blocking design, in seconds.
+    blocking_deadline: float = 2.5
+    #: Files an instant lexical pass may put on the first request (``async+lexical``).
+    instant_limit: int = 2
+    #: The same tool call with the same arguments this many times in a row is a loop.
+    loop_threshold: int = 5
+    recall_limit: int = 5
