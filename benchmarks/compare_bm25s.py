@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.bench._quality import build_memory_folder, default_dataset
+from asyncrecall.bench._quality import build_memory_folder, default_dataset, gold_files
 from asyncrecall.memory import LexicalSelector, MemoryDoc, MemoryStore
 
 Ranker = Callable[[str], list[int]]
@@ -82,11 +82,7 @@ def main() -> None:
             docs = MemoryStore(folder).scan()
             rankers = {name: make(docs) for name, make in VARIANTS.items()}
             for qa in conversation["qa"]:
-                if qa.get("category") == 5:
-                    continue
-                gold: set[str] = set()
-                for dialog_id in qa.get("evidence") or []:
-                    gold |= gold_by_id.get(str(dialog_id), set())
+                gold = gold_files(qa, gold_by_id)
                 if not gold:
                     continue
                 for name, rank in rankers.items():

@@ -35,7 +35,15 @@ from asyncrecall._settings import Settings
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector, Selector
 from asyncrecall.models import Model
 
-__all__ = ["QualityReport", "add_arguments", "default_dataset", "evaluate", "run"]
+__all__ = [
+    "QualityReport",
+    "add_arguments",
+    "build_memory_folder",
+    "default_dataset",
+    "evaluate",
+    "gold_files",
+    "run",
+]
 
 _DATASET_PARTS = ("shared", "data", "locomo", "locomo-dev.json")
 _DESCRIPTION_LIMIT = 150
@@ -195,6 +203,18 @@ def build_memory_folder(conversation: Mapping[str, Any], folder: Path) -> dict[s
     return gold
 
 
+def gold_files(qa: Mapping[str, Any], gold_by_id: Mapping[str, set[str]]) -> set[str]:
+    """The files holding a question's evidence; empty for adversarial questions
+    (category 5) and for questions none of whose evidence is in a file: both are
+    skipped."""
+    if qa.get("category") == 5:
+        return set()
+    gold: set[str] = set()
+    for dialog_id in qa.get("evidence") or []:
+        gold |= gold_by_id.get(str(dialog_id), set())
+    return gold
+
+
 async def evaluate(
     conversations: Sequence[Mapping[str, Any]],
     make_selector: Any,
@@ -221,11 +241,7 @@ async def evaluate(
             for qa in conversation.get("qa") or []:
                 if limit_questions is not None and len(hits) >= limit_questions:
                     break
-                if qa.get("category") == 5:
-                    continue
-                gold: set[str] = set()
-                for dialog_id in qa.get("evidence") or []:
-                    gold |= gold_by_id.get(str(dialog_id), set())
+                gold = gold_files(qa, gold_by_id)
                 if not gold:
                     continue
                 started = time.perf_counter()
