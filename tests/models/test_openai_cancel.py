@@ -85,7 +85,7 @@ async def test_closing_the_stream_early_closes_the_connection(
         async for event in stream:
             if isinstance(event, TextDelta):
                 break
-    await local_server.await_disconnected(local_server.requests[0])
+    assert (await local_server.await_disconnected(local_server.requests[0])).disconnected
 
 
 async def test_model_is_usable_after_a_cancel(

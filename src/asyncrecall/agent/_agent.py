@@ -12,6 +12,7 @@ from asyncrecall.agent._client import AgentClient, MessageType
 from asyncrecall.agent._events import (
     AgentEvent,
     ContentEvent,
+    ErrorEvent,
     FinishedEvent,
     MemoryInjectedEvent,
     ToolCallEvent,
@@ -116,6 +117,6 @@ class Agent:
                     result.finish_reason = event.reason
                     result.turns = event.turns
                     result.memory_paths = list(event.memory_paths)
-                elif event.type == "error":
-                    result.error = getattr(event, "message", None)
+                elif isinstance(event, ErrorEvent):
+                    result.error = event.message
         return result
