@@ -116,7 +116,8 @@ class OpenAIModel:
     is the SDK's retry budget for connection errors, 408/409/429 and 5xx of the
     streamed turns (side queries never retry).
     ``validate_history`` (default: on when ``ASYNCRECALL_DEBUG=1``) checks the
-    tool-call pairing of each request before sending it.
+    tool-call pairing of each request before sending it. ``max_tokens`` caps each
+    streamed answer (default: the server's limit).
     """
 
     def __init__(
@@ -129,8 +130,10 @@ class OpenAIModel:
         max_retries: int = 2,
         timeout: float | None = 600,
         validate_history: bool | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self._model = model
+        self._max_tokens = max_tokens
         self._base_url = base_url.rstrip("/")
         self._owns_client = client is None
         if client is None:
@@ -217,6 +220,8 @@ class OpenAIModel:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if self._max_tokens is not None:
+            params["max_tokens"] = self._max_tokens
         if wire_tools:
             params["tools"] = wire_tools
         if tool_choice is not None:
