@@ -30,7 +30,7 @@ from asyncrecall.models import (
 )
 from asyncrecall.models._openai import SIDE_QUERY_MAX_TOKENS
 
-from .conftest import LlamaServer
+from .server import LlamaServer
 
 GUARD = 120
 MAIN_TOKENS = 12  # main answers are capped: the suite checks the wire, not the prose
