@@ -190,3 +190,33 @@ async def test_lm_studio_rejects_json_object_so_json_schema_comes_first(
     assert [(r.status, r.response_format_type) for r in local_server.requests] == [
         (200, "json_schema")
     ]
+
+
+# -- llama-cpp-python ---------------------------------------------------------------------
+
+
+async def test_llama_cpp_python_json_object_schema_key(
+    model: OpenAIModel, local_server: LocalServer
+) -> None:
+    """llama-cpp-python refuses ``json_schema`` (HTTP 500) but takes a ``schema`` key in a
+    ``json_object`` format and constrains its output with it: the fallback sends it."""
+    local_server.script(
+        "main", Reply(json={"paths": []}, reject_json_schema=True, rejection_status=500)
+    )
+    await side_query(model)
+    fallback = local_server.requests[-1].body["response_format"]
+    assert fallback == {"type": "json_object", "schema": SCHEMA}
+
+
+async def test_a_server_rejecting_the_schema_key_gets_json_object_without_it(
+    model: OpenAIModel, local_server: LocalServer
+) -> None:
+    """A strict validator that refuses both json_schema and the ``schema`` key: the key is
+    dropped (learned once), so recall after recall costs one request."""
+    strict = Reply(json={"paths": []}, reject_json_schema=True, reject_json_object_schema=True)
+    local_server.script("main", strict, strict)
+    await side_query(model)
+    await side_query(model)
+    sent = [(r.status, r.body["response_format"]) for r in local_server.requests]
+    assert [status for status, _ in sent] == [400, 400, 200, 200]
+    assert sent[-1][1] == {"type": "json_object"}

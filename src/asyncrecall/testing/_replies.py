@@ -93,6 +93,9 @@ class Reply:
     reject_json_object: bool = False
     """Reject ``response_format`` ``json_object`` as LM Studio does, without using up this
     reply."""
+    reject_json_object_schema: bool = False
+    """Reject a ``json_object`` response format carrying a ``schema`` key (a strict
+    validator; llama-cpp-python uses the key), without using up this reply."""
     reject_null_content: bool = False
     """Reject an assistant message whose ``content`` is null or missing, as
     llama-cpp-python's server does (HTTP 500 there), without using up this reply."""
@@ -349,6 +352,11 @@ def _rejection(
         return "response_format of type 'json_schema' is not supported"
     if reply.reject_json_object and response_format == "json_object":
         return "'response_format.type' must be 'json_schema' or 'text'"
+    schema_key = isinstance(body.get("response_format"), Mapping) and (
+        "schema" in body["response_format"]
+    )
+    if reply.reject_json_object_schema and response_format == "json_object" and schema_key:
+        return "response_format: extra inputs are not permitted: 'schema'"
     if reply.reject_stream_options and "stream_options" in body:
         return "unknown field: stream_options"
     if reply.reject_max_tokens and "max_tokens" in body:
