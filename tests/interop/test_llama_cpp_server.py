@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,15 @@ def _model(server: LlamaServer) -> OpenAIModel:
     return OpenAIModel(
         model=server.model_id, base_url=server.base_url, max_retries=0, max_tokens=MAIN_TOKENS
     )
+
+
+def _wait_for_log(log: Path, word: str, count: int) -> None:
+    """Poll the server's log until ``word`` appears ``count`` times (a hang guard)."""
+    deadline = time.monotonic() + GUARD
+    while log.read_text(errors="replace").count(word) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{word!r} x{count} never appeared in {log}")
+        time.sleep(0.1)
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -147,6 +157,7 @@ def test_run_over_the_context_exits_non_zero_with_one_line(
 async def test_cancel_mid_stream_closes_the_connection(server: LlamaServer) -> None:
     """Cancelling the task consuming a stream hangs up: the proxy sees the client close
     the connection before the answer was complete."""
+    disconnects_before = server.log.read_text(errors="replace").count("disconnected")
     async with _model(server) as model:
         first_text = asyncio.Event()
 
@@ -165,6 +176,8 @@ async def test_cancel_mid_stream_closes_the_connection(server: LlamaServer) -> N
     record = await asyncio.to_thread(server.proxy.wait_for, lambda r: r.client_hung_up)
     assert record.body["stream"] is True
     assert not record.complete
+    # The server saw it too: its event publisher prints "disconnected" and stops.
+    await asyncio.to_thread(_wait_for_log, server.log, "disconnected", disconnects_before + 1)
 
 
 def test_memory_recall_with_the_model_selector(server: LlamaServer, tmp_path: Path) -> None:
