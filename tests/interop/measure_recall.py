@@ -24,7 +24,7 @@ from asyncrecall.memory import MemoryStore
 from .server import running_llama_server
 
 
-def _recall(src: str, base_url: str, model: str, memory: Path, home: Path) -> tuple[int, float]:
+def _recall(src: str, base_url: str, model: str, memory: Path, home: Path) -> tuple[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
     env.update(PYTHONPATH=src, ASYNCRECALL_HOME=str(home))
     done = subprocess.run(
@@ -34,7 +34,7 @@ def _recall(src: str, base_url: str, model: str, memory: Path, home: Path) -> tu
         capture_output=True, text=True, env=env, timeout=600, check=True,
     )  # fmt: skip
     result = json.loads(done.stdout)
-    return len(result.get("selected", [])), float(result["recall_ms"])
+    return str(result["strategy"]), float(result["recall_ms"])
 
 
 def main() -> None:
@@ -54,9 +54,12 @@ def main() -> None:
             for n in range(args.recalls):
                 for label, src in (("before", args.before), ("after", args.after)):
                     server.proxy.clear()
-                    _, ms = _recall(src, server.base_url, server.model_id, memory.root, root)
+                    how, ms = _recall(src, server.base_url, server.model_id, memory.root, root)
                     wire = [(r.status, r.response_format_type) for r in server.proxy.requests]
-                    print(f"{label:6} recall {n + 1}: {len(wire)} request(s) {wire}, {ms:.0f} ms")
+                    print(
+                        f"{label:6} recall {n + 1}: {len(wire)} request(s) {wire}, "
+                        f"{ms:.0f} ms, strategy {how}"
+                    )
                     rows.setdefault(label, []).append((len(wire), ms))
     for label, values in rows.items():
         print(
