@@ -115,12 +115,12 @@ class OpenAIModel:
 
     ``api_key`` defaults to ``OPENAI_API_KEY``, else a placeholder (local servers
     accept any). Pass ``client`` to share one connection pool between models (see
-    :func:`open_openai_models`); a shared client is not closed by :meth:`aclose`. ``max_retries``
-    is the SDK's retry budget for connection errors, 408/409/429 and 5xx of the
-    streamed turns (side queries never retry).
-    ``validate_history`` (default: on when ``ASYNCRECALL_DEBUG=1``) checks the
-    tool-call pairing of each request before sending it. ``max_tokens`` caps each
-    streamed answer (default: the server's limit).
+    :func:`open_openai_models`); a shared client is not closed by :meth:`aclose`.
+    ``max_retries`` is the SDK's retry budget for connection errors, 408/409/429 and
+    5xx of the streamed turns (side queries never retry). ``validate_history``
+    (default: on when ``ASYNCRECALL_DEBUG=1``) checks the tool-call pairing of each
+    request before sending it. ``max_tokens`` caps each streamed answer (default: the
+    server's limit).
     """
 
     def __init__(
