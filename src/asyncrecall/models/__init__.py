@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from asyncrecall.models._convert import (
     contents_to_messages,
-    messages_to_contents,
     tools_to_openai,
     validate_messages,
 )
@@ -56,7 +55,6 @@ __all__ = [
     "Usage",
     "contents_to_messages",
     "local_model_available",
-    "messages_to_contents",
     "model_content",
     "open_openai_models",
     "tools_to_openai",

@@ -18,18 +18,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asyncrecall._exceptions import HistoryError
-from asyncrecall.models._types import (
-    Content,
-    FunctionCall,
-    FunctionResponse,
-    Part,
-    Text,
-    ToolSpec,
-)
+from asyncrecall.models._types import Content, FunctionCall, FunctionResponse, Text, ToolSpec
 
 __all__ = [
     "contents_to_messages",
-    "messages_to_contents",
     "tools_to_openai",
     "validate_messages",
 ]
@@ -68,9 +60,12 @@ def _assistant_message(content: Content, position: int) -> Message:
     text = content.text
     if not calls:
         return {"role": "assistant", "content": text}
+    # `"content": ""`, never null nor left out: llama-cpp-python's server answers null
+    # with HTTP 500 (a validation error), and a missing key with HTTP 500 too (chat
+    # templates such as SmolLM2's read message['content']); "" is accepted everywhere.
     return {
         "role": "assistant",
-        "content": text or None,
+        "content": text,
         "tool_calls": [_tool_call(call) for call in calls],
     }
 
@@ -132,91 +127,6 @@ def tools_to_openai(tools: Sequence[ToolSpec]) -> list[Message]:
         }
         for tool in tools
     ]
-
-
-def messages_to_contents(
-    messages: Sequence[Mapping[str, Any]],
-) -> tuple[list[Content], str | None]:
-    """The reverse of :func:`contents_to_messages`: ``(contents, system)``.
-
-    System messages are joined into the system text. Tool messages and the user
-    message right after them become one user content (responses first, then the
-    text), which is the canonical form :func:`contents_to_messages` produces, so a
-    round trip gives back the same contents.
-    """
-    contents: list[Content] = []
-    system_parts: list[str] = []
-    names: dict[str, str] = {}
-    pending: list[Part] = []  # responses waiting for a following user text
-
-    def flush() -> None:
-        if pending:
-            contents.append(Content("user", tuple(pending)))
-            pending.clear()
-
-    for message in messages:
-        role = message.get("role")
-        if role in ("system", "developer"):
-            system_parts.append(_text_of(message.get("content")))
-        elif role == "assistant":
-            flush()
-            parts: list[Part] = []
-            text = _text_of(message.get("content"))
-            if text:
-                parts.append(Text(text))
-            for raw in message.get("tool_calls") or ():
-                call = _parse_call(raw)
-                names[call.id] = call.name
-                parts.append(call)
-            contents.append(Content("model", tuple(parts)))
-        elif role == "tool":
-            call_id = str(message.get("tool_call_id", ""))
-            pending.append(
-                FunctionResponse(
-                    id=call_id,
-                    name=names.get(call_id, str(message.get("name", ""))),
-                    response=_parse_response(message.get("content")),
-                )
-            )
-        elif role == "user":
-            pending.append(Text(_text_of(message.get("content"))))
-            flush()
-        else:
-            raise HistoryError(f"message with unknown role {role!r}")
-    flush()
-    return contents, ("\n\n".join(system_parts) if system_parts else None)
-
-
-def _text_of(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    # A list of content parts: keep the text ones.
-    return "".join(str(part.get("text", "")) for part in value if isinstance(part, Mapping))
-
-
-def _parse_call(raw: Mapping[str, Any]) -> FunctionCall:
-    function = raw.get("function") or {}
-    arguments = function.get("arguments") or "{}"
-    try:
-        args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
-    except (ValueError, TypeError) as exc:
-        raise HistoryError(
-            f"tool call {raw.get('id')!r} has arguments that are not JSON: {arguments!r:.80}"
-        ) from exc
-    if not isinstance(args, dict):
-        args = {"value": args}
-    return FunctionCall(id=str(raw.get("id", "")), name=str(function.get("name", "")), args=args)
-
-
-def _parse_response(content: Any) -> Mapping[str, Any]:
-    text = _text_of(content)
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {"content": text}
-    return value if isinstance(value, dict) else {"content": value}
 
 
 def validate_messages(messages: Sequence[Mapping[str, Any]]) -> None:

@@ -1,15 +1,24 @@
 """The OpenAI-compatible model, on the official SDK's ``AsyncOpenAI``.
 
-Works with any chat completions endpoint (OpenAI, Qwen's compatible mode, vLLM,
-Ollama, llama.cpp server...). Two things endpoints disagree on are handled here:
+Works with any chat completions endpoint (OpenAI, vLLM, Ollama, LM Studio,
+llama.cpp's servers...). What endpoints disagree on is learned from their error
+answers, once per endpoint (base URL + model) for the whole process, so every
+model instance of that endpoint sends the accepted form from then on:
 
-* ``stream_options`` (for usage in streams): a 400/422 mentioning it makes the model
-  retry once without it, and it is not sent again by that model instance.
-* ``response_format`` of type ``json_schema``: a 400/422 whose message mentions
-  ``response_format``, ``json_schema`` or ``schema`` makes the model retry once with
-  ``json_object`` (the schema then goes into the system prompt), and that model
-  instance uses ``json_object`` from then on. Other 400s are reported as they are,
-  so a real mistake is not hidden behind a second request.
+* ``stream_options`` (for usage in streams): an error naming it → sent without.
+* ``response_format`` ``json_schema`` (side queries): an error of any status
+  (llama-cpp-python answers 500) whose body names ``response_format`` or
+  ``json_schema`` → ``json_object`` at once, the schema then in the system prompt and
+  in a ``schema`` key (llama-cpp-python constrains its output with it; an error naming
+  ``schema`` → sent without the key).
+* ``max_tokens`` (the side query's cap): an error naming ``max_completion_tokens``
+  (OpenAI's reasoning models) → ``max_completion_tokens``.
+* the ``system`` role: an error saying the role does not support ``'system'``
+  (OpenAI's first reasoning models) → the ``developer`` role.
+
+Other errors are reported as they are, so a real mistake is not hidden behind a
+second request. Answers that look like success but are not (an empty or cut
+stream, an error object inside an HTTP 200) are errors too. See ``docs/servers.md``.
 
 Errors come out as the :class:`~asyncrecall.ModelError` family, with a one-line
 reason naming the base URL and the model, raised ``from`` the SDK's exception.
@@ -21,30 +30,73 @@ closed in a ``finally``), and the cancellation propagates.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-from collections.abc import AsyncGenerator, Mapping, Sequence
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import openai
 from openai import AsyncOpenAI
 
-from asyncrecall._exceptions import ModelError, ModelProtocolError
+from asyncrecall._exceptions import ModelError, ModelProtocolError, ModelServerError
 from asyncrecall.models._convert import contents_to_messages, tools_to_openai, validate_messages
-from asyncrecall.models._openai_errors import error_text, map_error, one_line
+from asyncrecall.models._openai_errors import error_text, map_error, one_line, short_model_name
 from asyncrecall.models._protocol import Finished, StreamEvent, TextDelta, ToolCallReady, Usage
 from asyncrecall.models._types import Content, FunctionCall, ToolSpec
 
-__all__ = ["DEBUG_ENV", "ModelPair", "OpenAIModel", "open_openai_models"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "DEBUG_ENV",
+    "SIDE_QUERY_MAX_TOKENS",
+    "ModelPair",
+    "OpenAIModel",
+    "open_openai_models",
+]
 
 DEBUG_ENV = "ASYNCRECALL_DEBUG"
 """Set to ``1`` to validate the tool-call pairing of every request before sending it."""
 
+SIDE_QUERY_MAX_TOKENS = 256
+"""The cap on a side query's answer: five paths in JSON need well under 100 tokens, and
+an uncapped runaway answer can hold a one-request-at-a-time server for minutes."""
+
+CHARS_PER_TOKEN = 4
+"""When an endpoint reports no usage, tokens are estimated as characters / 4 (OpenAI's
+rule of thumb for English), rounded up; the :class:`Usage` is marked ``estimated``."""
+
 _PLACEHOLDER_KEY = "not-needed"  # local servers accept any key; the SDK insists on one
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
-_SCHEMA_WORDS = ("response_format", "json_schema", "schema")
+_FORMAT_WORDS = ("response_format", "json_schema")  # named by a refusal of any status
+_T = TypeVar("_T")
+
+
+class _Endpoint:
+    """What one endpoint (base URL + model) refused, learned once for the whole process."""
+
+    __slots__ = ("json_object_schema", "json_schema", "max_tokens", "stream_options", "system_role")
+
+    def __init__(self) -> None:
+        self.json_schema = True
+        self.json_object_schema = True  # False: json_object without the `schema` key
+        self.stream_options = True
+        self.max_tokens = True  # False: it wants max_completion_tokens
+        self.system_role = True  # False: it wants the developer role
+
+
+_ENDPOINTS: dict[tuple[str, str], _Endpoint] = {}
+
+
+def _endpoint(base_url: str, model: str) -> _Endpoint:
+    return _ENDPOINTS.setdefault((base_url, model), _Endpoint())
+
+
+def forget_endpoints() -> None:
+    """Forget what every endpoint was seen to refuse (for tests sharing one server)."""
+    _ENDPOINTS.clear()
 
 
 def _debug_on() -> bool:
@@ -63,10 +115,12 @@ class OpenAIModel:
 
     ``api_key`` defaults to ``OPENAI_API_KEY``, else a placeholder (local servers
     accept any). Pass ``client`` to share one connection pool between models (see
-    :meth:`pair`); a shared client is not closed by :meth:`aclose`. ``max_retries``
-    is the SDK's retry budget for connection errors, 408/409/429 and 5xx.
-    ``validate_history`` (default: on when ``ASYNCRECALL_DEBUG=1``) checks the
-    tool-call pairing of each request before sending it.
+    :func:`open_openai_models`); a shared client is not closed by :meth:`aclose`.
+    ``max_retries`` is the SDK's retry budget for connection errors, 408/409/429 and
+    5xx of the streamed turns (side queries never retry). ``validate_history``
+    (default: on when ``ASYNCRECALL_DEBUG=1``) checks the tool-call pairing of each
+    request before sending it. ``max_tokens`` caps each streamed answer (default: the
+    server's limit).
     """
 
     def __init__(
@@ -79,8 +133,10 @@ class OpenAIModel:
         max_retries: int = 2,
         timeout: float | None = 600,
         validate_history: bool | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self._model = model
+        self._max_tokens = max_tokens
         self._base_url = base_url.rstrip("/")
         self._owns_client = client is None
         if client is None:
@@ -91,35 +147,13 @@ class OpenAIModel:
             self._client = client.with_options(
                 base_url=base_url, max_retries=max_retries, timeout=timeout, api_key=api_key
             )
+        # A side query is worth nothing late: a retry after a 5xx or a timeout answers
+        # after the main turn needed it, doubles the load on a server already failing,
+        # and (on a one-request-at-a-time server) delays the main turn. So side queries
+        # never retry; the recall falls back to its lexical pass at once instead.
+        self._side_client = self._client.with_options(max_retries=0)
         self._validate = validate_history
-        self._stream_options_supported = True
-        self._json_schema_supported = True
-        self._generated_ids = 0
-
-    @classmethod
-    def pair(
-        cls,
-        *,
-        model: str,
-        base_url: str,
-        side_model: str | None = None,
-        api_key: str | None = None,
-        max_retries: int = 2,
-        timeout: float | None = 600,
-    ) -> ModelPair:
-        """A main model and a side model (default: the same name) sharing one client."""
-        client = _make_client(
-            base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout
-        )
-        options: dict[str, Any] = {
-            "base_url": base_url,
-            "client": client,
-            "max_retries": max_retries,
-            "timeout": timeout,
-        }
-        main = cls(model=model, **options)
-        side = cls(model=side_model or model, **options)
-        return ModelPair(main=main, side=side, client=client)
+        self._endpoint = _endpoint(self._base_url, model)
 
     @property
     def name(self) -> str:
@@ -133,13 +167,13 @@ class OpenAIModel:
 
     @property
     def json_schema_supported(self) -> bool:
-        """False once the endpoint refused ``response_format`` ``json_schema``."""
-        return self._json_schema_supported
+        """False once the endpoint (in this process) refused ``response_format`` ``json_schema``."""
+        return self._endpoint.json_schema
 
     @property
     def stream_options_supported(self) -> bool:
-        """False once the endpoint refused ``stream_options``."""
-        return self._stream_options_supported
+        """False once the endpoint (in this process) refused ``stream_options``."""
+        return self._endpoint.stream_options
 
     async def aclose(self) -> None:
         """Close the HTTP client if this model created it."""
@@ -168,20 +202,46 @@ class OpenAIModel:
         *,
         system: str | None = None,
         tools: Sequence[ToolSpec] = (),
+        tool_choice: str | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """Stream one turn: text deltas, complete tool calls (index order), usage, one Finished.
 
-        Close the iterator (``contextlib.aclosing``) if you stop early; cancelling
-        the consuming task closes the connection too.
+        ``tool_choice``: ``"auto"``, ``"none"``, ``"required"``, or a tool's name to force
+        a call of that tool (default: not sent). Usage the endpoint does not report is
+        estimated (``Usage.estimated``). A stream that ends with no finish reason (empty
+        or cut) or carries an error raises a :class:`~asyncrecall.ModelError`. Close the
+        iterator (``contextlib.aclosing``) if you stop early; cancelling the consuming
+        task closes the connection too.
         """
         messages = contents_to_messages(contents, system=system)
         if self._validate if self._validate is not None else _debug_on():
             validate_messages(messages)
-        response = await self._open_stream(messages, tools_to_openai(tools))
+        wire_tools = tools_to_openai(tools)
+        params: dict[str, Any] = {
+            "model": self._model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self._max_tokens is not None:
+            params["max_tokens"] = self._max_tokens
+        if wire_tools:
+            params["tools"] = wire_tools
+        if tool_choice is not None:
+            params["tool_choice"] = _tool_choice(tool_choice)
+        try:
+            response: openai.AsyncStream[Any] = await self._send(
+                cast(Callable[..., Awaitable[Any]], self._client.chat.completions.create), params
+            )
+        except openai.OpenAIError as exc:
+            raise self._map_error(exc) from exc
         calls = _CallAssembler()
         reason: str | None = None
         usage: Usage | None = None
+        chunks = 0
+        answered = 0  # characters of text and tool calls, for an estimated usage
         try:
+            await self._check_stream_body(response)
             while True:
                 try:
                     chunk = await response.__anext__()
@@ -189,55 +249,138 @@ class OpenAIModel:
                     break
                 except Exception as exc:
                     raise self._map_error(exc, streaming=True) from exc
+                chunks += 1
+                self._raise_if_error(chunk, streaming=True)
                 if (reported := _usage_of(chunk)) is not None:
                     usage = reported
                 for choice in getattr(chunk, "choices", None) or ():
                     if getattr(choice, "index", 0) not in (0, None):
                         continue
                     delta = getattr(choice, "delta", None)
-                    if text := getattr(delta, "content", None):
-                        yield TextDelta(str(text))
+                    # A refusal (OpenAI's `refusal` field) is the answer's text.
+                    for text in (getattr(delta, "content", None), getattr(delta, "refusal", None)):
+                        if text:
+                            answered += len(str(text))
+                            yield TextDelta(str(text))
                     for call_delta in getattr(delta, "tool_calls", None) or ():
                         calls.add(call_delta)
                     finish = getattr(choice, "finish_reason", None)
                     if finish is not None and reason is None:
                         reason = str(finish)
                         for call in self._complete_calls(calls):
+                            answered += len(call.name) + len(json.dumps(dict(call.args)))
                             yield ToolCallReady(call)
+            if reason is None:
+                raise self._unfinished(chunks)
             for call in self._complete_calls(calls):
+                answered += len(call.name) + len(json.dumps(dict(call.args)))
                 yield ToolCallReady(call)
-            if usage is not None:
-                yield usage
+            if usage is None:
+                sent = len(json.dumps(messages)) + len(json.dumps(wire_tools) if wire_tools else "")
+                usage = Usage(_tokens(sent), _tokens(answered), estimated=True)
+            yield usage
             yield Finished(reason)
         finally:
             await response.close()
 
-    async def _open_stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> openai.AsyncStream[Any]:
-        create = self._client.chat.completions.create
-        tools_param: Any = tools or openai.omit
-        if self._stream_options_supported:
-            try:
-                return await create(
-                    model=self._model,
-                    messages=cast(Any, messages),
-                    tools=tools_param,
-                    stream=True,
-                    stream_options={"include_usage": True},
-                )
-            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-                if "stream_options" not in error_text(exc):
-                    raise self._map_error(exc) from exc
-                self._stream_options_supported = False
-            except openai.OpenAIError as exc:
-                raise self._map_error(exc) from exc
+    async def _check_stream_body(self, response: openai.AsyncStream[Any]) -> None:
+        """A JSON body where an event stream was asked (llama.cpp's servers answer some
+        errors so, with HTTP 200) is read and reported, not parsed as an empty stream."""
+        http = getattr(response, "response", None)
+        content_type = str(getattr(http, "headers", {}).get("content-type", "")).lower()
+        if http is None or not content_type.startswith("application/json"):
+            return
+        body = await http.aread()
         try:
-            return await create(
-                model=self._model, messages=cast(Any, messages), tools=tools_param, stream=True
+            data = json.loads(body or b"null")
+        except ValueError:
+            data = None
+        self._raise_if_error(data, streaming=False)
+        raise ModelProtocolError(
+            f"{self._where()} answered a streamed request with a JSON body, not an event "
+            f"stream: {one_line(body.decode('utf-8', 'replace'), 120)!r}",
+            model=self._model,
+        )
+
+    def _raise_if_error(self, value: Any, *, streaming: bool) -> None:
+        """Raise if an answer that came with HTTP 200 carries an error object."""
+        error = value.get("error") if isinstance(value, Mapping) else getattr(value, "error", None)
+        if getattr(value, "event", None) == "error":  # an SSE `event: error` the SDK passed on
+            error = error or getattr(value, "data", None) or "error event"
+        if not error:
+            return
+        message = error.get("message") if isinstance(error, Mapping) else None
+        detail = one_line(str(message or error))
+        where = "in the stream" if streaming else "with HTTP 200"
+        raise ModelServerError(
+            f"{self._where()} sent an error {where}: {detail}", model=self._model
+        )
+
+    def _unfinished(self, chunks: int) -> ModelError:
+        if chunks == 0:
+            return ModelProtocolError(
+                f"{self._where()} sent an empty answer (no choices, no finish reason): "
+                "is the prompt over the server's context size?",
+                model=self._model,
             )
-        except openai.OpenAIError as exc:
-            raise self._map_error(exc) from exc
+        return ModelProtocolError(
+            f"{self._where()} ended the stream before the answer finished "
+            f"(no finish reason after {chunks} chunk(s))",
+            model=self._model,
+        )
+
+    async def _send(self, create: Callable[..., Awaitable[_T]], params: dict[str, Any]) -> _T:
+        """Send ``params`` in the form the endpoint accepts; a refusal of a known optional
+        form is learned (for every model of the endpoint) and the request sent again."""
+        while True:
+            sent = self._adapt(params)
+            try:
+                return await create(**sent)
+            except openai.APIStatusError as exc:
+                if not self._learn(exc, sent):
+                    raise
+
+    def _adapt(self, params: dict[str, Any]) -> dict[str, Any]:
+        endpoint = self._endpoint
+        sent = dict(params)
+        if not endpoint.stream_options:
+            sent.pop("stream_options", None)
+        if not endpoint.max_tokens and "max_tokens" in sent:
+            sent["max_completion_tokens"] = sent.pop("max_tokens")
+        response_format = sent.get("response_format")
+        if not endpoint.json_object_schema and isinstance(response_format, dict):
+            sent["response_format"] = {k: v for k, v in response_format.items() if k != "schema"}
+        if not endpoint.system_role:
+            sent["messages"] = [
+                {**m, "role": "developer"} if m.get("role") == "system" else m
+                for m in sent["messages"]
+            ]
+        return sent
+
+    def _learn(self, exc: openai.APIStatusError, sent: Mapping[str, Any]) -> bool:
+        """Whether ``exc`` refused a known optional form of ``sent`` (now learned)."""
+        text = error_text(exc)
+        endpoint = self._endpoint
+        if endpoint.stream_options and "stream_options" in sent and "stream_options" in text:
+            endpoint.stream_options = False
+            return True
+        if endpoint.max_tokens and "max_tokens" in sent and "max_completion_tokens" in text:
+            endpoint.max_tokens = False
+            return True
+        response_format = sent.get("response_format")
+        if (
+            endpoint.json_object_schema
+            and isinstance(response_format, dict)
+            and "schema" in response_format
+            and "schema" in text
+        ):
+            endpoint.json_object_schema = False
+            return True
+        has_system = any(m.get("role") == "system" for m in sent["messages"])
+        if endpoint.system_role and has_system and "'system'" in text and "role" in text:
+            endpoint.system_role = False
+            return True
+        return False
 
     def _complete_calls(self, calls: _CallAssembler) -> list[FunctionCall]:
         complete: list[FunctionCall] = []
@@ -261,10 +404,9 @@ class OpenAIModel:
                     f"JSON object: {one_line(arguments, 80)!r}",
                     model=self._model,
                 )
-            call_id = builder.id
-            if not call_id:
-                self._generated_ids += 1
-                call_id = f"call_{self._generated_ids}"
+            # Made-up ids are 9 letters and digits: the strictest servers (Mistral's
+            # templates in vLLM) reject any other shape when the history comes back.
+            call_id = builder.id or uuid.uuid4().hex[:9]
             complete.append(FunctionCall(id=call_id, name=builder.name, args=args))
         return complete
 
@@ -280,12 +422,15 @@ class OpenAIModel:
     ) -> Any:
         """One non-streamed, temperature-0 request answering a JSON value.
 
-        Uses ``response_format`` ``json_schema`` (strict), falling back once to
-        ``json_object`` when the endpoint refuses it (see the module docstring).
-        Raises :class:`~asyncrecall.ModelProtocolError` when the answer is not JSON.
+        Uses ``response_format`` ``json_schema`` (strict), or ``json_object`` (the schema
+        then in the system prompt) once the endpoint refused ``json_schema`` (see the
+        module docstring): one request per call, two when the refusal is learned. Never
+        retried (a late side query is worth nothing) and capped at
+        :data:`SIDE_QUERY_MAX_TOKENS`. Raises :class:`~asyncrecall.ModelProtocolError`
+        when the answer is not JSON.
         """
         user = {"role": "user", "content": prompt}
-        if self._json_schema_supported:
+        if self._endpoint.json_schema:
             response_format = {
                 "type": "json_schema",
                 "json_schema": {"name": schema_name, "schema": dict(schema), "strict": True},
@@ -294,43 +439,61 @@ class OpenAIModel:
                 return await self._request_json(
                     [{"role": "system", "content": system}, user], response_format
                 )
-            except _SchemaRefused:
-                self._json_schema_supported = False
+            except _FormatRefused:
+                pass  # learned: json_object from now on, for every model of this endpoint
         fallback_system = (
             f"{system}\n\nAnswer with one JSON object that matches this JSON schema:\n"
             f"{json.dumps(dict(schema))}"
         )
+        # The `schema` key is llama-cpp-python's: it turns the schema into a grammar (its
+        # SmolLM2 answered 15 tokens of the right shape with it, 84 of the wrong shape
+        # without); servers that reject the key are learned like any other refusal.
         return await self._request_json(
-            [{"role": "system", "content": fallback_system}, user], {"type": "json_object"}
+            [{"role": "system", "content": fallback_system}, user],
+            {"type": "json_object", "schema": dict(schema)},
         )
 
     async def _request_json(
         self, messages: list[dict[str, Any]], response_format: dict[str, Any]
     ) -> Any:
         wants_schema = response_format["type"] == "json_schema"
+
+        async def post(**params: Any) -> Any:
+            create = self._side_client.chat.completions.with_streaming_response.create
+            async with create(**params) as response:  # closes the connection, also on cancel
+                return await response.parse()
+
+        params: dict[str, Any] = {
+            "model": self._model,
+            "messages": messages,
+            "stream": False,
+            "temperature": 0,
+            "max_tokens": SIDE_QUERY_MAX_TOKENS,
+            "response_format": response_format,
+        }
         try:
-            async with self._client.chat.completions.with_streaming_response.create(
-                model=self._model,
-                messages=cast(Any, messages),
-                stream=False,
-                temperature=0,
-                response_format=cast(Any, response_format),
-            ) as response:  # the context closes the connection, also on cancellation
-                completion = await response.parse()
-        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-            if wants_schema and any(word in error_text(exc) for word in _SCHEMA_WORDS):
-                raise _SchemaRefused from exc
+            completion = await self._send(post, params)
+        except openai.APIStatusError as exc:
+            if wants_schema and any(word in error_text(exc) for word in _FORMAT_WORDS):
+                self._endpoint.json_schema = False
+                raise _FormatRefused from exc
             raise self._map_error(exc) from exc
         except openai.OpenAIError as exc:
             raise self._map_error(exc) from exc
         except ValueError as exc:  # a body that is not JSON
             raise self._map_error(exc) from exc
+        self._raise_if_error(completion, streaming=False)
         return self._parse_json(completion)
 
     def _parse_json(self, completion: Any) -> Any:
         choices = getattr(completion, "choices", None) or ()
         message = getattr(choices[0], "message", None) if choices else None
         content = getattr(message, "content", None)
+        if refusal := getattr(message, "refusal", None):
+            raise ModelProtocolError(
+                f"{self._where()} refused the side query: {one_line(str(refusal), 120)!r}",
+                model=self._model,
+            )
         if not isinstance(content, str) or not content.strip():
             raise ModelProtocolError(
                 f"{self._where()} answered the side query with no content", model=self._model
@@ -350,7 +513,7 @@ class OpenAIModel:
     # -- errors --------------------------------------------------------------------------
 
     def _where(self) -> str:
-        return f"{self._base_url} (model `{self._model}`)"
+        return f"{self._base_url} (model `{short_model_name(self._model)}`)"
 
     def _map_error(self, exc: Exception, *, streaming: bool = False) -> ModelError:
         return map_error(exc, base_url=self._base_url, model=self._model, streaming=streaming)
@@ -389,18 +552,33 @@ def open_openai_models(
     max_retries: int = 2,
     timeout: float | None = 600,
 ) -> ModelPair:
-    """A main and a side model sharing one client: :meth:`OpenAIModel.pair` as a function."""
-    return OpenAIModel.pair(
-        model=model,
-        base_url=base_url,
-        side_model=side_model,
-        api_key=api_key,
-        max_retries=max_retries,
-        timeout=timeout,
+    """The one way to build a main and a side model (default: the same name) sharing one
+    client. ``max_retries`` applies to the main model's turns; side queries never retry."""
+    client = _make_client(
+        base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout
     )
+    options: dict[str, Any] = {
+        "base_url": base_url,
+        "client": client,
+        "max_retries": max_retries,
+        "timeout": timeout,
+    }
+    main = OpenAIModel(model=model, **options)
+    side = OpenAIModel(model=side_model or model, **options)
+    return ModelPair(main=main, side=side, client=client)
 
 
-class _SchemaRefused(Exception):
+def _tool_choice(choice: str) -> Any:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _tokens(chars: int) -> int:
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+class _FormatRefused(Exception):
     """Internal: the endpoint refused ``response_format`` ``json_schema``."""
 
 

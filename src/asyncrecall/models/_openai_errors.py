@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 
 import openai
 
@@ -22,7 +23,7 @@ from asyncrecall._exceptions import (
     ModelServerError,
 )
 
-__all__ = ["error_text", "map_error", "one_line"]
+__all__ = ["error_text", "map_error", "one_line", "short_model_name"]
 
 
 def map_error(exc: Exception, *, base_url: str, model: str, streaming: bool = False) -> ModelError:
@@ -30,7 +31,8 @@ def map_error(exc: Exception, *, base_url: str, model: str, streaming: bool = Fa
 
     ``streaming`` says the exception came while reading a stream that had started.
     """
-    where = f"{base_url} (model `{model}`)"
+    name = short_model_name(model)
+    where = f"{base_url} (model `{name}`)"
     if isinstance(exc, openai.APITimeoutError):
         return ModelConnectionError(f"timed out waiting for {where}", model=model)
     if isinstance(exc, openai.APIConnectionError):
@@ -40,10 +42,10 @@ def map_error(exc: Exception, *, base_url: str, model: str, streaming: bool = Fa
                 f"connection to {where} dropped mid-stream: {reason}", model=model
             )
         return ModelConnectionError(
-            f"cannot reach {base_url}: {reason} (model `{model}`)", model=model
+            f"cannot reach {base_url}: {reason} (model `{name}`)", model=model
         )
     if isinstance(exc, openai.APIStatusError):
-        return _map_status(exc, base_url=base_url, model=model)
+        return _map_status(exc, base_url=base_url, model=model, name=name)
     if isinstance(exc, openai.APIResponseValidationError):
         return ModelProtocolError(f"{where} answered an invalid body", model=model)
     if isinstance(exc, openai.APIError):  # an error event inside the stream
@@ -59,32 +61,32 @@ def map_error(exc: Exception, *, base_url: str, model: str, streaming: bool = Fa
     return ModelError(f"{where} failed: {type(exc).__name__}: {one_line(str(exc))}", model=model)
 
 
-def _map_status(exc: openai.APIStatusError, *, base_url: str, model: str) -> ModelError:
+def _map_status(exc: openai.APIStatusError, *, base_url: str, model: str, name: str) -> ModelError:
     status = exc.status_code
     detail = one_line(_server_message(exc))
     if status in (401, 403):
         return ModelAuthError(
-            f"{base_url} refused the API key (HTTP {status}, model `{model}`): {detail}; "
+            f"{base_url} refused the API key (HTTP {status}, model `{name}`): {detail}; "
             "check --api-key / ASYNCRECALL_API_KEY",
             model=model,
             status=status,
         )
     if status == 404:
         return ModelNotFoundError(
-            f"{base_url} answered 404: unknown model `{model}` or wrong base URL ({detail})",
+            f"{base_url} answered 404: unknown model `{name}` or wrong base URL ({detail})",
             model=model,
             status=status,
         )
     if status == 429:
         return ModelRateLimitError(
-            f"{base_url} is rate limiting model `{model}` (HTTP 429): {detail}",
+            f"{base_url} is rate limiting model `{name}` (HTTP 429): {detail}",
             model=model,
             status=status,
         )
     kind = ModelServerError if status >= 500 else ModelError
     verb = "failed with" if status >= 500 else "rejected the request with"
     return kind(
-        f"{base_url} {verb} HTTP {status} (model `{model}`): {detail}", model=model, status=status
+        f"{base_url} {verb} HTTP {status} (model `{name}`): {detail}", model=model, status=status
     )
 
 
@@ -121,3 +123,11 @@ def one_line(text: str, limit: int = 240) -> str:
     """``text`` on one line, cut at ``limit`` characters."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def short_model_name(model: str) -> str:
+    """``model`` fit for an error line: a GGUF file's path (what llama.cpp's servers report
+    as the model id) becomes its file name without ``.gguf``; other names stay as they are."""
+    if model.lower().endswith(".gguf"):
+        return PurePosixPath(model.replace("\\", "/")).name[: -len(".gguf")]
+    return model

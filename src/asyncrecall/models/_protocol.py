@@ -40,14 +40,16 @@ class ToolCallReady:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts for one request, when the endpoint reports them."""
+    """Token counts for one request.
+
+    ``estimated`` is true when the endpoint reported none and the counts were
+    estimated from the sizes of the request and the answer (about 4 characters a
+    token, OpenAI's rule of thumb for English), so token limits still work.
+    """
 
     prompt_tokens: int
     completion_tokens: int
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
+    estimated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ object, or the ``chat.completion.chunk`` events of a stream.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -15,7 +16,7 @@ from typing import Any
 
 from asyncrecall.models import FunctionCall
 
-__all__ = ["RecordedRequest", "Reply", "WireCall", "error_body"]
+__all__ = ["RecordedRequest", "Reply", "WireCall", "error_body", "rejection"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,38 @@ class Reply:
     reply, so the client's ``json_object`` retry gets it."""
     reject_stream_options: bool = False
     """Answer 400 to a request with ``stream_options`` without using up this reply."""
+    rejection_status: int = 400
+    """The status of every ``reject_*`` answer (llama-cpp-python's server answers 500)."""
+    rejection_message: str | None = None
+    """The message of every ``reject_*`` answer (default: what the server it mimics says)."""
+    reject_max_tokens: bool = False
+    """Reject ``max_tokens`` as OpenAI's reasoning models do (they want
+    ``max_completion_tokens``), without using up this reply."""
+    reject_system_role: bool = False
+    """Reject a ``system`` message as OpenAI's first reasoning models do (they want
+    ``developer``), without using up this reply."""
+    reject_json_object: bool = False
+    """Reject ``response_format`` ``json_object`` as LM Studio does, without using up this
+    reply."""
+    reject_json_object_schema: bool = False
+    """Reject a ``json_object`` response format carrying a ``schema`` key (a strict
+    validator; llama-cpp-python uses the key), without using up this reply."""
+    reject_null_content: bool = False
+    """Reject an assistant message whose ``content`` is null or missing, as
+    llama-cpp-python's server does (HTTP 500 there), without using up this reply."""
+    strict_tool_call_ids: bool = False
+    """Reject tool-call ids that are not 9 letters and digits, as vLLM does with Mistral's
+    tokenizer, without using up this reply."""
+    end_after: int | None = None
+    """Stream this many chunks, then end the body cleanly before the finish reason: a cut
+    answer; 0 is an empty stream (llama-cpp-python's answer to a prompt over its context)."""
+    error_in_200: str | None = None
+    """Answer HTTP 200 with ``{"error": {"message": ...}}`` as a JSON body, also to a
+    streamed request (llama.cpp's ``llama-server`` does for some errors)."""
+    refusal: str | None = None
+    """Answer a refusal (OpenAI's ``refusal`` field, content null) instead of content."""
+    calls_in_one_chunk: bool = False
+    """Stream each tool call whole (id, name, all arguments) in one chunk, as Ollama does."""
 
     def __post_init__(self) -> None:
         if self.chunk_size is not None and self.chunk_size < 1:
@@ -214,6 +247,9 @@ def completion_body(reply: Reply, request: RecordedRequest) -> dict[str, Any]:
             for call in calls
         ]
         message["content"] = reply.content() or None
+    if reply.refusal is not None:
+        message["content"] = None
+        message["refusal"] = reply.refusal
     body: dict[str, Any] = {
         "id": f"chatcmpl-{request.index}",
         "object": "chat.completion",
@@ -248,8 +284,22 @@ def stream_events(reply: Reply, request: RecordedRequest) -> list[dict[str, Any]
         }
 
     events = [chunk({"role": "assistant", "content": ""})]
-    events += [chunk({"content": piece}) for piece in _pieces(reply.content(), reply.chunk_size)]
+    if reply.refusal is not None:
+        events += [chunk({"refusal": piece}) for piece in _pieces(reply.refusal, reply.chunk_size)]
+    else:
+        events += [chunk({"content": p}) for p in _pieces(reply.content(), reply.chunk_size)]
     calls = wire_calls(reply, request_index=request.index)
+    if reply.calls_in_one_chunk:  # Ollama: each call whole, the finish reason with the last
+        for index, call in enumerate(calls):
+            whole = {
+                "index": index,
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            last = index == len(calls) - 1
+            events.append(chunk({"tool_calls": [whole]}, finish_reason(reply) if last else None))
+        calls = []
     for index, call in enumerate(calls):
         head: dict[str, Any] = {
             "index": index,
@@ -266,7 +316,8 @@ def stream_events(reply: Reply, request: RecordedRequest) -> list[dict[str, Any]
             if round_ < len(call_pieces):
                 delta = {"index": index, "function": {"arguments": call_pieces[round_]}}
                 events.append(chunk({"tool_calls": [delta]}))
-    events.append(chunk({}, finish_reason(reply)))
+    if not (reply.calls_in_one_chunk and reply.tool_calls):
+        events.append(chunk({}, finish_reason(reply)))
     if reply.usage and request.include_usage:
         events.append(
             {
@@ -279,6 +330,58 @@ def stream_events(reply: Reply, request: RecordedRequest) -> list[dict[str, Any]
             }
         )
     return events
+
+
+_STRICT_ID = re.compile(r"[a-zA-Z0-9]{9}")
+
+
+def rejection(reply: Reply, request: RecordedRequest) -> str | None:
+    """Why ``reply`` rejects ``request`` (the error message), or ``None``."""
+    body = request.body
+    response_format = request.response_format_type
+    message = _rejection(reply, request, body, response_format)
+    if message is None:
+        return None
+    return reply.rejection_message or message
+
+
+def _rejection(
+    reply: Reply, request: RecordedRequest, body: Mapping[str, Any], response_format: str | None
+) -> str | None:
+    if reply.reject_json_schema and response_format == "json_schema":
+        return "response_format of type 'json_schema' is not supported"
+    if reply.reject_json_object and response_format == "json_object":
+        return "'response_format.type' must be 'json_schema' or 'text'"
+    schema_key = isinstance(body.get("response_format"), Mapping) and (
+        "schema" in body["response_format"]
+    )
+    if reply.reject_json_object_schema and response_format == "json_object" and schema_key:
+        return "response_format: extra inputs are not permitted: 'schema'"
+    if reply.reject_stream_options and "stream_options" in body:
+        return "unknown field: stream_options"
+    if reply.reject_max_tokens and "max_tokens" in body:
+        return (
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead."
+        )
+    for n, message in enumerate(request.messages):
+        role = message.get("role")
+        if reply.reject_system_role and role == "system":
+            return (
+                f"Unsupported value: 'messages[{n}].role' does not support 'system' "
+                "with this model."
+            )
+        if reply.reject_null_content and role == "assistant" and message.get("content") is None:
+            return (
+                f"validation error: ('body', 'messages', {n}, 'ChatCompletionRequest"
+                "AssistantMessage', 'content'): Input should be a valid string"
+            )
+        ids = [str(c.get("id")) for c in message.get("tool_calls") or ()]
+        ids += [str(message["tool_call_id"])] if "tool_call_id" in message else []
+        for call_id in ids if reply.strict_tool_call_ids else ():
+            if not _STRICT_ID.fullmatch(call_id):
+                return f"Tool call id was {call_id} but must be a-z, A-Z, 0-9, with a length of 9."
+    return None
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:

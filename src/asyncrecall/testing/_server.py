@@ -25,6 +25,7 @@ from asyncrecall.testing._replies import (
     Reply,
     completion_body,
     error_body,
+    rejection,
     stream_events,
 )
 
@@ -374,9 +375,7 @@ class LocalServer:
 
     @staticmethod
     def _rejects(reply: Reply, record: RecordedRequest) -> bool:
-        if reply.reject_json_schema and record.response_format_type == "json_schema":
-            return True
-        return reply.reject_stream_options and "stream_options" in record.body
+        return rejection(reply, record) is not None
 
     async def _answer(
         self, connection: Connection, http: HttpRequest, record: RecordedRequest
@@ -389,12 +388,11 @@ class LocalServer:
             )
         reply = chosen
         self._update(record, reply=reply)
-        if reply.reject_json_schema and record.response_format_type == "json_schema":
-            message = "response_format of type 'json_schema' is not supported"
-            return await self._send_json(connection, http, 400, error_body(400, message), record)
-        if reply.reject_stream_options and "stream_options" in record.body:
-            message = "unknown field: stream_options"
-            return await self._send_json(connection, http, 400, error_body(400, message), record)
+        if (refused := rejection(reply, record)) is not None:
+            status = reply.rejection_status
+            return await self._send_json(
+                connection, http, status, error_body(status, refused), record
+            )
         if reply.gate is not None:
             while not reply.gate.is_set():
                 await connection.sleep(_GATE_POLL)
@@ -410,6 +408,9 @@ class LocalServer:
             return await self._send_json(
                 connection, http, reply.status, error_body(reply.status, message), record, headers
             )
+        if reply.error_in_200 is not None:
+            body = error_body(500, reply.error_in_200)
+            return await self._send_json(connection, http, 200, body, record)
         if not record.stream:
             return await self._send_json(
                 connection, http, 200, completion_body(reply, record), record
@@ -432,6 +433,8 @@ class LocalServer:
             events = [*events[:1], f"data: {error}\n\n"]
         if reply.malformed_stream:
             events = [*events[:1], "data: {this is not json\n\n"]
+        if reply.end_after is not None:
+            events = events[: reply.end_after]
         for n, event in enumerate(events):
             if n == reply.stall_after:
                 await connection.gone.wait()
@@ -443,6 +446,9 @@ class LocalServer:
                 await connection.sleep(reply.chunk_delay)
             await connection.send_chunk(event.encode())
         self._update(record, finished_at=time.monotonic())
+        if reply.end_after is not None:  # a cut answer ends without [DONE] too
+            await connection.send_chunk(b"", last=True)
+            return http.keep_alive
         await connection.send_chunk(b"data: [DONE]\n\n", last=True)
         return http.keep_alive
 

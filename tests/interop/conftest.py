@@ -1,0 +1,44 @@
+"""The interop suite: a real ``llama_cpp.server`` serving the embedded SmolLM2 GGUF.
+
+One server for the whole session (started once, a few seconds), with a small context
+so a prompt over it is easy, behind a :class:`RecordingProxy` that shows what went on
+the wire. Every test here is marked ``interop`` (``make test-interop`` runs them
+alone). Needs the ``local`` and ``interop`` extras; without them the suite is skipped
+with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .server import LlamaServer, missing_packages, running_llama_server
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.interop)
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    if missing := missing_packages():
+        pytest.skip(f"needs the local and interop extras (missing {missing})")
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with running_llama_server(log) as server:
+        yield server
+
+
+@pytest.fixture
+def server(llama_server: LlamaServer) -> LlamaServer:
+    """The session's server with the proxy's records cleared and what models learned
+    about endpoints forgotten (each test starts as a fresh process would)."""
+    from asyncrecall.models._openai import forget_endpoints
+
+    forget_endpoints()
+    llama_server.proxy.clear()
+    return llama_server
