@@ -5,8 +5,13 @@ The fake-encoder tests need numpy only; the real-model tests need ``wordllama``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import subprocess
 import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -131,3 +136,81 @@ def test_real_hybrid_picks_the_right_memory(wordllama_encoder: WordLlamaEncoder)
     embedding = EmbeddingSelector(wordllama_encoder)
     chosen = embedding.rank("Which outdoor trip did they take?", docs, limit=1)
     assert chosen[0].rel_path == "trip.md"
+
+
+class GatedEncoder(HashingEncoder):
+    """Blocks its second call (the first batch of documents) until the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+        self.gate = threading.Event()
+        self.blocked: asyncio.Future[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.calls += 1
+        if self.calls == 2:
+            assert self.loop is not None and self.blocked is not None
+            self.loop.call_soon_threadsafe(self.blocked.set_result, None)
+            assert self.gate.wait(30), "hang guard"
+        return super().embed(texts)
+
+
+MANY = [make_doc(f"m{i}.md", body=f"line {i} about topic{i}\nmore words") for i in range(40)]
+
+
+def _worker(name: str) -> threading.Thread:
+    return next(t for t in threading.enumerate() if t.name == name)
+
+
+@pytest.mark.parametrize("factory", [EmbeddingSelector, HybridSelector])
+async def test_a_cancelled_selection_stops_at_its_next_batch(factory: Any) -> None:
+    """After a cancel, the worker finishes the batch it is in and embeds nothing more
+    (40 cold documents are 5 batches: only the query and the first batch are embedded)."""
+    encoder = GatedEncoder()
+    encoder.loop = asyncio.get_running_loop()
+    encoder.blocked = encoder.loop.create_future()
+    selector = factory(encoder)
+    task = asyncio.create_task(selector.select("topic3", MANY, limit=5))
+    await asyncio.wait_for(asyncio.shield(encoder.blocked), 30)  # hang guard
+    worker = _worker(f"asyncrecall-{selector.name}")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    encoder.gate.set()
+    worker.join(30)  # hang guard
+    assert not worker.is_alive()
+    # query, first batch's documents, first batch's lines: nothing after the cancel.
+    assert encoder.calls == 3
+    assert len(encoder.embedded) == 1 + 8 + 16
+
+
+def test_a_cancelled_selection_never_holds_the_programs_exit() -> None:
+    """``asyncio.run`` returns while a cancelled selection's worker is still busy: the
+    worker is not in the loop's executor, which ``asyncio.run`` joins at exit."""
+    encoder = GatedEncoder()
+    returned = threading.Event()
+
+    async def main() -> None:
+        encoder.loop = asyncio.get_running_loop()
+        encoder.blocked = encoder.loop.create_future()
+        task = asyncio.create_task(EmbeddingSelector(encoder).select("topic3", MANY, limit=5))
+        await encoder.blocked
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    def run() -> None:
+        asyncio.run(main())
+        returned.set()
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    try:
+        # The worker is still inside embed (gate closed) while asyncio.run returns.
+        assert returned.wait(30), "asyncio.run waited for the cancelled worker"
+        assert not encoder.gate.is_set()
+    finally:
+        encoder.gate.set()
+        runner.join(30)

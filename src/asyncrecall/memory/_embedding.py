@@ -22,15 +22,15 @@ Two selectors:
   single ranker on LoCoMo), document vectors and best lines (weight 1 each).
 
 Vectors are cached per document on (path, size, mtime), so a warm selection embeds
-only the query. Selection runs in a worker thread (the first one loads the model);
-cancelling the awaiting task returns at once, the thread finishes its few
-milliseconds and its result is dropped. Both selectors carry ``fallback``: the lexical
+only the query. Selection runs in a daemon worker thread (the first one loads the
+model); cancelling the awaiting task returns at once and the thread stops at its next
+batch of documents (``EMBED_BATCH``), keeping what it embedded; the program's exit
+never waits for it. Both selectors carry ``fallback``: the lexical
 selector, which :class:`MemoryManager` asks when the embedding package is missing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import threading
 from collections.abc import Sequence
@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeAlias
 
 from asyncrecall.memory._lexical import LexicalSelector
+from asyncrecall.memory._threads import check, run_off_loop
 from asyncrecall.memory._types import MemoryDoc
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ def embedding_available() -> bool:
 
 #: Lines of one document that get a vector of their own (a cap for huge bodies).
 MAX_LINES: Final = 400
+#: Documents embedded between two checks of a cancellation (one batch: a few ms).
+EMBED_BATCH: Final = 8
 #: Reciprocal-rank fusion constant (the usual 60).
 RRF_K: Final = 60
 #: Best-line cosine below which a document counts as unrelated (unless BM25 matches it).
@@ -178,15 +181,22 @@ class _VectorIndex:
         self._entries: dict[Path, _DocVectors] = {}
         self._lock = threading.Lock()
 
-    def scores(self, query: str, docs: Sequence[MemoryDoc]) -> tuple[list[float], list[float]]:
-        """Per document: cosine with the whole document, and with its best line."""
+    def scores(
+        self, query: str, docs: Sequence[MemoryDoc], stop: threading.Event | None = None
+    ) -> tuple[list[float], list[float]]:
+        """Per document: cosine with the whole document, and with its best line.
+
+        ``stop`` is checked between embedding batches (:class:`Stopped` when set).
+        """
         query_vector = self.encoder.embed([query])[0]
-        entries = self._vectors(docs)
+        entries = self._vectors(docs, stop)
         whole = [float(e.document @ query_vector) for e in entries]
         best = [float((e.lines @ query_vector).max()) for e in entries]
         return whole, best
 
-    def _vectors(self, docs: Sequence[MemoryDoc]) -> list[_DocVectors]:
+    def _vectors(
+        self, docs: Sequence[MemoryDoc], stop: threading.Event | None
+    ) -> list[_DocVectors]:
         with self._lock:
             found: list[_DocVectors | None] = []
             missing: list[int] = []
@@ -196,8 +206,9 @@ class _VectorIndex:
                     entry = None
                     missing.append(i)
                 found.append(entry)
-            if missing:
-                self._embed_missing(docs, missing, found)
+            for start in range(0, len(missing), EMBED_BATCH):
+                check(stop)
+                self._embed_missing(docs, missing[start : start + EMBED_BATCH], found)
             if len(self._entries) > max(4096, 4 * len(docs)):
                 live = {doc.path for doc in docs}
                 self._entries = {p: e for p, e in self._entries.items() if p in live}
@@ -206,7 +217,7 @@ class _VectorIndex:
     def _embed_missing(
         self, docs: Sequence[MemoryDoc], missing: list[int], found: list[_DocVectors | None]
     ) -> None:
-        """Embed the stale documents in two batches (whole texts, then all lines)."""
+        """Embed one batch of stale documents (whole texts, then all their lines)."""
         whole = self.encoder.embed([_document_text(docs[i]) for i in missing])
         line_groups = [_line_texts(docs[i]) for i in missing]
         flat = self.encoder.embed([line for group in line_groups for line in group])
@@ -224,7 +235,49 @@ def _top(scores: Sequence[float], limit: int) -> list[int]:
     return heapq.nlargest(limit, range(len(scores)), key=lambda i: (scores[i], -i))
 
 
-class EmbeddingSelector:
+class _VectorSelector:
+    """What both embedding selectors share: the vector cache, ``select`` and ``rank``.
+
+    A subclass says how documents are ordered (:meth:`_order`). ``select`` computes in a
+    daemon thread that stops at the next batch once the awaiting task is cancelled.
+    """
+
+    name: str
+
+    def __init__(self, encoder: Encoder | None, *, lexical: LexicalSelector | None) -> None:
+        self.encoder: Encoder = encoder or WordLlamaEncoder.shared()
+        self.lexical = lexical if lexical is not None else LexicalSelector()
+        #: What :class:`MemoryManager` asks when this selector fails (its BM25).
+        self.fallback: LexicalSelector = self.lexical
+        self._index = _VectorIndex(self.encoder)
+
+    async def select(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
+        """The best ``limit`` documents, best first (computed in a worker thread that
+        stops within one batch of a cancellation and never holds the program's exit)."""
+        if not query.strip() or not docs or limit <= 0:
+            return []
+        return await run_off_loop(
+            lambda stop: self._rank(query, docs, limit, stop), name=f"asyncrecall-{self.name}"
+        )
+
+    def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
+        """Synchronous selection (loads the model on first use)."""
+        return self._rank(query, docs, limit, None)
+
+    def _rank(
+        self, query: str, docs: Sequence[MemoryDoc], limit: int, stop: threading.Event | None
+    ) -> list[MemoryDoc]:
+        if not query.strip() or not docs or limit <= 0:
+            return []
+        return [docs[i] for i in self._order(query, docs, stop)[:limit]]
+
+    def _order(
+        self, query: str, docs: Sequence[MemoryDoc], stop: threading.Event | None
+    ) -> list[int]:
+        raise NotImplementedError
+
+
+class EmbeddingSelector(_VectorSelector):
     """Ranks documents by vector similarity to the query (no BM25).
 
     ``scoring``: ``combined`` (default: whole-document cosine plus best-line cosine),
@@ -242,37 +295,27 @@ class EmbeddingSelector:
         min_similarity: float = MIN_SIMILARITY,
         fallback: LexicalSelector | None = None,
     ) -> None:
-        self.encoder: Encoder = encoder or WordLlamaEncoder.shared()
+        super().__init__(encoder, lexical=fallback)
         self.scoring: EmbeddingScoring = scoring
         self.min_similarity = min_similarity
-        self.fallback = fallback if fallback is not None else LexicalSelector()
-        self._index = _VectorIndex(self.encoder)
 
     def __repr__(self) -> str:
         return f"EmbeddingSelector({self.encoder.name!r}, scoring={self.scoring!r})"
 
-    async def select(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
-        """The ``limit`` most similar documents, best first (computed in a worker thread)."""
-        if not query.strip() or not docs or limit <= 0:
-            return []
-        return await asyncio.to_thread(self.rank, query, docs, limit=limit)
-
-    def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
-        """Synchronous selection (loads the model on first use)."""
-        if not query.strip() or not docs or limit <= 0:
-            return []
-        whole, best = self._index.scores(query, docs)
+    def _order(
+        self, query: str, docs: Sequence[MemoryDoc], stop: threading.Event | None
+    ) -> list[int]:
+        whole, best = self._index.scores(query, docs, stop)
         if self.scoring == "document":
             scores = whole
         elif self.scoring == "line":
             scores = best
         else:
             scores = [w + b for w, b in zip(whole, best, strict=True)]
-        order = _top(scores, len(docs))
-        return [docs[i] for i in order if best[i] >= self.min_similarity][:limit]
+        return [i for i in _top(scores, len(docs)) if best[i] >= self.min_similarity]
 
 
-class HybridSelector:
+class HybridSelector(_VectorSelector):
     """Weighted reciprocal-rank fusion of BM25, document vectors and best lines.
 
     ``lexical`` is the project's :class:`LexicalSelector` (shared with the fallback, so
@@ -292,39 +335,26 @@ class HybridSelector:
         k: int = RRF_K,
         min_similarity: float = MIN_SIMILARITY,
     ) -> None:
-        self.encoder: Encoder = encoder or WordLlamaEncoder.shared()
-        self.lexical = lexical if lexical is not None else LexicalSelector()
-        self.fallback = self.lexical
+        super().__init__(encoder, lexical=lexical)
         self.weights = weights
         self.k = k
         self.min_similarity = min_similarity
-        self._index = _VectorIndex(self.encoder)
 
     def __repr__(self) -> str:
         return f"HybridSelector({self.encoder.name!r}, weights={self.weights}, k={self.k})"
 
-    async def select(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
-        """The fused top ``limit``, best first (computed in a worker thread)."""
-        if not query.strip() or not docs or limit <= 0:
-            return []
-        return await asyncio.to_thread(self.rank, query, docs, limit=limit)
-
-    def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
-        """Synchronous selection (loads the model on first use)."""
-        if not query.strip() or not docs or limit <= 0:
-            return []
-        return [docs[i] for i in self.fused_order(query, docs)[:limit]]
-
-    def fused_order(self, query: str, docs: Sequence[MemoryDoc]) -> list[int]:
-        """Indices of the eligible documents, best fused score first (for re-rankers)."""
+    def _order(
+        self, query: str, docs: Sequence[MemoryDoc], stop: threading.Event | None
+    ) -> list[int]:
         lexical_weight, document_weight, line_weight = self.weights
         position = {id(doc): i for i, doc in enumerate(docs)}
         fused = [0.0] * len(docs)
         matched: set[int] = set()
+        self.lexical.prepare(docs, stop=stop)  # cold: tokenise with cancellation checks
         for rank, doc in enumerate(self.lexical.rank(query, docs, limit=len(docs))):
             matched.add(position[id(doc)])
             fused[position[id(doc)]] += lexical_weight / (self.k + rank + 1)
-        whole, best = self._index.scores(query, docs)
+        whole, best = self._index.scores(query, docs, stop)
         for weight, scores in ((document_weight, whole), (line_weight, best)):
             for rank, i in enumerate(_top(scores, len(docs))):
                 fused[i] += weight / (self.k + rank + 1)
