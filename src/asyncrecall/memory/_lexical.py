@@ -10,9 +10,12 @@ Why our own BM25 rather than ``bm25s`` (measured: ``benchmarks/quality.md``, scr
   recall, against 0.794/0.727 for bm25s' default tokens and the issue's 0.778/0.712).
 - **Per-document cache.** ``bm25s`` indexes a whole corpus into sparse matrices: any
   change to the offered set (a new memory, the session's ``excluded_paths``) means a
-  re-index. Here each document's term counts are cached on (path, size, mtime), so a
-  warm selection tokenises only the query and sums the few query terms' statistics on
-  the fly: about 0.2 ms over 200 documents, against a 5 ms budget.
+  re-index. Here each document's term counts are cached on (path, size, mtime), in
+  memory and on disk per folder, so a warm selection tokenises only the query and
+  sums the few query terms' statistics on the fly: about 0.2 ms over 200 documents.
+  Cold (new files, or a new process before the first selection), tokenising costs
+  about 0.5 ms per ordinary 1.5 KiB note: that work runs in a worker thread, never
+  on the event loop.
 - **Start-up.** ``bm25s`` imports numpy (about 120 ms, paid by every CLI command);
   ``snowballstemmer`` is pure Python without dependencies (about 14 ms, paid on the
   first tokenisation only).
@@ -20,16 +23,22 @@ Why our own BM25 rather than ``bm25s`` (measured: ``benchmarks/quality.md``, scr
 
 from __future__ import annotations
 
+import contextlib
 import heapq
+import json
+import logging
 import math
+import os
 import re
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Final
 
+from asyncrecall.memory._threads import check, run_off_loop
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = ["LexicalSelector", "tokenize"]
@@ -51,6 +60,16 @@ _STOP_TEXT: Final = """
 _STOP_WORDS: Final = frozenset(_STOP_TEXT.split())
 
 _STEM_CACHE_MAX: Final = 200_000
+
+logger = logging.getLogger("asyncrecall.memory")
+
+#: Where a folder's term counts persist (a hidden folder: the scan never reads it).
+_CACHE_DIR: Final = ".cache"
+#: The cache file; its name carries the tokeniser's version (stemmer, stop words).
+_CACHE_NAME: Final = "lexical-v1.json"
+_CACHE_FORMAT: Final = 1
+#: Documents tokenised between two checks of a cancellation.
+_CHECK_EVERY: Final = 8
 
 
 class _Stemmer:
@@ -95,29 +114,100 @@ class _DocStats:
     length: int
 
 
+def _count(doc: MemoryDoc) -> _DocStats:
+    tokens = tokenize(f"{doc.title}\n{doc.description}\n{doc.type}\n{doc.body}")
+    return _DocStats((doc.size, doc.mtime), dict(Counter(tokens)), len(tokens))
+
+
+def _folder(doc: MemoryDoc) -> Path | None:
+    """The memory folder ``doc`` belongs to (its path minus its relative path)."""
+    depth = len(PurePosixPath(doc.rel_path).parts)
+    if depth == 0 or len(doc.path.parts) <= depth:
+        return None
+    return doc.path.parents[depth - 1]
+
+
 class LexicalSelector:
     """BM25 (Okapi, Lucene IDF) over title, description, type and body.
 
     Returns the top ``limit`` documents with a positive score, best first; ties keep
     the offered order (newest first). Cheap to share: the cache is keyed by path.
+
+    Term counts are cached in memory on (path, size, mtime) and, per memory folder, in
+    ``<folder>/.cache/lexical-v1.json`` (written atomically; a hidden folder the scan
+    never reads), so a new process does not tokenise the folder again.
+    :meth:`ready` says whether a selection would tokenise nothing; recall runs the
+    selector inline only then, and otherwise prepares it in a worker thread
+    (:meth:`prepare`): the event loop never pays for tokenising.
     """
 
     name: Final = "lexical"
 
-    #: BM25 over cached token counts costs about a millisecond: recall runs it inline.
+    #: Warm (see :meth:`ready`), a selection over 200 files costs about 0.2 ms: recall
+    #: may run it inline.
     inline = True
 
-    def __init__(self, *, k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, *, k1: float = 1.5, b: float = 0.75, persist: bool = True) -> None:
         self._k1 = k1
         self._b = b
+        self._persist = persist
         self._stats: dict[Path, _DocStats] = {}
 
     def __repr__(self) -> str:
         return f"LexicalSelector(k1={self._k1}, b={self._b})"
 
     async def select(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
-        """The BM25 top ``limit`` (see :meth:`rank`); never awaits anything."""
-        return self.rank(query, docs, limit=limit)
+        """The BM25 top ``limit`` (see :meth:`rank`): computed now when :meth:`ready`,
+        else in a worker thread that stops once the awaiting task is cancelled."""
+        if self.ready(docs):
+            return self.rank(query, docs, limit=limit)
+
+        def prepared_rank(stop: threading.Event) -> list[MemoryDoc]:
+            self.prepare(docs, stop=stop)
+            return self.rank(query, docs, limit=limit)
+
+        return await run_off_loop(prepared_rank, name="asyncrecall-lexical")
+
+    def ready(self, docs: Sequence[MemoryDoc]) -> bool:
+        """Whether ranking ``docs`` would tokenise nothing but the query (no file I/O,
+        no import, no document tokenised): then it costs well under a millisecond."""
+        if _stemmer is None:
+            return False
+        stats = self._stats
+        for doc in docs:
+            cached = stats.get(doc.path)
+            if cached is None or cached.key != (doc.size, doc.mtime):
+                return False
+        return True
+
+    def prepare(self, docs: Sequence[MemoryDoc], *, stop: threading.Event | None = None) -> None:
+        """Make :meth:`ready` true for ``docs``: load the stemmer, read each folder's
+        persisted counts, tokenise what is missing or stale and persist it.
+
+        Blocking (file I/O, CPU): call it off the event loop. ``stop`` is checked
+        every few documents (:class:`~asyncrecall.memory._threads.Stopped`).
+        """
+        tokenize("")  # loads the stemmer
+        missing = [doc for doc in docs if not self._fresh(doc)]
+        if not missing:
+            return
+        folders: dict[Path | None, list[MemoryDoc]] = {}
+        for doc in docs:
+            folders.setdefault(_folder(doc), []).append(doc)
+        for folder, group in folders.items():
+            persisted = self._load(folder)
+            changed = False
+            for i, doc in enumerate(group):
+                if i % _CHECK_EVERY == 0:
+                    check(stop)
+                if self._fresh(doc):
+                    continue
+                stats = persisted.get(doc.rel_path)
+                if stats is None or stats.key != (doc.size, doc.mtime):
+                    stats, changed = _count(doc), True
+                self._stats[doc.path] = stats
+            if changed:
+                self._save(folder, group, persisted)
 
     def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
         """Synchronous selection, for callers that want an instant lexical pass."""
@@ -144,13 +234,15 @@ class LexicalSelector:
         )
         return [docs[i] for i in best]
 
-    def _doc_stats(self, doc: MemoryDoc) -> _DocStats:
-        key = (doc.size, doc.mtime)
+    def _fresh(self, doc: MemoryDoc) -> bool:
         cached = self._stats.get(doc.path)
-        if cached is not None and cached.key == key:
+        return cached is not None and cached.key == (doc.size, doc.mtime)
+
+    def _doc_stats(self, doc: MemoryDoc) -> _DocStats:
+        cached = self._stats.get(doc.path)
+        if cached is not None and cached.key == (doc.size, doc.mtime):
             return cached
-        tokens = tokenize(f"{doc.title}\n{doc.description}\n{doc.type}\n{doc.body}")
-        stats = _DocStats(key, dict(Counter(tokens)), len(tokens))
+        stats = _count(doc)
         self._stats[doc.path] = stats
         return stats
 
@@ -158,3 +250,52 @@ class LexicalSelector:
         if len(self._stats) > max(4096, 4 * len(docs)):
             live = {doc.path for doc in docs}
             self._stats = {path: s for path, s in self._stats.items() if path in live}
+
+    # -- the persisted counts of a folder ------------------------------------------------
+
+    def _load(self, folder: Path | None) -> dict[str, _DocStats]:
+        """The folder's persisted counts by relative path; {} when absent or unusable."""
+        if folder is None or not self._persist:
+            return {}
+        try:
+            with open(folder / _CACHE_DIR / _CACHE_NAME, "rb") as handle:
+                data = json.loads(handle.read())
+            if data.get("format") != _CACHE_FORMAT:
+                return {}
+            loaded: dict[str, _DocStats] = {}
+            for rel, (size, mtime, length, counts) in data["files"].items():
+                loaded[rel] = _DocStats((int(size), float(mtime)), dict(counts), int(length))
+            return loaded
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return {}  # missing, half-written by an old version, or edited: rebuilt
+
+    def _save(
+        self, folder: Path | None, group: Sequence[MemoryDoc], persisted: dict[str, _DocStats]
+    ) -> None:
+        """Write the folder's counts atomically; a folder we cannot write is left alone."""
+        if folder is None or not self._persist:
+            return
+        entries = dict(persisted) if len(persisted) <= 4 * max(len(group), 200) else {}
+        for doc in group:
+            stats = self._stats.get(doc.path)
+            if stats is not None:
+                entries[doc.rel_path] = stats
+        payload = {
+            "format": _CACHE_FORMAT,
+            "files": {rel: [s.key[0], s.key[1], s.length, s.counts] for rel, s in entries.items()},
+        }
+        directory = folder / _CACHE_DIR
+        try:
+            directory.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{_CACHE_NAME}.", suffix=".tmp")
+        except OSError:
+            logger.debug("cannot write the lexical cache of %s", folder, exc_info=True)
+            return
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(payload, handle, separators=(",", ":"))
+            os.replace(tmp, directory / _CACHE_NAME)
+        except OSError:
+            logger.debug("cannot write the lexical cache of %s", folder, exc_info=True)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
