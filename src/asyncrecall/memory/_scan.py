@@ -140,7 +140,8 @@ class Scanner:
                     continue
                 if any(ord(char) < 32 or ord(char) == 127 for char in rel):
                     # A newline in a path would add a line to the selector's manifest.
-                    self._warn_once(rel, "control characters in its name", "name")
+                    shown = rel.encode("unicode_escape").decode("ascii")  # one log line
+                    self._warn_once(shown, "control characters in its name", "name")
                     continue
                 candidate = self._candidate(real_root, entry, rel, is_link)
                 if candidate is not None:
