@@ -139,7 +139,7 @@ def test_real_hybrid_picks_the_right_memory(wordllama_encoder: WordLlamaEncoder)
 
 
 class GatedEncoder(HashingEncoder):
-    """Blocks its second call (the first batch of documents) until the test opens the gate."""
+    """Blocks its second call (the first document's text) until the test opens the gate."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -166,8 +166,8 @@ def _worker(name: str) -> threading.Thread:
 
 @pytest.mark.parametrize("factory", [EmbeddingSelector, HybridSelector])
 async def test_a_cancelled_selection_stops_at_its_next_batch(factory: Any) -> None:
-    """After a cancel, the worker finishes the batch it is in and embeds nothing more
-    (40 cold documents are 5 batches: only the query and the first batch are embedded)."""
+    """After a cancel, the worker finishes the embedding call it is in and makes no
+    other (40 cold documents: only the query and the first document's text are embedded)."""
     encoder = GatedEncoder()
     encoder.loop = asyncio.get_running_loop()
     encoder.blocked = encoder.loop.create_future()
@@ -181,9 +181,9 @@ async def test_a_cancelled_selection_stops_at_its_next_batch(factory: Any) -> No
     encoder.gate.set()
     worker.join(30)  # hang guard
     assert not worker.is_alive()
-    # query, first batch's documents, first batch's lines: nothing after the cancel.
-    assert encoder.calls == 3
-    assert len(encoder.embedded) == 1 + 8 + 16
+    # the query, the first document's whole text: nothing after the cancel.
+    assert encoder.calls == 2
+    assert len(encoder.embedded) == 2
 
 
 def test_a_cancelled_selection_never_holds_the_programs_exit() -> None:

@@ -124,9 +124,9 @@ async def test_a_new_process_reuses_the_folders_persisted_counts(
     """The term counts persist in the folder's hidden cache: a new selector (a new
     process) tokenises nothing that did not change, and only the changed file again."""
     await MemoryManager(folder, LexicalSelector()).recall("postgres")
-    cache = folder.root / ".cache" / "lexical-v1.json"
+    cache = folder.root / ".cache" / "lexical-v1.jsonl"
     assert cache.is_file()
-    assert [p.name for p in cache.parent.iterdir()] == ["lexical-v1.json"]  # no temp file left
+    assert [p.name for p in cache.parent.iterdir()] == ["lexical-v1.jsonl"]  # no temp file left
     assert all(not d.rel_path.startswith(".cache") for d in folder.scan())
     counted_first = len(work.counted)
     assert counted_first == 13
@@ -142,18 +142,20 @@ async def test_a_new_process_reuses_the_folders_persisted_counts(
     assert work.counted == []
 
 
-@pytest.mark.parametrize("content", [b"{not json", b'{"format": 1, "files": {"x": 3}}', b"[]"])
+@pytest.mark.parametrize(
+    "content", [b"{not json", b'{"format": 1}\n["x.md", 3]\n', b"[]", b'{"format": 1}\n{not json']
+)
 async def test_an_unusable_cache_file_is_rebuilt(
     folder: MemoryStore, work: Work, content: bytes
 ) -> None:
     """A damaged cache costs a re-tokenise, never a wrong answer or an error."""
     (folder.root / ".cache").mkdir()
-    (folder.root / ".cache" / "lexical-v1.json").write_bytes(content)
+    (folder.root / ".cache" / "lexical-v1.jsonl").write_bytes(content)
     result = await MemoryManager(folder, LexicalSelector()).recall("postgres")
     assert result.paths == ("db.md",)
     assert len(work.counted) == 13
-    data = json.loads((folder.root / ".cache" / "lexical-v1.json").read_text())
-    assert len(data["files"]) == 13
+    lines = (folder.root / ".cache" / "lexical-v1.jsonl").read_text().splitlines()
+    assert json.loads(lines[0]) == {"format": 1} and len(lines) == 1 + 13
 
 
 async def test_a_read_only_folder_still_recalls(
@@ -167,7 +169,7 @@ async def test_a_read_only_folder_still_recalls(
     monkeypatch.setattr(lexical_module.tempfile, "mkstemp", refuse)
     result = await MemoryManager(folder, LexicalSelector()).recall("postgres")
     assert result.paths == ("db.md",)
-    assert not (folder.root / ".cache" / "lexical-v1.json").exists()
+    assert not (folder.root / ".cache" / "lexical-v1.jsonl").exists()
 
 
 class _NotInline:

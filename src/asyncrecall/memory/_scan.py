@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from asyncrecall.memory._document import FrontMatterError, parse_document
 from asyncrecall.memory._types import MemoryDoc
@@ -41,11 +42,12 @@ logger = logging.getLogger("asyncrecall.memory")
 INDEX_NAME: Final = "MEMORY.md"
 SCAN_LIMIT: Final = 200
 MAX_FILE_BYTES: Final = 1024 * 1024
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    """A ``*.md`` file found by the walk, with the stat of its target."""
+class _Candidate(NamedTuple):
+    """A ``*.md`` file found by the walk, with the stat of its target (a tuple: the
+    warm scan builds 200 of these per recall)."""
 
     path: str
     rel_path: str
@@ -71,6 +73,7 @@ class Scanner:
         self._cache: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self._warned_links: set[tuple[str, str]] = set()
+        self._scanned = False  # a full scan has run: the cache reflects the folder
 
     def scan(self, *, limit: int | None = SCAN_LIMIT) -> list[MemoryDoc]:
         """The valid documents, newest first, at most ``limit`` (``None``: all)."""
@@ -85,6 +88,8 @@ class Scanner:
         return self._scan(limit, cached_only=True)
 
     def _scan(self, limit: int | None, *, cached_only: bool) -> list[MemoryDoc] | None:
+        if cached_only and not self._scanned:
+            return None  # a new scanner: no need to walk to know that
         with self._lock:
             try:
                 real_root = os.path.realpath(self._root)
@@ -95,14 +100,20 @@ class Scanner:
             candidates = self._walk(real_root)
             candidates.sort(key=lambda c: (-c.mtime_ns, c.rel_path))
             docs: list[MemoryDoc] = []
+            cache = self._cache
             for candidate in candidates:
                 if limit is not None and len(docs) >= limit:
                     break
-                if cached_only and not self._cached(candidate):
+                cached = cache.get(candidate.rel_path)
+                if cached is not None and cached.key == (candidate.size, candidate.mtime_ns):
+                    doc = cached.doc
+                elif cached_only:
                     return None
-                doc = self._load(candidate)
+                else:
+                    doc = self._load(candidate)
                 if doc is not None:
                     docs.append(doc)
+            self._scanned = True
             if len(self._cache) > 4 * max(len(candidates), SCAN_LIMIT):
                 live = {c.rel_path for c in candidates}
                 self._cache = {k: v for k, v in self._cache.items() if k in live}
@@ -138,7 +149,7 @@ class Scanner:
                     continue  # links to folders are never followed
                 if not entry.name.endswith(".md") or rel == INDEX_NAME:
                     continue
-                if any(ord(char) < 32 or ord(char) == 127 for char in rel):
+                if _CONTROL.search(rel):
                     # A newline in a path would add a line to the selector's manifest.
                     shown = rel.encode("unicode_escape").decode("ascii")  # one log line
                     self._warn_once(shown, "control characters in its name", "name")
@@ -158,7 +169,7 @@ class Scanner:
                 self._warn_once(rel, "link pointing outside the memory folder", "link")
                 return None
         try:
-            info = os.stat(real)
+            info = os.stat(real) if is_link else entry.stat()
         except OSError:
             return None  # a dangling link or a file removed during the walk
         if not stat.S_ISREG(info.st_mode):
@@ -166,10 +177,6 @@ class Scanner:
         return _Candidate(entry.path, rel, real, info.st_size, info.st_mtime_ns)
 
     # -- parsing, cached ----------------------------------------------------------------
-
-    def _cached(self, candidate: _Candidate) -> bool:
-        cached = self._cache.get(candidate.rel_path)
-        return cached is not None and cached.key == (candidate.size, candidate.mtime_ns)
 
     def _load(self, candidate: _Candidate) -> MemoryDoc | None:
         key = (candidate.size, candidate.mtime_ns)
