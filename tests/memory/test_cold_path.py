@@ -206,3 +206,22 @@ def test_the_cache_lives_where_the_scan_never_looks(tmp_path: Path) -> None:
     """The cache file is not a ``*.md`` and sits in a hidden folder."""
     assert not lexical_module._CACHE_NAME.endswith(".md")
     assert lexical_module._CACHE_DIR.startswith(".")
+
+
+async def test_the_instant_pass_never_reads_and_answers_once_warm(
+    folder: MemoryStore, work: Work
+) -> None:
+    """``recall_instant`` answers ``None`` while cold, reading and tokenising nothing on
+    the caller's thread; its warm-up thread makes a later call answer at once."""
+    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    assert manager.recall_instant("postgres migrations") is None
+    assert work.on_loop(threading.current_thread()) == []
+    warming = manager._warming
+    assert warming is not None
+    warming.join(30)  # hang guard
+    result = manager.recall_instant("postgres migrations")
+    assert result is not None and result.paths[0] == "db.md"
+    assert work.on_loop(threading.current_thread()) == []
+    assert manager.recall_instant("   ") is not None
+    with pytest.raises(TypeError, match="not an inline"):
+        manager.recall_instant("x", selector=_NotInline())  # type: ignore[arg-type]

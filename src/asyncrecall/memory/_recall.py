@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -63,6 +64,7 @@ class MemoryManager:
         self.store = store
         self.selector = selector
         self._clock = clock
+        self._warming: threading.Thread | None = None
 
     def __repr__(self) -> str:
         return f"MemoryManager({self.store!r}, {self.selector!r})"
@@ -115,6 +117,46 @@ class MemoryManager:
             logger.warning("memory recall fallback failed too: %s", _describe(error))
             return RecallResult("", (), "none", fallback_reason=reason)
         return self._result(selected, fallback.name, fallback_reason=reason)
+
+    def recall_instant(
+        self,
+        query: str,
+        *,
+        excluded_paths: Collection[str] = (),
+        limit: int = DEFAULT_LIMIT,
+        selector: InstantSelector | None = None,
+    ) -> RecallResult | None:
+        """The instant pass: an inline selector's recall computed now, never waiting.
+
+        ``None`` when it is not warm (a new process, new files: something would need
+        reading or tokenising): nothing is read or tokenised on the caller's thread, and
+        a worker thread warms the folder and the selector, so a later call answers.
+        ``selector`` defaults to the manager's, which must then be instant.
+        """
+        chosen = selector if selector is not None else self.selector
+        if not isinstance(chosen, InstantSelector) or chosen.inline is not True:
+            raise TypeError(f"{chosen!r} is not an inline (instant) selector")
+        if not query.strip() or limit <= 0:
+            return EMPTY_RECALL
+        result = self._recall_inline(chosen, query, excluded_paths, limit)
+        if result is None:
+            self._warm(chosen)
+        return result
+
+    def _warm(self, selector: InstantSelector) -> None:
+        """Scan and prepare ``selector`` in a daemon thread (one at a time, never joined)."""
+        if self._warming is not None and self._warming.is_alive():
+            return
+        store = self.store
+
+        def warm() -> None:
+            try:
+                selector.prepare(store.scan())
+            except Exception:
+                logger.warning("warming the %s selector failed", selector.name, exc_info=True)
+
+        self._warming = threading.Thread(target=warm, name="asyncrecall-warm", daemon=True)
+        self._warming.start()
 
     def _recall_inline(
         self, selector: InstantSelector, query: str, excluded_paths: Collection[str], limit: int

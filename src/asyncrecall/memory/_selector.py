@@ -60,6 +60,10 @@ class InstantSelector(Selector, Protocol):
         """Whether :meth:`rank` over ``docs`` would do no I/O and no cold work now."""
         ...
 
+    def prepare(self, docs: Sequence[MemoryDoc]) -> None:
+        """Do the cold work for ``docs`` now (blocking: called off the event loop)."""
+        ...
+
     def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
         """At most ``limit`` of ``docs``, best first, computed now."""
         ...
