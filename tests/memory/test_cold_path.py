@@ -184,6 +184,9 @@ class _NotInline:
     def ready(self, docs: Sequence[MemoryDoc]) -> bool:
         return True
 
+    def prepare(self, docs: Sequence[MemoryDoc]) -> None:
+        self.calls.append("prepare")
+
     def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
         self.calls.append("rank")
         return list(docs[:limit])
@@ -225,3 +228,25 @@ async def test_the_instant_pass_never_reads_and_answers_once_warm(
     assert manager.recall_instant("   ") is not None
     with pytest.raises(TypeError, match="not an inline"):
         manager.recall_instant("x", selector=_NotInline())  # type: ignore[arg-type]
+
+
+async def test_warm_makes_the_next_recall_inline(folder: MemoryStore, work: Work) -> None:
+    """After ``warm()`` (work done in a worker thread), the first recall settles in its
+    first step; a model selector's lexical fallback is warmed the same way."""
+    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    await manager.warm()
+    assert work.parsed and work.counted
+    assert work.on_loop(threading.current_thread()) == []
+    _, settled = await _first_step(manager, "postgres")
+    assert settled
+
+    fallback = LexicalSelector()
+
+    class WithFallback(_NotInline):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fallback = fallback
+
+    other = MemoryManager(MemoryStore(folder.root), WithFallback())
+    await other.warm()
+    assert fallback.ready(folder.scan())

@@ -82,7 +82,7 @@ class MemoryManager:
         if not query.strip() or limit <= 0 or (cancel is not None and cancel.cancelled):
             return EMPTY_RECALL
         chosen = selector if selector is not None else self.selector
-        if isinstance(chosen, InstantSelector) and chosen.inline is True:
+        if isinstance(chosen, InstantSelector) and _is_inline(chosen):
             inline = self._recall_inline(chosen, query, excluded_paths, limit)
             if inline is not None:
                 return inline
@@ -118,6 +118,27 @@ class MemoryManager:
             return RecallResult("", (), "none", fallback_reason=reason)
         return self._result(selected, fallback.name, fallback_reason=reason)
 
+    async def warm(self, *, selector: Selector | None = None) -> None:
+        """Scan the folder and do an instant selector's cold work (the lexical one:
+        load the stemmer, read or build the term counts) in a worker thread, so the
+        next recalls run inline. Call it at start-up; cancelling it stops the wait.
+
+        A selector with an instant ``fallback`` (the model selector's lexical one) has
+        that fallback warmed.
+        """
+        chosen: object = selector if selector is not None else self.selector
+        if not _is_inline(chosen):
+            chosen = getattr(chosen, "fallback", None)
+        target = chosen if isinstance(chosen, InstantSelector) and _is_inline(chosen) else None
+        store = self.store
+
+        def work(_stop: threading.Event) -> None:
+            docs = store.scan()
+            if target is not None:
+                target.prepare(docs)
+
+        await run_off_loop(work, name="asyncrecall-warm")
+
     def recall_instant(
         self,
         query: str,
@@ -134,7 +155,7 @@ class MemoryManager:
         ``selector`` defaults to the manager's, which must then be instant.
         """
         chosen = selector if selector is not None else self.selector
-        if not isinstance(chosen, InstantSelector) or chosen.inline is not True:
+        if not isinstance(chosen, InstantSelector) or not _is_inline(chosen):
             raise TypeError(f"{chosen!r} is not an inline (instant) selector")
         if not query.strip() or limit <= 0:
             return EMPTY_RECALL
@@ -180,6 +201,11 @@ class MemoryManager:
         docs = tuple(selected)
         prompt = format_memory_block(docs, now=self._clock()) if docs else ""
         return RecallResult(prompt, docs, strategy, fallback_reason=fallback_reason)
+
+
+def _is_inline(selector: object) -> bool:
+    """An instant selector that allows inline runs (``inline = False`` is respected)."""
+    return isinstance(selector, InstantSelector) and selector.inline is True
 
 
 async def _select(
