@@ -84,8 +84,11 @@ async def test_hybrid_fuses_the_projects_bm25() -> None:
     assert hybrid.name == "hybrid"
     chosen = await hybrid.select("docker postgres", DOCS, limit=5)
     assert chosen[0].rel_path == "db.md"
-    # A stemmed BM25 match ("migration" ~ "migrations") is eligible whatever its vectors.
-    assert hybrid.rank("migration", DOCS, limit=1)[0].rel_path == "db.md"
+    # Without abstention, a stemmed BM25 match ("migration" ~ "migrations") is eligible
+    # whatever its vectors (with it, no line near the query means nothing is selected).
+    open_hybrid = HybridSelector(HashingEncoder(), lexical=lexical, abstain=False)
+    assert open_hybrid.rank("migration", DOCS, limit=1)[0].rel_path == "db.md"
+    assert hybrid.rank("migration", DOCS, limit=1) == []
     assert hybrid.rank("thanks a lot", DOCS, limit=5) == []
 
 
@@ -214,3 +217,48 @@ def test_a_cancelled_selection_never_holds_the_programs_exit() -> None:
     finally:
         encoder.gate.set()
         runner.join(30)
+
+
+NAMED = [
+    make_doc("ann-1.md", name="Ann, session 1", body="Ann adopted a grey cat named Pixel"),
+    make_doc("ann-2.md", name="Ann, session 2", body="Ann plays the violin every evening"),
+    make_doc("bob-1.md", name="Bob, session 1", body="Bob trains for the Berlin marathon"),
+]
+
+
+@pytest.mark.parametrize("factory", [EmbeddingSelector, HybridSelector, None])
+def test_a_query_naming_nobody_the_memory_knows_selects_nothing(factory: Any) -> None:
+    """Every embedded selector abstains when the query names someone no memory mentions,
+    and answers when it names someone they do (months and the first word do not count
+    as names); ``abstain=False`` turns the rule off."""
+
+    def make(**kw: Any) -> Any:
+        if factory is None:
+            return LexicalSelector(**kw)
+        kw["min_top_similarity"] = 0.0  # only the names gate is under test here
+        if factory is EmbeddingSelector:
+            kw["min_similarity"] = 0.0  # the hashing encoder's cosines are small
+        return factory(HashingEncoder(), **kw)
+
+    selector = make()
+    assert selector.rank("What cat did Carol adopt in May?", NAMED, limit=3) == []
+    assert selector.rank("What cat did Ann adopt in May?", NAMED, limit=3)[0].rel_path == "ann-1.md"
+    assert selector.rank("Cat adopted by Ann?", NAMED, limit=3)[0].rel_path == "ann-1.md"
+    opened = make(abstain=False)
+    assert opened.rank("What cat did Carol adopt?", NAMED, limit=3)[0].rel_path == "ann-1.md"
+
+
+def test_the_embedding_gate_needs_one_close_line() -> None:
+    """No memory line near the query (best cosine under ``min_top_similarity``): nothing."""
+    selector = EmbeddingSelector(HashingEncoder(), min_similarity=0.0, min_top_similarity=0.99)
+    assert selector.rank("cat adopted", NAMED, limit=3) == []
+    lenient = EmbeddingSelector(HashingEncoder(), min_similarity=0.0, min_top_similarity=0.0)
+    assert lenient.rank("cat adopted", NAMED, limit=3)[0].rel_path == "ann-1.md"
+
+
+def test_rrf_fusion_is_still_available() -> None:
+    """``fusion="rrf"`` keeps the earlier reciprocal-rank fusion and its weights."""
+    hybrid = HybridSelector(HashingEncoder(), fusion="rrf")
+    assert hybrid.weights == (2.0, 1.0, 1.0)
+    assert hybrid.rank("violin evening", NAMED, limit=1)[0].rel_path == "ann-2.md"
+    assert HybridSelector(HashingEncoder()).weights == (0.75, 1.0, 1.0)
