@@ -52,9 +52,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EmbeddingScoring",
-    "Fusion",
     "EmbeddingSelector",
     "Encoder",
+    "Fusion",
     "HybridSelector",
     "WordLlamaEncoder",
     "embedding_available",

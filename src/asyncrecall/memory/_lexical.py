@@ -75,8 +75,7 @@ MIN_COVERAGE: Final = 0.5
 
 # Capitalised words that name a date, not a thing: every dated memory mentions them.
 _CALENDAR: Final = frozenset(
-    "january february march april may june july august september october november december "
-    "monday tuesday wednesday thursday friday saturday sunday".split()
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 )
 
 
