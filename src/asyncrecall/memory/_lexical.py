@@ -74,9 +74,11 @@ _CACHE_FORMAT: Final = 1
 MIN_COVERAGE: Final = 0.5
 
 # Capitalised words that name a date, not a thing: every dated memory mentions them.
-_CALENDAR: Final = frozenset(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-)
+_CALENDAR_TEXT: Final = """
+    january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday
+"""
+_CALENDAR: Final = frozenset(_CALENDAR_TEXT.split())
 
 
 def named_terms(query: str) -> list[list[str]]:
