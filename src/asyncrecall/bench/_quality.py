@@ -117,9 +117,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def default_dataset() -> Path | None:
-    """``../shared/data/locomo/locomo-dev.json`` beside the repository or the cwd, if any."""
+    """``shared/data/locomo/locomo-dev.json`` in a folder above the repository or the cwd
+    (a worktree sits deeper than a checkout), if any."""
     repo = Path(__file__).resolve().parents[3]
-    for base in (repo.parent, Path.cwd().parent, Path.cwd()):
+    for base in (*repo.parents, Path.cwd(), *Path.cwd().resolve().parents):
         candidate = base.joinpath(*_DATASET_PARTS)
         if candidate.is_file():
             return candidate

@@ -254,9 +254,9 @@ class LexicalSelector:
         if not docs or limit <= 0:
             return []
         terms = list(dict.fromkeys(tokenize(query)))
-        if self.abstain and self._abstains(query, terms, docs):
+        scores, df = self._scores(terms, docs)
+        if self.abstain and self._abstains(query, terms, df):
             return []
-        scores = self._scores(terms, docs)
         best = heapq.nlargest(
             limit, (i for i in range(len(docs)) if scores[i] > 0.0), key=lambda i: (scores[i], -i)
         )
@@ -264,11 +264,15 @@ class LexicalSelector:
 
     def scores(self, query: str, docs: Sequence[MemoryDoc]) -> list[float]:
         """The BM25 score of each document (0.0 where no query term occurs)."""
-        return self._scores(list(dict.fromkeys(tokenize(query))), docs)
+        return self._scores(list(dict.fromkeys(tokenize(query))), docs)[0]
 
-    def _scores(self, terms: list[str], docs: Sequence[MemoryDoc]) -> list[float]:
+    def _scores(
+        self, terms: list[str], docs: Sequence[MemoryDoc]
+    ) -> tuple[list[float], dict[str, int]]:
+        """Each document's BM25 score, and each term's document frequency."""
+        df: dict[str, int] = dict.fromkeys(terms, 0)
         if not terms or not docs:
-            return [0.0] * len(docs)
+            return [0.0] * len(docs), df
         stats = [self._doc_stats(doc) for doc in docs]
         self._prune(docs)
         count = len(stats)
@@ -280,25 +284,26 @@ class LexicalSelector:
             postings = [(i, f) for i, s in enumerate(stats) if (f := s.counts.get(term))]
             if not postings:
                 continue
-            df = len(postings)
-            idf = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
+            df[term] = found = len(postings)
+            idf = math.log(1.0 + (count - found + 0.5) / (found + 0.5))
             for i, f in postings:
                 scores[i] += idf * f * (k1 + 1.0) / (f + norms[i])
-        return scores
+        return scores, df
 
     def abstains(self, query: str, docs: Sequence[MemoryDoc]) -> bool:
         """Whether nothing in ``docs`` is about ``query``: it names something none of
         them mentions (:meth:`names_unknown`), or fewer than ``min_coverage`` of its
         terms occur in any of them (:data:`MIN_COVERAGE`, chosen on LoCoMo dev)."""
-        return self._abstains(query, list(dict.fromkeys(tokenize(query))), docs)
+        terms = list(dict.fromkeys(tokenize(query)))
+        return self._abstains(query, terms, self._scores(terms, docs)[1])
 
-    def _abstains(self, query: str, terms: list[str], docs: Sequence[MemoryDoc]) -> bool:
+    def _abstains(self, query: str, terms: list[str], df: dict[str, int]) -> bool:
         if not terms:
             return True
-        if self.names_unknown(query, docs):
-            return True
-        known = self._vocabulary(docs)
-        return sum(term in known for term in terms) < self.min_coverage * len(terms)
+        named = named_terms(query)
+        if named and not any(df.get(term) for group in named for term in group):
+            return True  # it names things, and no memory mentions any of them
+        return sum(1 for term in terms if df[term]) < self.min_coverage * len(terms)
 
     def names_unknown(self, query: str, docs: Sequence[MemoryDoc]) -> bool:
         """Whether ``query`` names something (a capitalised word after its first, not a
@@ -312,13 +317,17 @@ class LexicalSelector:
         named = named_terms(query)
         if not named:
             return False
-        known = self._vocabulary(docs)
-        return not any(term in known for group in named for term in group)
+        return not self._known([term for group in named for term in group], docs)
 
-    def _vocabulary(self, docs: Sequence[MemoryDoc]) -> set[str]:
+    def _known(self, terms: Sequence[str], docs: Sequence[MemoryDoc]) -> set[str]:
+        """Those of ``terms`` that occur in any of ``docs`` (a few lookups per document)."""
+        wanted = set(terms)
         known: set[str] = set()
         for doc in docs:
-            known.update(self._doc_stats(doc).counts)
+            counts = self._doc_stats(doc).counts
+            known.update(term for term in wanted if term in counts)
+            if len(known) == len(wanted):
+                break
         return known
 
     def _fresh(self, doc: MemoryDoc) -> bool:
