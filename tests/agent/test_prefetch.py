@@ -429,8 +429,8 @@ async def test_a_tool_result_request_without_a_handle_is_sent_as_is(
 async def test_lexical_recall_over_200_files_rides_on_the_first_request(
     main: ScriptedModel, tmp_path: Path
 ) -> None:
-    """With the lexical selector (no network) a recall over 200 files has settled by the
-    time the user-query request is built: the memory rides on the very first request,
+    """With the lexical selector (no network, warm) a recall over 200 files has settled by
+    the time the user-query request is built: the memory rides on the very first request,
     and nothing waited for it (the default async mode has no wait at all)."""
     store = MemoryStore(tmp_path / "many")
     store.ensure()
@@ -438,7 +438,9 @@ async def test_lexical_recall_over_200_files_rides_on_the_first_request(
         store.save_memory(f"note {i}", f"unrelated note number {i}", "project", f"filler {i}")
     store.save_memory("kafka", "the event bus is kafka, topic orders-v2", "reference", "k")
     main.add_turn("ok")
-    client = AgentClient(model=main, memory=MemoryManager(store, LexicalSelector()))
+    memory = MemoryManager(store, LexicalSelector())
+    await memory.warm()  # cold, the scan and tokenising run in a worker thread instead
+    client = AgentClient(model=main, memory=memory)
 
     events = await collect(client.send_message_stream("which kafka topic?", CancelSignal(), "p1"))
 

@@ -127,3 +127,61 @@ def test_a_missing_dataset_is_a_clear_usage_error(tmp_path: Path) -> None:
     dataset.write_text(json.dumps([_conversation()]))
     other = _run("--dataset", str(dataset), "--selector", "model", cwd=tmp_path)
     assert other.returncode == 2 and "needs an endpoint" in other.stderr
+
+
+def _other_conversation() -> dict[str, Any]:
+    """A second conversation with other people: nothing in it is about Ann or Bob."""
+    return {
+        "sample_id": "conv-u",
+        "conversation": {"speaker_a": "Cy", "speaker_b": "Di", "session_1_date_time": "May"},
+        "observation": {
+            "session_1_observation": {
+                "Cy": [["Cy repairs old clocks in a workshop.", "D1:1"]],
+                "Di": [["Di teaches chemistry; her cat sleeps in the lab.", "D1:2"]],
+            }
+        },
+        "qa": [{"question": "What does Cy repair?", "evidence": ["D1:1"], "category": 1}],
+    }
+
+
+async def test_negatives_measure_false_injection_and_precision() -> None:
+    """Each question is asked again against the next conversation's folder (wrapping);
+    a selector that abstains there injects nothing, one that does not injects."""
+    conversations = [_conversation(), _other_conversation()]
+    report = await evaluate(conversations, LexicalSelector, progress=False, negatives=True)
+    assert report.questions == 4
+    assert report.false_injection_rate == 0.0
+    assert report.precision_at_5 is not None and 0.0 < report.precision_at_5 <= 1.0
+    assert set(report.as_json()) == {
+        "questions",
+        "hit_at_5",
+        "recall_at_5",
+        "median_selection_ms",
+        "false_injection_rate",
+        "precision_at_5",
+    }
+    # Without abstention, "What is the name of Ann's cat?" finds Di's cat: injected.
+    eager = await evaluate(
+        conversations,
+        lambda: LexicalSelector(abstain=False),
+        progress=False,
+        negatives=True,
+    )
+    assert eager.false_injection_rate is not None and eager.false_injection_rate > 0.0
+    plain = await evaluate(conversations, LexicalSelector, progress=False)
+    assert plain.false_injection_rate is None and "false_injection_rate" not in plain.as_json()
+
+
+def test_the_command_reports_negatives_as_json(tmp_path: Path) -> None:
+    """``--negatives --json``: one object, the old keys plus the two new ones."""
+    dataset = tmp_path / "two.json"
+    dataset.write_text(json.dumps([_conversation(), _other_conversation()]))
+    done = _run("--dataset", str(dataset), "--negatives", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["questions"] == 4 and report["false_injection_rate"] == 0.0
+    assert {"hit_at_5", "recall_at_5", "median_selection_ms", "precision_at_5"} <= set(report)
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps([_conversation()]))
+    refused = _run("--dataset", str(one), "--negatives", cwd=tmp_path)
+    assert refused.returncode == 2 and "two conversations" in refused.stderr

@@ -5,8 +5,13 @@ The fake-encoder tests need numpy only; the real-model tests need ``wordllama``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import subprocess
 import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -79,8 +84,11 @@ async def test_hybrid_fuses_the_projects_bm25() -> None:
     assert hybrid.name == "hybrid"
     chosen = await hybrid.select("docker postgres", DOCS, limit=5)
     assert chosen[0].rel_path == "db.md"
-    # A stemmed BM25 match ("migration" ~ "migrations") is eligible whatever its vectors.
-    assert hybrid.rank("migration", DOCS, limit=1)[0].rel_path == "db.md"
+    # Without abstention, a stemmed BM25 match ("migration" ~ "migrations") is eligible
+    # whatever its vectors (with it, no line near the query means nothing is selected).
+    open_hybrid = HybridSelector(HashingEncoder(), lexical=lexical, abstain=False)
+    assert open_hybrid.rank("migration", DOCS, limit=1)[0].rel_path == "db.md"
+    assert hybrid.rank("migration", DOCS, limit=1) == []
     assert hybrid.rank("thanks a lot", DOCS, limit=5) == []
 
 
@@ -131,3 +139,126 @@ def test_real_hybrid_picks_the_right_memory(wordllama_encoder: WordLlamaEncoder)
     embedding = EmbeddingSelector(wordllama_encoder)
     chosen = embedding.rank("Which outdoor trip did they take?", docs, limit=1)
     assert chosen[0].rel_path == "trip.md"
+
+
+class GatedEncoder(HashingEncoder):
+    """Blocks its second call (the first document's text) until the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+        self.gate = threading.Event()
+        self.blocked: asyncio.Future[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.calls += 1
+        if self.calls == 2:
+            assert self.loop is not None and self.blocked is not None
+            self.loop.call_soon_threadsafe(self.blocked.set_result, None)
+            assert self.gate.wait(30), "hang guard"
+        return super().embed(texts)
+
+
+MANY = [make_doc(f"m{i}.md", body=f"line {i} about topic{i}\nmore words") for i in range(40)]
+
+
+def _worker(name: str) -> threading.Thread:
+    return next(t for t in threading.enumerate() if t.name == name)
+
+
+@pytest.mark.parametrize("factory", [EmbeddingSelector, HybridSelector])
+async def test_a_cancelled_selection_stops_at_its_next_batch(factory: Any) -> None:
+    """After a cancel, the worker finishes the embedding call it is in and makes no
+    other (40 cold documents: only the query and the first document's text are embedded)."""
+    encoder = GatedEncoder()
+    encoder.loop = asyncio.get_running_loop()
+    encoder.blocked = encoder.loop.create_future()
+    selector = factory(encoder)
+    task = asyncio.create_task(selector.select("topic3", MANY, limit=5))
+    await asyncio.wait_for(asyncio.shield(encoder.blocked), 30)  # hang guard
+    worker = _worker(f"asyncrecall-{selector.name}")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    encoder.gate.set()
+    worker.join(30)  # hang guard
+    assert not worker.is_alive()
+    # the query, the first document's whole text: nothing after the cancel.
+    assert encoder.calls == 2
+    assert len(encoder.embedded) == 2
+
+
+def test_a_cancelled_selection_never_holds_the_programs_exit() -> None:
+    """``asyncio.run`` returns while a cancelled selection's worker is still busy: the
+    worker is not in the loop's executor, which ``asyncio.run`` joins at exit."""
+    encoder = GatedEncoder()
+    returned = threading.Event()
+
+    async def main() -> None:
+        encoder.loop = asyncio.get_running_loop()
+        encoder.blocked = encoder.loop.create_future()
+        task = asyncio.create_task(EmbeddingSelector(encoder).select("topic3", MANY, limit=5))
+        await encoder.blocked
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    def run() -> None:
+        asyncio.run(main())
+        returned.set()
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    try:
+        # The worker is still inside embed (gate closed) while asyncio.run returns.
+        assert returned.wait(30), "asyncio.run waited for the cancelled worker"
+        assert not encoder.gate.is_set()
+    finally:
+        encoder.gate.set()
+        runner.join(30)
+
+
+NAMED = [
+    make_doc("ann-1.md", name="Ann, session 1", body="Ann adopted a grey cat named Pixel"),
+    make_doc("ann-2.md", name="Ann, session 2", body="Ann plays the violin every evening"),
+    make_doc("bob-1.md", name="Bob, session 1", body="Bob trains for the Berlin marathon"),
+]
+
+
+@pytest.mark.parametrize("factory", [EmbeddingSelector, HybridSelector, None])
+def test_a_query_naming_nobody_the_memory_knows_selects_nothing(factory: Any) -> None:
+    """Every embedded selector abstains when the query names someone no memory mentions,
+    and answers when it names someone they do (months and the first word do not count
+    as names); ``abstain=False`` turns the rule off."""
+
+    def make(**kw: Any) -> Any:
+        if factory is None:
+            return LexicalSelector(**kw)
+        kw["min_top_similarity"] = 0.0  # only the names gate is under test here
+        if factory is EmbeddingSelector:
+            kw["min_similarity"] = 0.0  # the hashing encoder's cosines are small
+        return factory(HashingEncoder(), **kw)
+
+    selector = make()
+    assert selector.rank("What cat did Carol adopt in May?", NAMED, limit=3) == []
+    assert selector.rank("What cat did Ann adopt in May?", NAMED, limit=3)[0].rel_path == "ann-1.md"
+    assert selector.rank("Cat adopted by Ann?", NAMED, limit=3)[0].rel_path == "ann-1.md"
+    opened = make(abstain=False)
+    assert opened.rank("What cat did Carol adopt?", NAMED, limit=3)[0].rel_path == "ann-1.md"
+
+
+def test_the_embedding_gate_needs_one_close_line() -> None:
+    """No memory line near the query (best cosine under ``min_top_similarity``): nothing."""
+    selector = EmbeddingSelector(HashingEncoder(), min_similarity=0.0, min_top_similarity=0.99)
+    assert selector.rank("cat adopted", NAMED, limit=3) == []
+    lenient = EmbeddingSelector(HashingEncoder(), min_similarity=0.0, min_top_similarity=0.0)
+    assert lenient.rank("cat adopted", NAMED, limit=3)[0].rel_path == "ann-1.md"
+
+
+def test_rrf_fusion_is_still_available() -> None:
+    """``fusion="rrf"`` keeps the earlier reciprocal-rank fusion and its weights."""
+    hybrid = HybridSelector(HashingEncoder(), fusion="rrf")
+    assert hybrid.weights == (2.0, 1.0, 1.0)
+    assert hybrid.rank("violin evening", NAMED, limit=1)[0].rel_path == "ann-2.md"
+    assert HybridSelector(HashingEncoder()).weights == (0.75, 1.0, 1.0)

@@ -122,3 +122,30 @@ def test_warm_selection_over_200_documents_is_fast() -> None:
         selector.rank("gamma kappa item7", docs, limit=5)
     per_call_ms = (time.perf_counter() - started) * 1000 / 20
     assert per_call_ms < 5.0
+
+
+def test_a_query_mostly_about_unknown_things_selects_nothing() -> None:
+    """Under ``min_coverage`` (half) of the query's terms known to any memory: nothing,
+    even though one term matches; ``abstain=False`` or ``min_coverage=0`` selects."""
+    query = "quantum entanglement spectroscopy database"  # 1 known term of 4
+    assert LexicalSelector().rank(query, DOCS, limit=3) == []
+    assert LexicalSelector().abstains(query, DOCS)
+    assert LexicalSelector(min_coverage=0.0).rank(query, DOCS, limit=3)[0].rel_path == "db.md"
+    assert LexicalSelector(abstain=False).rank(query, DOCS, limit=3)[0].rel_path == "db.md"
+    # Half the terms known is enough.
+    assert LexicalSelector().rank("postgres spectroscopy", DOCS, limit=1)[0].rel_path == "db.md"
+
+
+def test_names_are_capitalised_words_after_the_first_but_not_dates() -> None:
+    assert lexical_module.named_terms("When did Alice visit Berlin in May on Sunday?") == [
+        ["alic"],
+        ["berlin"],
+    ]
+    assert lexical_module.named_terms("Alice drinks tea") == []
+    # Alice is known: the query is answerable; Carol is not: nothing is about her.
+    assert LexicalSelector().rank("What does Alice drink?", DOCS, limit=1)[0].rel_path == "tea.md"
+    assert LexicalSelector().rank("What tea does Carol drink?", DOCS, limit=1) == []
+    # Unless 3 of 4 terms or more are known: an unknown name in an otherwise known query
+    # ("Format amounts for German customers") does not silence it.
+    chosen = LexicalSelector().rank("Tea every morning in Berlin?", DOCS, limit=1)
+    assert chosen[0].rel_path == "tea.md"

@@ -12,7 +12,13 @@ skipped.
 
 Reported: ``questions`` counted, ``hit_at_5`` (share of questions where a gold file was
 chosen), ``recall_at_5`` (mean share of gold files chosen), ``median_selection_ms``
-(median wall time of one recall call: scan, selection and block). The data is read by
+(median wall time of one recall call: scan, selection and block). With ``--negatives``
+each counted question is also asked against the next conversation's folder
+(conversation *k* against *k+1*, wrapping), where nothing is relevant, adding
+``false_injection_rate`` (share of those negative queries for which anything was
+selected) and ``precision_at_5`` (share of the files selected for the positive
+questions that are gold, pooled over all of them). ``--no-abstain`` builds the
+selector with ``abstain=False`` (the figures without abstention). The data is read by
 path and never copied into the repository (its licence is CC BY-NC 4.0).
 """
 
@@ -25,7 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,15 +67,24 @@ class QualityReport:
     selector: str = "lexical"
     conversations: int = 0
     strategies: Mapping[str, int] = field(default_factory=dict)
+    #: With ``--negatives``: the share of negative queries that selected anything.
+    false_injection_rate: float | None = None
+    #: With ``--negatives``: selected gold files / selected files, positive questions.
+    precision_at_5: float | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The ``--json`` object: exactly the four documented keys."""
-        return {
+        """The ``--json`` object: the four documented keys, plus ``false_injection_rate``
+        and ``precision_at_5`` with ``--negatives``."""
+        out: dict[str, Any] = {
             "questions": self.questions,
             "hit_at_5": round(self.hit_at_5, 4),
             "recall_at_5": round(self.recall_at_5, 4),
             "median_selection_ms": round(self.median_selection_ms, 3),
         }
+        if self.false_injection_rate is not None and self.precision_at_5 is not None:
+            out["false_injection_rate"] = round(self.false_injection_rate, 4)
+            out["precision_at_5"] = round(self.precision_at_5, 4)
+        return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +97,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
+        "--negatives",
+        action="store_true",
+        help="also ask each question against the next conversation's folder "
+        "(false_injection_rate, precision_at_5)",
+    )
+    parser.add_argument(
+        "--no-abstain",
+        dest="abstain",
+        action="store_false",
+        help="build the embedded selectors with abstain=False",
+    )
+    parser.add_argument(
         "--limit-questions",
         type=int,
         metavar="N",
@@ -90,9 +117,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def default_dataset() -> Path | None:
-    """``../shared/data/locomo/locomo-dev.json`` beside the repository or the cwd, if any."""
+    """``shared/data/locomo/locomo-dev.json`` in a folder above the repository or the cwd
+    (a worktree sits deeper than a checkout), if any."""
     repo = Path(__file__).resolve().parents[3]
-    for base in (repo.parent, Path.cwd().parent, Path.cwd()):
+    for base in (*repo.parents, Path.cwd(), *Path.cwd().resolve().parents):
         candidate = base.joinpath(*_DATASET_PARTS)
         if candidate.is_file():
             return candidate
@@ -113,26 +141,42 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"--limit-questions must be 1 or more, got {limit}")
     conversations = _load(dataset)
     name = args.selector or "lexical"
-    report = asyncio.run(_run_with_selector(name, settings, conversations, limit))
+    negatives: bool = args.negatives
+    if negatives and len(conversations) < 2:
+        raise ConfigError("--negatives needs a dataset of two conversations or more")
+    report = asyncio.run(
+        _run_with_selector(
+            name, settings, conversations, limit, negatives=negatives, abstain=args.abstain
+        )
+    )
     _print(report, as_json=args.json, dataset=dataset)
     return 0
 
 
 async def _run_with_selector(
-    name: str, settings: Settings, conversations: Sequence[Mapping[str, Any]], limit: int | None
+    name: str,
+    settings: Settings,
+    conversations: Sequence[Mapping[str, Any]],
+    limit: int | None,
+    *,
+    negatives: bool = False,
+    abstain: bool = True,
 ) -> QualityReport:
+    def run_with(make: Callable[[], Selector]) -> Coroutine[Any, Any, QualityReport]:
+        return evaluate(conversations, make, limit_questions=limit, negatives=negatives)
+
     if name == "lexical":
-        return await evaluate(conversations, LexicalSelector, limit_questions=limit)
+        return await run_with(lambda: LexicalSelector(abstain=abstain))
     if name in ("embedding", "hybrid"):
         from asyncrecall.memory import EmbeddingSelector, HybridSelector, embedding_available
 
         if not embedding_available():
             raise ConfigError(f"--selector {name} needs pip install 'asyncrecall[local]'")
         factory = EmbeddingSelector if name == "embedding" else HybridSelector
-        return await evaluate(conversations, factory, limit_questions=limit)
+        return await run_with(lambda: factory(abstain=abstain))
     model = _endpoint_model(settings)
     try:
-        return await evaluate(conversations, lambda: ModelSelector(model), limit_questions=limit)
+        return await run_with(lambda: ModelSelector(model))
     finally:
         close = getattr(model, "aclose", None)
         if close is not None:
@@ -221,22 +265,35 @@ async def evaluate(
     *,
     limit_questions: int | None = None,
     progress: bool = True,
+    negatives: bool = False,
 ) -> QualityReport:
-    """Build each conversation's folder, recall each question, score the selections."""
+    """Build each conversation's folder, recall each question, score the selections.
+
+    With ``negatives``, each counted question is asked again against the next
+    conversation's folder (wrapping), where anything selected is a false injection.
+    """
     hits: list[float] = []
     recalls: list[float] = []
     times_ms: list[float] = []
     strategies: dict[str, int] = {}
+    selected = selected_gold = injected = 0
     used = 0
     selector: Selector = make_selector()
     with tempfile.TemporaryDirectory(prefix="asyncrecall-quality-") as tmp:
+        folders: dict[int, tuple[MemoryManager, dict[str, set[str]]]] = {}
+
+        def folder(index: int) -> tuple[MemoryManager, dict[str, set[str]]]:
+            if index not in folders:
+                path = Path(tmp) / f"{index:03d}-memory"
+                gold_by_id = build_memory_folder(conversations[index], path)
+                folders[index] = (MemoryManager(MemoryStore(path), selector), gold_by_id)
+            return folders[index]
+
         for index, conversation in enumerate(conversations):
             if limit_questions is not None and len(hits) >= limit_questions:
                 break
             label = str(conversation.get("sample_id", f"conversation-{index}"))
-            folder = Path(tmp) / f"{index:03d}-memory"
-            gold_by_id = build_memory_folder(conversation, folder)
-            manager = MemoryManager(MemoryStore(folder), selector)
+            manager, gold_by_id = folder(index)
             used += 1
             for qa in conversation.get("qa") or []:
                 if limit_questions is not None and len(hits) >= limit_questions:
@@ -244,13 +301,20 @@ async def evaluate(
                 gold = gold_files(qa, gold_by_id)
                 if not gold:
                     continue
+                question = str(qa.get("question", ""))
                 started = time.perf_counter()
-                result = await manager.recall(str(qa.get("question", "")), limit=_K)
+                result = await manager.recall(question, limit=_K)
                 times_ms.append((time.perf_counter() - started) * 1000)
                 strategies[result.strategy] = strategies.get(result.strategy, 0) + 1
                 chosen = set(result.paths)
                 hits.append(1.0 if chosen & gold else 0.0)
                 recalls.append(len(chosen & gold) / len(gold))
+                selected += len(chosen)
+                selected_gold += len(chosen & gold)
+                if negatives:
+                    other, _ = folder((index + 1) % len(conversations))
+                    if (await other.recall(question, limit=_K)).paths:
+                        injected += 1
             if progress:
                 sys.stderr.write(f"quality: {label}: {len(hits)} questions so far\n")
                 sys.stderr.flush()
@@ -263,6 +327,8 @@ async def evaluate(
         selector=selector.name,
         conversations=used,
         strategies=strategies,
+        false_injection_rate=(injected / count if count else 0.0) if negatives else None,
+        precision_at_5=(selected_gold / selected if selected else 0.0) if negatives else None,
     )
 
 
@@ -279,12 +345,17 @@ def _print(report: QualityReport, *, as_json: bool, dataset: Path) -> None:
     table.add_column("hit@5", justify="right")
     table.add_column("recall@5", justify="right")
     table.add_column("median selection (ms)", justify="right")
-    table.add_row(
+    row = [
         str(report.questions),
         f"{report.hit_at_5:.3f}",
         f"{report.recall_at_5:.3f}",
         f"{report.median_selection_ms:.2f}",
-    )
+    ]
+    if report.false_injection_rate is not None and report.precision_at_5 is not None:
+        table.add_column("false injection", justify="right")
+        table.add_column("precision@5", justify="right")
+        row += [f"{report.false_injection_rate:.3f}", f"{report.precision_at_5:.3f}"]
+    table.add_row(*row)
     console.print(table)
     strategies = ", ".join(f"{k}: {v}" for k, v in sorted(report.strategies.items()))
     console.print(f"{report.conversations} conversations; strategies used: {strategies}")

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final
 
 from asyncrecall.memory._types import MemoryDoc
 
-__all__ = ["BODY_LIMIT", "age_in_days", "format_age", "format_manifest", "format_memory_block"]
+__all__ = [
+    "BODY_LIMIT",
+    "age_in_days",
+    "format_age",
+    "format_manifest",
+    "format_memory_block",
+    "neutralise_tags",
+]
 
 #: Characters of a body put in the block; the rest is left in the file.
 BODY_LIMIT: Final = 1200
@@ -19,6 +27,26 @@ _INTRO: Final = (
     "These memory files, saved in earlier sessions, were selected as relevant to the "
     "current request. Use them where they help."
 )
+
+
+# The block's wrapper tag, opening or closing, in any case and spacing
+# (``</system-reminder>``, ``< SYSTEM_Reminder >``, ``</system reminder``, ...).
+_WRAPPER_TAG: Final = re.compile(r"<(?=\s*/?\s*system[\s_-]*reminder)", re.IGNORECASE)
+
+
+def neutralise_tags(text: str) -> str:
+    """``text`` with every wrapper tag's ``<`` turned into ``‹`` (reads the same, parses as no tag).
+
+    Memories are written by the model from text it read, so a body holding
+    ``</system-reminder>`` would otherwise close the memory block early and what
+    follows would read as text outside it.
+    """
+    return _WRAPPER_TAG.sub("\u2039", text)
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: any run of whitespace, newlines included, is one space."""
+    return " ".join(text.split())
 
 
 def age_in_days(mtime: float, *, now: float) -> int:
@@ -63,18 +91,22 @@ def format_memory_block(docs: Sequence[MemoryDoc], *, now: float) -> str:
         </system-reminder>
 
     ``now`` is a Unix time (the caller's clock), so ages are deterministic in tests.
+    A memory cannot break out of the block: the wrapper's tags are neutralised in
+    titles, paths, descriptions and bodies (:func:`neutralise_tags`), and titles and
+    descriptions are put on one line.
     """
     if not docs:
         return ""
     lines = ["<system-reminder>", "## Relevant memory", "", _INTRO]
     for doc in docs:
         days = age_in_days(doc.mtime, now=now)
-        lines += ["", f"### {doc.title} ({doc.rel_path})", format_age(days)]
+        heading = neutralise_tags(_one_line(f"{doc.title} ({doc.rel_path})"))
+        lines += ["", f"### {heading}", format_age(days)]
         if days > 1:
             lines.append(_caveat(days))
         if doc.description:
-            lines.append(doc.description)
-        body = doc.body.strip("\n")
+            lines.append(neutralise_tags(_one_line(doc.description)))
+        body = neutralise_tags(doc.body.strip("\n"))
         if body:
             lines.append("")
             if len(body) > BODY_LIMIT:
@@ -96,10 +128,13 @@ def _iso(mtime: float) -> str:
 def format_manifest(docs: Sequence[MemoryDoc]) -> str:
     """One line per document: type, relative path, ISO modification time, description.
 
-    Never the bodies: the side query must stay small and fast.
+    Never the bodies: the side query must stay small and fast. A description is put on
+    one line with the wrapper's tags neutralised, so it cannot fake further manifest
+    lines or instructions after the manifest.
     """
     lines = []
     for doc in docs:
         line = f"- [{doc.type}] {doc.rel_path} ({_iso(doc.mtime)})"
-        lines.append(f"{line}: {doc.description}" if doc.description else line)
+        description = neutralise_tags(_one_line(doc.description))
+        lines.append(f"{line}: {description}" if description else line)
     return "\n".join(lines)

@@ -43,17 +43,26 @@ class Selector(Protocol):
 
 @runtime_checkable
 class InstantSelector(Selector, Protocol):
-    """A selector with no I/O and a bounded, millisecond cost, that answers synchronously.
+    """A selector that can answer synchronously, with no I/O, when it is warm.
 
     Recall runs such a selector inline (scan included), so a recall started as a task
-    finishes in its first step: it has settled by the time the user-query request is
-    built, with no wait at all. Only a selector whose *cold* cost is small may claim
-    this (``inline = True``): the embedding selectors load a model on first use, so
-    they run in a worker thread instead.
+    finishes in its first step, only when ``inline`` is true, every file's parse is
+    cached and :meth:`ready` says ranking costs well under a millisecond; otherwise
+    it calls ``select``, which must then do its cold work (loading, tokenising) off the
+    event loop. The embedding selectors load a model on first use: they are not
+    instant.
     """
 
-    #: Always true for an instant selector: it may run on the event loop.
+    #: Whether recall may run this selector on the event loop (when :meth:`ready`).
     inline: bool
+
+    def ready(self, docs: Sequence[MemoryDoc]) -> bool:
+        """Whether :meth:`rank` over ``docs`` would do no I/O and no cold work now."""
+        ...
+
+    def prepare(self, docs: Sequence[MemoryDoc]) -> None:
+        """Do the cold work for ``docs`` now (blocking: called off the event loop)."""
+        ...
 
     def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
         """At most ``limit`` of ``docs``, best first, computed now."""

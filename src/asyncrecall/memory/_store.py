@@ -72,6 +72,10 @@ class MemoryStore:
         """
         return self._scanner.scan(limit=limit)
 
+    def scan_cached(self, *, limit: int | None = SCAN_LIMIT) -> list[MemoryDoc] | None:
+        """:meth:`scan` when no file needs reading (every parse is cached), else ``None``."""
+        return self._scanner.scan_cached(limit=limit)
+
     def get(self, name_or_rel_path: str) -> MemoryDoc:
         """The memory with this relative path or name, or :class:`MemoryStoreError`."""
         key = name_or_rel_path.strip()

@@ -1,0 +1,252 @@
+"""The lexical recall's cold path: nothing is read or tokenised on the event loop (issue 10.2).
+
+Timings are in ``benchmarks/scan.py --cold``; these tests check *where* the work runs
+(which thread) and *what* is redone, through counters outside the code under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+import asyncrecall.memory._lexical as lexical_module
+import asyncrecall.memory._scan as scan_module
+from asyncrecall.memory import LexicalSelector, MemoryDoc, MemoryManager, MemoryStore
+
+from .conftest import WriteFile, topic
+
+NOW = 1_750_000_000.0
+
+
+@pytest.fixture
+def folder(store: MemoryStore, write: WriteFile) -> MemoryStore:
+    for i in range(12):
+        write(
+            f"note-{i:02d}.md",
+            topic(f"Note {i}", description=f"note {i}", body=f"alpha beta note{i} gamma"),
+            mtime=NOW - i,
+        )
+    write("db.md", topic("Database", body="postgres migrations run in docker"), mtime=NOW - 50)
+    return store
+
+
+class Work:
+    """Which threads parsed files and tokenised documents (recorded around the real code)."""
+
+    def __init__(self) -> None:
+        self.parsed: list[str] = []
+        self.counted: list[str] = []
+
+    def on_loop(self, loop_thread: threading.Thread) -> list[str]:
+        return [name for name in self.parsed + self.counted if name == loop_thread.name]
+
+
+@pytest.fixture
+def work(monkeypatch: pytest.MonkeyPatch) -> Iterator[Work]:
+    seen = Work()
+    real_parse = scan_module.Scanner._parse
+    real_count = lexical_module._count
+
+    def parse(self: scan_module.Scanner, candidate: object) -> object:
+        seen.parsed.append(threading.current_thread().name)
+        return real_parse(self, candidate)  # type: ignore[arg-type]
+
+    def count(doc: MemoryDoc) -> object:
+        seen.counted.append(threading.current_thread().name)
+        return real_count(doc)
+
+    monkeypatch.setattr(scan_module.Scanner, "_parse", parse)
+    monkeypatch.setattr(lexical_module, "_count", count)
+    yield seen
+
+
+async def _first_step(manager: MemoryManager, query: str) -> tuple[asyncio.Task[object], bool]:
+    """Start a recall as the agent does and report whether it settled in its first step."""
+    task: asyncio.Task[object] = asyncio.create_task(manager.recall(query))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    settled = task.done()
+    await asyncio.wait({task}, timeout=30)
+    return task, settled
+
+
+async def test_a_cold_lexical_recall_reads_and_tokenises_nothing_on_the_loop(
+    folder: MemoryStore, work: Work
+) -> None:
+    """Cold (new process: nothing cached), the scan's parsing and the tokenising run in a
+    worker thread; the event loop's thread neither reads a file nor tokenises one."""
+    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    task, settled = await _first_step(manager, "postgres migrations")
+    assert not settled
+    assert task.result().paths[0] == "db.md"  # type: ignore[attr-defined]
+    assert work.parsed and work.counted  # the work was done, and counted
+    assert work.on_loop(threading.current_thread()) == []
+
+
+async def test_a_warm_lexical_recall_settles_inline_without_reading(
+    folder: MemoryStore, work: Work
+) -> None:
+    """Warm, the recall settles in its first step (it rides on the first request) and
+    neither parses nor tokenises anything."""
+    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    await manager.recall("postgres")
+    work.parsed.clear()
+    work.counted.clear()
+    task, settled = await _first_step(manager, "postgres migrations")
+    assert settled
+    assert task.result().paths[0] == "db.md"  # type: ignore[attr-defined]
+    assert work.parsed == [] and work.counted == []
+
+
+async def test_a_changed_file_sends_the_recall_off_the_loop_again(
+    folder: MemoryStore, write: WriteFile, work: Work
+) -> None:
+    """A file written since the last scan is parsed and tokenised in a worker thread."""
+    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    await manager.recall("postgres")
+    write("db.md", topic("Database", body="postgres moved to a managed service"), mtime=NOW + 5)
+    work.parsed.clear()
+    work.counted.clear()
+    task, settled = await _first_step(manager, "managed postgres")
+    assert not settled
+    assert task.result().paths[0] == "db.md"  # type: ignore[attr-defined]
+    assert work.parsed and work.counted
+    assert work.on_loop(threading.current_thread()) == []
+
+
+async def test_a_new_process_reuses_the_folders_persisted_counts(
+    folder: MemoryStore, write: WriteFile, work: Work
+) -> None:
+    """The term counts persist in the folder's hidden cache: a new selector (a new
+    process) tokenises nothing that did not change, and only the changed file again."""
+    await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    cache = folder.root / ".cache" / "lexical-v1.jsonl"
+    assert cache.is_file()
+    assert [p.name for p in cache.parent.iterdir()] == ["lexical-v1.jsonl"]  # no temp file left
+    assert all(not d.rel_path.startswith(".cache") for d in folder.scan())
+    counted_first = len(work.counted)
+    assert counted_first == 13
+
+    write("db.md", topic("Database", body="postgres 17 now"), mtime=NOW + 9)
+    work.counted.clear()
+    result = await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    assert result.paths[0] == "db.md"
+    assert len(work.counted) == 1  # only the changed file
+
+    work.counted.clear()
+    await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    assert work.counted == []
+
+
+@pytest.mark.parametrize(
+    "content", [b"{not json", b'{"format": 1}\n["x.md", 3]\n', b"[]", b'{"format": 1}\n{not json']
+)
+async def test_an_unusable_cache_file_is_rebuilt(
+    folder: MemoryStore, work: Work, content: bytes
+) -> None:
+    """A damaged cache costs a re-tokenise, never a wrong answer or an error."""
+    (folder.root / ".cache").mkdir()
+    (folder.root / ".cache" / "lexical-v1.jsonl").write_bytes(content)
+    result = await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    assert result.paths == ("db.md",)
+    assert len(work.counted) == 13
+    lines = (folder.root / ".cache" / "lexical-v1.jsonl").read_text().splitlines()
+    assert json.loads(lines[0]) == {"format": 1} and len(lines) == 1 + 13
+
+
+async def test_a_read_only_folder_still_recalls(
+    folder: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder where the cache cannot be written recalls as usual."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(lexical_module.tempfile, "mkstemp", refuse)
+    result = await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    assert result.paths == ("db.md",)
+    assert not (folder.root / ".cache" / "lexical-v1.jsonl").exists()
+
+
+class _NotInline:
+    """An instant-looking selector that says it must not run inline."""
+
+    name = "not-inline"
+    inline = False
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def ready(self, docs: Sequence[MemoryDoc]) -> bool:
+        return True
+
+    def prepare(self, docs: Sequence[MemoryDoc]) -> None:
+        self.calls.append("prepare")
+
+    def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
+        self.calls.append("rank")
+        return list(docs[:limit])
+
+    async def select(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
+        self.calls.append("select")
+        return list(docs[:limit])
+
+
+async def test_inline_false_is_respected(folder: MemoryStore) -> None:
+    """``inline = False`` means recall asks ``select`` (in its task), never ``rank`` inline."""
+    selector = _NotInline()
+    folder.scan()  # warm: only ``inline`` stands between recall and an inline ``rank``
+    result = await MemoryManager(folder, selector).recall("anything", limit=2)
+    assert selector.calls == ["select"]
+    assert result.strategy == "not-inline" and len(result.paths) == 2
+
+
+def test_the_cache_lives_where_the_scan_never_looks(tmp_path: Path) -> None:
+    """The cache file is not a ``*.md`` and sits in a hidden folder."""
+    assert not lexical_module._CACHE_NAME.endswith(".md")
+    assert lexical_module._CACHE_DIR.startswith(".")
+
+
+async def test_the_instant_pass_never_reads_and_answers_once_warm(
+    folder: MemoryStore, work: Work
+) -> None:
+    """``recall_instant`` answers ``None`` while cold, reading and tokenising nothing on
+    the caller's thread; its warm-up thread makes a later call answer at once."""
+    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    assert manager.recall_instant("postgres migrations") is None
+    assert work.on_loop(threading.current_thread()) == []
+    warming = manager._warming
+    assert warming is not None
+    warming.join(30)  # hang guard
+    result = manager.recall_instant("postgres migrations")
+    assert result is not None and result.paths[0] == "db.md"
+    assert work.on_loop(threading.current_thread()) == []
+    assert manager.recall_instant("   ") is not None
+    with pytest.raises(TypeError, match="not an inline"):
+        manager.recall_instant("x", selector=_NotInline())  # type: ignore[arg-type]
+
+
+async def test_warm_makes_the_next_recall_inline(folder: MemoryStore, work: Work) -> None:
+    """After ``warm()`` (work done in a worker thread), the first recall settles in its
+    first step; a model selector's lexical fallback is warmed the same way."""
+    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    await manager.warm()
+    assert work.parsed and work.counted
+    assert work.on_loop(threading.current_thread()) == []
+    _, settled = await _first_step(manager, "postgres")
+    assert settled
+
+    fallback = LexicalSelector()
+
+    class WithFallback(_NotInline):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fallback = fallback
+
+    other = MemoryManager(MemoryStore(folder.root), WithFallback())
+    await other.warm()
+    assert fallback.ready(folder.scan())
