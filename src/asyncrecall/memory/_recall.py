@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.memory._prompt import format_memory_block
 from asyncrecall.memory._selector import InstantSelector, Selector
-from asyncrecall.memory._store import MemoryStore
+from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
 
 __all__ = ["DEFAULT_LIMIT", "MemoryManager"]
@@ -49,7 +49,7 @@ class MemoryManager:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: MemoryStoreProtocol,
         selector: Selector,
         *,
         clock: Callable[[], float] = time.time,
@@ -74,9 +74,10 @@ class MemoryManager:
         if not query.strip() or limit <= 0 or (cancel is not None and cancel.cancelled):
             return EMPTY_RECALL
         chosen = selector if selector is not None else self.selector
-        if isinstance(chosen, InstantSelector):
+        if isinstance(chosen, InstantSelector) and self.store.inline_scan:
             return self._recall_inline(chosen, query, excluded_paths, limit)
-        scan = await _bridged(asyncio.to_thread(self.store.scan), cancel, name="memory-scan")
+        candidates = self.store.candidates(query, exclude=excluded_paths)
+        scan = await _bridged(candidates, cancel, name="memory-scan")
         if scan is None:
             return EMPTY_RECALL  # our cancel fired: nothing to log, nothing to return
         excluded = frozenset(excluded_paths)

@@ -14,12 +14,13 @@ once lose nothing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -39,12 +40,24 @@ _LOCK_TIMEOUT_S: Final = 30.0
 class MemoryStore:
     """One memory folder. Cheap to create; nothing is touched until a method is called."""
 
+    #: A warm scan stats files and parses nothing: recall may run it on the event loop.
+    inline_scan = True
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root).expanduser().absolute()
         self._scanner = Scanner(self.root)
 
     def __repr__(self) -> str:
         return f"MemoryStore({str(self.root)!r})"
+
+    @property
+    def location(self) -> str:
+        """The folder, for messages."""
+        return str(self.root)
+
+    async def candidates(self, query: str, *, exclude: Collection[str] = ()) -> list[MemoryDoc]:
+        """What recall offers a selector: the newest files (:meth:`scan`), in a worker thread."""
+        return await asyncio.to_thread(self.scan)
 
     @property
     def index_path(self) -> Path:

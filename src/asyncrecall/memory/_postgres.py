@@ -1,0 +1,719 @@
+"""Memories in PostgreSQL, shared by every worker process: :class:`PostgresMemoryStore`.
+
+One table keyed by (namespace, name) holds what the folder's topic files hold (see
+``_postgres_schema`` for the schema). What the store promises:
+
+- **Writes.** A save is one transaction: an upsert on (namespace, name) whose row is
+  written whole, so two processes saving one name resolve to the last commit, never to
+  a mix of the two; a forget is one transaction too. Each announces itself with
+  ``NOTIFY`` in the same transaction (delivered at commit). The limits are the
+  folder's: a non-empty name, a known type, a rendered document of at most 1 MiB.
+- **Recall.** :meth:`candidates` asks the database, in one round trip, for the newest
+  memories of the namespace; when it holds more than :data:`SCAN_LIMIT`, for the best
+  full-text matches instead (a ``tsvector`` column under a GIN index, ranked by
+  ``ts_rank``) plus the newest few. The selectors rank those as they rank a folder.
+  The query runs on the store's own loop (see ``_postgres_portal``): the recall task
+  awaits it, the turn never does.
+- **Caches.** Per-process caches (the index text, scans, candidate lists) are used
+  only while the store's ``LISTEN`` connection is up; any save or forget, by this
+  process or another, bumps :attr:`generation`, empties them and calls the change
+  listeners (selectors can drop their own caches there). A lost ``LISTEN``
+  connection empties them, and they stay off until it is back.
+- **Faults.** A database that cannot be reached when the store opens, or whose schema
+  is newer than this code, is a :class:`ConfigError`. Later, a save, get or forget
+  raises :class:`MemoryStoreError`; recall logs one warning per outage on
+  ``asyncrecall.memory`` and offers nothing (the turn goes on without memory) until
+  the database answers again.
+- **Input.** Every query is constant SQL text; names, namespaces and bodies travel
+  only as parameters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, LiteralString, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from asyncrecall._exceptions import ConfigError, MemoryStoreError
+from asyncrecall.memory._document import render_document, safe_file_stem
+from asyncrecall.memory._postgres_portal import Portal
+from asyncrecall.memory._postgres_schema import CHANNEL, ensure_schema
+from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT
+from asyncrecall.memory._store import INDEX_MAX_BYTES, INDEX_MAX_LINES, _index_line
+from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
+
+__all__ = ["PostgresMemoryStore", "StoreChange", "default_namespace"]
+
+logger = logging.getLogger("asyncrecall.memory")
+
+_T = TypeVar("_T")
+
+#: Newest memories added to the full-text matches of a large namespace.
+NEWEST_FILL: Final = 20
+_MAX_NAMESPACE: Final = 1000
+_MAX_QUERY_WORDS: Final = 32
+_CANDIDATE_CACHE: Final = 128
+_WORD: Final = re.compile(r"[^\W_]+")
+_REL_PATH_KEY: Final = "asyncrecall_memories_namespace_rel_path_key"
+
+_CANDIDATES: Final[LiteralString] = """
+WITH newest AS (
+    SELECT name FROM asyncrecall_memories
+    WHERE namespace = %(ns)s AND rel_path <> ALL(%(ex)s)
+    ORDER BY updated_at DESC, name LIMIT %(small)s
+), small AS (SELECT count(*) < %(small)s AS yes FROM newest)
+(SELECT 0, name, rel_path, description, type, body, size, version,
+        extract(epoch FROM updated_at)::float8
+ FROM asyncrecall_memories
+ WHERE namespace = %(ns)s AND name IN (SELECT name FROM newest) AND (SELECT yes FROM small)
+ ORDER BY updated_at DESC, name)
+UNION ALL
+(SELECT 1, m.name, m.rel_path, m.description, m.type, m.body, m.size, m.version,
+        extract(epoch FROM m.updated_at)::float8
+ FROM asyncrecall_memories m, websearch_to_tsquery('english', %(q)s) q
+ WHERE m.namespace = %(ns)s AND m.search @@ q AND m.rel_path <> ALL(%(ex)s)
+   AND %(q)s <> '' AND NOT (SELECT yes FROM small)
+ ORDER BY ts_rank(m.search, q) DESC, m.updated_at DESC LIMIT %(matches)s)
+UNION ALL
+(SELECT 2, name, rel_path, description, type, body, size, version,
+        extract(epoch FROM updated_at)::float8
+ FROM asyncrecall_memories
+ WHERE namespace = %(ns)s AND rel_path <> ALL(%(ex)s) AND NOT (SELECT yes FROM small)
+ ORDER BY updated_at DESC, name LIMIT %(fill)s)
+"""
+
+_SCAN: Final[LiteralString] = """
+SELECT name, rel_path, description, type, body, size, version,
+       extract(epoch FROM updated_at)::float8
+FROM asyncrecall_memories WHERE namespace = %(ns)s
+ORDER BY updated_at DESC, name LIMIT %(limit)s
+"""
+
+_GET: Final[LiteralString] = """
+SELECT name, rel_path, description, type, body, size, version,
+       extract(epoch FROM updated_at)::float8
+FROM asyncrecall_memories
+WHERE namespace = %(ns)s
+  AND (rel_path = %(key)s OR name = %(key)s OR lower(name) = lower(%(key)s)
+       OR rel_path = %(stem)s)
+ORDER BY CASE WHEN rel_path = %(key)s THEN 0 WHEN name = %(key)s THEN 1
+              WHEN lower(name) = lower(%(key)s) THEN 2 ELSE 3 END, name
+LIMIT 1
+"""
+
+_UPSERT: Final[LiteralString] = """
+INSERT INTO asyncrecall_memories AS m (namespace, name, rel_path, description, type, body, size)
+VALUES (%(ns)s, %(name)s, %(rel)s, %(description)s, %(type)s, %(body)s, %(size)s)
+ON CONFLICT (namespace, name) DO UPDATE SET
+    description = EXCLUDED.description, type = EXCLUDED.type, body = EXCLUDED.body,
+    size = EXCLUDED.size, version = m.version + 1, updated_at = clock_timestamp()
+RETURNING name, rel_path, description, type, body, size, version,
+          extract(epoch FROM updated_at)::float8
+"""
+
+_DELETE: Final[LiteralString] = """
+DELETE FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
+"""
+
+_INDEX: Final[LiteralString] = """
+SELECT name, rel_path, description, count(*) OVER (),
+       sum(octet_length(name) + octet_length(rel_path) + octet_length(description) + 10) OVER ()
+FROM asyncrecall_memories WHERE namespace = %(ns)s
+ORDER BY created_at, name LIMIT %(lines)s
+"""
+
+_NOTIFY: Final[LiteralString] = "SELECT pg_notify(%s, %s)"
+_LISTEN: Final[LiteralString] = "LISTEN asyncrecall_memories"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreChange:
+    """A change seen by a store: a ``save`` or ``forget`` (by any process), or a
+    ``reconnect`` of its ``LISTEN`` connection (changes may have been missed)."""
+
+    op: str
+    name: str
+    version: int
+    seen_at: float
+
+
+def default_namespace(project: Path) -> str:
+    """The namespace of a project when none is given: its canonical root folder."""
+    from asyncrecall.memory._location import canonical_project_root
+
+    return str(canonical_project_root(project))
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid URL>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+
+
+def _check_text(what: str, value: str) -> None:
+    if "\x00" in value:
+        raise MemoryStoreError(f"{what} holds a NUL character, which a database cannot store")
+
+
+def _namespace_key(namespace: str) -> str:
+    return hashlib.sha1(namespace.encode("utf-8"), usedforsecurity=False).hexdigest()[:16]
+
+
+def _query_text(query: str) -> str:
+    """The query's words joined by ``or`` for ``websearch_to_tsquery`` (any word matches).
+
+    Only letters and digits pass, so no ``websearch`` operator (quotes, ``-``) can come
+    from the user; the text is still sent as a parameter.
+    """
+    words = [w for w in dict.fromkeys(_WORD.findall(query.lower())) if w != "or"]
+    return " or ".join(words[:_MAX_QUERY_WORDS])
+
+
+class PostgresMemoryStore:
+    """The memories of one namespace in a PostgreSQL database (psycopg 3, async pool).
+
+    ``url`` is a libpq connection URI (``postgresql://user@host/db``,
+    ``postgresql:///db?host=/run/postgresql``). Nothing connects until
+    :meth:`connect` or the first call; :meth:`open` does both. Close with
+    :meth:`close` (or ``with``): it stops the store's thread and pool.
+    """
+
+    #: A database round trip never runs on the caller's event loop.
+    inline_scan = False
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str,
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 5.0,
+        listen: bool = True,
+    ) -> None:
+        if not namespace or len(namespace) > _MAX_NAMESPACE:
+            raise ConfigError(f"a memory namespace is 1 to {_MAX_NAMESPACE} characters")
+        if "\x00" in namespace:
+            raise ConfigError("a memory namespace cannot hold a NUL character")
+        self.url = url
+        self.namespace = namespace
+        self._where = redact_url(url)
+        self._ns_key = _namespace_key(namespace)
+        self._doc_root = Path(f"postgresql:{self._ns_key}")
+        self._min_size, self._max_size, self._timeout = min_size, max_size, timeout
+        self._listen_enabled = listen
+        self._portal = Portal(f"asyncrecall-pg-{self._ns_key[:8]}")
+        # Owned by the portal's loop (touched only there):
+        self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._open_lock: asyncio.Lock | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._listener_ready: asyncio.Event | None = None
+        # Shared with callers' threads, under _lock:
+        self._lock = threading.Lock()
+        self._listening = False
+        self._generation = 0
+        self._index_cache: str | None = None
+        self._scan_cache: dict[int | None, list[MemoryDoc]] = {}
+        self._candidate_cache: OrderedDict[tuple[str, frozenset[str]], list[MemoryDoc]] = (
+            OrderedDict()
+        )
+        self._change_listeners: list[Callable[[StoreChange], None]] = []
+        self._healthy = True
+        self._closed = False
+
+    @classmethod
+    def open(cls, url: str, *, namespace: str, **options: Any) -> PostgresMemoryStore:
+        """A connected store (schema created or migrated), or :class:`ConfigError`."""
+        store = cls(url, namespace=namespace, **options)
+        try:
+            store.connect()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def __repr__(self) -> str:
+        return f"PostgresMemoryStore({self._where!r}, namespace={self.namespace!r})"
+
+    def __enter__(self) -> PostgresMemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def location(self) -> str:
+        """The database (password hidden) and the namespace."""
+        return f"{self._where} namespace {self.namespace!r}"
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every change seen (any process) and every ``LISTEN`` reconnect."""
+        return self._generation
+
+    @property
+    def caching(self) -> bool:
+        """Whether the caches are in use: the ``LISTEN`` connection is up."""
+        return self._listening
+
+    def add_change_listener(self, callback: Callable[[StoreChange], None]) -> Callable[[], None]:
+        """Call ``callback`` (on the store's thread: keep it short, never call the store
+        from it) on each change seen; returns a function that removes it."""
+        with self._lock:
+            self._change_listeners.append(callback)
+
+        def remove() -> None:
+            with self._lock, contextlib.suppress(ValueError):
+                self._change_listeners.remove(callback)
+
+        return remove
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Open the pool, create or migrate the schema, start listening; idempotent."""
+        self._call(self._ensure_open())
+
+    def close(self) -> None:
+        """Stop listening, close the pool and the store's thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._portal.call(self._aclose())
+        finally:
+            self._portal.stop()
+
+    async def _ensure_open(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._pool is not None:
+                return self._pool
+            pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+                self.url,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                timeout=self._timeout,
+                kwargs={"autocommit": True, "connect_timeout": max(2, round(self._timeout))},
+                check=AsyncConnectionPool.check_connection,
+                name=f"asyncrecall-{self._ns_key[:8]}",
+                open=False,
+            )
+            try:
+                await pool.open(wait=True, timeout=self._timeout)
+                async with pool.connection() as conn:
+                    await ensure_schema(conn, where=self._where)
+            except (PoolTimeout, psycopg.Error) as exc:
+                await pool.close()
+                raise ConfigError(
+                    f"cannot use the memory database {self._where}: {_describe(exc)}"
+                ) from exc
+            except BaseException:
+                await pool.close()
+                raise
+            self._pool = pool
+            if self._listen_enabled:
+                self._listener_ready = asyncio.Event()
+                self._listener = asyncio.create_task(self._listen(), name="asyncrecall-pg-listen")
+                self._listener.add_done_callback(_log_listener_end)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._timeout):
+                        await self._listener_ready.wait()  # caches on from the first call
+            return pool
+
+    async def _aclose(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
+            await asyncio.wait({listener})
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+        self._set_listening(False)
+
+    def _call(self, work: Coroutine[Any, Any, _T]) -> _T:
+        if self._closed:
+            work.close()
+            raise MemoryStoreError(f"the memory store {self.location} is closed")
+        return self._portal.call(work)
+
+    # -- LISTEN/NOTIFY and caches -------------------------------------------------------
+
+    async def _listen(self) -> None:
+        """Keep a ``LISTEN`` connection up; caches are on only while it is."""
+        delay = 0.05
+        ready = self._listener_ready
+        while True:
+            try:
+                conn = await AsyncConnection.connect(
+                    self.url, autocommit=True, connect_timeout=max(2, round(self._timeout))
+                )
+            except psycopg.Error:
+                if ready is not None:
+                    ready.set()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            try:
+                async with conn:
+                    await conn.execute(_LISTEN)
+                    self._set_listening(True)
+                    self._changed("reconnect", "", 0)  # changes made while away are unknown
+                    delay = 0.05
+                    if ready is not None:
+                        ready.set()
+                    async for note in conn.notifies():
+                        self._on_notify(note.payload)
+            except psycopg.Error:
+                pass
+            finally:
+                self._set_listening(False)
+            await asyncio.sleep(delay)
+
+    def _on_notify(self, payload: str) -> None:
+        try:
+            data = json.loads(payload)
+            if data.get("ns") != self._ns_key:
+                return
+            self._changed(str(data.get("op", "")), str(data.get("name", "")), int(data["v"]))
+        except (ValueError, KeyError, TypeError):
+            return  # not one of ours
+
+    def _set_listening(self, up: bool) -> None:
+        with self._lock:
+            self._listening = up
+            self._drop_caches_locked()
+
+    def _changed(self, op: str, name: str, version: int) -> None:
+        change = StoreChange(op, name, version, time.time())
+        with self._lock:
+            self._generation += 1
+            self._drop_caches_locked()
+            listeners = list(self._change_listeners)
+        for callback in listeners:
+            try:
+                callback(change)
+            except Exception:  # a listener's bug must not stop the invalidation of others
+                logger.exception("memory store change listener failed")
+
+    def _drop_caches_locked(self) -> None:
+        self._index_cache = None
+        self._scan_cache.clear()
+        self._candidate_cache.clear()
+
+    def _cache_token(self) -> int | None:
+        """The generation to tag a read with, or ``None`` when caching is off."""
+        with self._lock:
+            return self._generation if self._listening else None
+
+    def _still(self, token: int | None) -> bool:
+        return token is not None and self._listening and token == self._generation
+
+    # -- reading ------------------------------------------------------------------------
+
+    def ensure(self) -> str:
+        """Connect (creating the schema if needed); returns :attr:`location`."""
+        self.connect()
+        return self.location
+
+    def scan(self, *, limit: int | None = SCAN_LIMIT) -> list[MemoryDoc]:
+        """The namespace's memories, newest first, at most ``limit`` (``None``: all)."""
+        with self._lock:
+            cached = self._scan_cache.get(limit) if self._listening else None
+        if cached is not None:
+            return list(cached)
+        token = self._cache_token()
+        docs = self._call(self._rows(_SCAN, {"ns": self.namespace, "limit": limit}))
+        with self._lock:
+            if self._still(token):
+                self._scan_cache[limit] = docs
+        return list(docs)
+
+    def get(self, name_or_rel_path: str) -> MemoryDoc:
+        """The memory with this relative path or name (then the name in any case), or
+        :class:`MemoryStoreError`."""
+        key = name_or_rel_path.strip()
+        _check_text("a memory name", key)
+        params = {"ns": self.namespace, "key": key, "stem": f"{safe_file_stem(key)}.md"}
+        docs = self._call(self._rows(_GET, params))
+        if not docs:
+            raise MemoryStoreError(f"no memory named {key!r} in {self.location}")
+        return docs[0]
+
+    def index_for_prompt(self) -> str:
+        """The ``MEMORY.md`` equivalent: one line per memory, oldest first, cut as the
+        folder's index is cut (200 lines or 25,000 bytes, with a warning line)."""
+        with self._lock:
+            cached = self._index_cache if self._listening else None
+        if cached is not None:
+            return cached
+        token = self._cache_token()
+        text = self._call(self._index_text())
+        with self._lock:
+            if self._still(token):
+                self._index_cache = text
+        return text
+
+    async def candidates(self, query: str, *, exclude: Collection[str] = ()) -> list[MemoryDoc]:
+        """What recall offers a selector for ``query`` (see the module's promises).
+
+        An unreachable database logs one warning per outage and offers nothing.
+        """
+        if self._closed:
+            return []
+        key = (query, frozenset(exclude))
+        with self._lock:
+            cached = self._candidate_cache.get(key) if self._listening else None
+            if cached is not None:
+                self._candidate_cache.move_to_end(key)
+                return list(cached)
+        token = self._cache_token()
+        params = {
+            "ns": self.namespace,
+            "ex": sorted(key[1]),
+            "q": _query_text(query),
+            "small": SCAN_LIMIT + 1,
+            "matches": SCAN_LIMIT - NEWEST_FILL,
+            "fill": NEWEST_FILL,
+        }
+        try:
+            docs = await self._portal.acall(self._guarded(self._candidate_rows(params)))
+        except RuntimeError:
+            return []  # closed while waiting
+        if docs is None:
+            return []
+        with self._lock:
+            if self._still(token):
+                self._candidate_cache[key] = docs
+                while len(self._candidate_cache) > _CANDIDATE_CACHE:
+                    self._candidate_cache.popitem(last=False)
+        return list(docs)
+
+    async def _guarded(self, work: Awaitable[_T]) -> _T | None:
+        """``work``'s result; ``None`` (and one warning per outage) when the database fails."""
+        try:
+            result = await work
+        except (PoolTimeout, psycopg.Error, ConfigError) as exc:
+            if self._healthy:
+                self._healthy = False
+                logger.warning(
+                    "memory database %s unreachable (%s): recall goes on without memory "
+                    "until it is back",
+                    self._where,
+                    _describe(exc),
+                )
+            return None
+        if not self._healthy:
+            self._healthy = True
+            logger.warning("memory database %s is reachable again: recall resumes", self._where)
+        return result
+
+    async def _candidate_rows(self, params: dict[str, Any]) -> list[MemoryDoc]:
+        pool = await self._ensure_open()
+        async with pool.connection() as conn:
+            cursor = await conn.execute(_CANDIDATES, params)
+            rows = await cursor.fetchall()
+        parts: tuple[list[MemoryDoc], list[MemoryDoc], list[MemoryDoc]] = ([], [], [])
+        for row in rows:
+            parts[row[0]].append(self._doc(row[1:]))
+        if parts[0]:
+            return parts[0]
+        seen = {doc.rel_path for doc in parts[1]}
+        return parts[1] + [doc for doc in parts[2] if doc.rel_path not in seen]
+
+    async def _rows(self, query: LiteralString, params: dict[str, Any]) -> list[MemoryDoc]:
+        pool = await self._open_or_raise()
+        try:
+            async with pool.connection() as conn:
+                cursor = await conn.execute(query, params)
+                return [self._doc(row) for row in await cursor.fetchall()]
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._error("read", exc) from exc
+
+    async def _index_text(self) -> str:
+        pool = await self._open_or_raise()
+        try:
+            async with pool.connection() as conn:
+                cursor = await conn.execute(
+                    _INDEX, {"ns": self.namespace, "lines": INDEX_MAX_LINES + 1}
+                )
+                rows = await cursor.fetchall()
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._error("read the index of", exc) from exc
+        if not rows:
+            return ""
+        lines = [_index_line(name, rel, description) for name, rel, description, _, _ in rows]
+        return cut_index(lines, total_lines=int(rows[0][3]), total_bytes=int(rows[0][4]))
+
+    # -- writing ------------------------------------------------------------------------
+
+    def save_memory(
+        self, name: str, description: str, type: MemoryType | str, content: str
+    ) -> MemoryDoc:
+        """Create or update the memory ``name`` in one transaction (last write wins).
+
+        An empty name, an unknown type, content over 1 MiB (as a topic file) or a NUL
+        character raise :class:`MemoryStoreError`, and nothing is written.
+        """
+        name = " ".join(name.split())
+        description = " ".join(description.split())
+        if not name:
+            raise MemoryStoreError("a memory needs a non-empty name")
+        if type not in MEMORY_TYPES:
+            raise MemoryStoreError(
+                f"invalid memory type {type!r}: expected one of {', '.join(MEMORY_TYPES)}"
+            )
+        for what, value in (("the name", name), ("the description", description)):
+            _check_text(f"memory {what}", value)
+        _check_text(f"memory {name!r}", content)
+        body = content.strip("\n")
+        text = render_document(name=name, description=description, type=type, body=body)
+        size = len(text.encode("utf-8"))
+        if size > MAX_FILE_BYTES:
+            raise MemoryStoreError(f"memory {name!r} is over 1 MiB; save a shorter one")
+        row = {
+            "ns": self.namespace,
+            "name": name,
+            "rel": f"{safe_file_stem(name)}.md",
+            "description": description,
+            "type": type,
+            "body": body,
+            "size": size,
+        }
+        doc = self._call(self._upsert(row))
+        return doc
+
+    async def _upsert(self, row: dict[str, Any]) -> MemoryDoc:
+        pool = await self._open_or_raise()
+        for attempt in range(2):
+            try:
+                async with pool.connection() as conn, conn.transaction():
+                    cursor = await conn.execute(_UPSERT, row)
+                    found = await cursor.fetchone()
+                    assert found is not None  # RETURNING of an upsert: always one row
+                    doc = self._doc(found)
+                    await conn.execute(_NOTIFY, (CHANNEL, self._payload("save", doc, found[6])))
+                self._changed_here()
+                return doc
+            except psycopg.errors.UniqueViolation as exc:
+                if exc.diag.constraint_name != _REL_PATH_KEY or attempt:
+                    raise self._error("save to", exc) from exc
+                # Another name owns this file name ("Foo bar" and "foo-bar"): disambiguate.
+                digest = hashlib.sha1(row["name"].encode("utf-8"), usedforsecurity=False)
+                row = {**row, "rel": f"{safe_file_stem(row['name'])}-{digest.hexdigest()[:8]}.md"}
+            except (PoolTimeout, psycopg.Error) as exc:
+                raise self._error("save to", exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def forget(self, name_or_rel_path: str) -> MemoryDoc:
+        """Remove a memory (one transaction); returns what was removed."""
+        key = name_or_rel_path.strip()
+        _check_text("a memory name", key)
+        params = {"ns": self.namespace, "key": key, "stem": f"{safe_file_stem(key)}.md"}
+        doc = self._call(self._delete(params))
+        if doc is None:
+            raise MemoryStoreError(f"no memory named {key!r} in {self.location}")
+        return doc
+
+    async def _delete(self, params: dict[str, Any]) -> MemoryDoc | None:
+        pool = await self._open_or_raise()
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                cursor = await conn.execute(_GET + " FOR UPDATE", params)
+                found = await cursor.fetchone()
+                if found is None:
+                    return None
+                doc = self._doc(found)
+                await conn.execute(_DELETE, {"ns": self.namespace, "name": doc.name})
+                await conn.execute(_NOTIFY, (CHANNEL, self._payload("forget", doc, found[6])))
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._error("forget in", exc) from exc
+        self._changed_here()
+        return doc
+
+    def _changed_here(self) -> None:
+        """Our own write: empty the caches now rather than when our NOTIFY comes back."""
+        with self._lock:
+            self._generation += 1
+            self._drop_caches_locked()
+
+    def _payload(self, op: str, doc: MemoryDoc, version: int) -> str:
+        return json.dumps({"ns": self._ns_key, "op": op, "name": doc.name[:200], "v": version})
+
+    # -- helpers ------------------------------------------------------------------------
+
+    async def _open_or_raise(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
+        try:
+            return await self._ensure_open()
+        except ConfigError as exc:
+            raise MemoryStoreError(str(exc)) from exc
+
+    def _error(self, action: str, exc: BaseException) -> MemoryStoreError:
+        return MemoryStoreError(
+            f"cannot {action} the memory database {self._where}: {_describe(exc)}"
+        )
+
+    def _doc(self, row: Iterable[Any]) -> MemoryDoc:
+        name, rel, description, kind, body, size, _version, mtime = row
+        return MemoryDoc(
+            path=self._doc_root / rel,
+            rel_path=rel,
+            name=name,
+            description=description,
+            type=kind,
+            body=body,
+            mtime=float(mtime),
+            size=int(size),
+        )
+
+
+def cut_index(lines: list[str], *, total_lines: int, total_bytes: int) -> str:
+    """The first index lines within 200 lines and 25,000 bytes, with the folder's warning
+    line when cut (``total_*``: the whole index's size)."""
+    kept = "\n".join(lines[:INDEX_MAX_LINES])
+    cut = total_lines > INDEX_MAX_LINES
+    if len(kept.encode("utf-8")) > INDEX_MAX_BYTES:
+        head = kept.encode("utf-8")[:INDEX_MAX_BYTES].decode("utf-8", errors="ignore")
+        kept, cut = head.rsplit("\n", 1)[0] if "\n" in head else head, True
+    if not cut:
+        return kept
+    shown = kept.count("\n") + 1
+    return (
+        f"{kept}\n\n> WARNING: {INDEX_NAME} is {total_lines} lines and {total_bytes} bytes; "
+        f"only the first {shown} lines were loaded (limits: {INDEX_MAX_LINES} lines, "
+        f"{INDEX_MAX_BYTES:,} bytes). Keep index entries to one short line and move "
+        "detail into topic files."
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _log_listener_end(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("memory store listener failed", exc_info=task.exception())
