@@ -21,9 +21,9 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
   connection empties them, and they stay off until it is back.
 - **Faults.** A database that cannot be reached when the store opens, or whose schema
   is newer than this code, is a :class:`ConfigError`. Later, a save, get or forget
-  raises :class:`MemoryStoreError`; recall logs one warning per outage on
-  ``asyncrecall.memory`` and offers nothing (the turn goes on without memory) until
-  the database answers again.
+  raises :class:`MemoryStoreError`; recall and the index log one warning per outage
+  on ``asyncrecall.memory`` and give nothing (the turn goes on without memory) until
+  the database answers again (the pool reconnects by itself).
 - **Input.** Every query is constant SQL text; names, namespaces and bodies travel
   only as parameters.
 """
@@ -223,6 +223,7 @@ class PostgresMemoryStore:
         self._ns_key = _namespace_key(namespace)
         self._doc_root = Path(f"postgresql:{self._ns_key}")
         self._min_size, self._max_size, self._timeout = min_size, max_size, timeout
+        self._connect_timeout = max(2, round(timeout))  # libpq: whole seconds, 2 at least
         self._listen_enabled = listen
         self._portal = Portal(f"asyncrecall-pg-{self._ns_key[:8]}")
         # Owned by the portal's loop (touched only there):
@@ -312,20 +313,29 @@ class PostgresMemoryStore:
         async with self._open_lock:
             if self._pool is not None:
                 return self._pool
+            try:
+                # One direct connection first: a database that is down fails fast, with
+                # libpq's own reason, and the schema is ready before the pool opens.
+                async with await AsyncConnection.connect(
+                    self.url, autocommit=True, connect_timeout=self._connect_timeout
+                ) as conn:
+                    await ensure_schema(conn, where=self._where)
+            except psycopg.Error as exc:
+                raise ConfigError(
+                    f"cannot use the memory database {self._where}: {_describe(exc)}"
+                ) from exc
             pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
                 self.url,
                 min_size=self._min_size,
                 max_size=self._max_size,
                 timeout=self._timeout,
-                kwargs={"autocommit": True, "connect_timeout": max(2, round(self._timeout))},
+                kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
                 check=AsyncConnectionPool.check_connection,
                 name=f"asyncrecall-{self._ns_key[:8]}",
                 open=False,
             )
             try:
                 await pool.open(wait=True, timeout=self._timeout)
-                async with pool.connection() as conn:
-                    await ensure_schema(conn, where=self._where)
             except (PoolTimeout, psycopg.Error) as exc:
                 await pool.close()
                 raise ConfigError(
@@ -369,7 +379,7 @@ class PostgresMemoryStore:
         while True:
             try:
                 conn = await AsyncConnection.connect(
-                    self.url, autocommit=True, connect_timeout=max(2, round(self._timeout))
+                    self.url, autocommit=True, connect_timeout=self._connect_timeout
                 )
             except psycopg.Error:
                 if ready is not None:
@@ -465,13 +475,19 @@ class PostgresMemoryStore:
 
     def index_for_prompt(self) -> str:
         """The ``MEMORY.md`` equivalent: one line per memory, oldest first, cut as the
-        folder's index is cut (200 lines or 25,000 bytes, with a warning line)."""
+        folder's index is cut (200 lines or 25,000 bytes, with a warning line).
+
+        An unreachable database reads as "" (one warning per outage), as a missing
+        ``MEMORY.md`` does: the turn goes on without the index.
+        """
         with self._lock:
             cached = self._index_cache if self._listening else None
         if cached is not None:
             return cached
         token = self._cache_token()
-        text = self._call(self._index_text())
+        text = self._call(self._guarded(self._index_text()))
+        if text is None:
+            return ""  # unreachable: the prompt goes on without the index (one warning)
         with self._lock:
             if self._still(token):
                 self._index_cache = text
@@ -554,15 +570,12 @@ class PostgresMemoryStore:
             raise self._error("read", exc) from exc
 
     async def _index_text(self) -> str:
-        pool = await self._open_or_raise()
-        try:
-            async with pool.connection() as conn:
-                cursor = await conn.execute(
-                    _INDEX, {"ns": self.namespace, "lines": INDEX_MAX_LINES + 1}
-                )
-                rows = await cursor.fetchall()
-        except (PoolTimeout, psycopg.Error) as exc:
-            raise self._error("read the index of", exc) from exc
+        pool = await self._ensure_open()
+        async with pool.connection() as conn:
+            cursor = await conn.execute(
+                _INDEX, {"ns": self.namespace, "lines": INDEX_MAX_LINES + 1}
+            )
+            rows = await cursor.fetchall()
         if not rows:
             return ""
         lines = [_index_line(name, rel, description) for name, rel, description, _, _ in rows]
