@@ -12,8 +12,10 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
   memories of the namespace; when it holds more than :data:`SCAN_LIMIT`, for the best
   full-text matches instead (a ``tsvector`` column under a GIN index, ranked by
   ``ts_rank``) plus the newest few. The selectors rank those as they rank a folder.
-  The query runs on the store's own loop (see ``_postgres_portal``): the recall task
-  awaits it, the turn never does.
+  The query runs on an async pool on the store's own event loop and thread (see
+  ``_postgres_portal``): the recall task awaits it, the caller's loop never runs it,
+  the turn never waits for it. Synchronous calls (CLI, memory tool) use a second,
+  synchronous pool in the caller's thread, with no thread hop.
 - **Caches.** Per-process caches (the index text, scans, candidate lists) are used
   only while the store's ``LISTEN`` connection is up; any save or forget, by this
   process or another, bumps :attr:`generation`, empties them and calls the change
@@ -38,16 +40,17 @@ import logging
 import re
 import threading
 import time
+import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, LiteralString, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg import AsyncConnection, Connection
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from asyncrecall._exceptions import ConfigError, MemoryStoreError
 from asyncrecall.memory._document import render_document, safe_file_stem
@@ -116,14 +119,24 @@ ORDER BY CASE WHEN rel_path = %(key)s THEN 0 WHEN name = %(key)s THEN 1
 LIMIT 1
 """
 
+# One statement, so one transaction and one round trip: the upsert and its NOTIFY
+# (delivered at commit). A conflict on (namespace, name) updates the whole row.
 _UPSERT: Final[LiteralString] = """
-INSERT INTO asyncrecall_memories AS m (namespace, name, rel_path, description, type, body, size)
-VALUES (%(ns)s, %(name)s, %(rel)s, %(description)s, %(type)s, %(body)s, %(size)s)
-ON CONFLICT (namespace, name) DO UPDATE SET
-    description = EXCLUDED.description, type = EXCLUDED.type, body = EXCLUDED.body,
-    size = EXCLUDED.size, version = m.version + 1, updated_at = clock_timestamp()
-RETURNING name, rel_path, description, type, body, size, version,
-          extract(epoch FROM updated_at)::float8
+WITH saved AS (
+    INSERT INTO asyncrecall_memories AS m
+        (namespace, name, rel_path, description, type, body, size)
+    VALUES (%(ns)s, %(name)s, %(rel)s, %(description)s, %(type)s, %(body)s, %(size)s)
+    ON CONFLICT (namespace, name) DO UPDATE SET
+        description = EXCLUDED.description, type = EXCLUDED.type, body = EXCLUDED.body,
+        size = EXCLUDED.size, version = m.version + 1, updated_at = clock_timestamp()
+    RETURNING name, rel_path, description, type, body, size, version,
+              extract(epoch FROM updated_at)::float8 AS mtime
+)
+SELECT name, rel_path, description, type, body, size, version, mtime,
+       pg_notify(%(channel)s::text, json_build_object(
+           'ns', %(key)s::text, 'op', 'save', 'name', left(name, 200), 'v', version,
+           'src', %(src)s::text)::text)
+FROM saved
 """
 
 _DELETE: Final[LiteralString] = """
@@ -192,12 +205,17 @@ def _query_text(query: str) -> str:
 
 
 class PostgresMemoryStore:
-    """The memories of one namespace in a PostgreSQL database (psycopg 3, async pool).
+    """The memories of one namespace in a PostgreSQL database (psycopg 3 and its pools).
 
     ``url`` is a libpq connection URI (``postgresql://user@host/db``,
     ``postgresql:///db?host=/run/postgresql``). Nothing connects until
     :meth:`connect` or the first call; :meth:`open` does both. Close with
-    :meth:`close` (or ``with``): it stops the store's thread and pool.
+    :meth:`close` (or ``with``): it stops the store's thread and pools.
+
+    Synchronous calls (the CLI, the agent's memory tool) use a synchronous pool in the
+    caller's thread; :meth:`candidates` (recall) and the ``LISTEN`` connection use an
+    async pool on the store's own event loop (``_postgres_portal``), so recall never
+    runs a query on the caller's loop.
     """
 
     #: A database round trip never runs on the caller's event loop.
@@ -221,14 +239,16 @@ class PostgresMemoryStore:
         self.namespace = namespace
         self._where = redact_url(url)
         self._ns_key = _namespace_key(namespace)
+        self._id = uuid.uuid4().hex  # our own NOTIFYs come back: known by this
         self._doc_root = Path(f"postgresql:{self._ns_key}")
         self._min_size, self._max_size, self._timeout = min_size, max_size, timeout
         self._connect_timeout = max(2, round(timeout))  # libpq: whole seconds, 2 at least
         self._listen_enabled = listen
         self._portal = Portal(f"asyncrecall-pg-{self._ns_key[:8]}")
+        self._connect_lock = threading.Lock()
+        self._pool: ConnectionPool[Connection[Any]] | None = None
         # Owned by the portal's loop (touched only there):
-        self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
-        self._open_lock: asyncio.Lock | None = None
+        self._apool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._listener_ready: asyncio.Event | None = None
         # Shared with callers' threads, under _lock:
@@ -294,81 +314,104 @@ class PostgresMemoryStore:
     # -- life cycle ---------------------------------------------------------------------
 
     def connect(self) -> None:
-        """Open the pool, create or migrate the schema, start listening; idempotent."""
-        self._call(self._ensure_open())
+        """Create or migrate the schema, open the pools, start listening; idempotent.
 
-    def close(self) -> None:
-        """Stop listening, close the pool and the store's thread. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._portal.call(self._aclose())
-        finally:
-            self._portal.stop()
-
-    async def _ensure_open(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
-        if self._open_lock is None:
-            self._open_lock = asyncio.Lock()
-        async with self._open_lock:
+        :class:`ConfigError` (one line) when the database cannot be reached or its
+        schema is newer than this code.
+        """
+        with self._connect_lock:
+            if self._closed:
+                raise MemoryStoreError(f"the memory store {self.location} is closed")
             if self._pool is not None:
-                return self._pool
+                return
             try:
                 # One direct connection first: a database that is down fails fast, with
-                # libpq's own reason, and the schema is ready before the pool opens.
-                async with await AsyncConnection.connect(
+                # libpq's own reason, and the schema is ready before the pools open.
+                with psycopg.connect(
                     self.url, autocommit=True, connect_timeout=self._connect_timeout
                 ) as conn:
-                    await ensure_schema(conn, where=self._where)
+                    ensure_schema(conn, where=self._where)
             except psycopg.Error as exc:
-                raise ConfigError(
-                    f"cannot use the memory database {self._where}: {_describe(exc)}"
-                ) from exc
-            pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+                raise self._unusable(exc) from exc
+            pool: ConnectionPool[Connection[Any]] = ConnectionPool(
                 self.url,
                 min_size=self._min_size,
                 max_size=self._max_size,
                 timeout=self._timeout,
                 kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
-                check=AsyncConnectionPool.check_connection,
                 name=f"asyncrecall-{self._ns_key[:8]}",
                 open=False,
             )
             try:
-                await pool.open(wait=True, timeout=self._timeout)
+                pool.open(wait=True, timeout=self._timeout)
+                self._portal.call(self._aopen())
             except (PoolTimeout, psycopg.Error) as exc:
-                await pool.close()
-                raise ConfigError(
-                    f"cannot use the memory database {self._where}: {_describe(exc)}"
-                ) from exc
+                pool.close()
+                raise self._unusable(exc) from exc
             except BaseException:
-                await pool.close()
+                pool.close()
                 raise
             self._pool = pool
-            if self._listen_enabled:
-                self._listener_ready = asyncio.Event()
-                self._listener = asyncio.create_task(self._listen(), name="asyncrecall-pg-listen")
-                self._listener.add_done_callback(_log_listener_end)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._timeout):
-                        await self._listener_ready.wait()  # caches on from the first call
-            return pool
+
+    def close(self) -> None:
+        """Stop listening, close the pools and the store's thread. Idempotent."""
+        with self._connect_lock:
+            if self._closed:
+                return
+            self._closed = True
+            pool, self._pool = self._pool, None
+        try:
+            self._portal.call(self._aclose())
+        finally:
+            self._portal.stop()
+            if pool is not None:
+                pool.close()
+
+    async def _aopen(self) -> None:
+        apool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self._max_size,
+            timeout=self._timeout,
+            kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
+            name=f"asyncrecall-recall-{self._ns_key[:8]}",
+            open=False,
+        )
+        try:
+            await apool.open(wait=True, timeout=self._timeout)
+        except BaseException:
+            await apool.close()
+            raise
+        self._apool = apool
+        if self._listen_enabled:
+            self._listener_ready = asyncio.Event()
+            self._listener = asyncio.create_task(self._listen(), name="asyncrecall-pg-listen")
+            self._listener.add_done_callback(_log_listener_end)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._timeout):
+                    await self._listener_ready.wait()  # caches on from the first call
 
     async def _aclose(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.cancel()
             await asyncio.wait({listener})
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        apool, self._apool = self._apool, None
+        if apool is not None:
+            await apool.close()
         self._set_listening(False)
 
-    def _call(self, work: Coroutine[Any, Any, _T]) -> _T:
-        if self._closed:
-            work.close()
-            raise MemoryStoreError(f"the memory store {self.location} is closed")
-        return self._portal.call(work)
+    def _sync_pool(self) -> ConnectionPool[Connection[Any]]:
+        pool = self._pool
+        if pool is None:
+            self.connect()
+            pool = self._pool
+            if pool is None:  # pragma: no cover - closed by another thread meanwhile
+                raise MemoryStoreError(f"the memory store {self.location} is closed")
+        return pool
+
+    def _unusable(self, exc: BaseException) -> ConfigError:
+        return ConfigError(f"cannot use the memory database {self._where}: {_describe(exc)}")
 
     # -- LISTEN/NOTIFY and caches -------------------------------------------------------
 
@@ -406,8 +449,8 @@ class PostgresMemoryStore:
     def _on_notify(self, payload: str) -> None:
         try:
             data = json.loads(payload)
-            if data.get("ns") != self._ns_key:
-                return
+            if data.get("ns") != self._ns_key or data.get("src") == self._id:
+                return  # another namespace, or our own change (already applied)
             self._changed(str(data.get("op", "")), str(data.get("name", "")), int(data["v"]))
         except (ValueError, KeyError, TypeError):
             return  # not one of ours
@@ -418,6 +461,8 @@ class PostgresMemoryStore:
             self._drop_caches_locked()
 
     def _changed(self, op: str, name: str, version: int) -> None:
+        """A change seen: by our listener (another store's), or our own write, applied at
+        once rather than when its NOTIFY comes back (that one is skipped)."""
         change = StoreChange(op, name, version, time.time())
         with self._lock:
             self._generation += 1
@@ -442,6 +487,21 @@ class PostgresMemoryStore:
     def _still(self, token: int | None) -> bool:
         return token is not None and self._listening and token == self._generation
 
+    def _outage(self, exc: BaseException) -> None:
+        if self._healthy:
+            self._healthy = False
+            logger.warning(
+                "memory database %s unreachable (%s): recall goes on without memory "
+                "until it is back",
+                self._where,
+                _describe(exc),
+            )
+
+    def _answered(self) -> None:
+        if not self._healthy:
+            self._healthy = True
+            logger.warning("memory database %s is reachable again: recall resumes", self._where)
+
     # -- reading ------------------------------------------------------------------------
 
     def ensure(self) -> str:
@@ -456,7 +516,7 @@ class PostgresMemoryStore:
         if cached is not None:
             return list(cached)
         token = self._cache_token()
-        docs = self._call(self._rows(_SCAN, {"ns": self.namespace, "limit": limit}))
+        docs = self._rows(_SCAN, {"ns": self.namespace, "limit": limit})
         with self._lock:
             if self._still(token):
                 self._scan_cache[limit] = docs
@@ -468,7 +528,7 @@ class PostgresMemoryStore:
         key = name_or_rel_path.strip()
         _check_text("a memory name", key)
         params = {"ns": self.namespace, "key": key, "stem": f"{safe_file_stem(key)}.md"}
-        docs = self._call(self._rows(_GET, params))
+        docs = self._rows(_GET, params)
         if not docs:
             raise MemoryStoreError(f"no memory named {key!r} in {self.location}")
         return docs[0]
@@ -485,9 +545,17 @@ class PostgresMemoryStore:
         if cached is not None:
             return cached
         token = self._cache_token()
-        text = self._call(self._guarded(self._index_text()))
-        if text is None:
-            return ""  # unreachable: the prompt goes on without the index (one warning)
+        params = {"ns": self.namespace, "lines": INDEX_MAX_LINES + 1}
+        try:
+            rows = self._run(lambda conn: conn.execute(_INDEX, params).fetchall())
+        except (PoolTimeout, psycopg.Error, ConfigError) as exc:
+            self._outage(exc)
+            return ""
+        self._answered()
+        text = ""
+        if rows:
+            lines = [_index_line(name, rel, description) for name, rel, description, _, _ in rows]
+            text = cut_index(lines, total_lines=int(rows[0][3]), total_bytes=int(rows[0][4]))
         with self._lock:
             if self._still(token):
                 self._index_cache = text
@@ -506,6 +574,12 @@ class PostgresMemoryStore:
             if cached is not None:
                 self._candidate_cache.move_to_end(key)
                 return list(cached)
+        if self._pool is None:
+            try:
+                await asyncio.to_thread(self.connect)  # first use: never on our loop
+            except (ConfigError, MemoryStoreError) as exc:
+                self._outage(exc)
+                return []
         token = self._cache_token()
         params = {
             "ns": self.namespace,
@@ -516,11 +590,13 @@ class PostgresMemoryStore:
             "fill": NEWEST_FILL,
         }
         try:
-            docs = await self._portal.acall(self._guarded(self._candidate_rows(params)))
+            docs = await self._portal.acall(self._candidate_rows(params))
         except RuntimeError:
-            return []  # closed while waiting
-        if docs is None:
+            return []  # the store was closed meanwhile
+        except (PoolTimeout, psycopg.Error) as exc:
+            self._outage(exc)
             return []
+        self._answered()
         with self._lock:
             if self._still(token):
                 self._candidate_cache[key] = docs
@@ -528,30 +604,19 @@ class PostgresMemoryStore:
                     self._candidate_cache.popitem(last=False)
         return list(docs)
 
-    async def _guarded(self, work: Awaitable[_T]) -> _T | None:
-        """``work``'s result; ``None`` (and one warning per outage) when the database fails."""
-        try:
-            result = await work
-        except (PoolTimeout, psycopg.Error, ConfigError) as exc:
-            if self._healthy:
-                self._healthy = False
-                logger.warning(
-                    "memory database %s unreachable (%s): recall goes on without memory "
-                    "until it is back",
-                    self._where,
-                    _describe(exc),
-                )
-            return None
-        if not self._healthy:
-            self._healthy = True
-            logger.warning("memory database %s is reachable again: recall resumes", self._where)
-        return result
-
     async def _candidate_rows(self, params: dict[str, Any]) -> list[MemoryDoc]:
-        pool = await self._ensure_open()
-        async with pool.connection() as conn:
-            cursor = await conn.execute(_CANDIDATES, params)
-            rows = await cursor.fetchall()
+        apool = self._apool
+        if apool is None:
+            raise RuntimeError("the store is closed")
+        for attempt in range(self._max_size + 1):
+            async with apool.connection() as conn:
+                try:
+                    rows = await (await conn.execute(_CANDIDATES, params)).fetchall()
+                    break
+                except psycopg.OperationalError:
+                    if not conn.closed or attempt == self._max_size:
+                        raise
+                    # The server closed it (a restart): the pool drops it; try another.
         parts: tuple[list[MemoryDoc], list[MemoryDoc], list[MemoryDoc]] = ([], [], [])
         for row in rows:
             parts[row[0]].append(self._doc(row[1:]))
@@ -560,26 +625,25 @@ class PostgresMemoryStore:
         seen = {doc.rel_path for doc in parts[1]}
         return parts[1] + [doc for doc in parts[2] if doc.rel_path not in seen]
 
-    async def _rows(self, query: LiteralString, params: dict[str, Any]) -> list[MemoryDoc]:
-        pool = await self._open_or_raise()
+    def _rows(self, query: LiteralString, params: dict[str, Any]) -> list[MemoryDoc]:
         try:
-            async with pool.connection() as conn:
-                cursor = await conn.execute(query, params)
-                return [self._doc(row) for row in await cursor.fetchall()]
+            rows = self._run(lambda conn: conn.execute(query, params).fetchall())
         except (PoolTimeout, psycopg.Error) as exc:
             raise self._error("read", exc) from exc
+        return [self._doc(row) for row in rows]
 
-    async def _index_text(self) -> str:
-        pool = await self._ensure_open()
-        async with pool.connection() as conn:
-            cursor = await conn.execute(
-                _INDEX, {"ns": self.namespace, "lines": INDEX_MAX_LINES + 1}
-            )
-            rows = await cursor.fetchall()
-        if not rows:
-            return ""
-        lines = [_index_line(name, rel, description) for name, rel, description, _, _ in rows]
-        return cut_index(lines, total_lines=int(rows[0][3]), total_bytes=int(rows[0][4]))
+    def _run(self, work: Callable[[Connection[Any]], _T]) -> _T:
+        """``work(connection)`` on a pooled connection; on a connection the server has
+        closed (a restart), again on another (the pool replaces closed ones)."""
+        pool = self._sync_pool()
+        for attempt in range(self._max_size + 1):
+            with pool.connection() as conn:
+                try:
+                    return work(conn)
+                except psycopg.OperationalError:
+                    if not conn.closed or attempt == self._max_size:
+                        raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- writing ------------------------------------------------------------------------
 
@@ -608,6 +672,9 @@ class PostgresMemoryStore:
         if size > MAX_FILE_BYTES:
             raise MemoryStoreError(f"memory {name!r} is over 1 MiB; save a shorter one")
         row = {
+            "channel": CHANNEL,
+            "key": self._ns_key,
+            "src": self._id,
             "ns": self.namespace,
             "name": name,
             "rel": f"{safe_file_stem(name)}.md",
@@ -616,27 +683,19 @@ class PostgresMemoryStore:
             "body": body,
             "size": size,
         }
-        doc = self._call(self._upsert(row))
-        return doc
-
-    async def _upsert(self, row: dict[str, Any]) -> MemoryDoc:
-        pool = await self._open_or_raise()
         for attempt in range(2):
             try:
-                async with pool.connection() as conn, conn.transaction():
-                    cursor = await conn.execute(_UPSERT, row)
-                    found = await cursor.fetchone()
-                    assert found is not None  # RETURNING of an upsert: always one row
-                    doc = self._doc(found)
-                    await conn.execute(_NOTIFY, (CHANNEL, self._payload("save", doc, found[6])))
-                self._changed_here()
+                found = self._run(lambda conn: conn.execute(_UPSERT, row).fetchone())
+                assert found is not None  # RETURNING of an upsert: always one row
+                doc = self._doc(found[:8])
+                self._changed("save", doc.name, int(found[6]))
                 return doc
             except psycopg.errors.UniqueViolation as exc:
                 if exc.diag.constraint_name != _REL_PATH_KEY or attempt:
                     raise self._error("save to", exc) from exc
                 # Another name owns this file name ("Foo bar" and "foo-bar"): disambiguate.
-                digest = hashlib.sha1(row["name"].encode("utf-8"), usedforsecurity=False)
-                row = {**row, "rel": f"{safe_file_stem(row['name'])}-{digest.hexdigest()[:8]}.md"}
+                digest = hashlib.sha1(name.encode("utf-8"), usedforsecurity=False).hexdigest()
+                row["rel"] = f"{safe_file_stem(name)}-{digest[:8]}.md"
             except (PoolTimeout, psycopg.Error) as exc:
                 raise self._error("save to", exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
@@ -646,43 +705,29 @@ class PostgresMemoryStore:
         key = name_or_rel_path.strip()
         _check_text("a memory name", key)
         params = {"ns": self.namespace, "key": key, "stem": f"{safe_file_stem(key)}.md"}
-        doc = self._call(self._delete(params))
-        if doc is None:
-            raise MemoryStoreError(f"no memory named {key!r} in {self.location}")
-        return doc
 
-    async def _delete(self, params: dict[str, Any]) -> MemoryDoc | None:
-        pool = await self._open_or_raise()
-        try:
-            async with pool.connection() as conn, conn.transaction():
-                cursor = await conn.execute(_GET + " FOR UPDATE", params)
-                found = await cursor.fetchone()
+        def delete(conn: Connection[Any]) -> tuple[MemoryDoc, int] | None:
+            with conn.transaction():
+                found = conn.execute(_GET + " FOR UPDATE", params).fetchone()
                 if found is None:
                     return None
                 doc = self._doc(found)
-                await conn.execute(_DELETE, {"ns": self.namespace, "name": doc.name})
-                await conn.execute(_NOTIFY, (CHANNEL, self._payload("forget", doc, found[6])))
+                conn.execute(_DELETE, {"ns": self.namespace, "name": doc.name})
+                payload = {"ns": self._ns_key, "op": "forget", "name": doc.name[:200]}
+                payload |= {"v": found[6], "src": self._id}
+                conn.execute(_NOTIFY, (CHANNEL, json.dumps(payload)))
+                return doc, int(found[6])
+
+        try:
+            removed = self._run(delete)
         except (PoolTimeout, psycopg.Error) as exc:
             raise self._error("forget in", exc) from exc
-        self._changed_here()
-        return doc
-
-    def _changed_here(self) -> None:
-        """Our own write: empty the caches now rather than when our NOTIFY comes back."""
-        with self._lock:
-            self._generation += 1
-            self._drop_caches_locked()
-
-    def _payload(self, op: str, doc: MemoryDoc, version: int) -> str:
-        return json.dumps({"ns": self._ns_key, "op": op, "name": doc.name[:200], "v": version})
+        if removed is None:
+            raise MemoryStoreError(f"no memory named {key!r} in {self.location}")
+        self._changed("forget", removed[0].name, removed[1])
+        return removed[0]
 
     # -- helpers ------------------------------------------------------------------------
-
-    async def _open_or_raise(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
-        try:
-            return await self._ensure_open()
-        except ConfigError as exc:
-            raise MemoryStoreError(str(exc)) from exc
 
     def _error(self, action: str, exc: BaseException) -> MemoryStoreError:
         return MemoryStoreError(

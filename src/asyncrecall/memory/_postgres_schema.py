@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from psycopg import AsyncConnection
+from psycopg import Connection
 
 from asyncrecall._exceptions import ConfigError
 
@@ -87,16 +87,15 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
 
 
-async def ensure_schema(conn: AsyncConnection[Any], *, where: str) -> int:
+def ensure_schema(conn: Connection[Any], *, where: str) -> int:
     """Create or migrate the schema to :data:`SCHEMA_VERSION`; returns the version found.
 
     Raises :class:`ConfigError` when the database's schema is newer than this code.
     """
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-        await conn.execute(_VERSION_TABLE)
-        cursor = await conn.execute("SELECT version FROM asyncrecall_schema")
-        row = await cursor.fetchone()
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        conn.execute(_VERSION_TABLE)
+        row = conn.execute("SELECT version FROM asyncrecall_schema").fetchone()
         found = int(row[0]) if row is not None else 0
         if found > SCHEMA_VERSION:
             raise ConfigError(
@@ -105,11 +104,9 @@ async def ensure_schema(conn: AsyncConnection[Any], *, where: str) -> int:
             )
         for migration in _MIGRATIONS[found:]:
             for statement in migration:
-                await conn.execute(statement)
+                conn.execute(statement)
         if found == 0:
-            await conn.execute(
-                "INSERT INTO asyncrecall_schema (version) VALUES (%s)", (SCHEMA_VERSION,)
-            )
+            conn.execute("INSERT INTO asyncrecall_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
         elif found < SCHEMA_VERSION:
-            await conn.execute("UPDATE asyncrecall_schema SET version = %s", (SCHEMA_VERSION,))
+            conn.execute("UPDATE asyncrecall_schema SET version = %s", (SCHEMA_VERSION,))
     return found
