@@ -124,11 +124,14 @@ LIMIT 1
 _UPSERT: Final[LiteralString] = """
 WITH saved AS (
     INSERT INTO asyncrecall_memories AS m
-        (namespace, name, rel_path, description, type, body, size)
-    VALUES (%(ns)s, %(name)s, %(rel)s, %(description)s, %(type)s, %(body)s, %(size)s)
+        (namespace, name, rel_path, description, type, body, size, created_at, updated_at)
+    VALUES (%(ns)s, %(name)s, %(rel)s, %(description)s, %(type)s, %(body)s, %(size)s,
+            coalesce(to_timestamp(%(at)s::float8), clock_timestamp()),
+            coalesce(to_timestamp(%(at)s::float8), clock_timestamp()))
     ON CONFLICT (namespace, name) DO UPDATE SET
         description = EXCLUDED.description, type = EXCLUDED.type, body = EXCLUDED.body,
-        size = EXCLUDED.size, version = m.version + 1, updated_at = clock_timestamp()
+        size = EXCLUDED.size, version = m.version + 1,
+        updated_at = coalesce(to_timestamp(%(at)s::float8), clock_timestamp())
     RETURNING name, rel_path, description, type, body, size, version,
               extract(epoch FROM updated_at)::float8 AS mtime
 )
@@ -648,12 +651,20 @@ class PostgresMemoryStore:
     # -- writing ------------------------------------------------------------------------
 
     def save_memory(
-        self, name: str, description: str, type: MemoryType | str, content: str
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        *,
+        updated_at: float | None = None,
     ) -> MemoryDoc:
         """Create or update the memory ``name`` in one transaction (last write wins).
 
-        An empty name, an unknown type, content over 1 MiB (as a topic file) or a NUL
-        character raise :class:`MemoryStoreError`, and nothing is written.
+        ``updated_at`` (a POSIX time) replaces "now" as its modification time: an import
+        keeps the original's. An empty name, an unknown type, content over 1 MiB (as a
+        topic file) or a NUL character raise :class:`MemoryStoreError`, and nothing is
+        written.
         """
         name = " ".join(name.split())
         description = " ".join(description.split())
@@ -682,6 +693,7 @@ class PostgresMemoryStore:
             "type": type,
             "body": body,
             "size": size,
+            "at": updated_at,
         }
         for attempt in range(2):
             try:
