@@ -50,7 +50,7 @@ def _writers(url: str, namespace: str, workers: int, count: int, same: bool) -> 
             if proc.poll() is None:
                 proc.kill()
             proc.communicate()
-    for (out, err), code in results:
+    for (_, err), code in results:
         assert code == 0, err
     return [json.loads(out) for (out, _), _ in results]
 
