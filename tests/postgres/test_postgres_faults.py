@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import subprocess
 import sys
@@ -78,6 +79,10 @@ async def test_a_database_gone_mid_session_means_no_memory_then_memory_again(
         pg_server.start()
     assert reconnected.wait(20)
     assert store.caching
+    for _ in range(150):  # the pools reconnect with their own back-off: poll, 30 s at most
+        if (await manager.recall("postgres")).paths == ("database.md",):
+            break
+        await asyncio.sleep(0.2)
     assert (await manager.recall("postgres")).paths == ("database.md",)
     assert any("reachable again" in m for m in _messages(caplog))
     assert store.save_memory("Back", "", "user", "saved after the restart").name == "Back"

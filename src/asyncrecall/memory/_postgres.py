@@ -10,8 +10,12 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
   folder's: a non-empty name, a known type, a rendered document of at most 1 MiB.
 - **Recall.** :meth:`candidates` asks the database, in one round trip, for the newest
   memories of the namespace; when it holds more than :data:`SCAN_LIMIT`, for the best
-  full-text matches instead (a ``tsvector`` column under a GIN index, ranked by
-  ``ts_rank``) plus the newest few. The selectors rank those as they rank a folder.
+  :data:`MATCHES` full-text matches instead plus the :data:`NEWEST_FILL` newest. The
+  match uses a ``tsvector`` column under a GIN index: any of the query's terms except
+  those PostgreSQL's statistics expect in over :data:`COMMON_ROWS` rows (a common word
+  would match an arbitrary share of a large namespace); at most :data:`MATCH_CAP`
+  matching rows are ranked (``ts_rank``), which bounds the query's cost. The selectors
+  rank the candidates as they rank a folder.
   The query runs on an async pool on the store's own event loop and thread (see
   ``_postgres_portal``): the recall task awaits it, the caller's loop never runs it,
   the turn never waits for it. Synchronous calls (CLI, memory tool) use a second,
@@ -73,25 +77,50 @@ _MAX_QUERY_WORDS: Final = 32
 _CANDIDATE_CACHE: Final = 128
 _WORD: Final = re.compile(r"[^\W_]+")
 _REL_PATH_KEY: Final = "asyncrecall_memories_namespace_rel_path_key"
+#: Rows matched by full-text search that are ranked at most (a bound on recall's cost).
+MATCH_CAP: Final = 1500
+#: Full-text matches offered from a large namespace (beside the newest): fewer than a
+#: folder's 200, since each offered memory costs the selector (BM25 tokenises it).
+MATCHES: Final = 100
+#: A lexeme expected in more rows than this does not select candidates (it would
+#: match an arbitrary share of a large namespace).
+COMMON_ROWS: Final = 1000
+_COMMON_REFRESH_S: Final = 600.0
+
+_COMMON: Final[LiteralString] = """
+SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples
+FROM pg_stats s JOIN pg_class c ON c.oid = 'asyncrecall_memories'::regclass
+WHERE s.schemaname = current_schema() AND s.tablename = 'asyncrecall_memories'
+  AND s.attname = 'search'
+"""
 
 _CANDIDATES: Final[LiteralString] = """
 WITH newest AS (
     SELECT name FROM asyncrecall_memories
     WHERE namespace = %(ns)s AND rel_path <> ALL(%(ex)s)
     ORDER BY updated_at DESC, name LIMIT %(small)s
-), small AS (SELECT count(*) < %(small)s AS yes FROM newest)
+), small AS (SELECT count(*) < %(small)s AS yes FROM newest
+), terms AS (
+    -- The query's lexemes but the common ones (expected in over 1,000 rows, from
+    -- ANALYZE's statistics), any of them: rare terms decide, the rows to rank stay few.
+    SELECT websearch_to_tsquery('simple', string_agg(lexeme, ' or ')) AS q
+    FROM unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS lexeme
+    WHERE lexeme <> ALL(%(common)s::text[])
+)
 (SELECT 0, name, rel_path, description, type, body, size, version,
         extract(epoch FROM updated_at)::float8
  FROM asyncrecall_memories
  WHERE namespace = %(ns)s AND name IN (SELECT name FROM newest) AND (SELECT yes FROM small)
  ORDER BY updated_at DESC, name)
 UNION ALL
-(SELECT 1, m.name, m.rel_path, m.description, m.type, m.body, m.size, m.version,
-        extract(epoch FROM m.updated_at)::float8
- FROM asyncrecall_memories m, websearch_to_tsquery('english', %(q)s) q
- WHERE m.namespace = %(ns)s AND m.search @@ q AND m.rel_path <> ALL(%(ex)s)
-   AND %(q)s <> '' AND NOT (SELECT yes FROM small)
- ORDER BY ts_rank(m.search, q) DESC, m.updated_at DESC LIMIT %(matches)s)
+(SELECT 1, name, rel_path, description, type, body, size, version,
+        extract(epoch FROM updated_at)::float8
+ FROM (SELECT m.*, terms.q
+       FROM asyncrecall_memories m, terms
+       WHERE m.namespace = %(ns)s AND m.search @@ terms.q AND m.rel_path <> ALL(%(ex)s)
+         AND NOT (SELECT yes FROM small)
+       LIMIT %(cap)s) AS hits
+ ORDER BY ts_rank(search, q) DESC, updated_at DESC LIMIT %(matches)s)
 UNION ALL
 (SELECT 2, name, rel_path, description, type, body, size, version,
         extract(epoch FROM updated_at)::float8
@@ -198,13 +227,11 @@ def _namespace_key(namespace: str) -> str:
 
 
 def _query_text(query: str) -> str:
-    """The query's words joined by ``or`` for ``websearch_to_tsquery`` (any word matches).
-
-    Only letters and digits pass, so no ``websearch`` operator (quotes, ``-``) can come
-    from the user; the text is still sent as a parameter.
-    """
-    words = [w for w in dict.fromkeys(_WORD.findall(query.lower())) if w != "or"]
-    return " or ".join(words[:_MAX_QUERY_WORDS])
+    """The query's first 32 distinct words (letters and digits only), for ``to_tsvector``;
+    the lexemes it yields are joined by ``or`` in SQL, so no ``websearch`` operator can
+    come from the user (and the text is still sent as a parameter)."""
+    words = list(dict.fromkeys(_WORD.findall(query.lower())))
+    return " ".join(words[:_MAX_QUERY_WORDS])
 
 
 class PostgresMemoryStore:
@@ -266,6 +293,8 @@ class PostgresMemoryStore:
         self._change_listeners: list[Callable[[StoreChange], None]] = []
         self._healthy = True
         self._closed = False
+        self._common: list[str] = []  # portal-owned
+        self._common_read_at = float("-inf")
 
     @classmethod
     def open(cls, url: str, *, namespace: str, **options: Any) -> PostgresMemoryStore:
@@ -589,8 +618,9 @@ class PostgresMemoryStore:
             "ex": sorted(key[1]),
             "q": _query_text(query),
             "small": SCAN_LIMIT + 1,
-            "matches": SCAN_LIMIT - NEWEST_FILL,
+            "matches": MATCHES,
             "fill": NEWEST_FILL,
+            "cap": MATCH_CAP,
         }
         try:
             docs = await self._portal.acall(self._candidate_rows(params))
@@ -614,6 +644,7 @@ class PostgresMemoryStore:
         for attempt in range(self._max_size + 1):
             async with apool.connection() as conn:
                 try:
+                    params["common"] = await self._common_lexemes(conn)
                     rows = await (await conn.execute(_CANDIDATES, params)).fetchall()
                     break
                 except psycopg.OperationalError:
@@ -627,6 +658,20 @@ class PostgresMemoryStore:
             return parts[0]
         seen = {doc.rel_path for doc in parts[1]}
         return parts[1] + [doc for doc in parts[2] if doc.rel_path not in seen]
+
+    async def _common_lexemes(self, conn: AsyncConnection[Any]) -> list[str]:
+        """The lexemes expected in over :data:`COMMON_ROWS` rows (PostgreSQL's statistics of
+        the ``search`` column, re-read every 10 minutes); none before the first ANALYZE."""
+        now = time.monotonic()
+        if now - self._common_read_at < _COMMON_REFRESH_S:
+            return self._common
+        row = await (await conn.execute(_COMMON)).fetchone()
+        common: list[str] = []
+        if row is not None and row[0] is not None:
+            rows = max(float(row[2]), 0.0)
+            common = [e for e, f in zip(row[0], row[1], strict=False) if f * rows > COMMON_ROWS]
+        self._common, self._common_read_at = common, now
+        return common
 
     def _rows(self, query: LiteralString, params: dict[str, Any]) -> list[MemoryDoc]:
         try:
