@@ -78,10 +78,10 @@ _CANDIDATE_CACHE: Final = 128
 _WORD: Final = re.compile(r"[^\W_]+")
 _REL_PATH_KEY: Final = "asyncrecall_memories_namespace_rel_path_key"
 #: Rows matched by full-text search that are ranked at most (a bound on recall's cost).
-MATCH_CAP: Final = 1500
+MATCH_CAP: Final = 1000
 #: Full-text matches offered from a large namespace (beside the newest): fewer than a
 #: folder's 200, since each offered memory costs the selector (BM25 tokenises it).
-MATCHES: Final = 100
+MATCHES: Final = 60
 #: A lexeme expected in more rows than this does not select candidates (it would
 #: match an arbitrary share of a large namespace).
 COMMON_ROWS: Final = 1000
