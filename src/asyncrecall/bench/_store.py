@@ -153,7 +153,6 @@ class _Spec:
     sessions: int
     seconds: float
     save_ratio: float
-    start_at: float
 
 
 @dataclass(frozen=True)
@@ -174,11 +173,12 @@ class _Counter(logging.Handler):
         self.count += 1
 
 
-def _work(spec: _Spec) -> _Outcome:
-    return asyncio.run(_awork(spec))
+def _work(spec: _Spec, barrier: Any, results: Any) -> None:
+    """A worker process: warm up, wait for every other worker, measure, report."""
+    results.put((spec.worker, asdict(asyncio.run(_awork(spec, barrier)))))
 
 
-async def _awork(spec: _Spec) -> _Outcome:
+async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
     counter = _Counter()
     logger = logging.getLogger("asyncrecall.memory")
     logger.addHandler(counter)
@@ -209,8 +209,8 @@ async def _awork(spec: _Spec) -> _Outcome:
     errors = 0
     saves = 0
     rng = random.Random(spec.worker)
-    await asyncio.sleep(max(0.0, spec.start_at - time.time()))
-    deadline = spec.start_at + spec.seconds
+    await asyncio.to_thread(barrier.wait)  # every worker warm: start together
+    deadline = time.time() + spec.seconds
 
     async def session(number: int) -> None:
         nonlocal errors, saves
@@ -262,14 +262,32 @@ class Row:
 def _run_workers(
     workers: int, *, url: str | None, folder: str | None, namespace: str, args: argparse.Namespace
 ) -> Row:
-    start_at = time.time() + 3.0 + workers * 0.5  # every process warm before the start
-    specs = [
-        _Spec(w, url, folder, namespace, args.sessions, args.seconds, args.save_ratio, start_at)
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(workers)
+    results = context.Queue()
+    processes = [
+        context.Process(
+            target=_work,
+            args=(
+                _Spec(w, url, folder, namespace, args.sessions, args.seconds, args.save_ratio),
+                barrier,
+                results,
+            ),
+        )
         for w in range(workers)
     ]
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(workers) as pool:
-        outcomes = pool.map(_work, specs)
+    for process in processes:
+        process.start()
+    try:
+        reported = dict(results.get(timeout=600) for _ in processes)
+    finally:
+        for process in processes:
+            process.join(timeout=60)
+            if process.is_alive():  # pragma: no cover - a stuck worker
+                process.kill()
+                process.join()
+        results.close()
+    outcomes = [_Outcome(**reported[w]) for w in sorted(reported)]
     latencies = [ms for o in outcomes for ms in o.latencies_ms]
     delays = []
     for index, outcome in enumerate(outcomes):
