@@ -6,9 +6,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from asyncrecall.memory._postgres_local import LocalPostgres
 
 
+@pytest.mark.timeout(300)
 def test_the_store_benchmark_runs_and_reports_every_row(pg_server: LocalPostgres) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "asyncrecall", "bench", "store", "--store", pg_server.url,

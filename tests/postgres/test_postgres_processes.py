@@ -8,6 +8,8 @@ import sys
 import threading
 from typing import Any
 
+import pytest
+
 from asyncrecall.memory import PostgresMemoryStore
 from asyncrecall.memory._postgres import StoreChange
 
@@ -55,6 +57,7 @@ def _writers(url: str, namespace: str, workers: int, count: int, same: bool) -> 
     return [json.loads(out) for (out, _), _ in results]
 
 
+@pytest.mark.timeout(300)  # 8,000 transactions from 8 processes: a minute on a busy machine
 def test_eight_writer_processes_lose_nothing(pg_url: str, open_pg: Any, namespace: str) -> None:
     """8 processes × 1,000 saves, all at once: 8,000 memories, every one intact."""
     _writers(pg_url, namespace, workers=8, count=1000, same=False)

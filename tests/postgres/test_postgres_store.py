@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from collections import defaultdict
 from typing import Any
 
 import psycopg
@@ -138,26 +139,20 @@ def test_caches_follow_changes_made_through_another_connection(
     reader, writer = open_pg(namespace), open_pg(namespace)
     assert reader.caching
     writer.save_memory("First", "one", "user", "1")
-    seen: list[StoreChange] = []
-    arrived = threading.Event()
+    seen: dict[tuple[str, str], threading.Event] = defaultdict(threading.Event)
 
     def on_change(change: StoreChange) -> None:
-        seen.append(change)
-        arrived.set()
+        seen[(change.op, change.name)].set()
 
     remove = reader.add_change_listener(on_change)
     assert reader.index_for_prompt() == "- [First](first.md) — one"
     assert [d.name for d in reader.scan()] == ["First"]
-    arrived.clear()
-    seen.clear()
     writer.save_memory("Second", "two", "user", "2")
-    assert arrived.wait(10)
-    assert (seen[0].op, seen[0].name) == ("save", "Second")
+    assert seen[("save", "Second")].wait(10)
     assert "Second" in reader.index_for_prompt()
     assert [d.name for d in reader.scan()] == ["Second", "First"]
-    arrived.clear()
     writer.forget("First")
-    assert arrived.wait(10)
+    assert seen[("forget", "First")].wait(10)
     assert "First" not in reader.index_for_prompt()
     remove()
     remove()  # twice is harmless
