@@ -60,6 +60,22 @@ from asyncrecall._exceptions import ConfigError, MemoryStoreError
 from asyncrecall.memory._document import render_document, safe_file_stem
 from asyncrecall.memory._postgres_portal import Portal
 from asyncrecall.memory._postgres_schema import CHANNEL, ensure_schema
+from asyncrecall.memory._postgres_sql import (
+    CANDIDATES_SQL,
+    COMMON_REFRESH_S,
+    COMMON_ROWS,
+    COMMON_SQL,
+    DELETE_SQL,
+    GET_SQL,
+    INDEX_SQL,
+    LISTEN_SQL,
+    MATCH_CAP,
+    MATCHES,
+    NEWEST_FILL,
+    NOTIFY_SQL,
+    SCAN_SQL,
+    UPSERT_SQL,
+)
 from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT
 from asyncrecall.memory._store import INDEX_MAX_BYTES, INDEX_MAX_LINES, _index_line
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
@@ -70,120 +86,11 @@ logger = logging.getLogger("asyncrecall.memory")
 
 _T = TypeVar("_T")
 
-#: Newest memories added to the full-text matches of a large namespace.
-NEWEST_FILL: Final = 20
 _MAX_NAMESPACE: Final = 1000
 _MAX_QUERY_WORDS: Final = 32
 _CANDIDATE_CACHE: Final = 128
 _WORD: Final = re.compile(r"[^\W_]+")
 _REL_PATH_KEY: Final = "asyncrecall_memories_namespace_rel_path_key"
-#: Rows matched by full-text search that are ranked at most (a bound on recall's cost).
-MATCH_CAP: Final = 1000
-#: Full-text matches offered from a large namespace (beside the newest): fewer than a
-#: folder's 200, since each offered memory costs the selector (BM25 tokenises it).
-MATCHES: Final = 60
-#: A lexeme expected in more rows than this does not select candidates (it would
-#: match an arbitrary share of a large namespace).
-COMMON_ROWS: Final = 1000
-_COMMON_REFRESH_S: Final = 600.0
-
-_COMMON: Final[LiteralString] = """
-SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples
-FROM pg_stats s JOIN pg_class c ON c.oid = 'asyncrecall_memories'::regclass
-WHERE s.schemaname = current_schema() AND s.tablename = 'asyncrecall_memories'
-  AND s.attname = 'search'
-"""
-
-_CANDIDATES: Final[LiteralString] = """
-WITH newest AS (
-    SELECT name FROM asyncrecall_memories
-    WHERE namespace = %(ns)s AND rel_path <> ALL(%(ex)s)
-    ORDER BY updated_at DESC, name LIMIT %(small)s
-), small AS (SELECT count(*) < %(small)s AS yes FROM newest
-), terms AS (
-    -- The query's lexemes but the common ones (expected in over 1,000 rows, from
-    -- ANALYZE's statistics), any of them: rare terms decide, the rows to rank stay few.
-    SELECT websearch_to_tsquery('simple', string_agg(lexeme, ' or ')) AS q
-    FROM unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS lexeme
-    WHERE lexeme <> ALL(%(common)s::text[])
-)
-(SELECT 0, name, rel_path, description, type, body, size, version,
-        extract(epoch FROM updated_at)::float8
- FROM asyncrecall_memories
- WHERE namespace = %(ns)s AND name IN (SELECT name FROM newest) AND (SELECT yes FROM small)
- ORDER BY updated_at DESC, name)
-UNION ALL
-(SELECT 1, name, rel_path, description, type, body, size, version,
-        extract(epoch FROM updated_at)::float8
- FROM (SELECT m.*, terms.q
-       FROM asyncrecall_memories m, terms
-       WHERE m.namespace = %(ns)s AND m.search @@ terms.q AND m.rel_path <> ALL(%(ex)s)
-         AND NOT (SELECT yes FROM small)
-       LIMIT %(cap)s) AS hits
- ORDER BY ts_rank(search, q) DESC, updated_at DESC LIMIT %(matches)s)
-UNION ALL
-(SELECT 2, name, rel_path, description, type, body, size, version,
-        extract(epoch FROM updated_at)::float8
- FROM asyncrecall_memories
- WHERE namespace = %(ns)s AND rel_path <> ALL(%(ex)s) AND NOT (SELECT yes FROM small)
- ORDER BY updated_at DESC, name LIMIT %(fill)s)
-"""
-
-_SCAN: Final[LiteralString] = """
-SELECT name, rel_path, description, type, body, size, version,
-       extract(epoch FROM updated_at)::float8
-FROM asyncrecall_memories WHERE namespace = %(ns)s
-ORDER BY updated_at DESC, name LIMIT %(limit)s
-"""
-
-_GET: Final[LiteralString] = """
-SELECT name, rel_path, description, type, body, size, version,
-       extract(epoch FROM updated_at)::float8
-FROM asyncrecall_memories
-WHERE namespace = %(ns)s
-  AND (rel_path = %(key)s OR name = %(key)s OR lower(name) = lower(%(key)s)
-       OR rel_path = %(stem)s)
-ORDER BY CASE WHEN rel_path = %(key)s THEN 0 WHEN name = %(key)s THEN 1
-              WHEN lower(name) = lower(%(key)s) THEN 2 ELSE 3 END, name
-LIMIT 1
-"""
-
-# One statement, so one transaction and one round trip: the upsert and its NOTIFY
-# (delivered at commit). A conflict on (namespace, name) updates the whole row.
-_UPSERT: Final[LiteralString] = """
-WITH saved AS (
-    INSERT INTO asyncrecall_memories AS m
-        (namespace, name, rel_path, description, type, body, size, created_at, updated_at)
-    VALUES (%(ns)s, %(name)s, %(rel)s, %(description)s, %(type)s, %(body)s, %(size)s,
-            coalesce(to_timestamp(%(at)s::float8), clock_timestamp()),
-            coalesce(to_timestamp(%(at)s::float8), clock_timestamp()))
-    ON CONFLICT (namespace, name) DO UPDATE SET
-        description = EXCLUDED.description, type = EXCLUDED.type, body = EXCLUDED.body,
-        size = EXCLUDED.size, version = m.version + 1,
-        updated_at = coalesce(to_timestamp(%(at)s::float8), clock_timestamp())
-    RETURNING name, rel_path, description, type, body, size, version,
-              extract(epoch FROM updated_at)::float8 AS mtime
-)
-SELECT name, rel_path, description, type, body, size, version, mtime,
-       pg_notify(%(channel)s::text, json_build_object(
-           'ns', %(key)s::text, 'op', 'save', 'name', left(name, 200), 'v', version,
-           'src', %(src)s::text)::text)
-FROM saved
-"""
-
-_DELETE: Final[LiteralString] = """
-DELETE FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
-"""
-
-_INDEX: Final[LiteralString] = """
-SELECT name, rel_path, description, count(*) OVER (),
-       sum(octet_length(name) + octet_length(rel_path) + octet_length(description) + 10) OVER ()
-FROM asyncrecall_memories WHERE namespace = %(ns)s
-ORDER BY created_at, name LIMIT %(lines)s
-"""
-
-_NOTIFY: Final[LiteralString] = "SELECT pg_notify(%s, %s)"
-_LISTEN: Final[LiteralString] = "LISTEN asyncrecall_memories"
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,7 +371,7 @@ class PostgresMemoryStore:
                 continue
             try:
                 async with conn:
-                    await conn.execute(_LISTEN)
+                    await conn.execute(LISTEN_SQL)
                     self._set_listening(True)
                     self._changed("reconnect", "", 0)  # changes made while away are unknown
                     delay = 0.05
@@ -548,7 +455,7 @@ class PostgresMemoryStore:
         if cached is not None:
             return list(cached)
         token = self._cache_token()
-        docs = self._rows(_SCAN, {"ns": self.namespace, "limit": limit})
+        docs = self._rows(SCAN_SQL, {"ns": self.namespace, "limit": limit})
         with self._lock:
             if self._still(token):
                 self._scan_cache[limit] = docs
@@ -560,7 +467,7 @@ class PostgresMemoryStore:
         key = name_or_rel_path.strip()
         _check_text("a memory name", key)
         params = {"ns": self.namespace, "key": key, "stem": f"{safe_file_stem(key)}.md"}
-        docs = self._rows(_GET, params)
+        docs = self._rows(GET_SQL, params)
         if not docs:
             raise MemoryStoreError(f"no memory named {key!r} in {self.location}")
         return docs[0]
@@ -579,7 +486,7 @@ class PostgresMemoryStore:
         token = self._cache_token()
         params = {"ns": self.namespace, "lines": INDEX_MAX_LINES + 1}
         try:
-            rows = self._run(lambda conn: conn.execute(_INDEX, params).fetchall())
+            rows = self._run(lambda conn: conn.execute(INDEX_SQL, params).fetchall())
         except (PoolTimeout, psycopg.Error, ConfigError) as exc:
             self._outage(exc)
             return ""
@@ -645,7 +552,7 @@ class PostgresMemoryStore:
             async with apool.connection() as conn:
                 try:
                     params["common"] = await self._common_lexemes(conn)
-                    rows = await (await conn.execute(_CANDIDATES, params)).fetchall()
+                    rows = await (await conn.execute(CANDIDATES_SQL, params)).fetchall()
                     break
                 except psycopg.OperationalError:
                     if not conn.closed or attempt == self._max_size:
@@ -663,9 +570,9 @@ class PostgresMemoryStore:
         """The lexemes expected in over :data:`COMMON_ROWS` rows (PostgreSQL's statistics of
         the ``search`` column, re-read every 10 minutes); none before the first ANALYZE."""
         now = time.monotonic()
-        if now - self._common_read_at < _COMMON_REFRESH_S:
+        if now - self._common_read_at < COMMON_REFRESH_S:
             return self._common
-        row = await (await conn.execute(_COMMON)).fetchone()
+        row = await (await conn.execute(COMMON_SQL)).fetchone()
         common: list[str] = []
         if row is not None and row[0] is not None:
             rows = max(float(row[2]), 0.0)
@@ -742,7 +649,7 @@ class PostgresMemoryStore:
         }
         for attempt in range(2):
             try:
-                found = self._run(lambda conn: conn.execute(_UPSERT, row).fetchone())
+                found = self._run(lambda conn: conn.execute(UPSERT_SQL, row).fetchone())
                 assert found is not None  # RETURNING of an upsert: always one row
                 doc = self._doc(found[:8])
                 self._changed("save", doc.name, int(found[6]))
@@ -765,14 +672,14 @@ class PostgresMemoryStore:
 
         def delete(conn: Connection[Any]) -> tuple[MemoryDoc, int] | None:
             with conn.transaction():
-                found = conn.execute(_GET + " FOR UPDATE", params).fetchone()
+                found = conn.execute(GET_SQL + " FOR UPDATE", params).fetchone()
                 if found is None:
                     return None
                 doc = self._doc(found)
-                conn.execute(_DELETE, {"ns": self.namespace, "name": doc.name})
+                conn.execute(DELETE_SQL, {"ns": self.namespace, "name": doc.name})
                 payload = {"ns": self._ns_key, "op": "forget", "name": doc.name[:200]}
                 payload |= {"v": found[6], "src": self._id}
-                conn.execute(_NOTIFY, (CHANNEL, json.dumps(payload)))
+                conn.execute(NOTIFY_SQL, (CHANNEL, json.dumps(payload)))
                 return doc, int(found[6])
 
         try:
