@@ -50,6 +50,8 @@ class Settings:
     max_turns: int = _DEFAULT_MAX_TURNS
     output_format: OutputFormat = "text"
     recall_mode: RecallMode = "async"
+    store: str | None = None  # a postgresql:// URL: memories in a database (issue 13)
+    namespace: str | None = None  # the database store's namespace (default: the project)
 
     @property
     def effective_side_model(self) -> str | None:
@@ -145,6 +147,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_turns": _positive_int("--max-turns", allow_zero=True),
     "output_format": _choice("--output-format", get_args(OutputFormat)),
     "recall_mode": _choice("--recall-mode", get_args(RecallMode)),
+    "store": _text,
+    "namespace": _text,
 }
 
 # Environment variables, first set wins.
@@ -156,6 +160,8 @@ _ENV: dict[str, tuple[str, ...]] = {
     "selector": ("ASYNCRECALL_SELECTOR",),
     "memory_dir": ("ASYNCRECALL_MEMORY_DIR",),
     "memory_enabled": ("ASYNCRECALL_MEMORY",),
+    "store": ("ASYNCRECALL_STORE",),
+    "namespace": ("ASYNCRECALL_NAMESPACE",),
 }
 
 

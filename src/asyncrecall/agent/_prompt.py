@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import MemoryStoreProtocol
 from asyncrecall.models import ToolSpec
 
 __all__ = ["build_system_prompt"]
@@ -27,7 +27,7 @@ correction, a project fact, a pointer to a reference), save it with save_memory.
 
 
 def build_system_prompt(
-    project_root: Path, tools: tuple[ToolSpec, ...], memory: MemoryStore | None
+    project_root: Path, tools: tuple[ToolSpec, ...], memory: MemoryStoreProtocol | None
 ) -> str:
     """Instructions, the list of tools and, with memory on, the index of memories."""
     sections = [_INSTRUCTIONS.format(root=project_root)]
@@ -36,5 +36,5 @@ def build_system_prompt(
         sections.append(f"# Tools\n{lines}")
     if memory is not None:
         index = memory.index_for_prompt().strip() or "(no memories saved yet)"
-        sections.append(_MEMORY.format(folder=memory.root, index=index))
+        sections.append(_MEMORY.format(folder=memory.location, index=index))
     return "\n\n".join(sections)

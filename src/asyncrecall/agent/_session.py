@@ -16,7 +16,7 @@ from asyncrecall.agent._tools import ToolRegistry
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryManager,
-    MemoryStore,
+    MemoryStoreProtocol,
     ModelSelector,
     build_memory_manager,
 )
@@ -102,7 +102,7 @@ def open_session(
             side_model = _local_model(settings) if side_name == LOCAL else pair.side
         closers.append(pair.aclose)
     memory = _memory_for(settings, side_model)
-    store: MemoryStore | None = memory.store if memory is not None else None
+    store: MemoryStoreProtocol | None = memory.store if memory is not None else None
     tools = ToolRegistry(settings.project, memory_store=store)
     control = control or CancelSignal()
     client = AgentClient(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall._exceptions import AsyncRecallError, ToolError
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import MemoryStoreProtocol
 from asyncrecall.models import FunctionCall, FunctionResponse, ToolSpec
 
 __all__ = ["ToolOutcome", "ToolRegistry"]
@@ -66,7 +66,9 @@ _INT = {"type": "integer", "minimum": 0}
 class ToolRegistry:
     """The project's tools; :meth:`execute` runs a model turn's calls."""
 
-    def __init__(self, project_root: Path, *, memory_store: MemoryStore | None = None) -> None:
+    def __init__(
+        self, project_root: Path, *, memory_store: MemoryStoreProtocol | None = None
+    ) -> None:
         self.root = project_root.resolve()
         self._memory = memory_store
         tools = [

@@ -1,9 +1,15 @@
-"""``asyncrecall memory path|list|show|add|forget|recall``: the project's memory folder.
+"""``asyncrecall memory path|list|show|add|forget|recall|export|import``: the project's
+memories.
 
 Every sub-command takes the shared flags after its name (``--memory-dir``,
-``--project``, the endpoint flags ...) and ``--json``. Data goes to stdout, warnings
-to stderr. ``recall`` runs the recall the agent runs: the same folder, the same
-selector choice (:func:`~asyncrecall.memory.build_memory_manager`), the same block.
+``--project``, the endpoint flags ...), ``--json``, and ``--store URL`` /
+``--namespace NAME`` (also ``ASYNCRECALL_STORE`` / ``ASYNCRECALL_NAMESPACE``): with a
+``postgresql://`` store the memories live in that database, in the namespace (default:
+the project's root folder), instead of the memory folder. ``export --to DIR`` copies
+the store's memories into a folder; ``import --from DIR`` copies a folder's memories
+into the store (front matter and modification times kept). Data goes to stdout,
+warnings to stderr. ``recall`` runs the recall the agent runs: the same store, the
+same selector choice (:func:`~asyncrecall.memory.build_memory_manager`), the same block.
 """
 
 from __future__ import annotations
@@ -12,9 +18,11 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from asyncrecall._settings import Settings
@@ -25,9 +33,10 @@ from asyncrecall.memory import (
     MEMORY_TYPES,
     MemoryDoc,
     MemoryStore,
+    MemoryStoreProtocol,
     RecallResult,
     build_memory_manager,
-    resolve_memory_dir,
+    open_memory_store,
 )
 from asyncrecall.memory._prompt import age_in_days, format_age
 from asyncrecall.models import Model
@@ -51,6 +60,17 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
             name, help=summary, description=summary, parents=[common]
         )
         sub.add_argument("--json", action="store_true", help="print JSON for machines")
+        sub.add_argument(
+            "--store",
+            metavar="URL",
+            help="keep memories in this PostgreSQL database (postgresql://...; "
+            "default: ASYNCRECALL_STORE, else the memory folder)",
+        )
+        sub.add_argument(
+            "--namespace",
+            metavar="NAME",
+            help="the database store's namespace (default: the project's root folder)",
+        )
         sub.set_defaults(handler=_handle(handler))
         return sub
 
@@ -77,14 +97,34 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="a relative path already surfaced this session (repeatable)",
     )
+    export = add("export", "copy every memory of the store into a memory folder", _export)
+    export.add_argument("--to", required=True, metavar="DIR", help="the folder to write")
+    load = add("import", "copy every memory of a memory folder into the store", _import)
+    load.add_argument("--from", dest="source", required=True, metavar="DIR", help="the folder")
 
 
 def _handle(handler: Handler) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         _log_warnings_to_stderr()
-        return handler(args, settings_from_args(args))
+        settings = settings_from_args(args)
+        overrides = {k: getattr(args, k) for k in ("store", "namespace") if getattr(args, k)}
+        try:
+            return handler(args, settings.with_overrides(**overrides))
+        finally:
+            while _OPENED:
+                _close(_OPENED.pop())
 
     return run
+
+
+# Stores opened by the running sub-command, closed when it ends.
+_OPENED: list[MemoryStoreProtocol] = []
+
+
+def _close(store: MemoryStoreProtocol) -> None:
+    close: Callable[[], None] | None = getattr(store, "close", None)
+    if close is not None:
+        close()
 
 
 # -- output helpers ------------------------------------------------------------------
@@ -136,15 +176,19 @@ def _doc_json(doc: MemoryDoc) -> dict[str, Any]:
     }
 
 
-def _store(settings: Settings) -> MemoryStore:
-    return MemoryStore(resolve_memory_dir(settings))
+def _store(settings: Settings) -> MemoryStoreProtocol:
+    """The store these settings name (a database is connected now: exit 2 if down)."""
+    store = open_memory_store(settings)
+    _OPENED.append(store)
+    return store
 
 
 # -- sub-commands --------------------------------------------------------------------
 
 
 def _path(args: argparse.Namespace, settings: Settings) -> int:
-    root = _store(settings).ensure()
+    store = _store(settings)
+    root = store.ensure() if isinstance(store, MemoryStore) else store.location
     if args.json:
         _print_json({"path": str(root)})
     else:
@@ -159,13 +203,13 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
         _print_json([_doc_json(doc) for doc in docs])
         return 0
     if not docs:
-        _err().print(f"No memories in {store.root}", markup=False)
+        _err().print(f"No memories in {store.location}", markup=False)
         return 0
     from rich.table import Table
     from rich.text import Text
 
     now = time.time()
-    table = Table(title=Text(f"Memories in {store.root}"), title_justify="left")
+    table = Table(title=Text(f"Memories in {store.location}"), title_justify="left")
     for column in ("name", "type", "file", "saved", "description"):
         table.add_column(column, overflow="fold")
     for doc in docs:
@@ -259,6 +303,7 @@ async def _run_recall(
     side_model = _side_model(settings)
     try:
         manager = build_memory_manager(settings, side_model=side_model)
+        _OPENED.append(manager.store)
         return await manager.recall(query, excluded_paths=excluded, limit=limit)
     finally:
         close = getattr(side_model, "aclose", None)
@@ -275,3 +320,57 @@ def _side_model(settings: Settings) -> Model | None:
 
     model: Model = OpenAIModel(model=name, base_url=settings.base_url, api_key=settings.api_key)
     return model
+
+
+def _copy(
+    source: MemoryStoreProtocol, target: MemoryStoreProtocol
+) -> list[tuple[MemoryDoc, MemoryDoc]]:
+    """Save every memory of ``source`` into ``target``, oldest first (so the index keeps
+    its order); each copy keeps the original's modification time."""
+    copied = []
+    for doc in sorted(source.scan(limit=None), key=lambda d: (d.mtime, d.rel_path)):
+        if isinstance(target, MemoryStore):
+            saved = target.save_memory(doc.name, doc.description, doc.type, doc.body)
+            os.utime(saved.path, (doc.mtime, doc.mtime))
+        else:
+            saved = target.save_memory(
+                doc.name, doc.description, doc.type, doc.body, **_keep_time(target, doc)
+            )
+        copied.append((doc, saved))
+    return copied
+
+
+def _keep_time(target: MemoryStoreProtocol, doc: MemoryDoc) -> dict[str, float]:
+    """``updated_at`` for a store whose ``save_memory`` takes it (the database's)."""
+    import inspect
+
+    takes = "updated_at" in inspect.signature(target.save_memory).parameters
+    return {"updated_at": doc.mtime} if takes else {}
+
+
+def _report_copy(
+    args: argparse.Namespace, copied: list[tuple[MemoryDoc, MemoryDoc]], what: str
+) -> int:
+    if args.json:
+        _print_json([{"from": d.rel_path, "to": s.rel_path, "name": d.name} for d, s in copied])
+    else:
+        _out().print(f"{what}: {len(copied)} memories", markup=False)
+    return 0
+
+
+def _export(args: argparse.Namespace, settings: Settings) -> int:
+    source = _store(settings)
+    target = MemoryStore(Path(args.to))
+    copied = _copy(source, target)
+    return _report_copy(args, copied, f"Exported {source.location} to {target.location}")
+
+
+def _import(args: argparse.Namespace, settings: Settings) -> int:
+    folder = Path(args.source)
+    if not folder.is_dir():
+        from asyncrecall._exceptions import ConfigError
+
+        raise ConfigError(f"memory import: {folder} is not a folder")
+    target = _store(settings)
+    copied = _copy(MemoryStore(folder), target)
+    return _report_copy(args, copied, f"Imported {folder} into {target.location}")

@@ -1,8 +1,10 @@
 """The memory folder, scanning, selectors and recall. Knows nothing of the agent.
 
 A project's memory is a folder of Markdown topic files plus an index, ``MEMORY.md``
-(:class:`MemoryStore`). :class:`MemoryManager` recalls the files relevant to a query
-with a :class:`Selector` (:class:`ModelSelector`: one side query to a fast model;
+(:class:`MemoryStore`); :class:`PostgresMemoryStore` keeps them in PostgreSQL for
+fleets of workers (the ``postgres`` extra), behind the same :class:`MemoryStoreProtocol`.
+:class:`MemoryManager` recalls the memories relevant to a query with a
+:class:`Selector` (:class:`ModelSelector`: one side query to a fast model;
 :class:`LexicalSelector`: BM25, local) and formats them as the memory block the agent
 puts in front of the main model (:func:`format_memory_block`).
 """
@@ -20,6 +22,7 @@ from asyncrecall.memory._recall import DEFAULT_LIMIT, MemoryManager
 from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT
 from asyncrecall.memory._selector import InstantSelector, Selector, validate_selection
 from asyncrecall.memory._store import INDEX_MAX_BYTES, INDEX_MAX_LINES, MemoryStore
+from asyncrecall.memory._store_protocol import MemoryStoreProtocol, open_memory_store
 from asyncrecall.memory._types import (
     EMPTY_RECALL,
     MEMORY_TYPES,
@@ -45,8 +48,10 @@ __all__ = [
     "MemoryDoc",
     "MemoryManager",
     "MemoryStore",
+    "MemoryStoreProtocol",
     "MemoryType",
     "ModelSelector",
+    "PostgresMemoryStore",
     "RecallResult",
     "Selector",
     "build_memory_manager",
@@ -54,7 +59,21 @@ __all__ = [
     "embedding_available",
     "format_manifest",
     "format_memory_block",
+    "open_memory_store",
     "resolve_memory_dir",
     "safe_file_stem",
     "validate_selection",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``PostgresMemoryStore`` is imported on first use: psycopg is an optional extra."""
+    if name == "PostgresMemoryStore":
+        try:
+            from asyncrecall.memory._postgres import PostgresMemoryStore
+        except ModuleNotFoundError as exc:  # pragma: no cover - the extra is installed in CI
+            raise ImportError(
+                "PostgresMemoryStore needs psycopg: pip install 'asyncrecall[postgres]'"
+            ) from exc
+        return PostgresMemoryStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,11 +8,10 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
 from asyncrecall.memory._embedding import EmbeddingSelector, HybridSelector, embedding_available
 from asyncrecall.memory._lexical import LexicalSelector
-from asyncrecall.memory._location import resolve_memory_dir
 from asyncrecall.memory._model_selector import ModelSelector
 from asyncrecall.memory._recall import MemoryManager
 from asyncrecall.memory._selector import Selector
-from asyncrecall.memory._store import MemoryStore
+from asyncrecall.memory._store_protocol import open_memory_store
 from asyncrecall.models import Model
 
 __all__ = ["build_memory_manager"]
@@ -25,7 +24,7 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
     without one it is a :class:`ConfigError`. ``embedding`` and ``hybrid`` need the
     ``local`` extra (WordLlama); without it they are a :class:`ConfigError` too.
     """
-    store = MemoryStore(resolve_memory_dir(settings))
+    store = open_memory_store(settings)
     name = settings.effective_selector
     selector: Selector
     if name == "lexical":

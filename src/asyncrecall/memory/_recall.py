@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.memory._prompt import format_memory_block
 from asyncrecall.memory._selector import InstantSelector, Selector
-from asyncrecall.memory._store import MemoryStore
+from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
 
@@ -56,7 +56,7 @@ class MemoryManager:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: MemoryStoreProtocol,
         selector: Selector,
         *,
         clock: Callable[[], float] = time.time,
@@ -82,15 +82,12 @@ class MemoryManager:
         if not query.strip() or limit <= 0 or (cancel is not None and cancel.cancelled):
             return EMPTY_RECALL
         chosen = selector if selector is not None else self.selector
-        if isinstance(chosen, InstantSelector) and _is_inline(chosen):
+        if isinstance(chosen, InstantSelector) and _is_inline(chosen) and self.store.inline_scan:
             inline = self._recall_inline(chosen, query, excluded_paths, limit)
             if inline is not None:
                 return inline
-        scan = await _bridged(
-            run_off_loop(lambda _stop: self.store.scan(), name="asyncrecall-scan"),
-            cancel,
-            name="memory-scan",
-        )
+        candidates = self.store.candidates(query, exclude=excluded_paths)
+        scan = await _bridged(candidates, cancel, name="memory-scan")
         if scan is None:
             return EMPTY_RECALL  # our cancel fired: nothing to log, nothing to return
         excluded = frozenset(excluded_paths)

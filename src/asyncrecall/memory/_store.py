@@ -19,13 +19,14 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Final
 
 from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._document import render_document, safe_file_stem
 from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT, Scanner, _inside
+from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
 
 __all__ = ["INDEX_MAX_BYTES", "INDEX_MAX_LINES", "MemoryStore"]
@@ -39,12 +40,25 @@ _LOCK_TIMEOUT_S: Final = 30.0
 class MemoryStore:
     """One memory folder. Cheap to create; nothing is touched until a method is called."""
 
+    #: A warm scan stats files and parses nothing: recall may run it on the event loop.
+    inline_scan = True
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root).expanduser().absolute()
         self._scanner = Scanner(self.root)
 
     def __repr__(self) -> str:
         return f"MemoryStore({str(self.root)!r})"
+
+    @property
+    def location(self) -> str:
+        """The folder, for messages."""
+        return str(self.root)
+
+    async def candidates(self, query: str, *, exclude: Collection[str] = ()) -> list[MemoryDoc]:
+        """What recall offers a selector: the newest files (:meth:`scan`), in a worker
+        thread that a cancel abandons and exit never waits for."""
+        return await run_off_loop(lambda _stop: self.scan(), name="asyncrecall-scan")
 
     @property
     def index_path(self) -> Path:

@@ -1,0 +1,372 @@
+"""``asyncrecall bench store``: recall and saves from many worker processes on one database.
+
+A namespace of ``--memories`` synthetic memories (words drawn from a Zipf-like
+vocabulary, so full-text search has common and rare terms) is loaded into PostgreSQL
+with ``COPY``. Then, for each worker count of ``--workers`` (1, 4, 8), that many
+processes each run ``--sessions`` concurrent sessions for ``--seconds``: a session
+recalls (the lexical selector over the database's candidates, as the agent's instant
+pass does) for a fresh query, or with probability ``--save-ratio`` saves a new memory.
+Measured per run: recall p50/p99 (ms, from the call to the result), saves per second
+(all processes), the invalidation delay (from a save call in one process until another
+process's store has dropped its caches, through ``LISTEN/NOTIFY``) and errors (recalls
+that raised or logged a warning, failed saves). The memory folder is measured beside it
+at 1 process with the same corpus and mix.
+
+Without ``--store``, a throw-away local PostgreSQL is started from the machine's
+binaries (``fsync=off``: saves per second are an upper bound for a durable server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import multiprocessing
+import os
+import random
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from asyncrecall._settings import Settings
+from asyncrecall.bench._corpus import MEMORIES, QUERIES
+from asyncrecall.bench._measure import percentile
+from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
+from asyncrecall.memory._document import render_document, safe_file_stem
+
+__all__ = ["add_arguments", "run"]
+
+_SEED = 13
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", metavar="URL", help="a PostgreSQL URL (default: a local one)")
+    parser.add_argument("--memories", type=int, default=10_000, help="namespace size")
+    parser.add_argument("--workers", default="1,4,8", help="worker process counts (1,4,8)")
+    parser.add_argument("--sessions", type=int, default=4, help="concurrent sessions per worker")
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured time per run")
+    parser.add_argument("--save-ratio", type=float, default=0.05, help="share of saves")
+    parser.add_argument("--no-folder", action="store_true", help="skip the folder row")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+# -- the corpus -------------------------------------------------------------------------
+
+
+def _vocabulary() -> list[str]:
+    words: dict[str, None] = {}
+    for text in [m.content + " " + m.description for m in MEMORIES] + [q.text for q in QUERIES]:
+        for word in text.lower().split():
+            word = "".join(ch for ch in word if ch.isalpha())
+            if len(word) >= 4:
+                words[word] = None
+    rng = random.Random(_SEED)
+    letters = "bcdfghklmnprstvz"
+    vowels = "aeiou"
+    while len(words) < 5000:
+        syllables = rng.randint(2, 4)
+        words["".join(rng.choice(letters) + rng.choice(vowels) for _ in range(syllables))] = None
+    return list(words)
+
+
+class _Words:
+    """Words drawn with Zipf-like frequencies (rank r has weight 1/r)."""
+
+    def __init__(self, seed: int) -> None:
+        self.words = _vocabulary()
+        self._weights = [1.0 / (rank + 1) for rank in range(len(self.words))]
+        self._rng = random.Random(seed)
+
+    def take(self, count: int) -> list[str]:
+        return self._rng.choices(self.words, weights=self._weights, k=count)
+
+    def query(self) -> str:
+        return "what do we know about " + " ".join(self.take(self._rng.randint(2, 4)))
+
+    def memory(self, number: int) -> tuple[str, str, str]:
+        name = f"{' '.join(self.take(2))} {number}"
+        return name, " ".join(self.take(8)), " ".join(self.take(40))
+
+
+def _load_database(url: str, namespace: str, count: int) -> None:
+    import psycopg
+
+    from asyncrecall.memory._postgres import PostgresMemoryStore
+
+    PostgresMemoryStore.open(url, namespace=namespace, listen=False).close()  # the schema
+    words = _Words(_SEED)
+    now = time.time()
+    with psycopg.connect(url) as conn:
+        with conn.cursor().copy(
+            "COPY asyncrecall_memories (namespace, name, rel_path, description, type, body,"
+            " size, created_at, updated_at) FROM STDIN"
+        ) as copy:
+            for number in range(count):
+                name, description, body = words.memory(number)
+                stamp = _timestamp(now - (count - number))
+                rel = f"{safe_file_stem(name)}.md"
+                copy.write_row((namespace, name, rel, description, "project", body, 400, stamp,
+                                stamp))  # fmt: skip
+        conn.execute("ANALYZE asyncrecall_memories")
+
+
+def _timestamp(epoch: float) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def _load_folder(root: Path, count: int) -> None:
+    words = _Words(_SEED)
+    root.mkdir(parents=True, exist_ok=True)
+    lines = []
+    now = time.time()
+    for number in range(count):
+        name, description, body = words.memory(number)
+        rel = f"{safe_file_stem(name)}.md"
+        path = root / rel
+        path.write_text(
+            render_document(name=name, description=description, type="project", body=body),
+            encoding="utf-8",
+        )
+        stamp = now - (count - number)
+        os.utime(path, (stamp, stamp))
+        lines.append(f"- [{name}]({rel}) — {description}")
+    (root / "MEMORY.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+# -- one worker process -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Spec:
+    worker: int
+    url: str | None
+    folder: str | None
+    namespace: str
+    sessions: int
+    seconds: float
+    save_ratio: float
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    latencies_ms: list[float]
+    saves: int
+    errors: int
+    saved: dict[str, float]
+    seen: dict[str, float]
+
+
+class _Counter(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+def _work(spec: _Spec, barrier: Any, results: Any) -> None:
+    """A worker process: warm up, wait for every other worker, measure, report."""
+    results.put((spec.worker, asdict(asyncio.run(_awork(spec, barrier)))))
+
+
+async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
+    counter = _Counter()
+    logger = logging.getLogger("asyncrecall.memory")
+    logger.addHandler(counter)
+    logger.propagate = False
+    seen: dict[str, float] = {}
+    store: Any
+    if spec.url is not None:
+        from asyncrecall.memory._postgres import PostgresMemoryStore, StoreChange
+
+        store = PostgresMemoryStore.open(
+            spec.url, namespace=spec.namespace, max_size=spec.sessions + 1
+        )
+
+        def on_change(change: StoreChange) -> None:
+            if change.op == "save":
+                seen.setdefault(change.name, change.seen_at)
+
+        store.add_change_listener(on_change)
+    else:
+        assert spec.folder is not None
+        store = MemoryStore(Path(spec.folder))
+    manager = MemoryManager(store, LexicalSelector())
+    words = _Words(_SEED + 1000 + spec.worker)
+    for _ in range(10):  # warm: the selector's per-document cache, the pool
+        await manager.recall(words.query())
+    latencies: list[float] = []
+    saved: dict[str, float] = {}
+    errors = 0
+    saves = 0
+    rng = random.Random(spec.worker)
+    await asyncio.to_thread(barrier.wait)  # every worker warm: start together
+    deadline = time.time() + spec.seconds
+
+    async def session(number: int) -> None:
+        nonlocal errors, saves
+        made = 0
+        while time.time() < deadline:
+            try:
+                if rng.random() < spec.save_ratio:
+                    made += 1
+                    name = f"bench w{spec.worker} s{number} n{made}"
+                    _, description, body = words.memory(made)
+                    started = time.time()
+                    await asyncio.to_thread(store.save_memory, name, description, "user", body)
+                    saved[name] = started
+                    saves += 1
+                else:
+                    query = words.query()
+                    began = time.perf_counter()
+                    await manager.recall(query)
+                    latencies.append((time.perf_counter() - began) * 1000)
+            except Exception:
+                errors += 1
+
+    before = counter.count
+    await asyncio.gather(*(session(n) for n in range(spec.sessions)))
+    await asyncio.sleep(0.5)  # late notifications of the others' last saves
+    close = getattr(store, "close", None)
+    if close is not None:
+        close()
+    return _Outcome(latencies, saves, errors + counter.count - before, saved, seen)
+
+
+# -- runs and the report ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    store: str
+    workers: int
+    sessions: int
+    recalls: int
+    recall_p50_ms: float
+    recall_p99_ms: float
+    saves_per_s: float
+    invalidation_p50_ms: float | None
+    invalidation_p99_ms: float | None
+    errors: int
+
+
+def _run_workers(
+    workers: int, *, url: str | None, folder: str | None, namespace: str, args: argparse.Namespace
+) -> Row:
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(workers)
+    results = context.Queue()
+    processes = [
+        context.Process(
+            target=_work,
+            args=(
+                _Spec(w, url, folder, namespace, args.sessions, args.seconds, args.save_ratio),
+                barrier,
+                results,
+            ),
+        )
+        for w in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        reported = dict(results.get(timeout=600) for _ in processes)
+    finally:
+        for process in processes:
+            process.join(timeout=60)
+            if process.is_alive():  # pragma: no cover - a stuck worker
+                process.kill()
+                process.join()
+        results.close()
+    outcomes = [_Outcome(**reported[w]) for w in sorted(reported)]
+    latencies = [ms for o in outcomes for ms in o.latencies_ms]
+    delays = []
+    for index, outcome in enumerate(outcomes):
+        for other_index, other in enumerate(outcomes):
+            if other_index == index:
+                continue
+            for name, began in outcome.saved.items():
+                if name in other.seen:
+                    delays.append((other.seen[name] - began) * 1000)
+    return Row(
+        store="postgres" if url else "folder",
+        workers=workers,
+        sessions=args.sessions,
+        recalls=len(latencies),
+        recall_p50_ms=round(percentile(latencies, 50), 2) if latencies else float("nan"),
+        recall_p99_ms=round(percentile(latencies, 99), 2) if latencies else float("nan"),
+        saves_per_s=round(sum(o.saves for o in outcomes) / args.seconds, 1),
+        invalidation_p50_ms=round(percentile(delays, 50), 2) if delays else None,
+        invalidation_p99_ms=round(percentile(delays, 99), 2) if delays else None,
+        errors=sum(o.errors for o in outcomes),
+    )
+
+
+def measure(args: argparse.Namespace, url: str) -> list[Row]:
+    counts = [int(n) for n in str(args.workers).split(",") if n.strip()]
+    rows = []
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    _load_database(url, namespace, args.memories)  # once: later runs add their saves
+    for workers in counts:
+        rows.append(_run_workers(workers, url=url, folder=None, namespace=namespace, args=args))
+    if not args.no_folder:
+        folder = Path(tempfile.mkdtemp(prefix="asyncrecall-bench-folder-"))
+        try:
+            _load_folder(folder, args.memories)
+            rows.append(_run_workers(1, url=None, folder=str(folder), namespace="", args=args))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return rows
+
+
+def _table(rows: Sequence[Row], args: argparse.Namespace) -> str:
+    def ms(value: float | None) -> str:
+        return "—" if value is None else f"{value:.1f}"
+
+    lines = [
+        f"{args.memories:,} memories, {args.sessions} sessions per worker, {args.seconds:g} s, "
+        f"{args.save_ratio:.0%} saves",
+        "",
+        "| store | workers | recalls | recall p50 ms | recall p99 ms | saves/s "
+        "| invalidation p50 ms | invalidation p99 ms | errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row.store} | {row.workers} | {row.recalls} | {row.recall_p50_ms:.1f} "
+            f"| {row.recall_p99_ms:.1f} | {row.saves_per_s:.1f} | {ms(row.invalidation_p50_ms)} "
+            f"| {ms(row.invalidation_p99_ms)} | {row.errors} |"
+        )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from rich.console import Console
+
+    console = Console(soft_wrap=True, highlight=False)
+    url = args.store or settings.store
+    server = None
+    if not url:
+        from asyncrecall.memory._postgres_local import LocalPostgres
+
+        server = LocalPostgres().start()
+        url = server.url
+    try:
+        rows = measure(args, url)
+    finally:
+        if server is not None:
+            server.close()
+    if args.json:
+        console.print_json(json.dumps([asdict(row) for row in rows]))
+    else:
+        console.print(_table(rows, args), markup=False)
+    return 0

@@ -1,0 +1,112 @@
+"""The PostgreSQL store's schema: created and migrated forward by the store itself.
+
+``asyncrecall_schema`` holds one row, the schema version. Opening a store takes a
+transaction-scoped advisory lock (so eight workers starting at once migrate once),
+reads the version, applies the missing migrations in order, and records the new
+version, all in one transaction. A database whose version is newer than
+:data:`SCHEMA_VERSION` is refused with a clear error: older code never writes to a
+schema it does not know.
+
+Version 1::
+
+    asyncrecall_memories
+        namespace    text         the project, an end user, any string the app passes
+        name         text         the memory's name (its title)
+        rel_path     text         a file name, as in the folder (unique per namespace)
+        description  text
+        type         text         user | feedback | project | reference
+        body         text
+        size         integer      bytes of the rendered topic file (front matter + body)
+        version      bigint       1, +1 on every update: last write wins, never torn
+        created_at   timestamptz
+        updated_at   timestamptz  the "modification time" recall and the prompt show
+        search       tsvector     generated: name (A), description (B), body (C)
+        PRIMARY KEY (namespace, name), UNIQUE (namespace, rel_path)
+        GIN (search); btree (namespace, updated_at DESC); btree (namespace, created_at)
+
+Every statement here is constant text: user data only ever travels as parameters.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from psycopg import Connection
+
+from asyncrecall._exceptions import ConfigError
+
+__all__ = ["CHANNEL", "SCHEMA_VERSION", "TABLE", "ensure_schema"]
+
+TABLE: Final = "asyncrecall_memories"
+#: The ``LISTEN/NOTIFY`` channel saves and forgets announce themselves on.
+CHANNEL: Final = "asyncrecall_memories"
+
+# An arbitrary constant key for pg_advisory_xact_lock: "asyncrecall schema".
+_LOCK_KEY: Final = 0x4153_5243_5343_4831
+
+_VERSION_TABLE: Final = """
+CREATE TABLE IF NOT EXISTS asyncrecall_schema (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    version integer NOT NULL
+)
+"""
+
+# Migration N takes the schema from version N-1 to N. Append only; never edit one.
+_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        """
+        CREATE TABLE asyncrecall_memories (
+            namespace text NOT NULL CHECK (namespace <> ''),
+            name text NOT NULL CHECK (name <> ''),
+            rel_path text NOT NULL,
+            description text NOT NULL DEFAULT '',
+            type text NOT NULL CHECK (type IN ('user', 'feedback', 'project', 'reference')),
+            body text NOT NULL,
+            size integer NOT NULL,
+            version bigint NOT NULL DEFAULT 1,
+            created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            search tsvector GENERATED ALWAYS AS (
+                setweight(to_tsvector('english'::regconfig, name), 'A')
+                || setweight(to_tsvector('english'::regconfig, description), 'B')
+                || setweight(to_tsvector('english'::regconfig, left(body, 100000)), 'C')
+            ) STORED,
+            PRIMARY KEY (namespace, name),
+            UNIQUE (namespace, rel_path)
+        )
+        """,
+        "CREATE INDEX asyncrecall_memories_search ON asyncrecall_memories USING gin (search)",
+        """CREATE INDEX asyncrecall_memories_newest
+           ON asyncrecall_memories (namespace, updated_at DESC)""",
+        """CREATE INDEX asyncrecall_memories_created
+           ON asyncrecall_memories (namespace, created_at, name)""",
+    ),
+)
+
+#: The schema version this code reads and writes.
+SCHEMA_VERSION: Final = len(_MIGRATIONS)
+
+
+def ensure_schema(conn: Connection[Any], *, where: str) -> int:
+    """Create or migrate the schema to :data:`SCHEMA_VERSION`; returns the version found.
+
+    Raises :class:`ConfigError` when the database's schema is newer than this code.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        conn.execute(_VERSION_TABLE)
+        row = conn.execute("SELECT version FROM asyncrecall_schema").fetchone()
+        found = int(row[0]) if row is not None else 0
+        if found > SCHEMA_VERSION:
+            raise ConfigError(
+                f"the memory database {where} has schema version {found}, newer than this "
+                f"asyncrecall knows ({SCHEMA_VERSION}): upgrade asyncrecall"
+            )
+        for migration in _MIGRATIONS[found:]:
+            for statement in migration:
+                conn.execute(statement)
+        if found == 0:
+            conn.execute("INSERT INTO asyncrecall_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+        elif found < SCHEMA_VERSION:
+            conn.execute("UPDATE asyncrecall_schema SET version = %s", (SCHEMA_VERSION,))
+    return found

@@ -1,0 +1,90 @@
+"""A real PostgreSQL for the store tests: one throw-away cluster per test session.
+
+The cluster is started from the machine's binaries (``pg_config --bindir``) on a private
+data and socket folder, as the ``postgres`` user when the suite runs as root (see
+``asyncrecall.memory._postgres_local``). Each test gets its own namespace. Without the
+binaries (or psycopg) the tests skip with the reason; with ``ASYNCRECALL_REQUIRE_POSTGRES=1``
+(set by ``.ci/run``) that skip is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from asyncrecall.memory._postgres import PostgresMemoryStore
+    from asyncrecall.memory._postgres_local import LocalPostgres
+
+REQUIRE = os.environ.get("ASYNCRECALL_REQUIRE_POSTGRES") == "1"
+
+
+def _unavailable(reason: str) -> None:
+    message = f"PostgreSQL store tests NOT RUN: {reason}"
+    if REQUIRE:
+        pytest.fail(f"{message} (ASYNCRECALL_REQUIRE_POSTGRES=1 makes this an error)")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[LocalPostgres]:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _unavailable("psycopg is not installed (pip install 'asyncrecall[postgres]')")
+    from asyncrecall.memory._postgres_local import LocalPostgres, find_postgres_bindir
+
+    bindir = find_postgres_bindir()
+    if bindir is None:
+        _unavailable("no PostgreSQL binaries (pg_config --bindir); apt-get install postgresql-15")
+    server = LocalPostgres(bindir).start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def pg_server(postgres_server: LocalPostgres) -> LocalPostgres:
+    """The session's server, running (a fault test may have stopped it)."""
+    if not postgres_server.running:
+        postgres_server.start()
+    return postgres_server
+
+
+@pytest.fixture
+def pg_url(pg_server: LocalPostgres) -> str:
+    return pg_server.url
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def open_pg(pg_url: str) -> Iterator[Any]:
+    """``open_pg(namespace=..., **options)``: a connected store, closed after the test."""
+    from asyncrecall.memory._postgres import PostgresMemoryStore
+
+    stores: list[PostgresMemoryStore] = []
+
+    def open_store(namespace: str, **options: Any) -> PostgresMemoryStore:
+        options.setdefault("timeout", 2.0)
+        store = PostgresMemoryStore.open(pg_url, namespace=namespace, **options)
+        stores.append(store)
+        return store
+
+    yield open_store
+    for store in stores:
+        store.close()
+
+
+@pytest.fixture
+def pg_store(open_pg: Any, namespace: str) -> PostgresMemoryStore:
+    store: PostgresMemoryStore = open_pg(namespace)
+    return store

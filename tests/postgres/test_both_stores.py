@@ -1,0 +1,202 @@
+"""The same store and recall behaviour on the folder and on PostgreSQL.
+
+Every test here runs twice, on :class:`MemoryStore` (a temporary folder) and on
+:class:`PostgresMemoryStore` (a fresh namespace of the session's cluster), through
+:class:`MemoryStoreProtocol` only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+from asyncrecall import CancelSignal, MemoryStoreError
+from asyncrecall.memory import (
+    EMPTY_RECALL,
+    INDEX_MAX_LINES,
+    LexicalSelector,
+    MemoryManager,
+    MemoryStore,
+    MemoryStoreProtocol,
+    ModelSelector,
+    format_memory_block,
+)
+from asyncrecall.testing import ScriptedModel
+
+NOW = 1_750_000_000.0
+
+
+@pytest.fixture(params=["folder", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> MemoryStoreProtocol:
+    if request.param == "folder":
+        return MemoryStore(tmp_path / "memory")
+    found: MemoryStoreProtocol = request.getfixturevalue("pg_store")
+    return found
+
+
+@pytest.fixture
+def filled(store: MemoryStoreProtocol) -> MemoryStoreProtocol:
+    """Three memories, saved oldest first: Deploy, Style, Database."""
+    store.save_memory("Deploy", "deploys", "project", "staging first")
+    store.save_memory("Style", "code style", "feedback", "ruff, mypy")
+    store.save_memory("Database", "testing the db", "project", "Use real Postgres.")
+    return store
+
+
+def _manager(store: MemoryStoreProtocol, model: ScriptedModel) -> MemoryManager:
+    return MemoryManager(store, ModelSelector(model), clock=lambda: NOW)
+
+
+def test_the_store_satisfies_the_protocol(store: MemoryStoreProtocol) -> None:
+    assert isinstance(store, MemoryStoreProtocol)
+
+
+def test_save_get_scan_and_forget(filled: MemoryStoreProtocol) -> None:
+    """Newest first; a memory is found by rel path, name, name in any case, or stem."""
+    assert [d.name for d in filled.scan()] == ["Database", "Style", "Deploy"]
+    assert [d.rel_path for d in filled.scan(limit=2)] == ["database.md", "style.md"]
+    for key in ("database.md", "Database", "DATABASE", " database "):
+        doc = filled.get(key)
+        assert (doc.name, doc.description, doc.type) == ("Database", "testing the db", "project")
+        assert doc.body == "Use real Postgres."
+    removed = filled.forget("Style")
+    assert removed.rel_path == "style.md"
+    assert [d.name for d in filled.scan(limit=None)] == ["Database", "Deploy"]
+    with pytest.raises(MemoryStoreError, match="no memory named 'Style'"):
+        filled.get("Style")
+    with pytest.raises(MemoryStoreError, match="no memory named"):
+        filled.forget("Style")
+
+
+def test_an_update_keeps_the_file_name_and_becomes_newest(filled: MemoryStoreProtocol) -> None:
+    doc = filled.save_memory("Deploy", "deploys, again", "reference", "prod on Fridays? no")
+    assert doc.rel_path == "deploy.md"
+    assert [d.name for d in filled.scan()] == ["Deploy", "Database", "Style"]
+    assert filled.get("deploy.md").body == "prod on Fridays? no"
+    assert len(filled.scan(limit=None)) == 3
+
+
+def test_names_with_one_file_name_get_two_files(store: MemoryStoreProtocol) -> None:
+    first = store.save_memory("Foo bar", "", "user", "one")
+    second = store.save_memory("foo-bar", "", "user", "two")
+    assert first.rel_path == "foo-bar.md"
+    assert second.rel_path != first.rel_path and second.rel_path.startswith("foo-bar-")
+    assert store.get("Foo bar").body == "one" and store.get("foo-bar").body == "two"
+
+
+def test_the_index_lists_every_memory_once(filled: MemoryStoreProtocol) -> None:
+    filled.save_memory("Style", "code style, updated", "feedback", "ruff")
+    assert filled.index_for_prompt().splitlines() == [
+        "- [Deploy](deploy.md) — deploys",
+        "- [Style](style.md) — code style, updated",
+        "- [Database](database.md) — testing the db",
+    ]
+    filled.forget("deploy.md")
+    assert "deploy.md" not in filled.index_for_prompt()
+
+
+def test_a_long_index_is_cut_with_a_warning(store: MemoryStoreProtocol) -> None:
+    for number in range(INDEX_MAX_LINES + 5):
+        store.save_memory(f"Note {number:03d}", "a note", "project", "x")
+    text = store.index_for_prompt()
+    lines = text.splitlines()
+    assert lines[0] == "- [Note 000](note-000.md) — a note"
+    assert lines[INDEX_MAX_LINES - 1].startswith("- [Note 199]")
+    assert f"MEMORY.md is {INDEX_MAX_LINES + 5} lines" in lines[-1]
+    assert f"only the first {INDEX_MAX_LINES} lines" in lines[-1]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("  ", "", "user", "x"), "non-empty name"),
+        (("N", "", "opinion", "x"), "invalid memory type"),
+        (("Big", "", "user", "x" * (1024 * 1024)), "over 1 MiB"),
+    ],
+)
+def test_bad_input_is_rejected_and_nothing_is_written(
+    store: MemoryStoreProtocol, args: tuple[str, str, str, str], message: str
+) -> None:
+    with pytest.raises(MemoryStoreError, match=message):
+        store.save_memory(*args)
+    assert store.scan(limit=None) == []
+
+
+async def test_an_empty_store_recalls_nothing_and_asks_nobody(
+    store: MemoryStoreProtocol,
+) -> None:
+    model = ScriptedModel()
+    assert await _manager(store, model).recall("database") is EMPTY_RECALL
+    assert model.json_started == 0
+
+
+async def test_the_lexical_selector_finds_the_memory(filled: MemoryStoreProtocol) -> None:
+    manager = MemoryManager(filled, LexicalSelector(), clock=lambda: NOW)
+    result = await manager.recall("which database do the tests use?")
+    assert result.strategy == "lexical"
+    assert result.paths[0] == "database.md"
+    assert "Use real Postgres." in result.prompt
+
+
+async def test_model_selection_builds_the_block(filled: MemoryStoreProtocol) -> None:
+    model = ScriptedModel(name="side")
+    model.add_json({"selected_memories": ["deploy.md", "database.md"]})
+    result = await _manager(filled, model).recall("how do we ship?")
+    assert (result.strategy, result.paths) == ("model", ("deploy.md", "database.md"))
+    assert result.prompt == format_memory_block(result.selected, now=NOW)
+
+
+async def test_excluded_paths_are_never_offered(filled: MemoryStoreProtocol) -> None:
+    model = ScriptedModel()
+    model.add_json({"selected_memories": []})
+    await _manager(filled, model).recall("anything", excluded_paths={"database.md"})
+    prompt = model.json_requests[0].prompt
+    assert "deploy.md" in prompt and "style.md" in prompt and "database.md" not in prompt
+    every = {"database.md", "style.md", "deploy.md"}
+    assert await _manager(filled, model).recall("x", excluded_paths=every) is EMPTY_RECALL
+
+
+async def test_an_invalid_answer_falls_back_to_lexical(
+    filled: MemoryStoreProtocol, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = ScriptedModel()
+    model.add_json({"selected_memories": ["invented.md"]})
+    with caplog.at_level(logging.WARNING, logger="asyncrecall.memory"):
+        result = await _manager(filled, model).recall("postgres database")
+    assert result.strategy == "lexical" and result.paths[0] == "database.md"
+    assert result.fallback_reason is not None and "not offered" in result.fallback_reason
+
+
+async def test_our_cancel_returns_empty(filled: MemoryStoreProtocol) -> None:
+    model = ScriptedModel()
+    model.add_json({"selected_memories": ["database.md"]}, gate=asyncio.Event())
+    cancel = CancelSignal()
+    task = asyncio.create_task(_manager(filled, model).recall("database", cancel=cancel))
+    async with asyncio.timeout(10):
+        await model.wait_until(lambda m: m.json_started == 1)
+    cancel.cancel()
+    async with asyncio.timeout(5):
+        assert await task is EMPTY_RECALL
+    assert model.json_cancelled == 1
+
+
+async def test_a_cancellation_we_did_not_issue_propagates(filled: MemoryStoreProtocol) -> None:
+    model = ScriptedModel()
+    model.add_json({"selected_memories": ["database.md"]}, gate=asyncio.Event())
+    task = asyncio.create_task(_manager(filled, model).recall("database"))
+    async with asyncio.timeout(10):
+        await model.wait_until(lambda m: m.json_started == 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert model.json_cancelled == 1
+
+
+def test_odd_characters_in_names_are_data(store: MemoryStoreProtocol) -> None:
+    name = "Robert'); DROP TABLE asyncrecall_memories; -- ünïcode"
+    doc = store.save_memory(name, "quotes ' \" and \\ backslashes", "user", "body; --")
+    assert store.get(name).description == "quotes ' \" and \\ backslashes"
+    assert [d.rel_path for d in store.scan()] == [doc.rel_path]

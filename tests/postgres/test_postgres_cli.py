@@ -1,0 +1,112 @@
+"""The real CLI on a real database: ``--store`` for every memory command, and
+``memory export`` / ``memory import`` between a folder and the database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncrecall.memory import MemoryStore
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Any:
+    result = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "memory", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
+        env={**os.environ, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def _json(*args: str, env: dict[str, str] | None = None) -> Any:
+    return json.loads(_cli(*args, "--json", env=env).stdout)
+
+
+def test_every_memory_command_works_on_the_database(
+    pg_url: str, namespace: str, tmp_path: Path
+) -> None:
+    store = ["--store", pg_url, "--namespace", namespace, "--project", str(tmp_path)]
+    _cli("add", *store, "--name", "Database", "--type", "project", "--content", "Use Postgres.")
+    _cli("add", *store, "--name", "Style", "--type", "feedback", "--description", "ruff",
+         stdin="Run ruff before committing.")  # fmt: skip
+    assert [d["name"] for d in _json("list", *store)] == ["Style", "Database"]
+    assert _json("show", "style", *store)["body"] == "Run ruff before committing."
+    assert namespace in _json("path", *store)["path"]
+    recalled = _json("recall", "which database do we use", "--selector", "lexical", *store)
+    assert recalled["selected"][0]["rel_path"] == "database.md"
+    _cli("forget", "Style", *store)
+    assert [d["name"] for d in _json("list", *store)] == ["Database"]
+    assert not (tmp_path / "memory").exists()  # nothing went to a folder
+
+
+def test_the_store_can_come_from_the_environment(
+    pg_url: str, namespace: str, tmp_path: Path
+) -> None:
+    env = {"ASYNCRECALL_STORE": pg_url, "ASYNCRECALL_NAMESPACE": namespace}
+    _cli("add", "--name", "Env", "--type", "user", "--content", "from env", env=env)
+    assert [d["name"] for d in _json("list", env=env)] == ["Env"]
+
+
+@pytest.mark.parametrize("url", ["mysql://db/x", "/some/folder"])
+def test_a_store_that_is_not_postgres_is_refused(url: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "memory", "list", "--store", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--store must be a postgresql:// URL" in result.stderr
+
+
+def test_export_then_import_loses_nothing(pg_url: str, namespace: str, tmp_path: Path) -> None:
+    """folder → database → folder: every memory, its front matter and its time survive."""
+    source = MemoryStore(tmp_path / "source")
+    originals = [
+        source.save_memory("Database", "testing: never mock it", "feedback", "Real Postgres."),
+        source.save_memory("Ünïcode — names", "quotes ' \" ok", "user", "line 1\n\nline 3"),
+        source.save_memory("Deploy", "", "project", "---\nnot front matter\n---\nstill body"),
+        source.save_memory("Ref", "a pointer", "reference", ""),
+    ]
+    for number, doc in enumerate(originals):
+        stamp = 1_700_000_000.0 + number * 86_400
+        os.utime(doc.path, (stamp, stamp))
+    store = ["--store", pg_url, "--namespace", namespace]
+    imported = _json("import", "--from", str(source.root), *store)
+    assert len(imported) == 4
+    exported = _json("export", "--to", str(tmp_path / "back"), *store)
+    assert len(exported) == 4
+
+    def fields(folder: Path) -> dict[str, tuple[Any, ...]]:
+        return {
+            d.name: (d.description, d.type, d.body, round(d.mtime, 3))
+            for d in MemoryStore(folder).scan(limit=None)
+        }
+
+    assert fields(tmp_path / "back") == fields(source.root)
+    assert len(fields(source.root)) == 4
+    source_index = source.index_for_prompt()
+    assert MemoryStore(tmp_path / "back").index_for_prompt() == source_index
+    raw = (tmp_path / "back" / "database.md").read_text(encoding="utf-8")
+    assert raw == (source.root / "database.md").read_text(encoding="utf-8")
+
+
+def test_import_needs_a_folder(pg_url: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "memory", "import", "--from",
+         str(tmp_path / "missing"), "--store", pg_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2 and "is not a folder" in result.stderr

@@ -1,0 +1,181 @@
+"""What only the database store does: schema versions, namespaces, full-text candidates,
+and caches kept true by LISTEN/NOTIFY."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections import defaultdict
+from typing import Any
+
+import psycopg
+import pytest
+
+from asyncrecall import ConfigError, MemoryStoreError
+from asyncrecall.memory import SCAN_LIMIT, LexicalSelector, MemoryManager, PostgresMemoryStore
+from asyncrecall.memory._postgres import NEWEST_FILL, StoreChange, redact_url
+from asyncrecall.memory._postgres_local import LocalPostgres
+from asyncrecall.memory._postgres_schema import SCHEMA_VERSION
+
+
+def _scratch_database(server: LocalPostgres) -> str:
+    """A new, empty database on the session's server; returns its URL."""
+    name = f"scratch_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+    return server.url.replace("/postgres?", f"/{name}?")
+
+
+def test_the_store_creates_and_records_its_schema(pg_server: LocalPostgres) -> None:
+    url = _scratch_database(pg_server)
+    for _ in range(2):  # the second open finds the schema and changes nothing
+        with PostgresMemoryStore.open(url, namespace="n") as store:
+            store.save_memory("A", "", "user", "x")
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM asyncrecall_schema").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
+        assert conn.execute("SELECT count(*) FROM asyncrecall_memories").fetchone() == (1,)
+
+
+def test_a_newer_schema_is_refused_with_a_clear_error(pg_server: LocalPostgres) -> None:
+    """Older code never touches a schema it does not know."""
+    url = _scratch_database(pg_server)
+    PostgresMemoryStore.open(url, namespace="n").close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE asyncrecall_schema SET version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(ConfigError, match=rf"schema version {SCHEMA_VERSION + 1}, newer than"):
+        PostgresMemoryStore.open(url, namespace="n")
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    ["user 'quoted'", 'x"; DROP TABLE asyncrecall_memories; --', "%(ns)s", "émoji 🧠 / \\", " "],
+)
+def test_odd_namespaces_are_data_and_stay_apart(open_pg: Any, namespace: str) -> None:
+    odd = open_pg(namespace)
+    other = open_pg(f"plain-{uuid.uuid4().hex[:8]}")
+    odd.save_memory("Secret", "only here", "user", "in the odd namespace")
+    other.save_memory("Other", "", "user", "elsewhere")
+    assert [d.name for d in odd.scan()] == ["Secret"]
+    assert [d.name for d in other.scan()] == ["Other"]
+    assert odd.get("secret").body == "in the odd namespace"
+
+
+@pytest.mark.parametrize("namespace", ["", "bad\x00namespace", "x" * 1001])
+def test_an_impossible_namespace_is_a_config_error(pg_url: str, namespace: str) -> None:
+    with pytest.raises(ConfigError, match="namespace"):
+        PostgresMemoryStore(pg_url, namespace=namespace)
+
+
+def test_a_nul_character_is_rejected_before_the_database(pg_store: PostgresMemoryStore) -> None:
+    with pytest.raises(MemoryStoreError, match="NUL"):
+        pg_store.save_memory("N", "", "user", "before\x00after")
+    assert pg_store.scan() == []
+
+
+def test_the_password_never_shows_in_messages() -> None:
+    assert redact_url("postgresql://ann:s3cret@db:5432/app") == "postgresql://ann:***@db:5432/app"
+    store = PostgresMemoryStore("postgresql://ann:s3cret@db/app", namespace="n")
+    try:
+        assert "s3cret" not in repr(store) and "s3cret" not in store.location
+    finally:
+        store.close()
+
+
+async def test_a_large_namespace_offers_full_text_matches_and_the_newest(
+    pg_store: PostgresMemoryStore,
+) -> None:
+    """Past 200 memories, an old memory that matches the query is still offered."""
+    pg_store.save_memory("Airship", "transport", "project", "We ship parts by zeppelin.")
+    for number in range(SCAN_LIMIT + 50):
+        pg_store.save_memory(f"Filler {number}", "routine", "project", f"routine note {number}")
+    assert "Airship" not in {d.name for d in pg_store.scan()}  # not among the newest 200
+    offered = await pg_store.candidates("how do parts travel by zeppelin?")
+    names = [d.name for d in offered]
+    assert names[0] == "Airship"
+    assert len(names) <= SCAN_LIMIT and len(set(names)) == len(names)
+    assert f"Filler {SCAN_LIMIT + 49}" in names  # the newest fill
+    assert len(names) == 1 + NEWEST_FILL
+    result = await MemoryManager(pg_store, LexicalSelector()).recall("zeppelin parts")
+    assert result.paths[0] == "airship.md"
+    excluded = await pg_store.candidates("zeppelin", exclude={"airship.md"})
+    assert "Airship" not in {d.name for d in excluded}
+
+
+async def test_recall_never_blocks_the_callers_event_loop(pg_store: PostgresMemoryStore) -> None:
+    """The database round trip runs on the store's own loop: ours keeps turning while the
+    candidates query waits on a table lock held elsewhere."""
+    pg_store.save_memory("A", "", "user", "alpha")
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        with psycopg.connect(pg_store.url) as conn:
+            conn.execute("LOCK TABLE asyncrecall_memories IN ACCESS EXCLUSIVE MODE")
+            task = asyncio.create_task(pg_store.candidates("alpha"))
+            await asyncio.sleep(0.3)
+            assert not task.done() and ticks > 10  # our loop ran while the query waited
+            conn.rollback()
+        async with asyncio.timeout(10):
+            assert [d.name for d in await task] == ["A"]
+    finally:
+        ticker.cancel()
+        await asyncio.wait({ticker})
+
+
+def test_caches_follow_changes_made_through_another_connection(
+    open_pg: Any, namespace: str
+) -> None:
+    """A store caches its index and scans, and drops them when another store (its own
+    LISTEN connection, as another process) saves or forgets."""
+    reader, writer = open_pg(namespace), open_pg(namespace)
+    assert reader.caching
+    writer.save_memory("First", "one", "user", "1")
+    seen: dict[tuple[str, str], threading.Event] = defaultdict(threading.Event)
+
+    def on_change(change: StoreChange) -> None:
+        seen[(change.op, change.name)].set()
+
+    remove = reader.add_change_listener(on_change)
+    assert reader.index_for_prompt() == "- [First](first.md) — one"
+    assert [d.name for d in reader.scan()] == ["First"]
+    writer.save_memory("Second", "two", "user", "2")
+    assert seen[("save", "Second")].wait(10)
+    assert "Second" in reader.index_for_prompt()
+    assert [d.name for d in reader.scan()] == ["Second", "First"]
+    writer.forget("First")
+    assert seen[("forget", "First")].wait(10)
+    assert "First" not in reader.index_for_prompt()
+    remove()
+    remove()  # twice is harmless
+
+
+def test_a_cached_read_is_served_without_the_database(pg_store: PostgresMemoryStore) -> None:
+    """While listening, a repeated index read is a cache hit (the cache is real)."""
+    pg_store.save_memory("A", "a", "user", "x")
+    first = pg_store.index_for_prompt()
+    generation = pg_store.generation
+    with psycopg.connect(pg_store.url, autocommit=True) as conn:
+        # A change that bypasses the store and sends no NOTIFY: a cache hit cannot see it.
+        conn.execute(
+            "UPDATE asyncrecall_memories SET description = 'changed' WHERE namespace = %s",
+            (pg_store.namespace,),
+        )
+    assert pg_store.index_for_prompt() == first
+    assert pg_store.generation == generation
+
+
+def test_a_closed_store_says_so(pg_store: PostgresMemoryStore) -> None:
+    pg_store.close()
+    pg_store.close()
+    with pytest.raises(MemoryStoreError, match="closed"):
+        pg_store.scan()
+    assert asyncio.run(pg_store.candidates("x")) == []
