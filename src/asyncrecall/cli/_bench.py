@@ -15,6 +15,7 @@ _KINDS = {
     "latency": "latency added per user query, blocking vs async recall modes",
     "quality": "memory selection quality on LoCoMo-format data",
     "overhead": "the prefetch machinery's own cost, and many concurrent sessions",
+    "recall": "end to end on LoCoMo: added latency, gold and junk delivered, per mode",
 }
 
 
