@@ -83,9 +83,9 @@ __all__ = [
 MODES: Final[tuple[RecallMode, ...]] = ("blocking", "async", "async+wait100", "async+lexical")
 #: The reference run: the same cases with memory off (the floor of ``added_ms``).
 REFERENCE: Final = "memory_off"
-_DEFAULT_QUESTIONS: Final = 150
+_DEFAULT_QUESTIONS: Final = 120
 _QUICK_QUESTIONS: Final = 4
-_DEFAULT_CONCURRENCY: Final = 50
+_DEFAULT_CONCURRENCY: Final = 32
 _DEFAULT_ACCURACY: Final = 0.8
 _DEFAULT_SEED: Final = 5
 _LIMIT: Final = 5
