@@ -18,7 +18,9 @@ a :class:`LocalServer`, under each recall mode:
 * the embedded selector runs for real where a mode uses it (the instant pass of
   ``async+lexical``; the model selector's fallback): :func:`embedded_selector`.
 
-Every mode replays the same cases with the same seeds. Per mode: ``added_ms`` (time from
+Every mode replays the same cases with the same seeds, all modes at the same time
+(``--concurrency`` questions at a time each) beside a memory-off run of the same cases,
+so a shared machine's changing load hits them alike. Per mode: ``added_ms`` (time from
 handing the query to the agent to its first main request, p50/p95/p99, over all cases);
 ``positive.gold_delivered`` (share of questions where at least one gold file reached the
 model before its final answer: read from the wire, the memory blocks in the last main
@@ -85,7 +87,7 @@ MODES: Final[tuple[RecallMode, ...]] = ("blocking", "async", "async+wait100", "a
 REFERENCE: Final = "memory_off"
 _DEFAULT_QUESTIONS: Final = 120
 _QUICK_QUESTIONS: Final = 4
-_DEFAULT_CONCURRENCY: Final = 32
+_DEFAULT_CONCURRENCY: Final = 8
 _DEFAULT_ACCURACY: Final = 0.8
 _DEFAULT_SEED: Final = 5
 _LIMIT: Final = 5
@@ -130,8 +132,7 @@ class RecallBenchConfig:
     accuracy: float = _DEFAULT_ACCURACY
     concurrency: int = _DEFAULT_CONCURRENCY
     profile: LatencyProfile = field(default_factory=LatencyProfile)
-    #: Run the modes at the same time (``--quick``).
-    parallel_modes: bool = False
+    quick: bool = False
 
 
 @dataclass(frozen=True)
@@ -243,13 +244,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--concurrency",
         type=int,
         metavar="N",
-        help=f"questions run at once within a mode (default {_DEFAULT_CONCURRENCY})",
+        help=f"questions run at once per mode, the modes side by side "
+        f"(default {_DEFAULT_CONCURRENCY})",
     )
     parser.add_argument(
         "--quick",
         action="store_true",
-        help=f"{_QUICK_QUESTIONS} questions, latencies /{_QUICK_SPEEDUP:g}, the modes side by "
-        "side: a smoke run (CI)",
+        help=f"{_QUICK_QUESTIONS} questions, latencies /{_QUICK_SPEEDUP:g}, all at once: "
+        "a smoke run (CI)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -285,7 +287,7 @@ def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
         accuracy=args.accuracy,
         concurrency=concurrency,
         profile=profile,
-        parallel_modes=args.quick,
+        quick=args.quick,
     )
 
 
@@ -438,19 +440,18 @@ async def measure(
             mode: await _ModeRun.open(server, mode, folders, root / "project")
             for mode in (*MODES, REFERENCE)
         }
-        if config.parallel_modes:
-            log(f"{len(cases)} cases per mode, the modes (and memory off) at once ...")
-            async with asyncio.TaskGroup() as group:
-                tasks = {
-                    m: group.create_task(r.run(cases, config.concurrency))
-                    for m, r in runners.items()
-                }
-            traces = {mode: task.result() for mode, task in tasks.items()}
-        else:
-            traces = {}
-            for mode, runner in runners.items():
-                log(f"{mode}: {len(cases)} cases, {config.concurrency} at a time ...")
-                traces[mode] = await runner.run(cases, config.concurrency)
+        # Side by side: a shared machine's load changes over a run, and hits every mode
+        # alike only if they run at the same time.
+        log(
+            f"{len(cases)} cases per mode, {config.concurrency} at a time per mode, the "
+            f"{len(runners)} runs (memory off included) side by side ..."
+        )
+        async with asyncio.TaskGroup() as group:
+            tasks = {
+                mode: group.create_task(runner.run(cases, config.concurrency, n / len(runners)))
+                for n, (mode, runner) in enumerate(runners.items())
+            }
+        traces = {mode: task.result() for mode, task in tasks.items()}
         figures: dict[str, ModeFigures] = {
             mode: _figures(mode, cases, traces[mode], server.requests, folders) for mode in MODES
         }
@@ -479,9 +480,11 @@ class _ModeRun:
             await selector.select("warm up", store.scan(), limit=_LIMIT)
         return cls(server, mode, folders, project, stores, embedded)
 
-    async def run(self, cases: Sequence[Case], concurrency: int) -> list[QueryTrace]:
+    async def run(
+        self, cases: Sequence[Case], concurrency: int, offset: float = 0.0
+    ) -> list[QueryTrace]:
         """Every case in a fresh session, ``concurrency`` at a time (the first ones
-        starting 20 ms apart)."""
+        starting 20 ms apart, shifted by ``offset`` of that gap)."""
         base_url = self.server.base_url
         http = AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0)
         stores, embedded = self.stores, self.embedded
@@ -492,7 +495,7 @@ class _ModeRun:
         async def one(index: int, case: Case) -> None:
             async with slots:
                 if index < concurrency:
-                    await asyncio.sleep(index * _STAGGER_S)
+                    await asyncio.sleep((index + offset) * _STAGGER_S)
                 main = OpenAIModel(
                     model=main_model_name(self.mode, case.plan), base_url=base_url, client=http,
                     max_retries=0,

@@ -28,13 +28,12 @@ def render_report(report: RecallBenchReport, console: Console) -> None:
     console.print(
         f"Workload: {config.profile.describe()}; the stand-in model selector answers right "
         f"with probability {config.accuracy:g} (the gold files; nothing for a negative "
-        f"question), else other files. {config.concurrency} questions at a time, real HTTP "
-        f"to a local server. Total wall time {report.wall_s:.0f} s."
+        f"question), else other files. The modes and a memory-off run side by side, "
+        f"{config.concurrency} questions at a time each, real HTTP to a local server. Total "
+        f"wall time {report.wall_s:.0f} s."
     )
-    if config.parallel_modes:
-        console.print(
-            "--quick: latencies shortened, the four modes at the same time (a smoke run)."
-        )
+    if config.quick:
+        console.print("--quick: latencies shortened (a smoke run).")
     table = Table(header_style="bold")
     table.add_column("mode", no_wrap=True)
     for label in (
