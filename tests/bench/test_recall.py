@@ -295,3 +295,15 @@ def test_figures_read_the_last_request_of_each_question(tmp_path: Path) -> None:
     assert figures["positive"] == {"gold_delivered": 0.5, "junk_delivered": 0.0}
     assert figures["negative"] == {"junk_delivered": 0.0}
     assert figures["errors"] == 0
+
+
+def test_the_table_names_every_mode_and_the_recommended_one(
+    dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ``--json``: one row per mode plus memory off, and the recommendation."""
+    args = ["bench", "recall", "--quick", "--questions", "2", "--dataset", str(dataset)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    for mode in (*MODES, "memory off (reference)"):
+        assert f"│ {mode} " in out or f"│ {mode} *" in out, mode
+    assert "* recommended:" in out and "--quick" in out
