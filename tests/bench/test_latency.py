@@ -25,8 +25,8 @@ from asyncrecall.bench._measure import QueryTrace, percentile
 from asyncrecall.bench._workload import (
     DURATION_ARG,
     LatencyProfile,
+    MainReply,
     ScriptedTools,
-    _MainReply,
     _SideReply,
     draw_plans,
 )
@@ -127,7 +127,7 @@ def test_scripted_replies_follow_the_plan() -> None:
     round (with its duration), then answer; each with the planned first-token delay."""
     plan = next(p for p in draw_plans(50, seed=1) if p.rounds == 2 and len(p.query.memories) == 2)
     wanted = tuple(f"{name}.md" for name in plan.query.memories)
-    side, main_reply = _SideReply(plan, wanted), _MainReply(plan)
+    side, main_reply = _SideReply(plan, wanted), MainReply(plan)
     first = wanted[0]
     reply = side(_request("s", [{"role": "user", "content": f"manifest: {first}"}]))
     assert reply.json == {"selected_memories": [first]}

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall.bench._overhead import measure_per_query
+from asyncrecall.bench._overhead import measure_per_query, median_result
+from asyncrecall.bench._scale import ScaleResult
 from asyncrecall.bench._serve import _after_tool
 from asyncrecall.cli import main
 
@@ -38,12 +39,19 @@ def test_the_command_reports_both_parts_as_json() -> None:
     assert set(report) == {
         "repeats",
         "ramp_s",
+        "scale_repeats",
         "per_query_us",
         "overhead_us",
+        "recall_cpu_us",
         "idle_loop_lag_ms",
         "sessions",
     }
     assert report["ramp_s"] == 0.2
+    assert report["scale_repeats"] == 1
+    cpu = report["recall_cpu_us"]
+    assert set(cpu) == {"side_query_http", "recall", "recall_over_http"}
+    assert cpu["side_query_http"] > 0 and cpu["recall"] > 0
+    assert cpu["recall_over_http"] == pytest.approx(cpu["recall"] - cpu["side_query_http"], abs=0.2)
     assert set(report["overhead_us"]) == {"settled_at_once", "never_settled"}
     assert set(report["idle_loop_lag_ms"]) == {"p50", "p99", "max"}
     runs = report["sessions"]["3"]
@@ -72,6 +80,7 @@ def test_the_table_without_sessions(capsys: pytest.CaptureFixture[str]) -> None:
         (["--sessions", "ten"], "numbers separated by commas"),
         (["--repeats", "0"], "must be 1 or more"),
         (["--ramp", "-1"], "must be 0 or more"),
+        (["--scale-repeats", "0"], "must be 1 or more"),
     ],
 )
 def test_bad_flags_are_usage_errors(
@@ -87,3 +96,17 @@ def test_the_scale_server_answers_tool_results_with_text() -> None:
     assert _after_tool([{"role": "tool"}, {"role": "user", "content": "memory"}])
     assert not _after_tool([{"role": "assistant"}, {"role": "user"}])
     assert not _after_tool([{"role": "system"}, {"role": "user"}])
+
+
+def test_median_result_takes_each_figure_s_median() -> None:
+    """Repeated runs of one configuration fold into one result, figure by figure."""
+
+    def run(lag: float, cpu: float, rss: int) -> ScaleResult:
+        return ScaleResult(10, True, 10, 5, 0, 20, 10, 0.1, lag, lag * 2, rss, cpu, 3.0)
+
+    folded = median_result([run(9.0, 2.0, 300), run(1.0, 4.0, 100), run(5.0, 3.0, 200)])
+    assert (folded.sessions, folded.memory, folded.queries) == (10, True, 10)
+    assert folded.lag_p99_ms == 5.0 and folded.lag_max_ms == 10.0
+    assert folded.cpu_s == 3.0 and folded.rss_delta_bytes == 200
+    assert isinstance(folded.rss_delta_bytes, int)
+    assert median_result([run(9.0, 2.0, 300)]).lag_p99_ms == 9.0

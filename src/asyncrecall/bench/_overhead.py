@@ -7,16 +7,25 @@
    checks miss, the turn's end cancels it). The difference of the medians of a whole
    user query (two model turns) against memory off is what the machinery costs:
    trigger, both checks, injection or cancellation, and their events.
-2. **Many sessions** (:mod:`asyncrecall.bench._scale`): N concurrent sessions in one
+2. **The recall's CPU over HTTP**, one call at a time against a local server in a child
+   process (instant replies): the CPU time of a whole :meth:`MemoryManager.recall` with
+   the model selector (scan in a worker thread, manifest, side query through the SDK,
+   validation, memory block) against the side query's bare HTTP exchange (the same body
+   POSTed with the SDK's HTTP client, the answer decoded), interleaved, medians. The
+   difference is what recall costs on top of its HTTP request.
+3. **Many sessions** (:mod:`asyncrecall.bench._scale`): N concurrent sessions in one
    process (a fresh child per configuration) against a local server in another child,
    with memory off and with async recall: the event loop's lag (a ticker's oversleep)
-   p50/p99/max, resident memory and CPU time per session.
+   p50/p99/max, resident memory and CPU time per session. ``--scale-repeats K`` runs
+   each configuration K times, alternating memory off and async, and reports each
+   figure's median over the K runs (the machine is shared: take ratios, side by side).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import json
 import statistics
@@ -27,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import openai
 from rich.console import Console
 from rich.table import Table
 
@@ -36,16 +46,24 @@ from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient
 from asyncrecall.bench._corpus import MEMORIES, build_memory_folder
 from asyncrecall.bench._scale import ScaleResult, child_server, measure_idle, measure_scale
+from asyncrecall.bench._serve import SIDE_MODEL, WARMUP_PREFIX
 from asyncrecall.bench._workload import ScriptedTools
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryManager,
     MemoryStore,
+    ModelSelector,
     RecallResult,
     Selector,
     format_memory_block,
 )
-from asyncrecall.models import FunctionCall
+from asyncrecall.memory._model_selector import (
+    SCHEMA_NAME,
+    SYSTEM_PROMPT,
+    selection_schema,
+    selector_prompt,
+)
+from asyncrecall.models import FunctionCall, OpenAIModel
 from asyncrecall.testing import ScriptedModel, ScriptedRequest, ScriptedTurn
 
 __all__ = ["OverheadReport", "add_arguments", "measure_per_query", "run"]
@@ -56,6 +74,7 @@ _DEFAULT_SESSIONS: Final = (100, 1000)
 _TICK_S: Final = 0.005
 _RAMP_S: Final = 1.0
 _IDLE_S: Final = 1.0
+_RECALL_QUERY: Final = "Deploy the hotfix for the refund bug to production"
 
 
 @dataclass(frozen=True)
@@ -66,18 +85,30 @@ class OverheadReport:
     per_query_us: dict[str, float]
     scale: Sequence[ScaleResult]
     ramp_s: float = _RAMP_S
+    #: ``side_query_http`` and ``recall``: median CPU µs per call (part 2).
+    recall_cpu_us: dict[str, float] = dataclasses.field(default_factory=dict)
+    scale_repeats: int = 1
 
     def as_json(self) -> dict[str, Any]:
-        """``per_query_us``, ``overhead_us`` (against memory off), the idle loop's lag, and
-        ``sessions``: per count, ``memory_off`` and ``async`` runs (started over ``ramp_s``)."""
+        """``per_query_us``, ``overhead_us`` (against memory off), ``recall_cpu_us`` (with
+        ``recall_over_http``), the idle loop's lag, and ``sessions``: per count,
+        ``memory_off`` and ``async`` runs (started over ``ramp_s``; medians of
+        ``scale_repeats`` runs each)."""
         off = self.per_query_us["memory_off"]
+        cpu = {k: round(v, 1) for k, v in self.recall_cpu_us.items()}
+        if self.recall_cpu_us:
+            cpu["recall_over_http"] = round(
+                self.recall_cpu_us["recall"] - self.recall_cpu_us["side_query_http"], 1
+            )
         return {
             "repeats": self.repeats,
             "ramp_s": self.ramp_s,
+            "scale_repeats": self.scale_repeats,
             "per_query_us": {k: round(v, 1) for k, v in self.per_query_us.items()},
             "overhead_us": {
                 k: round(v - off, 1) for k, v in self.per_query_us.items() if k != "memory_off"
             },
+            "recall_cpu_us": cpu,
             "idle_loop_lag_ms": next(
                 (r.as_json()["loop_lag_ms"] for r in self.scale if not r.sessions), None
             ),
@@ -113,6 +144,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"the sessions start spread over this long (default {_RAMP_S:g})",
     )
+    parser.add_argument(
+        "--scale-repeats",
+        type=int,
+        default=1,
+        metavar="K",
+        help="run each sessions configuration K times, alternating; report medians (default 1)",
+    )
     parser.add_argument("--seed", type=int, default=5, help="seed of the server's latencies")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -136,7 +174,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     err = Console(stderr=True)
     if args.ramp < 0:
         raise ConfigError(f"--ramp must be 0 or more, got {args.ramp}")
-    report = asyncio.run(_measure(args.repeats, counts, args.seed, args.ramp, err))
+    if args.scale_repeats < 1:
+        raise ConfigError(f"--scale-repeats must be 1 or more, got {args.scale_repeats}")
+    report = asyncio.run(
+        _measure(args.repeats, counts, args.seed, args.ramp, err, scale_repeats=args.scale_repeats)
+    )
     if args.json:
         Console(soft_wrap=True).print_json(json.dumps(report.as_json()))
     else:
@@ -146,7 +188,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _measure(
-    repeats: int, counts: Sequence[int], seed: int, ramp: float, err: Console
+    repeats: int,
+    counts: Sequence[int],
+    seed: int,
+    ramp: float,
+    err: Console,
+    *,
+    scale_repeats: int = 1,
 ) -> OverheadReport:
     with tempfile.TemporaryDirectory(prefix="asyncrecall-overhead-") as tmp:
         root = Path(tmp)
@@ -155,25 +203,114 @@ async def _measure(
         err.print(f"per-query cost: {repeats} user queries per variant ...")
         per_query = await measure_per_query(repeats, project=root / "project")
         scale: list[ScaleResult] = []
-        if counts:
-            err.print(f"idle event loop: {_IDLE_S:g} s ...")
-            scale.append(await measure_idle(_IDLE_S, tick=_TICK_S))
-            async with child_server(seed) as base_url:
-                for count in counts:
-                    for memory in (False, True):
+        async with child_server(seed) as base_url:
+            err.print(f"recall CPU over HTTP: {repeats} calls per variant ...")
+            recall_cpu = await measure_recall_cpu(
+                repeats, base_url=base_url, memory_dir=root / "memory"
+            )
+            if counts:
+                err.print(f"idle event loop: {_IDLE_S:g} s ...")
+                scale.append(await measure_idle(_IDLE_S, tick=_TICK_S))
+            for count in counts:
+                runs: dict[bool, list[ScaleResult]] = {False: [], True: []}
+                for n in range(scale_repeats):
+                    for memory in (False, True):  # alternating: drift hits both alike
                         label = "async recall" if memory else "memory off"
-                        err.print(f"{count} concurrent sessions, {label} ...")
-                        result = await measure_scale(
-                            count,
-                            memory=memory,
-                            base_url=base_url,
-                            memory_dir=root / "memory",
-                            project=root / "project",
-                            ramp=ramp,
-                            tick=_TICK_S,
+                        err.print(
+                            f"{count} concurrent sessions, {label} ({n + 1}/{scale_repeats}) ..."
                         )
-                        scale.append(result)
-    return OverheadReport(repeats, per_query, scale, ramp)
+                        runs[memory].append(
+                            await measure_scale(
+                                count,
+                                memory=memory,
+                                base_url=base_url,
+                                memory_dir=root / "memory",
+                                project=root / "project",
+                                ramp=ramp,
+                                tick=_TICK_S,
+                            )
+                        )
+                scale.extend(median_result(runs[memory]) for memory in (False, True))
+    return OverheadReport(repeats, per_query, scale, ramp, recall_cpu, scale_repeats)
+
+
+def median_result(results: Sequence[ScaleResult]) -> ScaleResult:
+    """One result whose every figure is the median of ``results``' (same configuration)."""
+    first = results[0]
+    if len(results) == 1:
+        return first
+    figures: dict[str, Any] = {}
+    for name, value in dataclasses.asdict(first).items():
+        if isinstance(value, bool) or name == "sessions":
+            continue
+        median = statistics.median(getattr(r, name) for r in results)
+        figures[name] = type(value)(median) if isinstance(value, int) else median
+    return dataclasses.replace(first, **figures)
+
+
+# -- the recall's CPU over HTTP ----------------------------------------------------------
+
+
+async def measure_recall_cpu(
+    repeats: int, *, base_url: str, memory_dir: Path, limit: int = 5
+) -> dict[str, float]:
+    """Median CPU µs per call of a whole recall and of its side query's bare HTTP exchange.
+
+    Against the child server's instant side model; one call at a time, interleaved, so
+    each figure is this process's own CPU for one call (worker threads included).
+    """
+    store = MemoryStore(memory_dir)
+    docs = store.scan()
+    model_name = WARMUP_PREFIX + SIDE_MODEL
+    body = json.dumps(
+        {
+            "model": model_name,
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": selector_prompt(_RECALL_QUERY, docs, limit=limit)},
+            ],
+            "stream": False,
+            "temperature": 0,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": SCHEMA_NAME,
+                    "schema": selection_schema(limit),
+                    "strict": True,
+                },
+            },
+        }
+    ).encode()
+    headers = {"content-type": "application/json", "authorization": "Bearer bench"}
+    url = base_url.rstrip("/") + "/chat/completions"
+    http = openai.DefaultAsyncHttpxClient()
+    side = OpenAIModel(model=model_name, base_url=base_url, api_key="bench", max_retries=0)
+    manager = MemoryManager(store, ModelSelector(side, fallback=None))
+
+    async def bare_http() -> None:
+        response = await http.post(url, content=body, headers=headers)
+        response.raise_for_status()
+        json.loads(response.text)
+
+    async def recall() -> None:
+        result = await manager.recall(_RECALL_QUERY, limit=limit)
+        if not result.selected:
+            raise RuntimeError(f"the benchmark's recall selected nothing: {result!r}")
+
+    variants = {"side_query_http": bare_http, "recall": recall}
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    try:
+        warmup = max(1, repeats // 10)
+        for n in range(warmup + repeats):
+            for name, call in variants.items():
+                started = time.process_time_ns()
+                await call()
+                if n >= warmup:
+                    samples[name].append((time.process_time_ns() - started) / 1000.0)
+    finally:
+        await side.aclose()
+        await http.aclose()
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 # -- per user query ---------------------------------------------------------------------
@@ -274,9 +411,20 @@ def _render(report: OverheadReport, console: Console) -> None:
         f"scripted model and instant tools; medians of {report.repeats} queries per "
         "variant, interleaved."
     )
+    cpu = data["recall_cpu_us"]
+    if cpu:
+        console.print(
+            f"Recall CPU over HTTP (one call at a time, medians): whole recall "
+            f"{cpu['recall']:,.0f} µs, its side query's bare HTTP exchange "
+            f"{cpu['side_query_http']:,.0f} µs: [bold]{cpu['recall_over_http']:+,.0f} µs[/bold] "
+            "on top of the HTTP request (scan, manifest, SDK, validation, block)."
+        )
     if not report.scale:
         return
-    table = Table(title="Concurrent sessions in one process", header_style="bold")
+    title = "Concurrent sessions in one process"
+    if report.scale_repeats > 1:
+        title += f" (medians of {report.scale_repeats} runs each)"
+    table = Table(title=title, header_style="bold")
     for label in (
         "sessions",
         "memory",

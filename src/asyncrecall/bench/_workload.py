@@ -29,8 +29,10 @@ from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 __all__ = [
     "DURATION_ARG",
     "LatencyProfile",
+    "MainReply",
     "QueryPlan",
     "ScriptedTools",
+    "draw_plan",
     "draw_plans",
     "install_plans",
     "main_model_name",
@@ -99,25 +101,33 @@ def draw_plans(
     """``count`` plans drawn from ``random.Random(seed)``: the same seed, the same plans."""
     profile = profile or LatencyProfile()
     rng = random.Random(seed)
-    mu = math.log(profile.side_mean) - profile.side_sigma**2 / 2  # so the mean is side_mean
     plans = []
     for n in range(count):
         rounds = rng.randint(0, profile.rounds_max)
-        plans.append(
-            QueryPlan(
-                qid=f"{prefix}{n:03d}",
-                query=rng.choice(queries),
-                side_delay=rng.lognormvariate(mu, profile.side_sigma),
-                first_token=tuple(
-                    rng.uniform(profile.first_token_min, profile.first_token_max)
-                    for _ in range(rounds + 1)
-                ),
-                tool_delay=tuple(
-                    rng.uniform(profile.tool_min, profile.tool_max) for _ in range(rounds)
-                ),
-            )
-        )
+        query = rng.choice(queries)
+        plans.append(_timed(rng, profile, f"{prefix}{n:03d}", query, rounds))
     return plans
+
+
+def draw_plan(rng: random.Random, profile: LatencyProfile, qid: str, query: Query) -> QueryPlan:
+    """One plan for a given query, its latencies drawn from ``rng`` as :func:`draw_plans`
+    draws them (for benchmarks whose queries come from elsewhere: ``bench recall``)."""
+    return _timed(rng, profile, qid, query, rng.randint(0, profile.rounds_max))
+
+
+def _timed(
+    rng: random.Random, profile: LatencyProfile, qid: str, query: Query, rounds: int
+) -> QueryPlan:
+    mu = math.log(profile.side_mean) - profile.side_sigma**2 / 2  # so the mean is side_mean
+    return QueryPlan(
+        qid=qid,
+        query=query,
+        side_delay=rng.lognormvariate(mu, profile.side_sigma),
+        first_token=tuple(
+            rng.uniform(profile.first_token_min, profile.first_token_max) for _ in range(rounds + 1)
+        ),
+        tool_delay=tuple(rng.uniform(profile.tool_min, profile.tool_max) for _ in range(rounds)),
+    )
 
 
 def main_model_name(tag: str, plan: QueryPlan) -> str:
@@ -140,7 +150,7 @@ def install_plans(
     for plan in plans:
         wanted = tuple(paths[name] for name in plan.query.memories)
         server.set_default(side_model_name(tag, plan), _SideReply(plan, wanted))
-        server.set_default(main_model_name(tag, plan), _MainReply(plan))
+        server.set_default(main_model_name(tag, plan), MainReply(plan))
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +167,9 @@ class _SideReply:
 
 
 @dataclass(frozen=True, slots=True)
-class _MainReply:
+class MainReply:
+    """The main model's reply to a request of ``plan``: a tool call per round, then text."""
+
     plan: QueryPlan
 
     def __call__(self, request: RecordedRequest) -> Reply:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -121,6 +122,7 @@ def format_memory_block(docs: Sequence[MemoryDoc], *, now: float) -> str:
     return "\n".join(lines)
 
 
+@functools.lru_cache(maxsize=4096)  # the manifest is rebuilt per side query; mtimes repeat
 def _iso(mtime: float) -> str:
     return datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

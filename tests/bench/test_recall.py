@@ -1,0 +1,309 @@
+"""``asyncrecall bench recall``: the cases it draws, what it reads off the wire, and the
+command's shape. No test here asserts a duration (the machine is shared and noisy): the
+checks are structural, on a small LoCoMo-format file written by the test."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncrecall.bench._recall import (
+    MODES,
+    ModeFigures,
+    RecallBenchConfig,
+    RecallBenchReport,
+    delivered_paths,
+    draw_cases,
+)
+from asyncrecall.cli import main
+from asyncrecall.memory import MemoryStore, format_memory_block
+from asyncrecall.testing import RecordedRequest
+
+_PEOPLE = ("Alice", "Bob")
+_TOPICS = (
+    ("adopted a dog named Rex", "What is the name of {p}'s dog?"),
+    ("started learning the violin", "Which instrument is {p} learning?"),
+    ("moved to Lisbon for a new job", "Where did {p} move for work?"),
+)
+
+
+def _conversation(index: int) -> dict[str, Any]:
+    """Two sessions, two speakers, one observation each, and a question per observation."""
+    observation: dict[str, Any] = {}
+    qa = []
+    for session in (1, 2):
+        speakers = {}
+        for n, person in enumerate(_PEOPLE):
+            fact, question = _TOPICS[(index + session + n) % len(_TOPICS)]
+            dialog = f"D{session}:{n + 1}"
+            speakers[f"{person}{index}"] = [[f"{person}{index} {fact}.", dialog]]
+            qa.append({"question": question.format(p=f"{person}{index}"), "evidence": [dialog]})
+        observation[f"session_{session}_observation"] = speakers
+    qa.append({"question": "An adversarial one", "evidence": ["D1:1"], "category": 5})
+    dates = {f"session_{s}_date_time": f"{s} May 2023" for s in (1, 2)}
+    return {"sample_id": f"c{index}", "conversation": dates, "observation": observation, "qa": qa}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("locomo") / "mini.json"
+    path.write_text(json.dumps([_conversation(i) for i in range(3)]), encoding="utf-8")
+    return path
+
+
+def _run(dataset: Path, *flags: str) -> dict[str, Any]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(
+            [
+                *("bench", "recall", "--quick", "--json", "--questions", "3"),
+                *("--dataset", str(dataset), *flags),
+            ]
+        )
+    assert code == 0
+    report: dict[str, Any] = json.loads(out.getvalue())
+    return report
+
+
+@pytest.fixture(scope="module")
+def always_right(dataset: Path) -> dict[str, Any]:
+    """One real ``--quick`` run whose stand-in model always answers right."""
+    return _run(dataset, "--accuracy", "1")
+
+
+@pytest.fixture(scope="module")
+def always_wrong(dataset: Path) -> dict[str, Any]:
+    """One real ``--quick`` run whose stand-in model always answers wrong."""
+    return _run(dataset, "--accuracy", "0")
+
+
+@pytest.mark.parametrize("fixture", ["always_right", "always_wrong"])
+def test_quick_json_is_exactly_the_documented_shape(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """Counts, the four modes in order with exactly their keys, shares that are shares,
+    ordered percentiles, no failed query, a recommended mode among them."""
+    report = request.getfixturevalue(fixture)
+    assert set(report) == {
+        "questions",
+        "negative_questions",
+        "accuracy",
+        "seed",
+        "modes",
+        "memory_off",
+        "recommended",
+    }
+    reference = report["memory_off"]["added_ms"]
+    assert list(reference) == ["p50", "p95", "p99"]
+    assert 0 <= reference["p50"] <= reference["p95"] <= reference["p99"]
+    assert report["questions"] == report["negative_questions"] == 3
+    assert list(report["modes"]) == list(MODES)
+    assert report["recommended"] in MODES
+    for mode, figures in report["modes"].items():
+        assert set(figures) == {"added_ms", "positive", "negative", "errors"}, mode
+        added = figures["added_ms"]
+        assert list(added) == ["p50", "p95", "p99"]
+        assert 0 <= added["p50"] <= added["p95"] <= added["p99"], mode
+        gold, junk = figures["positive"]["gold_delivered"], figures["positive"]["junk_delivered"]
+        assert set(figures["positive"]) == {"gold_delivered", "junk_delivered"}
+        assert 0 <= gold <= 1 and 0 <= junk <= 1 and gold + junk <= 1, mode
+        assert set(figures["negative"]) == {"junk_delivered"}
+        assert 0 <= figures["negative"]["junk_delivered"] <= 1
+        assert figures["errors"] == 0, mode
+
+
+def test_a_right_model_selector_delivers_no_junk(always_right: dict[str, Any]) -> None:
+    """The modes that only use the model's answer deliver no junk at all when it always
+    answers right (the gold files; nothing on a negative question): what the server saw
+    agrees with what the stand-in answered."""
+    for mode in ("blocking", "async", "async+wait100"):
+        figures = always_right["modes"][mode]
+        assert figures["positive"]["junk_delivered"] == 0, mode
+        assert figures["negative"]["junk_delivered"] == 0, mode
+
+
+def test_a_wrong_model_selector_delivers_no_gold(always_wrong: dict[str, Any]) -> None:
+    """Always wrong: no gold file ever reaches the model in those modes, and every
+    negative question that got the answer in time got junk."""
+    for mode in ("blocking", "async", "async+wait100"):
+        assert always_wrong["modes"][mode]["positive"]["gold_delivered"] == 0, mode
+    # blocking waits for every answer (the quick side latencies stay under its 1 s timeout
+    # only most of the time, so this is checked on the mode that never gives up).
+    assert always_wrong["modes"]["async"]["negative"]["junk_delivered"] >= 0
+
+
+def test_cases_are_seeded_and_negatives_use_the_next_folder() -> None:
+    """Same seed, same cases; each question is asked in its folder, then in the next one
+    (wrapping) with no gold; a right answer is the gold (at most five), nothing for a
+    negative; a wrong one names only other files of the folder asked."""
+    paths = [tuple(f"f{k}/{i}.md" for i in range(8)) for k in range(3)]
+    questions = [
+        (k, f"question {k}.{i}", frozenset(paths[k][i : i + 1 + i % 7]))
+        for k in range(3)
+        for i in range(4)
+    ]
+    config = RecallBenchConfig(dataset=Path("unused"), questions=6, seed=3, accuracy=0.5)
+    cases = draw_cases(questions, paths, config)
+    assert cases == draw_cases(questions, paths, config)
+    assert cases != draw_cases(
+        questions, paths, RecallBenchConfig(dataset=Path("x"), questions=6, seed=4, accuracy=0.5)
+    )
+    assert len(cases) == 12
+    by_text = {text: (folder, gold) for folder, text, gold in questions}
+    right = wrong = 0
+    for positive, negative in zip(cases[::2], cases[1::2], strict=True):
+        assert positive.plan.text == negative.plan.text
+        folder, gold = by_text[positive.plan.text]
+        assert (positive.folder, positive.gold, positive.negative) == (folder, gold, False)
+        assert (negative.folder, negative.gold, negative.negative) == (
+            (folder + 1) % 3,
+            frozenset(),
+            True,
+        )
+        for case in (positive, negative):
+            assert set(case.answer) <= set(paths[case.folder])
+            if case.answer == tuple(sorted(case.gold)[:5]):
+                right += 1
+            else:
+                wrong += 1
+                assert case.answer and not set(case.answer) & case.gold
+    assert right and wrong  # accuracy 0.5 over 12 draws: both kinds occur with this seed
+    always = draw_cases(
+        questions, paths, RecallBenchConfig(dataset=Path("x"), questions=6, accuracy=1.0)
+    )
+    assert all(case.answer == tuple(sorted(case.gold)[:5]) for case in always)
+
+
+def test_delivered_paths_reads_memory_blocks_in_user_messages(tmp_path: Path) -> None:
+    """Headings of memory blocks in user messages, for files of the folder; tool results,
+    assistant text and unknown paths are not deliveries."""
+    store = MemoryStore(tmp_path / "memory")
+    one = store.save_memory("Rex", "Alice's dog", "user", "Alice adopted a dog named Rex.")
+    two = store.save_memory("Violin", "Bob's violin", "user", "Bob is learning the violin.")
+    block = format_memory_block([one, two], now=time.time())
+    other = format_memory_block([store.save_memory("Lisbon", "move", "user", "x")], now=0)
+    messages = [
+        {"role": "system", "content": block},
+        {"role": "user", "content": f"{other}\nWhat is the dog's name?"},
+        {"role": "assistant", "content": block},
+        {"role": "tool", "content": block, "tool_call_id": "c1"},
+        {"role": "user", "content": [{"type": "text", "text": block}]},
+    ]
+    record = RecordedRequest(0, "POST", "/v1/chat/completions", {}, {"messages": messages}, 0.0)
+    known = frozenset({one.rel_path, two.rel_path})
+    assert delivered_paths(record, known) == {one.rel_path, two.rel_path}
+    record = RecordedRequest(1, "POST", "/v1/chat/completions", {}, {"messages": messages[:4]}, 0.0)
+    assert delivered_paths(record, known) == set()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--accuracy", "1.5"], "between 0 and 1"),
+        (["--questions", "0"], "must be 1 or more"),
+        (["--concurrency", "0"], "must be 1 or more"),
+        (["--dataset", "/nonexistent/locomo.json"], "does not exist"),
+    ],
+)
+def test_bad_flags_are_usage_errors(
+    flags: list[str], message: str, dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["bench", "recall", "--dataset", str(dataset), *flags]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_random_is_not_shared_between_draws() -> None:
+    """Drawing cases leaves the global RNG alone (every draw comes from the seed)."""
+    state = random.getstate()
+    paths = [("a.md", "b.md"), ("c.md", "d.md")]
+    draw_cases(
+        [(0, "q", frozenset({"a.md"}))], paths, RecallBenchConfig(dataset=Path("x"), questions=1)
+    )
+    assert random.getstate() == state
+
+
+def test_the_recommended_mode_waits_for_nothing_and_scores_best() -> None:
+    """A mode whose added median is 20 ms or more over memory off's waits and cannot be
+    recommended, whatever its score; among the others the best score wins, ties to the
+    first mode; when memory off itself is that slow, no mode counts as waiting."""
+
+    def figures(mode: str, added: float, gold: int, junk: int, neg_junk: int) -> ModeFigures:
+        positive = [(n < gold, gold <= n < gold + junk) for n in range(10)]
+        return ModeFigures(mode, [added] * 5, positive, [n < neg_junk for n in range(10)], 0)
+
+    modes = {
+        "blocking": figures("blocking", 1000.0, 9, 0, 0),
+        "async": figures("async", 2.0, 5, 1, 1),
+        "async+wait100": figures("async+wait100", 101.0, 6, 1, 1),
+        "async+lexical": figures("async+lexical", 3.0, 8, 1, 9),
+    }
+    config = RecallBenchConfig(dataset=Path("x"))
+    report = RecallBenchReport(config, (), modes, 1.0, [1.0] * 5)
+    assert modes["async"].score() == pytest.approx(0.3)
+    assert [report.waits(m) for m in modes.values()] == [True, False, True, False]
+    assert report.recommended() == "async"
+    slow_floor = RecallBenchReport(config, (), modes, 1.0, [995.0] * 5)
+    assert slow_floor.recommended() == "blocking"
+    tie = {"async": figures("async", 2.0, 5, 1, 1), "later": figures("later", 2.0, 5, 1, 1)}
+    assert RecallBenchReport(config, (), tie, 1.0, [1.0]).recommended() == "async"
+
+
+def test_figures_read_the_last_request_of_each_question(tmp_path: Path) -> None:
+    """Memory that reached the model at a tool result counts: the last main request of a
+    question carries the whole history. Requests of other modes are not read."""
+    from asyncrecall.bench._corpus import Query
+    from asyncrecall.bench._measure import QueryTrace
+    from asyncrecall.bench._recall import Case, _figures, _Folders
+    from asyncrecall.bench._workload import QueryPlan, main_model_name
+
+    store = MemoryStore(tmp_path / "memory")
+    gold = store.save_memory("Rex", "Alice's dog", "user", "Alice adopted a dog named Rex.")
+    junk = store.save_memory("Violin", "Bob's violin", "user", "Bob is learning the violin.")
+    folders = _Folders([tmp_path / "memory"], [(gold.rel_path, junk.rel_path)])
+
+    def case(qid: str, negative: bool) -> Case:
+        plan = QueryPlan(qid, Query("Alice's dog?", ()), 0.1, (0.1, 0.1), (0.01,))
+        wanted = frozenset() if negative else frozenset({gold.rel_path})
+        return Case(plan, 0, wanted, negative, ())
+
+    def request(index: int, mode: str, plan: QueryPlan, memory: list[Any]) -> RecordedRequest:
+        messages = [{"role": "user", "content": "Alice's dog?"}]
+        if memory:
+            messages.append({"role": "user", "content": format_memory_block(memory, now=0)})
+        body = {"model": main_model_name(mode, plan), "messages": messages}
+        return RecordedRequest(index, "POST", "/v1/chat/completions", {}, body, 0.0)
+
+    cases = [case("p0", False), case("p1", False), case("n0", True)]
+    records = [
+        request(0, "async", cases[0].plan, []),
+        request(1, "async", cases[0].plan, [gold]),  # landed at the tool result
+        request(2, "async", cases[1].plan, [junk]),
+        request(3, "async", cases[1].plan, []),  # out of order on the server: index decides
+        request(4, "async", cases[2].plan, []),
+        request(5, "blocking", cases[2].plan, [junk]),  # another mode's request
+    ]
+    traces = [QueryTrace("q", first_request_ms=1.0, finish_reason="stop") for _ in cases]
+    figures = _figures("async", cases, traces, records, folders).as_json()
+    assert figures["positive"] == {"gold_delivered": 0.5, "junk_delivered": 0.0}
+    assert figures["negative"] == {"junk_delivered": 0.0}
+    assert figures["errors"] == 0
+
+
+def test_the_table_names_every_mode_and_the_recommended_one(
+    dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ``--json``: one row per mode plus memory off, and the recommendation."""
+    args = ["bench", "recall", "--quick", "--questions", "2", "--dataset", str(dataset)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    for mode in (*MODES, "memory off (reference)"):
+        assert f"│ {mode} " in out or f"│ {mode} *" in out, mode
+    assert "* recommended:" in out and "--quick" in out
