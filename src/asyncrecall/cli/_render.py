@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -76,7 +77,9 @@ class EventPrinter:
             self.out.flush()
             self._wrote_text = True
         elif isinstance(event, ToolCallEvent):
-            args = ", ".join(f"{k}={v!r}" for k, v in event.args.items())
+            raw: object = event.args
+            items = event.args.items() if isinstance(raw, Mapping) else ()
+            args = ", ".join(f"{k}={v!r}" for k, v in items) if items else repr(raw)
             self.err.print(f"[dim]· {event.name}({args[:120]})[/dim]")
         elif isinstance(event, ToolResultEvent) and not event.ok:
             self.err.print(f"[dim]  ↳ error: {event.error}[/dim]")
