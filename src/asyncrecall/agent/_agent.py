@@ -19,11 +19,21 @@ from asyncrecall.agent._events import (
     ToolResultEvent,
 )
 from asyncrecall.agent._tools import ToolRegistry
-from asyncrecall.models import FunctionCall, Part, Text
+from asyncrecall.models import FunctionCall, FunctionResponse, Part, Text
 
 __all__ = ["Agent", "QueryResult"]
 
 _prompt_ids = itertools.count(1)
+
+_NOT_RUN = "not run: the turn ended before this call ran"
+_INTERRUPTED = (
+    "interrupted while the tools ran: no result was recorded, the call may or may not have "
+    "taken effect"
+)
+
+
+def _notes(calls: list[FunctionCall], note: str) -> list[FunctionResponse]:
+    return [FunctionResponse(call.id, call.name, {"error": note}) for call in calls]
 
 
 @dataclass
@@ -59,6 +69,9 @@ class Agent:
         answer: list[str] = []
         memory_paths: list[str] = []
         finished = False
+        # Responses for the calls of the last model turn, until a request carries them:
+        # what the tools returned, or a note saying they did not (all) run.
+        unsent: list[FunctionResponse] = []
         try:
             while True:
                 calls: list[FunctionCall] = []
@@ -69,6 +82,7 @@ class Agent:
                     )
                 ) as stream:
                     async for event in stream:
+                        unsent = []  # the client recorded the tool responses
                         yield event
                         if isinstance(event, ContentEvent):
                             answer.append(event.text)
@@ -83,7 +97,13 @@ class Agent:
                 if ended is not None or not calls:
                     break
                 turns_left -= 1
-                outcomes = await self.tools.execute(calls)
+                unsent = _notes(calls, _NOT_RUN)
+                try:
+                    outcomes = await self.tools.execute(calls, cancel=cancel)
+                except BaseException:
+                    unsent = _notes(calls, _INTERRUPTED)
+                    raise
+                unsent = [outcome.response for outcome in outcomes]
                 for outcome in outcomes:
                     yield ToolResultEvent(
                         name=outcome.call.name,
@@ -91,13 +111,18 @@ class Agent:
                         id=outcome.call.id,
                         error=outcome.error,
                     )
-                request = [outcome.response for outcome in outcomes]
+                # Sent even when the cancel fired: the client records what the tools
+                # did, then ends the turn without a request.
+                request = list(unsent)
                 message_type = MessageType.TOOL_RESULT
             finished = True
         finally:
             if not finished:
-                # An exit between turns (the caller's cancel while tools run, a tool
-                # that raised, a consumer that stopped early) ends the kept recall too.
+                # An exit between turns (a tool that raised, a consumer that stopped
+                # early, our task cancelled) records what the tools did and ends the
+                # kept recall too.
+                if unsent:
+                    self.client.answer_pending_calls(unsent)
                 self.client.discard_prefetch("cancelled")
         yield FinishedEvent(
             reason=ended or "stop",
