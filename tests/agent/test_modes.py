@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from asyncrecall import CancelSignal
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, MemoryInjectedEvent, ToolRegistry
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import FunctionCall
@@ -244,3 +245,28 @@ async def test_a_failing_instant_pass_leaves_the_turn_and_the_model_recall_alone
     assert [(e.point, e.strategy) for e in injected] == [("user_query", "model")]
     assert types(events)[-1] != "error"
     await client.aclose()
+
+
+async def test_a_cancel_during_the_blocking_wait_sends_nothing_and_reports_no_request(
+    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+) -> None:
+    """The caller's cancel during the blocking baseline's wait ends the query at once:
+    no ``request_sent`` (the latency benchmark's end mark) and no request on the wire."""
+    side.add_json(selection(), gate=asyncio.Event())
+    main.add_turn("never")
+    client = client_for(main, side, store, recall_mode="blocking", blocking_deadline=30)
+    cancel = CancelSignal()
+
+    async def press_ctrl_c() -> None:
+        await side.wait_until(lambda m: m.json_started == 1)
+        cancel.cancel("user")
+
+    presser = asyncio.create_task(press_ctrl_c())
+    events = await user_query(client, "deploy?", cancel=cancel)
+    await presser
+
+    assert "request_sent" not in types(events)
+    assert types(events)[-1] == "cancelled"
+    assert main.requests == []
+    await client.aclose()
+    assert side.json_started == side.json_cancelled

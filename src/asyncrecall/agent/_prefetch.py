@@ -30,7 +30,6 @@ class RecallNotReady(Exception):
 class MemoryPrefetch:
     """A running recall, its cancel control and whether its result was used."""
 
-    task: asyncio.Task[RecallResult]
     control: CancelSignal
     started_at: float
     clock: Callable[[], float]
@@ -40,6 +39,9 @@ class MemoryPrefetch:
     #: True once the result was injected: stops a second injection.
     consumed: bool = False
     _unbridge: Callable[[], None] = field(default=lambda: None, repr=False)
+    #: Set right after creation: the handle exists before its task, because an eager
+    #: task factory (Python 3.12+) may run the whole recall inside ``create_task``.
+    task: asyncio.Task[RecallResult] = field(init=False)
 
     @property
     def settled(self) -> bool:
@@ -83,7 +85,6 @@ def start_prefetch(
     ``owner`` keeps a strong reference to the task until it is done.
     """
     control = CancelSignal()
-    handle: MemoryPrefetch
 
     async def run() -> RecallResult:
         try:
@@ -96,10 +97,11 @@ def start_prefetch(
         finally:
             handle.settled_at = clock()
 
+    # The handle first: under an eager task factory ``run`` may finish inside
+    # ``create_task`` and its ``finally`` already needs the handle.
+    handle = MemoryPrefetch(control=control, started_at=clock(), clock=clock, prompt_id=prompt_id)
     task = asyncio.get_running_loop().create_task(run(), name=f"memory-prefetch-{prompt_id}")
-    handle = MemoryPrefetch(
-        task=task, control=control, started_at=clock(), clock=clock, prompt_id=prompt_id
-    )
+    handle.task = task
     owner.add(task)
 
     if caller_cancel is not None:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.agent._events import (
@@ -107,10 +108,13 @@ class PrefetchSlot:
             else:
                 self._instant = _Instant(result, started, self._clock())
 
-    async def bounded_wait(self) -> MemoryDiscardedEvent | None:
-        """The blocking baseline and the bounded-wait variant wait here; ``async`` never does."""
+    async def bounded_wait(self, cancel: CancelSignal) -> MemoryDiscardedEvent | None:
+        """The blocking baseline and the bounded-wait variant wait here; ``async`` never does.
+
+        The caller's cancel ends the wait at once (the caller then sends nothing).
+        """
         handle = self.pending
-        if handle is None or handle.settled:
+        if handle is None or handle.settled or cancel.cancelled:
             return None
         mode = self.options.recall_mode
         if mode == "blocking":
@@ -119,9 +123,21 @@ class PrefetchSlot:
             budget = self.options.initial_wait
         else:
             return None
-        # asyncio.wait, not wait_for: a late result stays usable at a tool result.
-        await asyncio.wait({handle.task}, timeout=budget)
-        if mode == "blocking" and not handle.settled:
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        remove = cancel.add_listener(wake)
+        try:
+            # asyncio.wait, not wait_for: a late result stays usable at a tool result.
+            waited: set[asyncio.Future[Any]] = {handle.task, woken}
+            await asyncio.wait(waited, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            remove()
+            woken.cancel()
+        if mode == "blocking" and not handle.settled and not cancel.cancelled:
             # The old design gave up at its deadline: no memory for this query.
             return self.discard("cancelled")
         return None
@@ -167,6 +183,8 @@ class PrefetchSlot:
             task.cancel()
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
+        # Drained: a done-callback that has not run yet would drop them a tick later.
+        self.tasks.clear()
 
     def _render(
         self,
