@@ -104,12 +104,14 @@ def _check_args(spec: ToolSpec, args: object) -> Mapping[str, Any]:
 
 
 def _real(path: Path) -> Path | None:
-    """``path`` with every link resolved, or ``None`` when it cannot be (a symlink loop
-    raises ``RuntimeError`` on Python 3.11, ``OSError`` on later versions)."""
+    """``path`` with every link resolved, or ``None`` when it cannot be: a symlink loop
+    raises ``RuntimeError`` on Python 3.11 and ``OSError`` on 3.12; 3.13 returns a path
+    that is still a link."""
     try:
-        return path.resolve()
+        real = path.resolve()
     except (RuntimeError, OSError):
         return None
+    return None if real.is_symlink() else real
 
 
 def _schema(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
