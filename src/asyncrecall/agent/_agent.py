@@ -14,7 +14,12 @@ from asyncrecall.agent._events import (
     ContentEvent,
     ErrorEvent,
     FinishedEvent,
+    LoopDetectedEvent,
+    MaxSessionTurnsEvent,
+    MaxTurnsEvent,
     MemoryInjectedEvent,
+    SessionTokenLimitEvent,
+    StoppedEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
@@ -30,6 +35,42 @@ _INTERRUPTED = (
     "interrupted while the tools ran: no result was recorded, the call may or may not have "
     "taken effect"
 )
+
+
+def _failure(terminal: AgentEvent | None, answer: str) -> ErrorEvent | None:
+    """The error of a query that ended without an answer, or ``None``.
+
+    A model or endpoint error already is an :class:`ErrorEvent`, and the caller's cancel
+    is not a failure of the agent; every other way to end without an answer is: loop
+    detection, a limit, the supervisor's stop, an empty answer. No empty success.
+    """
+    message: str | None = None
+    if terminal is None:
+        if not answer.strip():
+            return ErrorEvent(message="the model returned an empty answer", kind="empty_answer")
+        return None
+    if isinstance(terminal, LoopDetectedEvent):
+        message = (
+            f"loop detected: the model called {terminal.name} with the same arguments "
+            f"{terminal.repeats} times in a row; the query was stopped without an answer"
+        )
+    elif isinstance(terminal, MaxTurnsEvent):
+        message = (
+            f"the query reached its limit of {terminal.limit} model turns (--max-turns) "
+            "before an answer"
+        )
+    elif isinstance(terminal, MaxSessionTurnsEvent):
+        message = f"the session reached its limit of {terminal.limit} turns (--max-session-turns)"
+    elif isinstance(terminal, SessionTokenLimitEvent):
+        message = (
+            f"the last prompt had {terminal.tokens} tokens, over the session token limit of "
+            f"{terminal.limit} (--session-token-limit)"
+        )
+    elif isinstance(terminal, StoppedEvent):
+        message = f"stopped before an answer: {terminal.reason}"
+    if message is None:  # an ErrorEvent (already emitted), or the caller's cancel
+        return None
+    return ErrorEvent(message=message, kind=terminal.type)
 
 
 def _notes(calls: list[FunctionCall], note: str) -> list[FunctionResponse]:
@@ -76,6 +117,7 @@ class Agent:
             while True:
                 calls: list[FunctionCall] = []
                 ended: str | None = None
+                terminal: AgentEvent | None = None
                 async with aclosing(
                     self.client.send_message_stream(
                         request, cancel, prompt_id, message_type, turns=turns_left
@@ -91,10 +133,13 @@ class Agent:
                         elif isinstance(event, MemoryInjectedEvent):
                             memory_paths.extend(event.paths)
                         elif event.terminal:
-                            ended = event.type
+                            ended, terminal = event.type, event
                 if ended is None and turns_left > 0:
                     turns += 1
                 if ended is not None or not calls:
+                    failure = _failure(terminal, "".join(answer))
+                    if failure is not None:
+                        yield failure
                     break
                 turns_left -= 1
                 unsent = _notes(calls, _NOT_RUN)

@@ -185,7 +185,13 @@ class TurnCancelledEvent(_Event):
 
 @dataclass(frozen=True, slots=True)
 class ErrorEvent(_Event):
-    """The model or endpoint failed; ``message`` is one line a user can act on."""
+    """The query failed; ``message`` is one line a user can act on.
+
+    ``kind`` says how: the exception's name for a model or endpoint error
+    (``ModelServerError`` ...), ``empty_answer``, or the event that stopped the query
+    (``loop_detected``, ``max_turns``, ``max_session_turns``,
+    ``session_token_limit_exceeded``, ``stopped``).
+    """
 
     type: ClassVar[str] = "error"
     terminal: ClassVar[bool] = True
