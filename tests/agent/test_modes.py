@@ -174,7 +174,8 @@ async def test_agent_stops_at_the_bound_on_model_turns(main: ScriptedModel, tmp_
     events = await collect(agent.run_query("loop forever"))
 
     assert len(main.requests) == 2
-    assert types(events)[-2:] == ["max_turns", "finished"]
+    assert types(events)[-3:] == ["max_turns", "error", "finished"]
+    assert events[-3].to_dict()["limit"] == 2
     assert events[-1].to_dict()["reason"] == "max_turns"
 
 
