@@ -6,9 +6,28 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from asyncrecall.prefetch import DiscardReason
+from asyncrecall.prefetch import DiscardReason, PendingRecall, RecallPrefetcher
 
-__all__ = ["end_reason", "prompt_text"]
+__all__ = ["adopt_or_start", "end_reason", "finish", "prompt_text"]
+
+
+def adopt_or_start(prefetcher: RecallPrefetcher, key: str, query: str) -> PendingRecall | None:
+    """The key's recall for this run: the one the app started already, or a new one."""
+    if prefetcher.pending(key) is None:
+        prefetcher.start(key, query)
+    return prefetcher.pending(key)
+
+
+def finish(
+    prefetcher: RecallPrefetcher, key: str, recall: PendingRecall | None, reason: DiscardReason
+) -> None:
+    """Cancel this run's recall if it is still the key's pending one.
+
+    A recall already taken is left alone, and so is a newer one the app started for the
+    key's next message (a streamed run's end can be seen after that).
+    """
+    if recall is not None and prefetcher.pending(key) is recall:
+        prefetcher.cancel(key, reason)
 
 
 def prompt_text(prompt: Any) -> str:

@@ -40,7 +40,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelRequest, RetryPromptPart, ToolReturnPart, UserPromptPart
 from pydantic_ai.models import ModelRequestContext
 
-from asyncrecall.integrations._common import end_reason, prompt_text
+from asyncrecall.integrations._common import adopt_or_start, end_reason, finish, prompt_text
 from asyncrecall.prefetch import InjectionPoint, RecallPrefetcher
 
 __all__ = ["AsyncRecall"]
@@ -67,8 +67,7 @@ class AsyncRecall(AbstractCapability[Any]):
         key = self._key_for(ctx)
         self._run_key = key
         prefetcher = self.prefetcher
-        if prefetcher.pending(key) is None:
-            prefetcher.start(key, prompt_text(ctx.prompt))
+        recall = adopt_or_start(prefetcher, key, prompt_text(ctx.prompt))
         await asyncio.sleep(0)  # one tick: a recall with no I/O settles here
         error: BaseException | None = None
         try:
@@ -77,7 +76,7 @@ class AsyncRecall(AbstractCapability[Any]):
             error = exc
             raise
         finally:
-            prefetcher.cancel(key, end_reason(error))
+            finish(prefetcher, key, recall, end_reason(error))
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
