@@ -27,7 +27,6 @@ from asyncrecall.agent._events import (
     UsageEvent,
 )
 from asyncrecall.agent._options import ClientOptions
-from asyncrecall.agent._prefetch import MemoryPrefetch, RecallNotReady
 from asyncrecall.agent._prompt import build_system_prompt
 from asyncrecall.agent._session import Session, open_session
 from asyncrecall.agent._tools import ToolOutcome, ToolRegistry
@@ -45,11 +44,9 @@ __all__ = [
     "MaxTurnsEvent",
     "MemoryDiscardedEvent",
     "MemoryInjectedEvent",
-    "MemoryPrefetch",
     "MemoryRecallStartedEvent",
     "MessageType",
     "QueryResult",
-    "RecallNotReady",
     "RequestSentEvent",
     "Session",
     "SessionTokenLimitEvent",

@@ -46,8 +46,7 @@ from asyncrecall.agent._events import (
     UsageEvent,
 )
 from asyncrecall.agent._options import ClientOptions
-from asyncrecall.agent._prefetch import MemoryPrefetch
-from asyncrecall.agent._slot import PrefetchSlot
+from asyncrecall.agent._slot import RecallSlot
 from asyncrecall.agent._stream import TurnCancelled, cancellable_stream
 from asyncrecall.memory import MemoryManager, RecallResult, Selector
 from asyncrecall.models import (
@@ -63,6 +62,7 @@ from asyncrecall.models import (
     ToolSpec,
     Usage,
 )
+from asyncrecall.prefetch import PendingRecall
 
 __all__ = ["AgentClient", "MessageType"]
 
@@ -128,7 +128,7 @@ class AgentClient:
         self.control = control or CancelSignal()
         self._system_source = system_prompt
         self._reminders = _Reminders(list(reminders))
-        self._slot = PrefetchSlot(
+        self._slot = RecallSlot(
             memory=memory,
             options=self.options,
             instant_selector=instant_selector,
@@ -146,12 +146,12 @@ class AgentClient:
     # -- public -----------------------------------------------------------------
 
     @property
-    def pending_prefetch(self) -> MemoryPrefetch | None:
+    def pending_prefetch(self) -> PendingRecall | None:
         """The recall started by the last user query and not yet used or dropped."""
         return self._slot.pending
 
     @property
-    def surfaced_paths(self) -> set[str]:
+    def surfaced_paths(self) -> frozenset[str]:
         """Memory files already shown to the model this session (relative paths)."""
         return self._slot.surfaced
 
@@ -398,7 +398,7 @@ class AgentClient:
             return
         self.history.pop()
         if injected is not None:
-            self._slot.surfaced.difference_update(injected.paths)
+            self._slot.unsurface(injected.paths)
 
     def _close_dangling_calls(self) -> None:
         """Answer tool calls no request answered, so the history keeps every tool call
