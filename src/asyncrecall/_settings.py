@@ -13,13 +13,18 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 from asyncrecall._exceptions import ConfigError
 
+if TYPE_CHECKING:
+    # The agent's type; imported for annotations only, so that reading settings (every
+    # ``memory`` command does) never loads the agent.
+    from asyncrecall.agent import RecallMode
+
 __all__ = [
+    "RECALL_MODES",
     "OutputFormat",
-    "RecallMode",
     "SelectorName",
     "Settings",
     "load_settings",
@@ -27,7 +32,8 @@ __all__ = [
 
 SelectorName: TypeAlias = Literal["model", "lexical", "embedding", "hybrid"]
 OutputFormat: TypeAlias = Literal["text", "json", "stream-json"]
-RecallMode: TypeAlias = Literal["async", "blocking", "async+wait100", "async+lexical"]
+#: The values of :data:`asyncrecall.agent.RecallMode` (a test pins them equal).
+RECALL_MODES: tuple[str, ...] = ("async", "blocking", "async+wait100", "async+lexical")
 
 _DEFAULT_MAX_TURNS = 100
 
@@ -144,7 +150,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "session_token_limit": _positive_int("--session-token-limit"),
     "max_turns": _positive_int("--max-turns", allow_zero=True),
     "output_format": _choice("--output-format", get_args(OutputFormat)),
-    "recall_mode": _choice("--recall-mode", get_args(RecallMode)),
+    "recall_mode": _choice("--recall-mode", RECALL_MODES),
 }
 
 # Environment variables, first set wins.

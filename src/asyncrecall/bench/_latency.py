@@ -40,8 +40,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import RecallMode, Settings
-from asyncrecall.agent import Agent, Session, open_session
+from asyncrecall._session import Session, open_session
+from asyncrecall._settings import Settings
+from asyncrecall.agent import Agent, RecallMode
 from asyncrecall.bench._corpus import QUERIES, build_memory_folder
 from asyncrecall.bench._latency_report import render_report
 from asyncrecall.bench._measure import QueryTrace, percentile, ticking, trace_query

@@ -16,8 +16,8 @@ import threading
 from typing import Any
 
 from asyncrecall._cancel import CancelSignal
+from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.agent import Session, open_session
 from asyncrecall.cli._common import settings_from_args
 from asyncrecall.cli._render import EventPrinter, exit_code
 

@@ -3,7 +3,7 @@
 Every sub-command takes the shared flags after its name (``--memory-dir``,
 ``--project``, the endpoint flags ...) and ``--json``. Data goes to stdout, warnings
 to stderr. ``recall`` runs the recall the agent runs: the same folder, the same
-selector choice (:func:`~asyncrecall.memory.build_memory_manager`), the same block.
+selector choice (:func:`asyncrecall._memory_config.build_memory_manager`), the same block.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from asyncrecall._memory_config import build_memory_manager, memory_dir_for
 from asyncrecall._settings import Settings
 from asyncrecall.cli._common import settings_from_args
 from asyncrecall.memory import (
@@ -26,8 +27,6 @@ from asyncrecall.memory import (
     MemoryDoc,
     MemoryStore,
     RecallResult,
-    build_memory_manager,
-    resolve_memory_dir,
 )
 from asyncrecall.memory._prompt import age_in_days, format_age
 from asyncrecall.models import Model
@@ -137,7 +136,7 @@ def _doc_json(doc: MemoryDoc) -> dict[str, Any]:
 
 
 def _store(settings: Settings) -> MemoryStore:
-    return MemoryStore(resolve_memory_dir(settings))
+    return MemoryStore(memory_dir_for(settings))
 
 
 # -- sub-commands --------------------------------------------------------------------

@@ -7,8 +7,8 @@ import asyncio
 import sys
 from typing import Any
 
+from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.agent import Session, open_session
 from asyncrecall.cli._common import settings_from_args
 from asyncrecall.cli._render import EXIT_CANCELLED, EventPrinter, exit_code
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from asyncrecall.memory._document import safe_file_stem
 from asyncrecall.memory._embedding import EmbeddingSelector, HybridSelector, embedding_available
-from asyncrecall.memory._factory import build_memory_manager
 from asyncrecall.memory._lexical import LexicalSelector
 from asyncrecall.memory._location import canonical_project_root, resolve_memory_dir
 from asyncrecall.memory._model_selector import ModelSelector
@@ -49,7 +48,6 @@ __all__ = [
     "ModelSelector",
     "RecallResult",
     "Selector",
-    "build_memory_manager",
     "canonical_project_root",
     "embedding_available",
     "format_manifest",

@@ -1,4 +1,9 @@
-"""Build a ready agent from :class:`Settings`: models, memory, tools, client, loop."""
+"""What the command line builds from its :class:`Settings`: the memory, a ready agent.
+
+This module sits above the library layers, beside ``cli/`` and ``bench/``: ``memory``
+and ``agent`` take plain parameters and know nothing of settings; here the settings
+become a memory folder, a selector, models, tools, a client and its loop.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +12,10 @@ from dataclasses import dataclass, field
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import ConfigError
+from asyncrecall._memory_config import build_memory_manager
 from asyncrecall._settings import Settings
-from asyncrecall.agent._agent import Agent
-from asyncrecall.agent._client import AgentClient
-from asyncrecall.agent._options import ClientOptions
-from asyncrecall.agent._prompt import build_system_prompt
-from asyncrecall.agent._tools import ToolRegistry
-from asyncrecall.memory import (
-    LexicalSelector,
-    MemoryManager,
-    MemoryStore,
-    ModelSelector,
-    build_memory_manager,
-)
+from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry, build_system_prompt
+from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import Model
 
 __all__ = ["Session", "open_session"]

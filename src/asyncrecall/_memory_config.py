@@ -1,21 +1,37 @@
-"""Building the memory manager a command or the agent uses, from settings."""
+"""The memory a command uses, built from its :class:`Settings`: folder and selector.
+
+Above the library layers (``memory`` takes plain parameters and knows nothing of
+settings), and light: the ``memory`` commands use it without loading the agent.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import assert_never
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
-from asyncrecall.memory._embedding import EmbeddingSelector, HybridSelector, embedding_available
-from asyncrecall.memory._lexical import LexicalSelector
-from asyncrecall.memory._location import resolve_memory_dir
-from asyncrecall.memory._model_selector import ModelSelector
-from asyncrecall.memory._recall import MemoryManager
-from asyncrecall.memory._selector import Selector
-from asyncrecall.memory._store import MemoryStore
+from asyncrecall.memory import (
+    EmbeddingSelector,
+    HybridSelector,
+    LexicalSelector,
+    MemoryManager,
+    MemoryStore,
+    ModelSelector,
+    Selector,
+    embedding_available,
+    resolve_memory_dir,
+)
 from asyncrecall.models import Model
 
-__all__ = ["build_memory_manager"]
+__all__ = ["build_memory_manager", "memory_dir_for"]
+
+
+def memory_dir_for(settings: Settings) -> Path:
+    """The memory folder these settings name (not created: see ``MemoryStore.ensure``)."""
+    return resolve_memory_dir(
+        home=settings.home, project=settings.project, memory_dir=settings.memory_dir
+    )
 
 
 def build_memory_manager(settings: Settings, *, side_model: Model | None) -> MemoryManager:
@@ -25,7 +41,7 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
     without one it is a :class:`ConfigError`. ``embedding`` and ``hybrid`` need the
     ``local`` extra (WordLlama); without it they are a :class:`ConfigError` too.
     """
-    store = MemoryStore(resolve_memory_dir(settings))
+    store = MemoryStore(memory_dir_for(settings))
     name = settings.effective_selector
     selector: Selector
     if name == "lexical":
