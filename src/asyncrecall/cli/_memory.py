@@ -1,7 +1,8 @@
 """``asyncrecall memory path|list|show|add|forget|recall``: the project's memory folder.
 
-Every sub-command takes the shared flags after its name (``--memory-dir``,
-``--project``, the endpoint flags ...) and ``--json``. Data goes to stdout, warnings
+Every sub-command takes the shared flags that make sense for it after its name
+(``--memory-dir``, ``--project``; ``recall`` also the endpoint and selector flags and
+``--no-memory``) and ``--json``. Data goes to stdout, warnings
 to stderr. ``recall`` runs the recall the agent runs: the same folder, the same
 selector choice (:func:`asyncrecall._memory_config.build_memory_manager`), the same block.
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 from asyncrecall._memory_config import build_memory_manager, memory_dir_for
 from asyncrecall._settings import Settings
-from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._common import endpoint_flags, folder_flags, settings_from_args
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
     EMPTY_RECALL,
@@ -38,6 +39,7 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     """Add ``memory`` and its sub-commands to the command line."""
+    del common  # the agent's flags (limits, output format, recall mode) do not apply here
     parser = subparsers.add_parser(
         "memory",
         help="the memory folder of the current project",
@@ -45,9 +47,19 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     commands = parser.add_subparsers(dest="memory_command", metavar="SUBCOMMAND", required=True)
 
-    def add(name: str, summary: str, handler: Handler) -> argparse.ArgumentParser:
+    # Each sub-command takes the shared flags that make sense for it: the folder for all,
+    # the endpoint and selector for recall (never the agent's limits or output format).
+    folder = folder_flags()
+    recall_parents = [endpoint_flags(), folder_flags(memory=True)]
+
+    def add(
+        name: str,
+        summary: str,
+        handler: Handler,
+        parents: list[argparse.ArgumentParser] | None = None,
+    ) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = commands.add_parser(
-            name, help=summary, description=summary, parents=[common]
+            name, help=summary, description=summary, parents=parents or [folder]
         )
         sub.add_argument("--json", action="store_true", help="print JSON for machines")
         sub.set_defaults(handler=_handle(handler))
@@ -64,7 +76,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     save.add_argument("--content", help="the body (default: read standard input)")
     forget = add("forget", "remove a memory and its index line", _forget)
     forget.add_argument("name", metavar="NAME", help="the memory's name or relative path")
-    recall = add("recall", "run the agent's recall for a query and print the result", _recall)
+    recall = add(
+        "recall", "run the agent's recall for a query and print the result", _recall, recall_parents
+    )
     recall.add_argument("query", metavar="QUERY", help="the user query to recall for")
     recall.add_argument(
         "--limit", type=int, default=DEFAULT_LIMIT, metavar="N", help="files at most (default 5)"
@@ -238,8 +252,7 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 0
     console = _out()
-    if result.fallback_reason:
-        _err().print(f"asyncrecall: warning: {result.fallback_reason}", markup=False)
+    # A fallback was already reported once, by the memory package's warning (stderr).
     console.print(
         f"strategy: {result.strategy} · {len(result.selected)} file(s) · {elapsed_ms:.1f} ms",
         markup=False,
