@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,23 @@ MEMORIES = (
         "Explain frontend concepts by analogy with pandas and notebooks.",
     ),
 )
+
+
+if os.environ.get("ASYNCRECALL_EAGER_TASKS") == "1" and sys.version_info >= (3, 12):
+
+    def pytest_asyncio_loop_factories(
+        config: pytest.Config, item: pytest.Item
+    ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+        """``ASYNCRECALL_EAGER_TASKS=1`` on Python 3.12+ (``make test-py313`` sets it): every
+        agent test runs on a loop with ``asyncio.eager_task_factory``, where a task may run
+        to its end inside ``create_task``; the client must not care."""
+
+        def eager_loop() -> asyncio.AbstractEventLoop:
+            loop = asyncio.new_event_loop()
+            loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined,unused-ignore]
+            return loop
+
+        return {"eager": eager_loop}
 
 
 @pytest.fixture
