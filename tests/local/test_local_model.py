@@ -259,3 +259,18 @@ async def test_the_next_turn_evaluates_only_what_is_new(load_seconds: float) -> 
     [second_usage] = [e for e in turn if isinstance(e, Usage)]
     new = second_usage.prompt_tokens - first_usage.prompt_tokens
     assert first_usage.prompt_tokens > 150 and 0 < evaluated[0] <= new, (evaluated, new)
+
+
+async def test_arguments_cut_short_come_out_as_a_call_not_an_exception(
+    load_seconds: float,
+) -> None:
+    """Tool arguments that do not parse (here cut at ``json_max_tokens``) never raise
+    through the stream: the call comes out with the raw text as its arguments, which
+    the agent answers with a tool error the model reads."""
+    events = await _turn(
+        LocalModel(json_max_tokens=3), "Please read the file README.md", (READ_FILE,)
+    )
+    [call] = [e.call for e in events if isinstance(e, ToolCallReady)]
+    assert call.name == "read_file"
+    assert isinstance(call.args, str) and call.args.startswith("{")
+    assert events[-1] == Finished("tool_calls")

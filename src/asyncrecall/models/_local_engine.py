@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import importlib.util
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -261,7 +262,7 @@ def _load_llama(path: Path, *, n_ctx: int, n_threads: int, n_threads_batch: int)
 
     low_level.llama_model_default_params = without_repacking
     try:
-        return llama_cpp.Llama(
+        llama = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=n_ctx,
             n_threads=n_threads,
@@ -272,6 +273,10 @@ def _load_llama(path: Path, *, n_ctx: int, n_threads: int, n_threads_batch: int)
         raise ModelError(f"cannot load the embedded model {path.name}: {exc}") from exc
     finally:
         low_level.llama_model_default_params = original
+    # llama.cpp logs an aborted evaluation (a preempted side query) as an error line on
+    # stderr; every failure that matters reaches the caller as a ModelError instead.
+    logging.getLogger("llama-cpp-python").setLevel(logging.CRITICAL)
+    return llama
 
 
 def _abort_callback(llama: Any, should_abort: Callable[[], bool]) -> Any:
