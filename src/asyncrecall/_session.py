@@ -74,7 +74,8 @@ def open_session(
     """Wire a session. Without ``model``, the OpenAI-compatible endpoint of ``settings``."""
     closers: list[Callable[[], Awaitable[None]]] = []
     notice = None
-    if model is None and settings.base_url is None:
+    embedded = model is None and settings.base_url is None
+    if embedded:
         # No endpoint: the embedded model plays both roles, offline.
         model = _local_model(settings)
         side_model = side_model or model
@@ -100,19 +101,21 @@ def open_session(
     memory = _memory_for(settings, side_model)
     store: MemoryStore | None = memory.store if memory is not None else None
     tools = ToolRegistry(settings.project, memory_store=store)
+    offered = tools.specs if settings.tools_enabled(embedded=embedded) else ()
+    recall_mode = settings.effective_recall_mode(embedded=embedded)
     control = control or CancelSignal()
     client = AgentClient(
         model=model,
         memory=memory,
-        tools=tools.specs,
-        system_prompt=lambda: build_system_prompt(settings.project, tools.specs, store),
+        tools=offered,
+        system_prompt=lambda: build_system_prompt(settings.project, offered, store),
         options=ClientOptions(
             max_session_turns=settings.max_session_turns,
             session_token_limit=settings.session_token_limit,
-            recall_mode=settings.recall_mode,
+            recall_mode=recall_mode,
         ),
         control=control,
-        instant_selector=LexicalSelector() if settings.recall_mode == "async+lexical" else None,
+        instant_selector=LexicalSelector() if recall_mode == "async+lexical" else None,
     )
     agent = Agent(client, tools, max_turns=settings.max_turns)
     return Session(

@@ -56,6 +56,8 @@ class Settings:
     max_turns: int = _DEFAULT_MAX_TURNS
     output_format: OutputFormat = "text"
     recall_mode: RecallMode = "async"
+    #: ``--tools``: offer the tools even to the tiny embedded model (``None``: automatic).
+    tools: bool | None = None
 
     @property
     def effective_side_model(self) -> str | None:
@@ -71,6 +73,20 @@ class Settings:
         if self.base_url is not None:
             return "model"
         return "hybrid" if _installed("wordllama") else "lexical"
+
+    def tools_enabled(self, *, embedded: bool) -> bool:
+        """Whether the main model is offered the tools: ``--tools`` (or ``tools = true``)
+        forces them; otherwise every model gets them but the tiny embedded one, which
+        only loops on tool calls (it still gets its memory, in the prompt)."""
+        return self.tools if self.tools is not None else not embedded
+
+    def effective_recall_mode(self, *, embedded: bool) -> RecallMode:
+        """``--recall-mode``; but a main model without tools has no later point for a
+        recall to land (no tool results), so the embedded default adds the instant
+        lexical pass (``async+lexical``) to put its memory on the first request."""
+        if self.recall_mode == "async" and embedded and not self.tools_enabled(embedded=True):
+            return "async+lexical"
+        return self.recall_mode
 
     def require_endpoint(self) -> tuple[str, str]:
         """The base URL and main model, or a :class:`ConfigError` naming what is missing."""
@@ -151,6 +167,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_turns": _positive_int("--max-turns", allow_zero=True),
     "output_format": _choice("--output-format", get_args(OutputFormat)),
     "recall_mode": _choice("--recall-mode", RECALL_MODES),
+    "tools": _bool("--tools"),
 }
 
 # Environment variables, first set wins.

@@ -76,6 +76,13 @@ def agent_flags() -> argparse.ArgumentParser:
         choices=["async", "blocking", "async+wait100", "async+lexical"],
         help="async (the design, default), blocking (the old design), or an async variant",
     )
+    limits.add_argument(
+        "--tools",
+        action="store_const",
+        const=True,
+        default=None,
+        help="offer the tools even to the tiny embedded model (it gets none by default)",
+    )
     return parser
 
 
@@ -93,6 +100,7 @@ _SETTING_FLAGS = (
     "max_turns",
     "output_format",
     "recall_mode",
+    "tools",
 )
 
 
