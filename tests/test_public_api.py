@@ -67,3 +67,51 @@ def test_import_asyncrecall_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_extension_points_are_public_and_the_cli_configuration_is_not() -> None:
+    """A library user gets the protocols to plug in (a model, a selector) and the event
+    type to match on; the command line's settings and session builder stay private."""
+    exported = set(asyncrecall.__all__)
+    assert {"Model", "Selector", "AgentEvent", "RecallPrefetcher"} <= exported
+    assert not {"Settings", "load_settings", "open_session", "Session"} & exported
+    from asyncrecall.agent import AgentEvent
+    from asyncrecall.memory import Selector
+    from asyncrecall.models import Model
+
+    assert asyncrecall.Model is Model and asyncrecall.Selector is Selector
+    assert asyncrecall.AgentEvent is AgentEvent
+
+
+_ABOVE_MEMORY = ("asyncrecall.agent", "asyncrecall.cli", "asyncrecall.bench", "asyncrecall._s")
+_ABOVE_AGENT = ("asyncrecall.cli", "asyncrecall.bench", "asyncrecall._s", "asyncrecall._memory_c")
+
+
+@pytest.mark.parametrize(
+    ("package", "above"),
+    [
+        (
+            "asyncrecall.memory",
+            (*_ABOVE_MEMORY, "asyncrecall._memory_config", "asyncrecall.prefetch"),
+        ),
+        ("asyncrecall.prefetch", _ABOVE_MEMORY),
+        ("asyncrecall.agent", _ABOVE_AGENT),
+    ],
+)
+def test_library_layers_import_nothing_above_them(package: str, above: tuple[str, ...]) -> None:
+    """``memory`` knows nothing of the agent, the CLI or its settings (``_settings``,
+    ``_session``, ``_memory_config``); ``agent`` knows nothing of the CLI or its settings."""
+    code = (
+        f"import sys, {package}; print(sorted(m for m in sys.modules if m.startswith({above!r})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_settings_accept_exactly_the_agents_recall_modes() -> None:
+    from typing import get_args
+
+    from asyncrecall._settings import RECALL_MODES
+    from asyncrecall.agent import RecallMode
+
+    assert get_args(RecallMode) == RECALL_MODES

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall import ConfigError, load_settings
+from asyncrecall import ConfigError
+from asyncrecall._settings import load_settings
 
 
 @pytest.fixture

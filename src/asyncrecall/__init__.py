@@ -29,16 +29,14 @@ from asyncrecall._exceptions import (
     SelectorError,
     ToolError,
 )
-from asyncrecall._settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from asyncrecall.agent import (
         Agent,
         AgentClient,
+        AgentEvent,
         ClientOptions,
         MessageType,
-        Session,
-        open_session,
     )
     from asyncrecall.memory import (
         LexicalSelector,
@@ -46,39 +44,47 @@ if TYPE_CHECKING:
         MemoryStore,
         ModelSelector,
         RecallResult,
+        Selector,
     )
-    from asyncrecall.models import OpenAIModel
+    from asyncrecall.models import Model, OpenAIModel
+    from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "Agent": "asyncrecall.agent",
     "AgentClient": "asyncrecall.agent",
+    "AgentEvent": "asyncrecall.agent",
     "ClientOptions": "asyncrecall.agent",
     "LexicalSelector": "asyncrecall.memory",
+    "MemoryBlock": "asyncrecall.prefetch",
     "MemoryManager": "asyncrecall.memory",
     "MemoryStore": "asyncrecall.memory",
     "MessageType": "asyncrecall.agent",
+    "Model": "asyncrecall.models",
     "ModelSelector": "asyncrecall.memory",
     "OpenAIModel": "asyncrecall.models",
+    "RecallPrefetcher": "asyncrecall.prefetch",
     "RecallResult": "asyncrecall.memory",
-    "Session": "asyncrecall.agent",
-    "open_session": "asyncrecall.agent",
+    "Selector": "asyncrecall.memory",
 }
 
 __all__ = [
     "Agent",
     "AgentClient",
+    "AgentEvent",
     "AsyncRecallError",
     "CancelSignal",
     "ClientOptions",
     "ConfigError",
     "HistoryError",
     "LexicalSelector",
+    "MemoryBlock",
     "MemoryManager",
     "MemoryStore",
     "MemoryStoreError",
     "MessageType",
+    "Model",
     "ModelAuthError",
     "ModelConnectionError",
     "ModelError",
@@ -88,14 +94,12 @@ __all__ = [
     "ModelSelector",
     "ModelServerError",
     "OpenAIModel",
+    "RecallPrefetcher",
     "RecallResult",
+    "Selector",
     "SelectorError",
-    "Session",
-    "Settings",
     "ToolError",
     "__version__",
-    "load_settings",
-    "open_session",
 ]
 
 

@@ -13,13 +13,18 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 from asyncrecall._exceptions import ConfigError
 
+if TYPE_CHECKING:
+    # The agent's type; imported for annotations only, so that reading settings (every
+    # ``memory`` command does) never loads the agent.
+    from asyncrecall.agent import RecallMode
+
 __all__ = [
+    "RECALL_MODES",
     "OutputFormat",
-    "RecallMode",
     "SelectorName",
     "Settings",
     "load_settings",
@@ -27,7 +32,8 @@ __all__ = [
 
 SelectorName: TypeAlias = Literal["model", "lexical", "embedding", "hybrid"]
 OutputFormat: TypeAlias = Literal["text", "json", "stream-json"]
-RecallMode: TypeAlias = Literal["async", "blocking", "async+wait100", "async+lexical"]
+#: The values of :data:`asyncrecall.agent.RecallMode` (a test pins them equal).
+RECALL_MODES: tuple[str, ...] = ("async", "blocking", "async+wait100", "async+lexical")
 
 _DEFAULT_MAX_TURNS = 100
 
@@ -52,6 +58,8 @@ class Settings:
     recall_mode: RecallMode = "async"
     store: str | None = None  # a postgresql:// URL: memories in a database (issue 13)
     namespace: str | None = None  # the database store's namespace (default: the project)
+    #: ``--tools``: offer the tools even to the tiny embedded model (``None``: automatic).
+    tools: bool | None = None
 
     @property
     def effective_side_model(self) -> str | None:
@@ -67,6 +75,20 @@ class Settings:
         if self.base_url is not None:
             return "model"
         return "hybrid" if _installed("wordllama") else "lexical"
+
+    def tools_enabled(self, *, embedded: bool) -> bool:
+        """Whether the main model is offered the tools: ``--tools`` (or ``tools = true``)
+        forces them; otherwise every model gets them but the tiny embedded one, which
+        only loops on tool calls (it still gets its memory, in the prompt)."""
+        return self.tools if self.tools is not None else not embedded
+
+    def effective_recall_mode(self, *, embedded: bool) -> RecallMode:
+        """``--recall-mode``; but a main model without tools has no later point for a
+        recall to land (no tool results), so the embedded default adds the instant
+        lexical pass (``async+lexical``) to put its memory on the first request."""
+        if self.recall_mode == "async" and embedded and not self.tools_enabled(embedded=True):
+            return "async+lexical"
+        return self.recall_mode
 
     def require_endpoint(self) -> tuple[str, str]:
         """The base URL and main model, or a :class:`ConfigError` naming what is missing."""
@@ -146,9 +168,10 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "session_token_limit": _positive_int("--session-token-limit"),
     "max_turns": _positive_int("--max-turns", allow_zero=True),
     "output_format": _choice("--output-format", get_args(OutputFormat)),
-    "recall_mode": _choice("--recall-mode", get_args(RecallMode)),
     "store": _text,
     "namespace": _text,
+    "recall_mode": _choice("--recall-mode", RECALL_MODES),
+    "tools": _bool("--tools"),
 }
 
 # Environment variables, first set wins.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from asyncrecall import CancelSignal
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, MemoryInjectedEvent, ToolRegistry
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import FunctionCall
@@ -120,6 +121,7 @@ async def test_instant_lexical_pass_rides_first_and_the_model_adds_only_new_file
     main.add_turn("", [CALL])
     main.add_turn("done")
     client = client_for(main, side, store, recall_mode="async+lexical", instant_limit=1)
+    await client.warm_memory()  # warm: the instant pass then settles inline
 
     events = await user_query(client, "how do we deploy to staging?")
     handle = client.pending_prefetch
@@ -173,15 +175,16 @@ async def test_agent_stops_at_the_bound_on_model_turns(main: ScriptedModel, tmp_
     events = await collect(agent.run_query("loop forever"))
 
     assert len(main.requests) == 2
-    assert types(events)[-2:] == ["max_turns", "finished"]
+    assert types(events)[-3:] == ["max_turns", "error", "finished"]
+    assert events[-3].to_dict()["limit"] == 2
     assert events[-1].to_dict()["reason"] == "max_turns"
 
 
 def test_blocking_sessions_rebuild_the_old_selector(tmp_path: Path) -> None:
     """--recall-mode blocking reproduces the old design: a 1 s selector timeout and no
     fallback, so a timed-out recall delivers nothing (the async design has neither)."""
-    from asyncrecall import load_settings
-    from asyncrecall.agent import open_session
+    from asyncrecall._session import open_session
+    from asyncrecall._settings import load_settings
 
     flags = {"project": str(tmp_path), "memory_dir": str(tmp_path / "m"), "selector": "model"}
     side = ScriptedModel(name="side")
@@ -209,6 +212,7 @@ async def test_instant_lexical_pass_still_rides_when_the_model_picks_nothing(
     side.add_json(selection())
     main.add_turn("ok")
     client = client_for(main, side, store, recall_mode="async+lexical", instant_limit=1)
+    await client.warm_memory()  # warm: the instant pass then settles inline
 
     events = await user_query(client, "how do we deploy to staging?", settle_first=True)
 
@@ -244,3 +248,28 @@ async def test_a_failing_instant_pass_leaves_the_turn_and_the_model_recall_alone
     assert [(e.point, e.strategy) for e in injected] == [("user_query", "model")]
     assert types(events)[-1] != "error"
     await client.aclose()
+
+
+async def test_a_cancel_during_the_blocking_wait_sends_nothing_and_reports_no_request(
+    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+) -> None:
+    """The caller's cancel during the blocking baseline's wait ends the query at once:
+    no ``request_sent`` (the latency benchmark's end mark) and no request on the wire."""
+    side.add_json(selection(), gate=asyncio.Event())
+    main.add_turn("never")
+    client = client_for(main, side, store, recall_mode="blocking", blocking_deadline=30)
+    cancel = CancelSignal()
+
+    async def press_ctrl_c() -> None:
+        await side.wait_until(lambda m: m.json_started == 1)
+        cancel.cancel("user")
+
+    presser = asyncio.create_task(press_ctrl_c())
+    events = await user_query(client, "deploy?", cancel=cancel)
+    await presser
+
+    assert "request_sent" not in types(events)
+    assert types(events)[-1] == "cancelled"
+    assert main.requests == []
+    await client.aclose()
+    assert side.json_started == side.json_cancelled

@@ -177,7 +177,8 @@ async def test_new_user_query_cancels_the_previous_recall(
     assert first is not None
     events = await user_query(client, "who am I?", prompt_id="p2", settle_first=True)
 
-    assert first.task.cancelled() or first.task.done()
+    await asyncio.wait({first.task})
+    assert first.task.cancelled()  # cancelled, not left to finish for an old question
     assert first.control.cancelled
     discarded = [e.to_dict() for e in events if e.type == "memory_discarded"]
     assert discarded[0]["reason"] == "superseded"
@@ -391,17 +392,27 @@ async def test_recall_failure_gives_a_normal_turn(
     await client.aclose()
 
 
-async def test_memory_disabled_means_no_side_query(main: ScriptedModel) -> None:
-    """Without memory there is no recall and no side query at all."""
-    side = ScriptedModel(name="side")
+async def test_memory_disabled_means_no_side_query(
+    main: ScriptedModel, side: ScriptedModel, tmp_path: Path
+) -> None:
+    """Without memory (``--no-memory``) there is no recall and no side query at all, even
+    with a side model and a model selector configured."""
+    from asyncrecall._session import open_session
+    from asyncrecall._settings import load_settings
+
+    flags = {"project": str(tmp_path), "memory_dir": str(tmp_path / "m"), "selector": "model"}
+    settings = load_settings({**flags, "memory_enabled": False}, env={})
+    side.add_json(selection())
     main.add_turn("plain")
-    client = make_client(main, None, None)
+    session = open_session(settings, model=main, side_model=side)
 
-    events = await user_query(client, "question")
+    result = await session.agent.ask("question")
 
-    assert "memory_recall_started" not in types(events)
+    assert result.text == "plain"
+    assert "memory_recall_started" not in types(result.events)
     assert side.json_requests == []
-    await client.aclose()
+    assert "save_memory" not in [tool.name for tool in main.requests[0].tools]
+    await session.aclose()
 
 
 async def test_a_tool_result_request_without_a_handle_is_sent_as_is(

@@ -119,3 +119,46 @@ async def test_a_symlink_loop_is_an_error_result_not_an_exception(project: Path)
     assert ok and grep["matches"] == ["src/app.py:3: # TODO: tests"]
     ok, found = await run(registry, "glob", pattern="*")
     assert ok and "a" not in found["matches"] and "README.md" in found["matches"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ("{'path': not json", "must be a JSON object"),
+        (["README.md"], "must be a JSON object"),
+        (None, "must be a JSON object"),
+        ({"path": 7}, "'path' of read_file must be a string"),
+        ({"path": "README.md", "offset": "ten"}, "'offset' of read_file must be a integer"),
+        ({"path": "README.md", "limit": True}, "'limit' of read_file must be a integer"),
+        ({"offset": 1}, "needs the argument(s): 'path'"),
+    ],
+)
+async def test_malformed_arguments_are_an_error_result_the_model_can_read(
+    project: Path, args: object, expected: str
+) -> None:
+    """Arguments that are not a JSON object, or of the wrong type, never raise: the model
+    gets an error result naming what is wrong."""
+    [outcome] = await ToolRegistry(project).execute([FunctionCall("x", "read_file", args)])  # type: ignore[arg-type]
+    assert not outcome.ok
+    assert expected in str(outcome.response.response["error"])
+
+
+async def test_a_model_sending_malformed_arguments_gets_an_error_and_the_turn_goes_on(
+    project: Path,
+) -> None:
+    """Whatever a model sends as arguments, the agent loop answers with a tool error and
+    asks the model again; nothing crashes."""
+    from asyncrecall.agent import Agent, AgentClient
+    from asyncrecall.testing import ScriptedModel
+
+    main = ScriptedModel(name="main")
+    main.add_turn("", [FunctionCall("x", "read_file", "```not json```")])  # type: ignore[arg-type]
+    main.add_turn("sorry, done")
+    agent = Agent(AgentClient(model=main), ToolRegistry(project))
+
+    result = await agent.ask("read it")
+
+    assert result.text == "sorry, done" and result.error is None
+    [response] = main.requests[1].contents[-1].function_responses
+    assert "must be a JSON object" in str(response.response["error"])
+    await agent.client.aclose()

@@ -140,6 +140,9 @@ def test_recall_uses_the_side_model_of_the_configured_endpoint(
     assert done.returncode == 0, done.stderr
     assert "strategy: lexical" in done.stdout
     assert "warning" in done.stderr and "ModelServerError" in done.stderr
+    # The fallback is reported once, not by the memory package and the command both.
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1, done.stderr
 
 
 def test_errors_exit_with_one_line(cli: Cli) -> None:
@@ -163,3 +166,21 @@ def test_a_skipped_file_is_warned_about_on_stderr(cli: Cli) -> None:
     done = cli("memory", "list", "--json")
     assert done.returncode == 0 and json.loads(done.stdout) == []
     assert done.stderr.count("broken.md") == 1 and "no front matter" in done.stderr
+
+
+def test_each_memory_command_takes_only_the_flags_that_make_sense_for_it(cli: Cli) -> None:
+    """``memory add`` takes the folder flags, not the agent's (``--max-turns``,
+    ``--recall-mode``, ``--output-format``) nor the endpoint's; ``memory recall`` also
+    takes the endpoint and selector flags; ``run`` takes them all."""
+    agent = ("--max-turns", "--recall-mode", "--output-format", "--session-token-limit")
+    endpoint = ("--base-url", "--model", "--side-model", "--selector")
+    add = cli("memory", "add", "--help", memory_dir=False).stdout
+    recall = cli("memory", "recall", "--help", memory_dir=False).stdout
+    run = cli("run", "--help", memory_dir=False).stdout
+    assert "--memory-dir" in add and "--project" in add
+    assert not [flag for flag in (*agent, *endpoint, "--no-memory") if flag in add]
+    assert all(flag in recall for flag in (*endpoint, "--no-memory", "--memory-dir"))
+    assert not [flag for flag in agent if flag in recall]
+    assert all(flag in run for flag in (*agent, *endpoint, "--memory-dir", "--no-memory"))
+    refused = cli("memory", "list", "--max-turns", "3")
+    assert refused.returncode == 2 and "--max-turns" in refused.stderr

@@ -239,3 +239,83 @@ def test_ctrl_c_in_chat_hangs_up_the_main_request_and_the_side_query(
     assert process.returncode == 0, err
     kinds = [e["type"] for e in events(out)]
     assert "cancelled" in kinds and kinds[-1] == "finished"
+
+
+def run_cli(
+    server: LocalServer, project: Path, tmp_path: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "run", "what is here?", "--base-url",
+         server.base_url, "--model", "main", "--no-memory", "--project", str(project), *args],
+        capture_output=True, text=True, env=clean_env(tmp_path), timeout=HANG_GUARD,
+    )  # fmt: skip
+
+
+FAILURES = [
+    (Reply(text=""), (), 1, "empty_answer", "empty answer"),
+    (
+        Reply(tool_calls=[("list_directory", {"path": "."})]),
+        (),
+        3,
+        "loop_detected",
+        "loop detected: the model called list_directory",
+    ),
+    (
+        Reply(tool_calls=[("list_directory", {"path": "."})]),
+        ("--max-turns", "2"),
+        3,
+        "max_turns",
+        "limit of 2 model turns",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("reply", "flags", "code", "kind", "words"),
+    FAILURES,
+    ids=["empty-answer", "loop-detected", "max-turns"],
+)
+def test_a_query_that_ends_without_an_answer_is_an_error(
+    local_server: LocalServer,
+    project: Path,
+    tmp_path: Path,
+    reply: Reply,
+    flags: tuple[str, ...],
+    code: int,
+    kind: str,
+    words: str,
+) -> None:
+    """No empty success: an empty answer, loop detection and a limit that stops the
+    query are an ``error`` event, one line on stderr and a non-zero exit (1 for the
+    model's failures, 3 for the agent's stops). The json and text renderings of the
+    same events are pinned in tests/cli/test_render.py."""
+    local_server.set_default("main", reply)
+
+    done = run_cli(local_server, project, tmp_path, "--output-format", "stream-json", *flags)
+
+    errors = [e for e in events(done.stdout) if e["type"] == "error"]
+    assert [e["kind"] for e in errors] == [kind] and words in errors[0]["message"]
+    assert events(done.stdout)[-1]["type"] == "finished"
+    assert done.returncode == code, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("asyncrecall: ") and words in lines[0]
+
+
+def test_piped_chat_separates_answers_and_reports_a_failed_query(
+    local_server: LocalServer, project: Path, tmp_path: Path
+) -> None:
+    """Piped chat in text mode: a blank line between two answers; a query that fails
+    gives its one line on stderr, the session goes on, and the exit status says a
+    query failed."""
+    local_server.script("main", Reply(text="first"), Reply(text=""), Reply(text="third"))
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "chat", "--base-url", local_server.base_url,
+         "--model", "main", "--no-memory", "--project", str(project)],
+        input="one\ntwo\nthree\n", capture_output=True, text=True, env=clean_env(tmp_path),
+        timeout=HANG_GUARD,
+    )  # fmt: skip
+    assert done.stdout == "first\n\nthird\n"
+    assert done.returncode == 1
+    assert [line for line in done.stderr.splitlines() if line.startswith("asyncrecall:")] == [
+        "asyncrecall: the model returned an empty answer"
+    ]

@@ -13,9 +13,12 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
+from asyncrecall import ModelError
 from asyncrecall.models import (
+    Content,
     Finished,
     StreamEvent,
+    Text,
     TextDelta,
     ToolCallReady,
     ToolSpec,
@@ -146,4 +149,128 @@ async def test_a_turn_with_tools_returns_a_schema_valid_call(load_seconds: float
     assert calls[0].name == "read_file"
     assert isinstance(calls[0].args["path"], str)
     json.dumps(dict(calls[0].args))
+    assert events[-1] == Finished("tool_calls")
+
+
+# -- issue 10 point 4: the main turn has priority over a side query -------------------
+
+#: A side query that cannot finish soon: 300 strings, each generated under a grammar.
+LONG_JSON = {
+    "type": "object",
+    "properties": {
+        "items": {"type": "array", "items": {"type": "string"}, "minItems": 300},
+    },
+    "required": ["items"],
+}
+
+
+async def test_a_main_turn_preempts_a_running_side_query(load_seconds: float) -> None:
+    """A side query gives way to a main turn of the same engine: once the main turn
+    asks, the side query stops (a ``ModelError`` the recall turns into its lexical
+    fallback) and generates nothing more, and the main turn streams its answer."""
+    side = LocalModel(json_max_tokens=2000)
+    main = LocalModel(max_tokens=8)
+    gate = side.engine.gate
+    side_query = asyncio.create_task(
+        side.generate_json(
+            system="List things.",
+            prompt="List 300 animals.",
+            schema=LONG_JSON,
+            schema_name="animals",
+        )
+    )
+    assert await asyncio.to_thread(gate.wait_held, "side", 60), "the side query never ran"
+    side_tokens_at_first_token: list[int] = []
+    events: list[StreamEvent] = []
+    async for event in main.stream([user_content("Say hello.")]):
+        if isinstance(event, TextDelta) and not side_tokens_at_first_token:
+            side_tokens_at_first_token.append(side.tokens_generated)
+        events.append(event)
+
+    with pytest.raises(ModelError, match="preempted"):
+        await asyncio.wait_for(side_query, timeout=60)
+    assert isinstance(events[-1], Finished)
+    assert side_tokens_at_first_token, "the main turn streamed no text"
+    assert side.tokens_generated == side_tokens_at_first_token[0]
+    worker = side.last_worker
+    assert worker is not None and not worker.is_alive()
+
+
+async def test_a_side_query_does_not_start_while_a_main_turn_runs(load_seconds: float) -> None:
+    """A side query that arrives while a main turn holds the engine fails at once
+    (``preempted``), without waiting for the main turn and without generating."""
+    main = LocalModel(max_tokens=256)
+    side = LocalModel()
+    gate = main.engine.gate
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def main_turn() -> None:
+        contents = [user_content("Write a long story about a dragon.")]
+        async for event in main.stream(contents):
+            if isinstance(event, TextDelta):
+                started.set()
+                await release.wait()
+
+    turn = asyncio.create_task(main_turn())
+    await asyncio.wait_for(started.wait(), timeout=60)
+    assert gate.holder == "main"
+    with pytest.raises(ModelError, match="preempted"):
+        await side.generate_json(
+            system="Answer with JSON.", prompt="Is the sky blue?", schema=LONG_JSON,
+            schema_name="yes_no",
+        )  # fmt: skip
+    assert side.tokens_generated == 0
+    assert gate.holder == "main"
+    release.set()
+    await asyncio.wait_for(turn, timeout=120)
+
+
+async def test_the_next_turn_evaluates_only_what_is_new(load_seconds: float) -> None:
+    """Main turns keep their context from one turn to the next, side queries in between
+    included: the second turn of a conversation evaluates only its new suffix (the
+    answer and the new question), not the whole conversation again."""
+    model = LocalModel(max_tokens=16)
+    llama = model.engine.loaded("main")
+    evaluated: list[int] = []
+    original = llama.eval
+
+    def counting(tokens: list[int]) -> None:
+        evaluated.append(len(tokens))
+        original(tokens)
+
+    llama.eval = counting
+    try:
+        first = [user_content("Remember this: my name is Ada. " * 20)]
+        turn = [e async for e in model.stream(first, system="You are helpful.")]
+        answer = "".join(e.text for e in turn if isinstance(e, TextDelta))
+        [first_usage] = [e for e in turn if isinstance(e, Usage)]
+        await model.generate_json(
+            system="Answer with JSON.",
+            prompt="Is the sky blue?",
+            schema={"type": "object", "properties": {"yes": {"type": "boolean"}}},
+            schema_name="yes_no",
+        )
+        evaluated.clear()
+        second = [*first, Content("model", (Text(answer),)), user_content("What is my name?")]
+        turn = [e async for e in model.stream(second, system="You are helpful.")]
+    finally:
+        del llama.eval
+    [second_usage] = [e for e in turn if isinstance(e, Usage)]
+    new = second_usage.prompt_tokens - first_usage.prompt_tokens
+    assert first_usage.prompt_tokens > 150 and 0 < evaluated[0] <= new, (evaluated, new)
+
+
+async def test_arguments_cut_short_come_out_as_a_call_not_an_exception(
+    load_seconds: float,
+) -> None:
+    """Tool arguments that do not parse (here cut at ``json_max_tokens``) never raise
+    through the stream: the call comes out with the raw text as its arguments, which
+    the agent answers with a tool error the model reads."""
+    events = await _turn(
+        LocalModel(json_max_tokens=3), "Please read the file README.md", (READ_FILE,)
+    )
+    [call] = [e.call for e in events if isinstance(e, ToolCallReady)]
+    assert call.name == "read_file"
+    assert isinstance(call.args, str) and call.args.startswith("{")
     assert events[-1] == Finished("tool_calls")

@@ -45,3 +45,34 @@ def test_plain_turns_have_no_function_preamble() -> None:
 def test_route_grammar_offers_a_message_or_each_tool() -> None:
     """The first words are constrained to ``message:`` or ``functions.<tool>:``."""
     assert route_grammar([READ]) == 'root ::= "message:" | "functions.read_file:"\n'
+
+
+def test_a_runaway_answer_is_noticed() -> None:
+    """The guard of main turns ends an answer that went degenerate: one token over and
+    over (the screen of backticks seen offline), or the same line a third time."""
+    from asyncrecall.models._local import _Runaway
+
+    backticks = _Runaway()
+    assert [backticks.degenerate("``") for _ in range(12)] == [False] * 11 + [True]
+
+    lines = _Runaway()
+    line = "The staging environment is a staging environment.\n"
+    assert [lines.degenerate(piece) for piece in (line, "Deploys go through it.\n", line)] == [
+        False,
+        False,
+        False,
+    ]
+    assert lines.degenerate(line)
+
+
+def test_an_ordinary_answer_is_not_a_runaway() -> None:
+    """Code, lists and short repeated lines (blank lines, fences, ``}``) pass."""
+    from asyncrecall.models._local import _Runaway
+
+    guard = _Runaway()
+    answer = (
+        "```python\ndef main():\n    if ready:\n        return 1\n    }\n    }\n```\n\n"
+        "- one item here\n- two items here\n- three items\n\n\n```\nmore\n```\n"
+    )
+    assert not any(guard.degenerate(piece) for piece in answer.split(" "))
+    assert not any(_Runaway().degenerate(" ") for _ in range(11))

@@ -8,25 +8,26 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall import Settings
 from asyncrecall.memory import canonical_project_root, resolve_memory_dir
 from asyncrecall.memory._location import sanitise_path
 
 
-def _settings(tmp_path: Path, project: Path, **kw: object) -> Settings:
-    return Settings(home=tmp_path / "home", project=project, **kw)  # type: ignore[arg-type]
+def _settings(tmp_path: Path, project: Path, memory_dir: Path | None = None) -> dict[str, Path]:
+    """``resolve_memory_dir``'s keyword arguments (it takes plain parameters)."""
+    chosen = {"memory_dir": memory_dir} if memory_dir is not None else {}
+    return {"home": tmp_path / "home", "project": project, **chosen}
 
 
 def test_the_override_wins(tmp_path: Path) -> None:
     settings = _settings(tmp_path, tmp_path, memory_dir=tmp_path / "mine")
-    assert resolve_memory_dir(settings) == tmp_path / "mine"
+    assert resolve_memory_dir(**settings) == tmp_path / "mine"
 
 
 def test_outside_git_the_project_folder_is_the_key(tmp_path: Path) -> None:
     project = tmp_path / "plain project"
     project.mkdir()
     expected = tmp_path / "home" / "projects" / sanitise_path(project.resolve()) / "memory"
-    assert resolve_memory_dir(_settings(tmp_path, project)) == expected
+    assert resolve_memory_dir(**_settings(tmp_path, project)) == expected
     assert "/" not in sanitise_path(project) and " " not in sanitise_path(project)
 
 
@@ -35,8 +36,8 @@ def test_a_sub_folder_of_a_repository_uses_the_repository_root(tmp_path: Path) -
     (repo / ".git").mkdir(parents=True)
     (repo / "src" / "pkg").mkdir(parents=True)
     assert canonical_project_root(repo / "src" / "pkg") == repo.resolve()
-    assert resolve_memory_dir(_settings(tmp_path, repo / "src")) == resolve_memory_dir(
-        _settings(tmp_path, repo)
+    assert resolve_memory_dir(**_settings(tmp_path, repo / "src")) == resolve_memory_dir(
+        **_settings(tmp_path, repo)
     )
 
 
@@ -85,8 +86,8 @@ def test_real_git_worktrees_share_one_memory_folder(tmp_path: Path) -> None:
     git("init", "-q")
     git("commit", "-q", "--allow-empty", "-m", "init")
     git("worktree", "add", "-q", str(tmp_path / "wt"), "-b", "wt")
-    assert resolve_memory_dir(_settings(tmp_path, tmp_path / "wt")) == resolve_memory_dir(
-        _settings(tmp_path, repo)
+    assert resolve_memory_dir(**_settings(tmp_path, tmp_path / "wt")) == resolve_memory_dir(
+        **_settings(tmp_path, repo)
     )
 
 

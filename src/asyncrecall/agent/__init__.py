@@ -26,10 +26,8 @@ from asyncrecall.agent._events import (
     TurnCancelledEvent,
     UsageEvent,
 )
-from asyncrecall.agent._options import ClientOptions
-from asyncrecall.agent._prefetch import MemoryPrefetch, RecallNotReady
+from asyncrecall.agent._options import ClientOptions, RecallMode
 from asyncrecall.agent._prompt import build_system_prompt
-from asyncrecall.agent._session import Session, open_session
 from asyncrecall.agent._tools import ToolOutcome, ToolRegistry
 
 __all__ = [
@@ -45,13 +43,11 @@ __all__ = [
     "MaxTurnsEvent",
     "MemoryDiscardedEvent",
     "MemoryInjectedEvent",
-    "MemoryPrefetch",
     "MemoryRecallStartedEvent",
     "MessageType",
     "QueryResult",
-    "RecallNotReady",
+    "RecallMode",
     "RequestSentEvent",
-    "Session",
     "SessionTokenLimitEvent",
     "StoppedEvent",
     "ToolCallEvent",
@@ -61,5 +57,4 @@ __all__ = [
     "TurnCancelledEvent",
     "UsageEvent",
     "build_system_prompt",
-    "open_session",
 ]

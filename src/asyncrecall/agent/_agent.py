@@ -14,16 +14,67 @@ from asyncrecall.agent._events import (
     ContentEvent,
     ErrorEvent,
     FinishedEvent,
+    LoopDetectedEvent,
+    MaxSessionTurnsEvent,
+    MaxTurnsEvent,
     MemoryInjectedEvent,
+    SessionTokenLimitEvent,
+    StoppedEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
 from asyncrecall.agent._tools import ToolRegistry
-from asyncrecall.models import FunctionCall, Part, Text
+from asyncrecall.models import FunctionCall, FunctionResponse, Part, Text
 
 __all__ = ["Agent", "QueryResult"]
 
 _prompt_ids = itertools.count(1)
+
+_NOT_RUN = "not run: the turn ended before this call ran"
+_INTERRUPTED = (
+    "interrupted while the tools ran: no result was recorded, the call may or may not have "
+    "taken effect"
+)
+
+
+def _failure(terminal: AgentEvent | None, answer: str) -> ErrorEvent | None:
+    """The error of a query that ended without an answer, or ``None``.
+
+    A model or endpoint error already is an :class:`ErrorEvent`, and the caller's cancel
+    is not a failure of the agent; every other way to end without an answer is: loop
+    detection, a limit, the supervisor's stop, an empty answer. No empty success.
+    """
+    message: str | None = None
+    if terminal is None:
+        if not answer.strip():
+            return ErrorEvent(message="the model returned an empty answer", kind="empty_answer")
+        return None
+    if isinstance(terminal, LoopDetectedEvent):
+        message = (
+            f"loop detected: the model called {terminal.name} with the same arguments "
+            f"{terminal.repeats} times in a row; the query was stopped without an answer"
+        )
+    elif isinstance(terminal, MaxTurnsEvent):
+        message = (
+            f"the query reached its limit of {terminal.limit} model turns (--max-turns) "
+            "before an answer"
+        )
+    elif isinstance(terminal, MaxSessionTurnsEvent):
+        message = f"the session reached its limit of {terminal.limit} turns (--max-session-turns)"
+    elif isinstance(terminal, SessionTokenLimitEvent):
+        message = (
+            f"the last prompt had {terminal.tokens} tokens, over the session token limit of "
+            f"{terminal.limit} (--session-token-limit)"
+        )
+    elif isinstance(terminal, StoppedEvent):
+        message = f"stopped before an answer: {terminal.reason}"
+    if message is None:  # an ErrorEvent (already emitted), or the caller's cancel
+        return None
+    return ErrorEvent(message=message, kind=terminal.type)
+
+
+def _notes(calls: list[FunctionCall], note: str) -> list[FunctionResponse]:
+    return [FunctionResponse(call.id, call.name, {"error": note}) for call in calls]
 
 
 @dataclass
@@ -59,16 +110,21 @@ class Agent:
         answer: list[str] = []
         memory_paths: list[str] = []
         finished = False
+        # Responses for the calls of the last model turn, until a request carries them:
+        # what the tools returned, or a note saying they did not (all) run.
+        unsent: list[FunctionResponse] = []
         try:
             while True:
                 calls: list[FunctionCall] = []
                 ended: str | None = None
+                terminal: AgentEvent | None = None
                 async with aclosing(
                     self.client.send_message_stream(
                         request, cancel, prompt_id, message_type, turns=turns_left
                     )
                 ) as stream:
                     async for event in stream:
+                        unsent = []  # the client recorded the tool responses
                         yield event
                         if isinstance(event, ContentEvent):
                             answer.append(event.text)
@@ -77,13 +133,22 @@ class Agent:
                         elif isinstance(event, MemoryInjectedEvent):
                             memory_paths.extend(event.paths)
                         elif event.terminal:
-                            ended = event.type
+                            ended, terminal = event.type, event
                 if ended is None and turns_left > 0:
                     turns += 1
                 if ended is not None or not calls:
+                    failure = _failure(terminal, "".join(answer))
+                    if failure is not None:
+                        yield failure
                     break
                 turns_left -= 1
-                outcomes = await self.tools.execute(calls)
+                unsent = _notes(calls, _NOT_RUN)
+                try:
+                    outcomes = await self.tools.execute(calls, cancel=cancel)
+                except BaseException:
+                    unsent = _notes(calls, _INTERRUPTED)
+                    raise
+                unsent = [outcome.response for outcome in outcomes]
                 for outcome in outcomes:
                     yield ToolResultEvent(
                         name=outcome.call.name,
@@ -91,13 +156,18 @@ class Agent:
                         id=outcome.call.id,
                         error=outcome.error,
                     )
-                request = [outcome.response for outcome in outcomes]
+                # Sent even when the cancel fired: the client records what the tools
+                # did, then ends the turn without a request.
+                request = list(unsent)
                 message_type = MessageType.TOOL_RESULT
             finished = True
         finally:
             if not finished:
-                # An exit between turns (the caller's cancel while tools run, a tool
-                # that raised, a consumer that stopped early) ends the kept recall too.
+                # An exit between turns (a tool that raised, a consumer that stopped
+                # early, our task cancelled) records what the tools did and ends the
+                # kept recall too.
+                if unsent:
+                    self.client.answer_pending_calls(unsent)
                 self.client.discard_prefetch("cancelled")
         yield FinishedEvent(
             reason=ended or "stop",

@@ -22,7 +22,7 @@ import asyncio
 import enum
 import json
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
@@ -46,8 +46,7 @@ from asyncrecall.agent._events import (
     UsageEvent,
 )
 from asyncrecall.agent._options import ClientOptions
-from asyncrecall.agent._prefetch import MemoryPrefetch
-from asyncrecall.agent._slot import PrefetchSlot
+from asyncrecall.agent._slot import RecallSlot
 from asyncrecall.agent._stream import TurnCancelled, cancellable_stream
 from asyncrecall.memory import MemoryManager, RecallResult, Selector
 from asyncrecall.models import (
@@ -63,16 +62,16 @@ from asyncrecall.models import (
     ToolSpec,
     Usage,
 )
+from asyncrecall.prefetch import PendingRecall
 
 __all__ = ["AgentClient", "MessageType"]
 
 
 class MessageType(enum.Enum):
-    """What a request carries: the user's words, tool responses, or a retry."""
+    """What a request carries: the user's words or tool responses."""
 
     USER_QUERY = "user_query"
     TOOL_RESULT = "tool_result"
-    RETRY = "retry"
 
 
 @dataclass
@@ -129,7 +128,7 @@ class AgentClient:
         self.control = control or CancelSignal()
         self._system_source = system_prompt
         self._reminders = _Reminders(list(reminders))
-        self._slot = PrefetchSlot(
+        self._slot = RecallSlot(
             memory=memory,
             options=self.options,
             instant_selector=instant_selector,
@@ -139,18 +138,26 @@ class AgentClient:
         self.history: list[Content] = []
         self.session_turns = 0
         self.last_prompt_tokens = 0
+        # The bound on model turns the current user query started with (``turns``).
+        self._turn_limit = 0
         self._loop = _LoopDetector(self.options.loop_threshold)
         self._system_prompt = self._build_system_prompt()
 
     # -- public -----------------------------------------------------------------
 
+    async def warm_memory(self) -> None:
+        """Do the memory's cold work (scan, term counts) in a worker thread, so later
+        lexical recalls settle inline and can ride on the first request. Optional:
+        without it the first recalls run in a thread and never block the loop."""
+        await self._slot.warm()
+
     @property
-    def pending_prefetch(self) -> MemoryPrefetch | None:
+    def pending_prefetch(self) -> PendingRecall | None:
         """The recall started by the last user query and not yet used or dropped."""
         return self._slot.pending
 
     @property
-    def surfaced_paths(self) -> set[str]:
+    def surfaced_paths(self) -> frozenset[str]:
         """Memory files already shown to the model this session (relative paths)."""
         return self._slot.surfaced
 
@@ -171,6 +178,17 @@ class AgentClient:
         self.last_prompt_tokens = 0
         self._system_prompt = self._build_system_prompt()
         return event
+
+    def answer_pending_calls(self, responses: Sequence[FunctionResponse]) -> bool:
+        """Record the tool responses of the last model turn when no request carried them
+        (the agent loop was left between turns). Does nothing, and returns ``False``, when
+        the last turn's calls are already answered."""
+        if not self.history or self.history[-1].role != "model":
+            return False
+        if not self.history[-1].function_calls:
+            return False
+        self.history.append(Content("user", tuple(responses)))
+        return True
 
     def discard_prefetch(self, reason: DiscardReason = "cancelled") -> MemoryDiscardedEvent | None:
         """Cancel and drop the pending recall (the agent loop calls it on an early exit)."""
@@ -224,8 +242,13 @@ class AgentClient:
     ) -> AsyncGenerator[AgentEvent, None]:
         parts: list[Part] = [Text(request)] if isinstance(request, str) else list(request)
         options = self.options
+        if message_type is MessageType.TOOL_RESULT:
+            # The tools ran: their responses are history whatever happens next (a limit,
+            # a stop, the caller's cancel), so the next request tells the truth.
+            self.history.append(Content("user", tuple(parts)))
         if message_type is MessageType.USER_QUERY:
             self.session_turns += 1
+            self._turn_limit = turns
             self._loop.reset()
             self._close_dangling_calls()
             if (
@@ -242,7 +265,7 @@ class AgentClient:
                 yield event
 
         if turns <= 0:
-            async for event in self._end("limit", MaxTurnsEvent(limit=turns)):
+            async for event in self._end("limit", MaxTurnsEvent(limit=self._turn_limit)):
                 yield event
             return
         limit = options.session_token_limit
@@ -252,22 +275,23 @@ class AgentClient:
             ):
                 yield event
             return
-        if self.control.cancelled:
-            async for event in self._end(
-                "stopped", StoppedEvent(reason=self.control.reason or "stopped")
-            ):
-                yield event
-            return
-        if cancel.cancelled:
-            async for event in self._end("cancelled", TurnCancelledEvent()):
+        stopped = self._stopped(cancel)
+        if stopped is not None:
+            async for event in stopped:
                 yield event
             return
 
         injected: MemoryInjectedEvent | None = None
         if message_type is MessageType.USER_QUERY:
-            gave_up = await self._slot.bounded_wait()
+            gave_up = await self._slot.bounded_wait(cancel)
             if gave_up is not None:
                 yield gave_up
+            # A stop or a cancel during the wait: no request is made, none is reported.
+            stopped = self._stopped(cancel)
+            if stopped is not None:
+                async for event in stopped:
+                    yield event
+                return
             reminders = self._reminders.collect()
             memory = self._slot.consume("user_query")
             if memory is not None:
@@ -283,7 +307,10 @@ class AgentClient:
             yield injected
 
         content = Content("user", tuple(parts))
-        self.history.append(content)
+        if message_type is MessageType.TOOL_RESULT:
+            self.history[-1] = content  # the same responses, with the memory after them
+        else:
+            self.history.append(content)
         yield RequestSentEvent(message_type=message_type.value, with_memory=injected is not None)
 
         text: list[str] = []
@@ -328,7 +355,12 @@ class AgentClient:
             raise
 
         model_parts: list[Part] = [Text("".join(text))] if text else []
-        model_parts.extend(calls)
+        # A call whose arguments are not a JSON object (a model's malformed output) is
+        # kept with empty arguments, so the history stays valid for every server; the
+        # tool's error result tells the model what it sent.
+        model_parts.extend(
+            c if isinstance(c.args, Mapping) else FunctionCall(c.id, c.name, {}) for c in calls
+        )
         self.history.append(Content("model", tuple(model_parts)))
         for call in calls:
             yield ToolCallEvent(name=call.name, args=call.args, id=call.id)
@@ -344,6 +376,14 @@ class AgentClient:
             return
         async for event in self._end("turn_ended"):
             yield event
+
+    def _stopped(self, cancel: CancelSignal) -> AsyncGenerator[AgentEvent, None] | None:
+        """The end of a turn the supervisor stopped or the caller cancelled, else ``None``."""
+        if self.control.cancelled:
+            return self._end("stopped", StoppedEvent(reason=self.control.reason or "stopped"))
+        if cancel.cancelled:
+            return self._end("cancelled", TurnCancelledEvent())
+        return None
 
     async def _end(
         self, reason: DiscardReason, final: AgentEvent | None = None
@@ -365,16 +405,19 @@ class AgentClient:
             return
         self.history.pop()
         if injected is not None:
-            self._slot.surfaced.difference_update(injected.paths)
+            self._slot.unsurface(injected.paths)
 
     def _close_dangling_calls(self) -> None:
-        """Answer tool calls left unanswered (a turn cancelled during its tools) so the
-        history keeps every tool call followed by its response."""
+        """Answer tool calls no request answered, so the history keeps every tool call
+        followed by its response. Only calls that never ran are left so: a turn ended by
+        loop detection, or a caller of this client that sent a new query instead of the
+        results (the agent loop records results of tools that ran, see
+        :meth:`answer_pending_calls`)."""
         if not self.history or self.history[-1].role != "model":
             return
         calls = self.history[-1].function_calls
         if calls:
-            note = {"error": "not run: the user sent a new message first"}
+            note = {"error": "not run: the turn ended before this call ran"}
             self.history.append(
                 Content("user", tuple(FunctionResponse(c.id, c.name, note) for c in calls))
             )

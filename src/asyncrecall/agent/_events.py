@@ -9,7 +9,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, TypeAlias
+
+# The memory events live with the prefetcher; the agent emits them among its own.
+from asyncrecall.prefetch._events import (
+    DiscardReason,
+    InjectionPoint,
+    MemoryDiscardedEvent,
+    MemoryInjectedEvent,
+    MemoryRecallStartedEvent,
+)
 
 __all__ = [
     "AgentEvent",
@@ -31,11 +40,6 @@ __all__ = [
     "ToolResultEvent",
     "TurnCancelledEvent",
     "UsageEvent",
-]
-
-InjectionPoint: TypeAlias = Literal["user_query", "tool_result"]
-DiscardReason: TypeAlias = Literal[
-    "superseded", "cancelled", "turn_ended", "reset", "limit", "stopped", "error", "closed"
 ]
 
 
@@ -102,34 +106,6 @@ class UsageEvent(_Event):
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryRecallStartedEvent(_Event):
-    """A recall started in the background for this user query."""
-
-    type: ClassVar[str] = "memory_recall_started"
-    prompt_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryInjectedEvent(_Event):
-    """A settled recall's memory block went into a request."""
-
-    type: ClassVar[str] = "memory_injected"
-    point: InjectionPoint
-    paths: tuple[str, ...]
-    recall_ms: float
-    strategy: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryDiscardedEvent(_Event):
-    """A recall was dropped unused (cancelled if it was still running)."""
-
-    type: ClassVar[str] = "memory_discarded"
-    reason: DiscardReason
-    settled: bool
-
-
-@dataclass(frozen=True, slots=True)
 class MaxSessionTurnsEvent(_Event):
     """The session turn limit is reached: nothing more is sent."""
 
@@ -186,7 +162,13 @@ class TurnCancelledEvent(_Event):
 
 @dataclass(frozen=True, slots=True)
 class ErrorEvent(_Event):
-    """The model or endpoint failed; ``message`` is one line a user can act on."""
+    """The query failed; ``message`` is one line a user can act on.
+
+    ``kind`` says how: the exception's name for a model or endpoint error
+    (``ModelServerError`` ...), ``empty_answer``, or the event that stopped the query
+    (``loop_detected``, ``max_turns``, ``max_session_turns``,
+    ``session_token_limit_exceeded``, ``stopped``).
+    """
 
     type: ClassVar[str] = "error"
     terminal: ClassVar[bool] = True

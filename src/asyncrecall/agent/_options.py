@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, TypeAlias
 
-from asyncrecall._settings import RecallMode
+__all__ = ["ClientOptions", "RecallMode"]
 
-__all__ = ["ClientOptions"]
+RecallMode: TypeAlias = Literal["async", "blocking", "async+wait100", "async+lexical"]
+"""``async`` is the design; ``blocking`` the old one (kept as a baseline);
+``async+wait100`` (a bounded 100 ms wait first) and ``async+lexical`` (an instant
+lexical pass rides on the first request) are measured variants."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,6 +4,11 @@
 confined to the project root: a path that leaves it (through ``..`` or a link) gets
 an error result the model can read, never an exception. ``save_memory`` writes a
 topic file and its index line in the memory folder.
+
+Arguments the model got wrong (not a JSON object, a wrong type, a missing key) are an
+error result too, never an exception. The caller's cancel reaches running tools: a
+call not started yet is not run, a read-only tool stops between files, and a write
+(atomic) runs to its end; each result says which happened.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import AsyncRecallError, ToolError
 from asyncrecall.memory import MemoryStoreProtocol
 from asyncrecall.models import FunctionCall, FunctionResponse, ToolSpec
@@ -31,28 +37,81 @@ _SKIP_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".mypy_c
 
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
-    """A finished tool call: the response sent back, and whether it was an error."""
+    """A finished tool call: the response sent back, and whether it was an error.
+
+    ``cancelled`` is true when the caller's cancel stopped the call before or while it
+    ran; its ``error`` then says what, if anything, it had done.
+    """
 
     call: FunctionCall
     response: FunctionResponse
     ok: bool
     error: str | None = None
+    cancelled: bool = False
+
+
+#: A running tool polls this between files; true means "stop now".
+StopCheck = Callable[[], bool]
+
+
+class _Stopped(Exception):
+    """A read-only tool saw the cancel and stopped part-way."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Tool:
     spec: ToolSpec
-    run: Callable[[Mapping[str, Any]], dict[str, Any]]
+    run: Callable[[Mapping[str, Any], StopCheck], dict[str, Any]]
     read_only: bool
 
 
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def _check_args(spec: ToolSpec, args: object) -> Mapping[str, Any]:
+    """``args`` as a mapping that fits the tool's schema, or a :class:`ToolError` the model
+    can read (models send arguments that are not JSON, or of the wrong type)."""
+    if not isinstance(args, Mapping):
+        shown = repr(args)[:120]
+        raise ToolError(f"the arguments of {spec.name} must be a JSON object; got {shown}")
+    schema = spec.parameters
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    missing = [key for key in schema.get("required", ()) if args.get(key) is None]
+    if missing:
+        raise ToolError(f"{spec.name} needs the argument(s): {', '.join(map(repr, missing))}")
+    for key, value in args.items():
+        expected = properties.get(key, {}).get("type")
+        if value is None or expected not in _JSON_TYPES:
+            continue
+        ok = isinstance(value, _JSON_TYPES[expected]) and not (
+            expected in ("integer", "number") and isinstance(value, bool)
+        )
+        if not ok:
+            raise ToolError(
+                f"argument {key!r} of {spec.name} must be a {expected}; got {value!r:.80}"
+            )
+        allowed = properties[key].get("enum")
+        if allowed is not None and value not in allowed:
+            raise ToolError(f"argument {key!r} of {spec.name} must be one of {', '.join(allowed)}")
+    return args
+
+
 def _real(path: Path) -> Path | None:
-    """``path`` with every link resolved, or ``None`` when it cannot be (a symlink loop
-    raises ``RuntimeError`` on Python 3.11, ``OSError`` on later versions)."""
+    """``path`` with every link resolved, or ``None`` when it cannot be: a symlink loop
+    raises ``RuntimeError`` on Python 3.11 and ``OSError`` on 3.12; 3.13 returns a path
+    that is still a link."""
     try:
-        return path.resolve()
+        real = path.resolve()
     except (RuntimeError, OSError):
         return None
+    return None if real.is_symlink() else real
 
 
 def _schema(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
@@ -141,35 +200,47 @@ class ToolRegistry:
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(tool.spec for tool in self._tools.values())
 
-    async def execute(self, calls: Sequence[FunctionCall]) -> list[ToolOutcome]:
+    async def execute(
+        self, calls: Sequence[FunctionCall], *, cancel: CancelSignal | None = None
+    ) -> list[ToolOutcome]:
         """Run the calls: read-only ones concurrently, writes one by one in order.
 
-        Outcomes come back in the calls' order, whatever order they finished in.
+        Outcomes come back in the calls' order, whatever order they finished in. After
+        ``cancel`` fires, calls not started are not run, running read-only tools stop at
+        their next check, and a write that started finishes (it is atomic); every
+        outcome says which happened.
         """
+        cancel = cancel if cancel is not None else CancelSignal()
         outcomes: dict[int, ToolOutcome] = {}
         reads = [(i, c) for i, c in enumerate(calls) if self._is_read_only(c)]
-        results = await asyncio.gather(*(self._run_one(c) for _, c in reads))
+        results = await asyncio.gather(*(self._run_one(c, cancel) for _, c in reads))
         outcomes.update({i: outcome for (i, _), outcome in zip(reads, results, strict=True)})
         for i, call in enumerate(calls):
             if i not in outcomes:
-                outcomes[i] = await self._run_one(call)
+                outcomes[i] = await self._run_one(call, cancel)
         return [outcomes[i] for i in range(len(calls))]
 
     def _is_read_only(self, call: FunctionCall) -> bool:
         tool = self._tools.get(call.name)
         return tool is None or tool.read_only
 
-    async def _run_one(self, call: FunctionCall) -> ToolOutcome:
+    async def _run_one(self, call: FunctionCall, cancel: CancelSignal) -> ToolOutcome:
         tool = self._tools.get(call.name)
+        if cancel.cancelled:
+            return _failed(call, "not run: the user cancelled the turn before it started", True)
         try:
             if tool is None:
                 raise ToolError(f"unknown tool {call.name!r}; available: {', '.join(self._tools)}")
-            response = await asyncio.to_thread(tool.run, call.args)
-        except (AsyncRecallError, OSError, ValueError, TypeError, re.error) as exc:
-            message = str(exc) or type(exc).__name__
-            return ToolOutcome(
-                call, FunctionResponse(call.id, call.name, {"error": message}), False, message
+            args = _check_args(tool.spec, call.args)
+            # A write is atomic and runs to its end; read-only tools poll the cancel.
+            stop: StopCheck = (lambda: cancel.cancelled) if tool.read_only else _never
+            response = await asyncio.to_thread(tool.run, args, stop)
+        except _Stopped:
+            return _failed(
+                call, "cancelled by the user while it ran; it is read-only: nothing changed", True
             )
+        except (AsyncRecallError, OSError, ValueError, TypeError, re.error) as exc:
+            return _failed(call, str(exc) or type(exc).__name__)
         return ToolOutcome(call, FunctionResponse(call.id, call.name, response), True)
 
     # -- confinement ------------------------------------------------------------
@@ -190,13 +261,15 @@ class ToolRegistry:
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix() or "."
 
-    def _walk_files(self, start: Path) -> Iterator[Path]:
+    def _walk_files(self, start: Path, stop: StopCheck) -> Iterator[Path]:
         if start.is_file():
             yield start
             return
         for folder, dirs, files in os.walk(start):
             dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
             for name in sorted(files):
+                if stop():
+                    raise _Stopped
                 path = Path(folder, name)
                 # A link may point out of the project: resolve and check each file.
                 real = _real(path)
@@ -205,7 +278,7 @@ class ToolRegistry:
 
     # -- tools ------------------------------------------------------------------
 
-    def _read_file(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _read_file(self, args: Mapping[str, Any], stop: StopCheck) -> dict[str, Any]:
         path = self._resolve(args.get("path"))
         if not path.is_file():
             raise ToolError(f"{args.get('path')!r} is not a file")
@@ -228,7 +301,7 @@ class ToolRegistry:
             "truncated": offset + len(chosen) < len(lines),
         }
 
-    def _list_directory(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _list_directory(self, args: Mapping[str, Any], stop: StopCheck) -> dict[str, Any]:
         path = self._resolve(args.get("path"), default=".")
         if not path.is_dir():
             raise ToolError(f"{args.get('path')!r} is not a folder")
@@ -239,7 +312,7 @@ class ToolRegistry:
         )
         return {"path": self._rel(path), "entries": entries}
 
-    def _glob(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _glob(self, args: Mapping[str, Any], stop: StopCheck) -> dict[str, Any]:
         pattern = args.get("pattern")
         if not isinstance(pattern, str) or not pattern:
             raise ToolError("a 'pattern' string is required")
@@ -247,6 +320,8 @@ class ToolRegistry:
             raise ToolError(f"pattern {pattern!r} must stay inside the project root")
         matches: list[str] = []
         for path in sorted(self.root.glob(pattern)):
+            if stop():
+                raise _Stopped
             if _SKIP_DIRS.intersection(path.relative_to(self.root).parts):
                 continue
             real = _real(path)
@@ -261,14 +336,14 @@ class ToolRegistry:
             "truncated": len(matches) >= _MAX_GLOB_RESULTS,
         }
 
-    def _grep(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _grep(self, args: Mapping[str, Any], stop: StopCheck) -> dict[str, Any]:
         pattern = args.get("pattern")
         if not isinstance(pattern, str) or not pattern:
             raise ToolError("a 'pattern' string is required")
         regex = re.compile(pattern)
         start = self._resolve(args.get("path"), default=".")
         matches: list[str] = []
-        for path in self._walk_files(start):
+        for path in self._walk_files(start, stop):
             try:
                 data = path.read_bytes()
             except OSError:
@@ -282,7 +357,7 @@ class ToolRegistry:
                         return {"pattern": pattern, "matches": matches, "truncated": True}
         return {"pattern": pattern, "matches": matches, "truncated": False}
 
-    def _save_memory(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _save_memory(self, args: Mapping[str, Any], stop: StopCheck) -> dict[str, Any]:
         if self._memory is None:  # pragma: no cover - the tool is only offered with a store
             raise ToolError("memory is disabled")
         values = {key: args.get(key) for key in ("name", "description", "type", "content")}
@@ -296,3 +371,12 @@ class ToolRegistry:
             str(values["content"]),
         )
         return {"saved": doc.rel_path}
+
+
+def _never() -> bool:
+    return False
+
+
+def _failed(call: FunctionCall, message: str, cancelled: bool = False) -> ToolOutcome:
+    response = FunctionResponse(call.id, call.name, {"error": message})
+    return ToolOutcome(call, response, False, message, cancelled)

@@ -40,8 +40,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import RecallMode, Settings
-from asyncrecall.agent import Agent, Session, open_session
+from asyncrecall._session import Session, open_session
+from asyncrecall._settings import Settings
+from asyncrecall.agent import Agent, RecallMode
 from asyncrecall.bench._corpus import QUERIES, build_memory_folder
 from asyncrecall.bench._latency_report import render_report
 from asyncrecall.bench._measure import QueryTrace, percentile, ticking, trace_query
@@ -243,13 +244,15 @@ async def measure(
         for mode in MODES:
             tag = f"warmup-{mode}"
             install_plans(server, tag, [_WARMUP], paths)
-            await _Batch.open(server, root, mode, [_WARMUP], tag=tag).run(config.concurrency)
+            await (await _Batch.open(server, root, mode, [_WARMUP], tag=tag)).run(
+                config.concurrency
+            )
         # Every session of every mode is opened (and its folder scan warmed) before any
         # query runs: no session's set-up then runs inside another's measurement.
         batches = {}
         for mode in config.modes:
             install_plans(server, mode, plans, paths)
-            batches[mode] = _Batch.open(server, root, mode, plans)
+            batches[mode] = await _Batch.open(server, root, mode, plans)
         advance = {
             mode: progress(mode, len(plans)) if progress else (lambda: None) for mode in batches
         }
@@ -295,7 +298,7 @@ class _Batch:
     project: Path
 
     @classmethod
-    def open(
+    async def open(
         cls,
         server: LocalServer,
         root: Path,
@@ -327,8 +330,7 @@ class _Batch:
                 max_retries=0,
             )  # fmt: skip
             session = open_session(settings, model=main, side_model=side)
-            if session.memory is not None:
-                session.memory.store.scan()  # warm, as in a session past its first query
+            await session.client.warm_memory()  # as in a session past its first query
             sessions.append(session)
         return cls(server, mode, tag, plans, sessions, http, settings.project)
 

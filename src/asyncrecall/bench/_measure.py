@@ -28,11 +28,11 @@ from asyncrecall.agent import (
     FinishedEvent,
     MemoryDiscardedEvent,
     MemoryInjectedEvent,
-    MemoryPrefetch,
     MemoryRecallStartedEvent,
     RequestSentEvent,
     ToolResultEvent,
 )
+from asyncrecall.prefetch import PendingRecall
 
 __all__ = ["Landed", "QueryTrace", "Ticker", "percentile", "ticking", "trace_query"]
 
@@ -80,7 +80,7 @@ async def trace_query(
     by default on both sides).
     """
     trace = QueryTrace(text)
-    handle: MemoryPrefetch | None = None
+    handle: PendingRecall | None = None
     start = clock()
 
     def ms(at: float) -> float:
@@ -113,7 +113,7 @@ async def trace_query(
 
 
 async def _describe_recall(
-    trace: QueryTrace, handle: MemoryPrefetch, ms: Callable[[float], float]
+    trace: QueryTrace, handle: PendingRecall, ms: Callable[[float], float]
 ) -> None:
     """Fill the recall's fields; a discarded recall is drained first (after the query)."""
     if not handle.task.done():  # cancelled at the end of the turn: let it finish

@@ -47,9 +47,10 @@ from openai import AsyncOpenAI
 from rich.console import Console
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import RecallMode, Settings
+from asyncrecall._session import BLOCKING_SELECTOR_TIMEOUT
+from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions
-from asyncrecall.agent._session import BLOCKING_SELECTOR_TIMEOUT
+from asyncrecall.agent._options import RecallMode
 from asyncrecall.bench._corpus import Query
 from asyncrecall.bench._measure import QueryTrace, percentile, trace_query
 from asyncrecall.bench._quality import _load, build_memory_folder, default_dataset, gold_files

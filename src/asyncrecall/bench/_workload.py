@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from asyncrecall._cancel import CancelSignal
 from asyncrecall.agent import ToolOutcome, ToolRegistry
 from asyncrecall.bench._corpus import QUERIES, Query
 from asyncrecall.models import FunctionCall, FunctionResponse
@@ -192,7 +193,9 @@ class ScriptedTools(ToolRegistry):
     read-only tools do).
     """
 
-    async def execute(self, calls: Sequence[FunctionCall]) -> list[ToolOutcome]:
+    async def execute(
+        self, calls: Sequence[FunctionCall], *, cancel: CancelSignal | None = None
+    ) -> list[ToolOutcome]:
         """Sleep the longest scripted duration, then answer every call."""
         longest = max((_duration(call) for call in calls), default=0.0)
         await asyncio.sleep(longest)

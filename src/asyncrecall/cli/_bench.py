@@ -17,6 +17,7 @@ _KINDS = {
     "overhead": "the prefetch machinery's own cost, and many concurrent sessions",
     "store": "recall and saves from 1/4/8 worker processes on one PostgreSQL store",
     "recall": "end to end on LoCoMo: added latency, gold and junk delivered, per mode",
+    "frameworks": "framework adapters vs the awaited-recall pattern, in each agent loop",
 }
 
 

@@ -16,10 +16,10 @@ import threading
 from typing import Any
 
 from asyncrecall._cancel import CancelSignal
+from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.agent import Session, open_session
 from asyncrecall.cli._common import settings_from_args
-from asyncrecall.cli._render import EventPrinter
+from asyncrecall.cli._render import EventPrinter, exit_code
 
 __all__ = ["register"]
 
@@ -103,9 +103,11 @@ async def chat(session: Session, settings: Settings) -> int:
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, interrupts)
     reader = _LineReader(loop, interactive=interactive)
-    failed = False
+    # The worst failure of the session (a cancelled turn is the user's choice, not one).
+    status = 0
     exit_wait = asyncio.ensure_future(interrupts.exit.wait())
     try:
+        await session.start()
         while True:
             reader.want()
             next_line = asyncio.ensure_future(reader.lines.get())
@@ -131,12 +133,12 @@ async def chat(session: Session, settings: Settings) -> int:
                 printer.show(event)
             interrupts.turn = None
             if printer.error is not None:
-                sys.stderr.write(f"asyncrecall: {printer.error}\n")
+                sys.stderr.write(f"asyncrecall: {printer.error.message}\n")
+                status = max(status, exit_code(printer.error))
                 printer.error = None
-                failed = True
     finally:
         exit_wait.cancel()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         await session.aclose()
-    return 1 if failed else 0
+    return status

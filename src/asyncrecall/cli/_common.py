@@ -1,4 +1,4 @@
-"""Flags every command accepts, and how they become :class:`Settings`."""
+"""The shared flags, grouped by what they are for, and how they become :class:`Settings`."""
 
 from __future__ import annotations
 
@@ -8,13 +8,22 @@ from typing import Any
 
 from asyncrecall._settings import Settings, load_settings
 
-__all__ = ["common_parser", "settings_from_args"]
+__all__ = ["agent_flags", "common_parser", "endpoint_flags", "folder_flags", "settings_from_args"]
 
 
 def common_parser() -> argparse.ArgumentParser:
-    """A parent parser with the contract's shared flags (placed after the command's name)."""
+    """A parent parser with every shared flag (``run``, ``chat``, ``bench``), placed after
+    the command's name. Commands for which only some make sense take those parents
+    instead: :func:`folder_flags`, :func:`endpoint_flags`, :func:`agent_flags`."""
+    return argparse.ArgumentParser(
+        add_help=False, parents=[endpoint_flags(), folder_flags(memory=True), agent_flags()]
+    )
+
+
+def endpoint_flags() -> argparse.ArgumentParser:
+    """The endpoint and the recall's selector (``run``, ``chat``, ``memory recall``)."""
     parser = argparse.ArgumentParser(add_help=False)
-    group = parser.add_argument_group("endpoint and memory")
+    group = parser.add_argument_group("endpoint")
     group.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint")
     group.add_argument("--api-key", metavar="KEY", help="API key (local servers accept any)")
     group.add_argument("--model", metavar="NAME", help="main model")
@@ -26,16 +35,31 @@ def common_parser() -> argparse.ArgumentParser:
         choices=["model", "lexical", "embedding", "hybrid"],
         help="how recall picks memory files",
     )
+    return parser
+
+
+def folder_flags(*, memory: bool = False) -> argparse.ArgumentParser:
+    """Which memory folder applies (every command that touches memory); with ``memory``,
+    also ``--no-memory`` (commands that recall)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("memory folder")
     group.add_argument("--memory-dir", metavar="DIR", help="use this folder as the memory folder")
-    group.add_argument(
-        "--no-memory",
-        dest="memory_enabled",
-        action="store_const",
-        const=False,
-        default=None,
-        help="no recall, no memory prompt, no memory tool",
-    )
+    if memory:
+        group.add_argument(
+            "--no-memory",
+            dest="memory_enabled",
+            action="store_const",
+            const=False,
+            default=None,
+            help="no recall, no memory prompt, no memory tool",
+        )
     group.add_argument("--project", metavar="DIR", help="project root (default: current folder)")
+    return parser
+
+
+def agent_flags() -> argparse.ArgumentParser:
+    """Limits, output and recall mode of the agent (``run``, ``chat``)."""
+    parser = argparse.ArgumentParser(add_help=False)
     limits = parser.add_argument_group("limits and output")
     limits.add_argument("--max-session-turns", type=int, metavar="N", help="session turn limit")
     limits.add_argument(
@@ -51,6 +75,13 @@ def common_parser() -> argparse.ArgumentParser:
         "--recall-mode",
         choices=["async", "blocking", "async+wait100", "async+lexical"],
         help="async (the design, default), blocking (the old design), or an async variant",
+    )
+    limits.add_argument(
+        "--tools",
+        action="store_const",
+        const=True,
+        default=None,
+        help="offer the tools even to the tiny embedded model (it gets none by default)",
     )
     return parser
 
@@ -69,6 +100,7 @@ _SETTING_FLAGS = (
     "max_turns",
     "output_format",
     "recall_mode",
+    "tools",
 )
 
 

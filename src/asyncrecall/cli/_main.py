@@ -2,8 +2,9 @@
 
 Each command lives in its own module exposing ``register(subparsers, common)``; the
 parser it adds sets ``handler``, a function ``(args) -> int`` returning the exit code.
-Exit codes: 0 success, 1 a model, endpoint or memory error (one line on stderr),
-2 bad usage or configuration, 130 interrupted.
+Exit codes: 0 success; 1 a model, endpoint or memory error, or an empty answer; 2 bad
+usage or configuration; 3 a query stopped before an answer (loop detected, a limit);
+130 interrupted or cancelled. A failure prints one line on stderr.
 """
 
 from __future__ import annotations

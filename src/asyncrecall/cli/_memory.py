@@ -1,15 +1,16 @@
 """``asyncrecall memory path|list|show|add|forget|recall|export|import``: the project's
 memories.
 
-Every sub-command takes the shared flags after its name (``--memory-dir``,
-``--project``, the endpoint flags ...), ``--json``, and ``--store URL`` /
-``--namespace NAME`` (also ``ASYNCRECALL_STORE`` / ``ASYNCRECALL_NAMESPACE``): with a
-``postgresql://`` store the memories live in that database, in the namespace (default:
-the project's root folder), instead of the memory folder. ``export --to DIR`` copies
-the store's memories into a folder; ``import --from DIR`` copies a folder's memories
-into the store (front matter and modification times kept). Data goes to stdout,
-warnings to stderr. ``recall`` runs the recall the agent runs: the same store, the
-same selector choice (:func:`~asyncrecall.memory.build_memory_manager`), the same block.
+Every sub-command takes the shared flags that make sense for it after its name
+(``--memory-dir``, ``--project``; ``recall`` also the endpoint and selector flags and
+``--no-memory``), ``--json``, and ``--store URL`` / ``--namespace NAME`` (also
+``ASYNCRECALL_STORE`` / ``ASYNCRECALL_NAMESPACE``): with a ``postgresql://`` store the
+memories live in that database, in the namespace (default: the project's root folder),
+instead of the memory folder. ``export --to DIR`` copies the store's memories into a
+folder; ``import --from DIR`` copies a folder's memories into the store (front matter
+and modification times kept). Data goes to stdout, warnings to stderr. ``recall`` runs
+the recall the agent runs: the same store, the same selector choice
+(:func:`asyncrecall._memory_config.build_memory_manager`), the same block.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from asyncrecall._memory_config import build_memory_manager, open_memory_store
 from asyncrecall._settings import Settings
-from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._common import endpoint_flags, folder_flags, settings_from_args
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
     EMPTY_RECALL,
@@ -35,8 +37,6 @@ from asyncrecall.memory import (
     MemoryStore,
     MemoryStoreProtocol,
     RecallResult,
-    build_memory_manager,
-    open_memory_store,
 )
 from asyncrecall.memory._prompt import age_in_days, format_age
 from asyncrecall.models import Model
@@ -48,6 +48,7 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     """Add ``memory`` and its sub-commands to the command line."""
+    del common  # the agent's flags (limits, output format, recall mode) do not apply here
     parser = subparsers.add_parser(
         "memory",
         help="the memory folder of the current project",
@@ -55,9 +56,19 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     commands = parser.add_subparsers(dest="memory_command", metavar="SUBCOMMAND", required=True)
 
-    def add(name: str, summary: str, handler: Handler) -> argparse.ArgumentParser:
+    # Each sub-command takes the shared flags that make sense for it: the folder for all,
+    # the endpoint and selector for recall (never the agent's limits or output format).
+    folder = folder_flags()
+    recall_parents = [endpoint_flags(), folder_flags(memory=True)]
+
+    def add(
+        name: str,
+        summary: str,
+        handler: Handler,
+        parents: list[argparse.ArgumentParser] | None = None,
+    ) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = commands.add_parser(
-            name, help=summary, description=summary, parents=[common]
+            name, help=summary, description=summary, parents=parents or [folder]
         )
         sub.add_argument("--json", action="store_true", help="print JSON for machines")
         sub.add_argument(
@@ -85,7 +96,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     save.add_argument("--content", help="the body (default: read standard input)")
     forget = add("forget", "remove a memory and its index line", _forget)
     forget.add_argument("name", metavar="NAME", help="the memory's name or relative path")
-    recall = add("recall", "run the agent's recall for a query and print the result", _recall)
+    recall = add(
+        "recall", "run the agent's recall for a query and print the result", _recall, recall_parents
+    )
     recall.add_argument("query", metavar="QUERY", help="the user query to recall for")
     recall.add_argument(
         "--limit", type=int, default=DEFAULT_LIMIT, metavar="N", help="files at most (default 5)"
@@ -283,8 +296,7 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 0
     console = _out()
-    if result.fallback_reason:
-        _err().print(f"asyncrecall: warning: {result.fallback_reason}", markup=False)
+    # A fallback was already reported once, by the memory package's warning (stderr).
     console.print(
         f"strategy: {result.strategy} · {len(result.selected)} file(s) · {elapsed_ms:.1f} ms",
         markup=False,

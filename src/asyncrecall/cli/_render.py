@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -19,7 +20,23 @@ from asyncrecall.agent import (
     ToolResultEvent,
 )
 
-__all__ = ["EventPrinter"]
+__all__ = ["EXIT_CANCELLED", "EXIT_MODEL_ERROR", "EXIT_STOPPED", "EventPrinter", "exit_code"]
+
+#: A model or endpoint error, or an empty answer.
+EXIT_MODEL_ERROR = 1
+#: The agent stopped the query before an answer: loop detection, a limit, a stop signal.
+EXIT_STOPPED = 3
+#: The user cancelled (Ctrl-C).
+EXIT_CANCELLED = 130
+
+_STOPPED_KINDS = frozenset(
+    {"loop_detected", "max_turns", "max_session_turns", "session_token_limit_exceeded", "stopped"}
+)
+
+
+def exit_code(error: ErrorEvent) -> int:
+    """The exit status for a failed query (the README's command table lists them)."""
+    return EXIT_STOPPED if error.kind in _STOPPED_KINDS else EXIT_MODEL_ERROR
 
 
 class EventPrinter:
@@ -35,13 +52,19 @@ class EventPrinter:
         self.format = output_format
         self.out = out or sys.stdout
         self.err = err or Console(stderr=True, highlight=False)
-        self.error: str | None = None
+        #: The last query's error, until the command reads it (one line on stderr).
+        self.error: ErrorEvent | None = None
+        #: Whether the last query was cancelled by the user.
+        self.cancelled = False
         self._events: list[dict[str, Any]] = []
         self._wrote_text = False
+        self._answers = 0  # answers printed so far (text mode separates them)
 
     def show(self, event: AgentEvent) -> None:
         if isinstance(event, ErrorEvent):
-            self.error = event.message
+            self.error = event
+        elif isinstance(event, FinishedEvent):
+            self.cancelled = event.reason == "cancelled"
         if self.format == "stream-json":
             self._line(event.to_dict())
         elif self.format == "json":
@@ -62,21 +85,31 @@ class EventPrinter:
             "result": finished.text,
             "finish_reason": finished.reason,
             "turns": finished.turns,
-            "is_error": self.error is not None,
-            "error": self.error,
+            "is_error": self.error is not None or finished.reason == "cancelled",
+            "error": self.error.message if self.error is not None else None,
+            "exit_code": self._exit_code(finished),
             "memory": {"injected": injected, "paths": list(finished.memory_paths)},
             "events": self._events,
         }
         self._events = []
         return summary
 
+    def _exit_code(self, finished: FinishedEvent) -> int:
+        if self.error is not None:
+            return exit_code(self.error)
+        return EXIT_CANCELLED if finished.reason == "cancelled" else 0
+
     def _text(self, event: AgentEvent) -> None:
         if isinstance(event, ContentEvent):
+            if not self._wrote_text and self._answers:
+                self.out.write("\n")  # a blank line between two answers (piped chat)
             self.out.write(event.text)
             self.out.flush()
             self._wrote_text = True
         elif isinstance(event, ToolCallEvent):
-            args = ", ".join(f"{k}={v!r}" for k, v in event.args.items())
+            raw: object = event.args
+            items = event.args.items() if isinstance(raw, Mapping) else ()
+            args = ", ".join(f"{k}={v!r}" for k, v in items) if items else repr(raw)
             self.err.print(f"[dim]· {event.name}({args[:120]})[/dim]")
         elif isinstance(event, ToolResultEvent) and not event.ok:
             self.err.print(f"[dim]  ↳ error: {event.error}[/dim]")
@@ -92,6 +125,5 @@ class EventPrinter:
             if self._wrote_text:
                 self.out.write("\n")
                 self.out.flush()
+                self._answers += 1
             self._wrote_text = False
-            if event.reason not in ("stop", "error", "cancelled"):
-                self.err.print(f"[yellow]· stopped: {event.reason}[/yellow]")

@@ -7,10 +7,10 @@ import asyncio
 import sys
 from typing import Any
 
+from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.agent import FinishedEvent, Session, open_session
 from asyncrecall.cli._common import settings_from_args
-from asyncrecall.cli._render import EventPrinter
+from asyncrecall.cli._render import EXIT_CANCELLED, EventPrinter, exit_code
 
 __all__ = ["register"]
 
@@ -47,15 +47,16 @@ async def run_once(session: Session, settings: Settings, prompt: str) -> int:
     printer = EventPrinter(settings.output_format)
     if session.notice:
         printer.err.print(f"[dim]· {session.notice}[/dim]")
-    reason = "stop"
     try:
+        await session.start()
         async for event in session.agent.run_query(prompt):
             printer.show(event)
-            if isinstance(event, FinishedEvent):
-                reason = event.reason
     finally:
         await session.aclose()
     if printer.error is not None:
-        sys.stderr.write(f"asyncrecall: {printer.error}\n")
-        return 1
-    return 130 if reason == "cancelled" else 0
+        sys.stderr.write(f"asyncrecall: {printer.error.message}\n")
+        return exit_code(printer.error)
+    if printer.cancelled:
+        sys.stderr.write("asyncrecall: cancelled\n")
+        return EXIT_CANCELLED
+    return 0

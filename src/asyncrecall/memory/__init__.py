@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from asyncrecall.memory._document import safe_file_stem
 from asyncrecall.memory._embedding import EmbeddingSelector, HybridSelector, embedding_available
-from asyncrecall.memory._factory import build_memory_manager
 from asyncrecall.memory._lexical import LexicalSelector
 from asyncrecall.memory._location import canonical_project_root, resolve_memory_dir
 from asyncrecall.memory._model_selector import ModelSelector
@@ -22,7 +21,7 @@ from asyncrecall.memory._recall import DEFAULT_LIMIT, MemoryManager
 from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT
 from asyncrecall.memory._selector import InstantSelector, Selector, validate_selection
 from asyncrecall.memory._store import INDEX_MAX_BYTES, INDEX_MAX_LINES, MemoryStore
-from asyncrecall.memory._store_protocol import MemoryStoreProtocol, open_memory_store
+from asyncrecall.memory._store_protocol import MemoryStoreProtocol, is_postgres_url
 from asyncrecall.memory._types import (
     EMPTY_RECALL,
     MEMORY_TYPES,
@@ -54,12 +53,11 @@ __all__ = [
     "PostgresMemoryStore",
     "RecallResult",
     "Selector",
-    "build_memory_manager",
     "canonical_project_root",
     "embedding_available",
     "format_manifest",
     "format_memory_block",
-    "open_memory_store",
+    "is_postgres_url",
     "resolve_memory_dir",
     "safe_file_stem",
     "validate_selection",

@@ -1,6 +1,6 @@
 """Where a project's memory folder lives.
 
-``--memory-dir`` / ``ASYNCRECALL_MEMORY_DIR`` wins. Otherwise the folder is
+An explicit folder (``--memory-dir`` / ``ASYNCRECALL_MEMORY_DIR``) wins. Otherwise it is
 ``<home>/projects/<key>/memory`` where ``<key>`` is the sanitised canonical root of the
 project's git repository: the main working tree of the repository, so that every
 worktree of one repository shares one memory. Outside git, the key is the project
@@ -19,19 +19,18 @@ import re
 from pathlib import Path
 from typing import Final
 
-from asyncrecall._settings import Settings
-
 __all__ = ["canonical_project_root", "resolve_memory_dir", "sanitise_path"]
 
 _MAX_KEY: Final = 120
 
 
-def resolve_memory_dir(settings: Settings) -> Path:
-    """The memory folder for these settings (not created: see ``MemoryStore.ensure``)."""
-    if settings.memory_dir is not None:
-        return settings.memory_dir.expanduser().absolute()
-    root = canonical_project_root(settings.project)
-    return settings.home.expanduser().absolute() / "projects" / sanitise_path(root) / "memory"
+def resolve_memory_dir(*, home: Path, project: Path, memory_dir: Path | None = None) -> Path:
+    """The memory folder of ``project`` under ``home``, or ``memory_dir`` when given (not
+    created: see ``MemoryStore.ensure``)."""
+    if memory_dir is not None:
+        return memory_dir.expanduser().absolute()
+    root = canonical_project_root(project)
+    return home.expanduser().absolute() / "projects" / sanitise_path(root) / "memory"
 
 
 def canonical_project_root(project: Path) -> Path:

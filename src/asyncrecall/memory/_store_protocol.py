@@ -1,4 +1,4 @@
-"""What recall, the agent and the CLI need from a memory store, and how one is chosen.
+"""What recall, the agent and the CLI need from a memory store, and which URLs name a database.
 
 Two stores satisfy :class:`MemoryStoreProtocol`:
 
@@ -20,11 +20,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Protocol, runtime_checkable
 
-from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import Settings
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 
-__all__ = ["POSTGRES_SCHEMES", "MemoryStoreProtocol", "is_postgres_url", "open_memory_store"]
+__all__ = ["POSTGRES_SCHEMES", "MemoryStoreProtocol", "is_postgres_url"]
 
 #: The URL schemes of ``--store`` that name a PostgreSQL database.
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -78,28 +76,3 @@ class MemoryStoreProtocol(Protocol):
 def is_postgres_url(store: str) -> bool:
     """Whether a ``--store`` value names a PostgreSQL database."""
     return store.startswith(POSTGRES_SCHEMES)
-
-
-def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
-    """The store ``settings`` name: the database of ``store`` (``--store`` /
-    ``ASYNCRECALL_STORE``), else the project's memory folder.
-
-    A database that cannot be reached or whose schema is newer than this code is a
-    :class:`ConfigError` (one line; the CLI exits 2).
-    """
-    from asyncrecall.memory._location import resolve_memory_dir
-
-    url = settings.store
-    if not url:
-        from asyncrecall.memory._store import MemoryStore
-
-        return MemoryStore(resolve_memory_dir(settings))
-    if not is_postgres_url(url):
-        raise ConfigError(
-            f"--store must be a postgresql:// URL, got {url.split('://')[0]!r}; "
-            "for a folder use --memory-dir"
-        )
-    from asyncrecall.memory._postgres import PostgresMemoryStore, default_namespace
-
-    namespace = settings.namespace or default_namespace(settings.project)
-    return PostgresMemoryStore.open(url, namespace=namespace)

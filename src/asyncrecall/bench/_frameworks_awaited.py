@@ -1,0 +1,86 @@
+"""The frameworks' usual memory pattern, for ``bench frameworks``: recall awaited in a hook.
+
+As the mem0 LangGraph guide and LangMem's hot-path quickstart write it: before the first
+model request, the hook awaits the memory search and puts its result in the request.
+Only the benchmark uses these; they import their framework when called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asyncrecall.memory import MemoryManager
+
+__all__ = ["awaited_langchain", "awaited_openai_agents", "awaited_pydantic_ai"]
+
+
+def awaited_pydantic_ai(memory: MemoryManager) -> Any:
+    """A capability whose ``before_model_request`` awaits the recall on the first request."""
+    from dataclasses import dataclass
+
+    from pydantic_ai import RunContext
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
+    from pydantic_ai.models import ModelRequestContext
+
+    @dataclass
+    class AwaitedRecall(AbstractCapability[Any]):
+        async def before_model_request(
+            self, ctx: RunContext[Any], request_context: ModelRequestContext
+        ) -> ModelRequestContext:
+            request = request_context.messages[-1]
+            if not isinstance(request, ModelRequest) or any(
+                isinstance(p, ToolReturnPart) for p in request.parts
+            ):
+                return request_context
+            result = await memory.recall(str(ctx.prompt or ""))
+            if result.prompt:
+                request.parts = [UserPromptPart(result.prompt), *request.parts]
+            return request_context
+
+        @classmethod
+        def get_serialization_name(cls) -> str | None:
+            return None
+
+    return AwaitedRecall()
+
+
+def awaited_openai_agents(memory: MemoryManager, text: str) -> Any:
+    """An input filter that awaits the recall before the run's first model call."""
+    from agents.run_config import CallModelData, ModelInputData
+
+    done = False
+
+    async def awaited(data: CallModelData[Any]) -> ModelInputData:
+        nonlocal done
+        items: list[Any] = list(data.model_data.input)
+        if not done:
+            done = True
+            result = await memory.recall(text)
+            if result.prompt:
+                items.insert(len(items) - 1, {"role": "user", "content": result.prompt})
+        return ModelInputData(input=items, instructions=data.model_data.instructions)
+
+    return awaited
+
+
+def awaited_langchain(memory: MemoryManager) -> Any:
+    """Middleware whose ``abefore_model`` awaits the recall before the first model call."""
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import HumanMessage
+
+    class AwaitedRecall(AgentMiddleware):
+        async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            last = state["messages"][-1]
+            if not isinstance(last, HumanMessage):
+                return None
+            result = await memory.recall(str(last.content))
+            if not result.prompt:
+                return None
+            content = [
+                {"type": "text", "text": result.prompt},
+                {"type": "text", "text": last.content},
+            ]
+            return {"messages": [last.model_copy(update={"content": content})]}
+
+    return AwaitedRecall()

@@ -1,0 +1,23 @@
+"""Adapters that carry :class:`~asyncrecall.prefetch.RecallPrefetcher` into agent frameworks.
+
+One module per framework, each imported on its own (importing this package imports no
+framework):
+
+* :mod:`asyncrecall.integrations.pydantic_ai` — :class:`AsyncRecall`, a Pydantic AI
+  capability (``pip install 'asyncrecall[pydantic-ai]'``);
+* :mod:`asyncrecall.integrations.openai_agents` — ``run_with_recall`` /
+  ``run_streamed_with_recall`` around the OpenAI Agents SDK's ``Runner``
+  (``asyncrecall[openai-agents]``);
+* :mod:`asyncrecall.integrations.langchain` — ``AsyncRecallMiddleware`` for LangChain v1
+  ``create_agent`` (``asyncrecall[langchain]``).
+
+Every adapter does the same thing: on each user message it starts the recall (or adopts
+the one the app already started for that conversation key), never waits for it, puts
+the memory block before the user's text if the recall settled before the first model
+request, else after all the tool results of the first later request it has settled
+for, at most once, and cancels the recall on every end of the run.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,128 @@
+"""Pydantic AI: a capability that injects memory recalled in the background.
+
+Usage::
+
+    from asyncrecall.integrations.pydantic_ai import AsyncRecall
+
+    prefetcher = RecallPrefetcher(memory)
+    agent = Agent(model, capabilities=[AsyncRecall(prefetcher)])
+    await agent.run("how do I deploy?", conversation_id="thread-1")
+
+The conversation key is the run's ``conversation_id`` (pass your own with
+``conversation_id=``, or ``key=`` a function of the run context). The app may call
+``prefetcher.start(key, text)`` as soon as the message arrives, before ``agent.run``:
+the run adopts that recall instead of starting one.
+
+* ``wrap_run``: adopts or starts the recall, gives the loop one tick (a recall with no
+  I/O settles there), and in its ``finally`` cancels the recall however the run ends
+  (success, error, cancel, breaking out of ``iter()``).
+* ``before_model_request``: if settled, the block goes into the request's
+  :class:`~pydantic_ai.messages.ModelRequest` as a ``UserPromptPart``: before the
+  user's prompt on the first request, after every tool return on a later one. The part
+  is added to the request object the run's history holds, so it stays in
+  ``result.all_messages()`` and is re-sent on later requests (the prompt-cache prefix
+  stays stable).
+
+Not for durable execution (Temporal, DBOS, Prefect): a background task is not
+deterministic workflow code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelRequest, RetryPromptPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.models import ModelRequestContext
+
+from asyncrecall.integrations._common import adopt_or_start, end_reason, finish, prompt_text
+from asyncrecall.prefetch import InjectionPoint, RecallPrefetcher
+
+__all__ = ["AsyncRecall"]
+
+
+@dataclass
+class AsyncRecall(AbstractCapability[Any]):
+    """Background memory recall for a Pydantic AI agent (a capability).
+
+    ``prefetcher`` holds the memory and the conversations; ``key`` maps a run to its
+    conversation key (default: the run's ``conversation_id``).
+    """
+
+    prefetcher: RecallPrefetcher
+    key: Callable[[RunContext[Any]], str] | None = None
+    _run_key: str | None = field(default=None, init=False, repr=False)
+
+    async def for_run(self, ctx: RunContext[Any]) -> AsyncRecall:
+        """A fresh instance per run: the run's key lives on it."""
+        return dataclasses.replace(self)
+
+    async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
+        """Adopt or start the recall; cancel it however the run ends."""
+        key = self._key_for(ctx)
+        self._run_key = key
+        prefetcher = self.prefetcher
+        recall = adopt_or_start(prefetcher, key, prompt_text(ctx.prompt))
+        await asyncio.sleep(0)  # one tick: a recall with no I/O settles here
+        error: BaseException | None = None
+        try:
+            return await handler()
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            finish(prefetcher, key, recall, end_reason(error))
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Put the settled memory block into the request about to be sent (never waits)."""
+        key = self._run_key
+        messages = request_context.messages
+        if key is None or not messages or not isinstance(messages[-1], ModelRequest):
+            return request_context
+        request = messages[-1]
+        point = _point(request)
+        if point is None:
+            return request_context
+        block = self.prefetcher.take(key, point)
+        if block is None:
+            return request_context
+        memory = UserPromptPart(block.text)
+        parts = list(request.parts)
+        if point == "user_query":  # first, before the user's own text
+            at = next((i for i, p in enumerate(parts) if isinstance(p, UserPromptPart)), 0)
+            parts.insert(at, memory)
+        else:  # after every tool return: they must follow the tool calls directly
+            parts.append(memory)
+        # The request object is the one the run's history holds: the part persists.
+        request.parts = parts
+        return request_context
+
+    def _key_for(self, ctx: RunContext[Any]) -> str:
+        if self.key is not None:
+            return self.key(ctx)
+        return ctx.conversation_id or ctx.run_id or "default"
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Not spec-serializable: it holds a live prefetcher."""
+        return None
+
+
+def _point(request: ModelRequest) -> InjectionPoint | None:
+    """Where a request stands: carrying tool results, the user's prompt, or neither."""
+    parts = request.parts
+    if any(
+        isinstance(p, ToolReturnPart) or (isinstance(p, RetryPromptPart) and p.tool_name)
+        for p in parts
+    ):
+        return "tool_result"
+    if any(isinstance(p, UserPromptPart) for p in parts):
+        return "user_query"
+    return None

@@ -1,0 +1,58 @@
+"""Memory recall that never adds latency, for any agent loop.
+
+The pattern (from Qwen Code's asynchronous memory recall):
+
+1. When the user's message arrives, :meth:`RecallPrefetcher.start` the recall. Never
+   await it.
+2. Just before the request that carries the user's message, :meth:`RecallPrefetcher.take`
+   at ``"user_query"``: if the recall has settled, put the block first, before the
+   user's text.
+3. Otherwise, just before each request that carries tool results, take at
+   ``"tool_result"``: if it has settled now, append the block after *every* tool
+   result (tool results must directly follow the tool calls).
+4. A recall is taken at most once; files shown once in a conversation are not offered
+   again.
+5. On a new user message (automatic), a reset, an early exit, an error or a cancel,
+   :meth:`RecallPrefetcher.cancel`: the side query's HTTP connection closes.
+
+Example::
+
+    async with RecallPrefetcher(memory) as recall:
+        recall.start("thread-1", user_text)
+        await asyncio.sleep(0)              # one tick: an instant recall settles now
+        block = recall.take("thread-1", "user_query")
+        ...                                 # send the request (with block.text if any)
+        block = recall.take("thread-1", "tool_result")
+        ...
+        recall.cancel("thread-1", "turn_ended")
+
+:mod:`asyncrecall.integrations` carries this into Pydantic AI, the OpenAI Agents SDK
+and LangChain. This package knows memory, not the agent.
+"""
+
+from __future__ import annotations
+
+from asyncrecall.prefetch._events import (
+    DiscardReason,
+    InjectionPoint,
+    MemoryDiscardedEvent,
+    MemoryInjectedEvent,
+    MemoryRecallStartedEvent,
+    PrefetchEvent,
+)
+from asyncrecall.prefetch._handle import PendingRecall, RecallNotReady
+from asyncrecall.prefetch._prefetcher import INSTANT_STRATEGY, MemoryBlock, RecallPrefetcher
+
+__all__ = [
+    "INSTANT_STRATEGY",
+    "DiscardReason",
+    "InjectionPoint",
+    "MemoryBlock",
+    "MemoryDiscardedEvent",
+    "MemoryInjectedEvent",
+    "MemoryRecallStartedEvent",
+    "PendingRecall",
+    "PrefetchEvent",
+    "RecallNotReady",
+    "RecallPrefetcher",
+]

@@ -1,0 +1,340 @@
+"""The recall prefetcher: one background recall per conversation, never awaited.
+
+See :class:`RecallPrefetcher`; the package docstring tells the whole pattern.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from asyncrecall._cancel import CancelSignal
+from asyncrecall.memory import (
+    DEFAULT_LIMIT,
+    MemoryManager,
+    RecallResult,
+    Selector,
+    format_memory_block,
+)
+from asyncrecall.prefetch._events import (
+    DiscardReason,
+    InjectionPoint,
+    MemoryDiscardedEvent,
+    MemoryInjectedEvent,
+    MemoryRecallStartedEvent,
+    PrefetchEvent,
+)
+from asyncrecall.prefetch._handle import PendingRecall
+
+__all__ = ["INSTANT_STRATEGY", "MemoryBlock", "RecallPrefetcher"]
+
+#: ``MemoryBlock.strategy`` of a block found by the instant pass.
+INSTANT_STRATEGY = "instant-lexical"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBlock:
+    """A memory block taken for one request.
+
+    ``text`` is what goes into the request (the memory block of
+    :func:`~asyncrecall.memory.format_memory_block`, headed ``## Relevant memory``);
+    ``paths`` are the memory files in it (relative to the memory folder), now in the
+    conversation's surfaced set; ``point`` says where it goes; ``recall_ms`` is how long
+    the recall took; ``strategy`` names the selector.
+    """
+
+    text: str
+    paths: tuple[str, ...]
+    point: InjectionPoint
+    recall_ms: float
+    strategy: str
+
+
+@dataclass
+class _Conversation:
+    surfaced: set[str] = field(default_factory=set)
+    pending: PendingRecall | None = None
+    #: The instant pass for the pending user message, usable at its user-query point only.
+    instant: PendingRecall | None = None
+
+
+class RecallPrefetcher:
+    """Recall memory in the background for each conversation; inject it when settled.
+
+    One instance serves an app or a session; conversations are told apart by a string
+    ``key`` (a thread id, a session id). Per key:
+
+    * :meth:`start` on each user message: starts the recall and returns at once. The
+      key's previous recall is cancelled (``superseded``); files already shown in this
+      conversation are never offered to the selector again.
+    * :meth:`take` just before each model request that carries the user's message
+      (``"user_query"``) or tool results (``"tool_result"``): the memory block if the
+      recall has settled, else ``None``. It never waits and never yields to the event
+      loop; a recall is taken at most once.
+    * :meth:`cancel` when the run ends, fails, is cancelled or the app gives up on the
+      message; :meth:`reset` when the conversation starts over.
+
+    With ``instant_selector`` (an instant selector such as
+    :class:`~asyncrecall.memory.LexicalSelector`), each :meth:`start` also runs an
+    instant pass with it (at most ``instant_limit`` files): when the main recall has not
+    settled by the user-query point, that pass's block goes there instead, and the
+    main recall can still land at a tool result with the files the pass did not show.
+
+    **One loop tick.** A recall runs in a task: one that needs no I/O (the lexical
+    selector) finishes in the task's first step. Give the loop one tick between
+    :meth:`start` and the first :meth:`take` (``await asyncio.sleep(0)`` in an async
+    hook) and such a recall, and the instant pass, ride on the first request. Under
+    ``asyncio.eager_task_factory`` they finish inside :meth:`start` already.
+
+    ``on_event`` receives :class:`~asyncrecall.prefetch.MemoryRecallStartedEvent`,
+    :class:`~asyncrecall.prefetch.MemoryInjectedEvent` and
+    :class:`~asyncrecall.prefetch.MemoryDiscardedEvent`, synchronously, after the state
+    change they report; an exception it raises propagates to the caller.
+
+    Use it as an async context manager, or call :meth:`aclose`: every recall is
+    cancelled and drained, and :meth:`start` refuses afterwards.
+    """
+
+    def __init__(
+        self,
+        memory: MemoryManager,
+        *,
+        limit: int = DEFAULT_LIMIT,
+        instant_selector: Selector | None = None,
+        instant_limit: int = 2,
+        on_event: Callable[[PrefetchEvent], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.memory = memory
+        self.limit = limit
+        self.instant_selector = instant_selector
+        self.instant_limit = instant_limit
+        self._on_event = on_event
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._conversations: dict[str, _Conversation] = {}
+        self._tasks: set[asyncio.Task[RecallResult]] = set()
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"RecallPrefetcher({self.memory!r}, conversations={len(self._conversations)})"
+
+    # -- per conversation ---------------------------------------------------------
+
+    def start(
+        self,
+        key: str,
+        query: str,
+        *,
+        cancel: CancelSignal | None = None,
+        prompt_id: str | None = None,
+    ) -> bool:
+        """Start recalling for the user message ``query`` of conversation ``key``.
+
+        Returns at once (it needs a running event loop). The key's previous recall is
+        cancelled first (``superseded``), whether it was used or not. ``cancel`` is the
+        caller's cancel signal: when it fires, the side query stops too. Returns whether
+        a recall started (a blank query starts none).
+        """
+        if self._closed:
+            raise RuntimeError("RecallPrefetcher is closed: start() after aclose()")
+        asyncio.get_running_loop()  # fail here, clearly, outside a loop
+        conversation = self._conversations.setdefault(key, _Conversation())
+        self._discard(conversation, "superseded")
+        if not query.strip():
+            return False
+        memory, limit = self.memory, self.limit
+        excluded = frozenset(conversation.surfaced)
+        prompt_id = prompt_id or f"recall-{next(self._ids)}"
+        conversation.pending = PendingRecall(
+            lambda control: memory.recall(
+                query, excluded_paths=excluded, limit=limit, cancel=control
+            ),
+            prompt_id=prompt_id,
+            caller_cancel=cancel,
+            owner=self._tasks,
+            clock=self._clock,
+        )
+        self._emit(MemoryRecallStartedEvent(prompt_id=prompt_id))
+        instant, instant_limit = self.instant_selector, self.instant_limit
+        if instant is not None and instant_limit > 0:
+            conversation.instant = PendingRecall(
+                lambda control: memory.recall(
+                    query,
+                    excluded_paths=excluded,
+                    limit=instant_limit,
+                    cancel=control,
+                    selector=instant,
+                ),
+                prompt_id=f"{prompt_id}-instant",
+                caller_cancel=cancel,
+                owner=self._tasks,
+                clock=self._clock,
+            )
+        return True
+
+    def take(self, key: str, point: InjectionPoint) -> MemoryBlock | None:
+        """The memory block for the request about to be sent, or ``None`` at once.
+
+        ``point`` is ``"user_query"`` for the request carrying the user's message and
+        ``"tool_result"`` for one carrying tool results. Never waits, never yields to the
+        event loop. A settled recall is consumed by the first call (with or without a
+        block: files already surfaced in the conversation are left out); its files join
+        the conversation's surfaced set.
+        """
+        conversation = self._conversations.get(key)
+        if conversation is None:
+            return None
+        block: MemoryBlock | None = None
+        handle = conversation.pending
+        if handle is not None and handle.settled and not handle.consumed:
+            handle.consumed = True
+            conversation.pending = None
+            block = self._render(conversation, handle, point, strategy=None)
+        instant = conversation.instant
+        if instant is not None:
+            conversation.instant = None  # the first request is past: used there or never
+            if block is None and point == "user_query" and instant.settled:
+                instant.consumed = True
+                block = self._render(conversation, instant, point, strategy=INSTANT_STRATEGY)
+            else:
+                instant.cancel()
+        return block
+
+    def cancel(self, key: str, reason: DiscardReason = "cancelled") -> None:
+        """Cancel and drop the key's pending recall, if any (its side query hangs up)."""
+        conversation = self._conversations.get(key)
+        if conversation is not None:
+            self._discard(conversation, reason)
+
+    def reset(self, key: str) -> None:
+        """Cancel the key's recall (``reset``) and forget what the conversation was shown."""
+        conversation = self._conversations.pop(key, None)
+        if conversation is not None:
+            self._discard(conversation, "reset")
+
+    def surfaced(self, key: str) -> frozenset[str]:
+        """The memory files already shown in this conversation (relative paths)."""
+        conversation = self._conversations.get(key)
+        return frozenset(conversation.surfaced) if conversation is not None else frozenset()
+
+    def unsurface(self, key: str, paths: Iterable[str]) -> None:
+        """Take ``paths`` back out of the surfaced set: the request that carried their
+        block was never answered, so the model did not see them."""
+        conversation = self._conversations.get(key)
+        if conversation is not None:
+            conversation.surfaced.difference_update(paths)
+
+    def pending(self, key: str) -> PendingRecall | None:
+        """The key's recall that was started and is not yet taken or dropped."""
+        conversation = self._conversations.get(key)
+        return conversation.pending if conversation is not None else None
+
+    async def wait_settled(self, key: str, timeout: float) -> bool:  # noqa: ASYNC109
+        """Wait at most ``timeout`` seconds for the key's recall to settle; never cancels it.
+
+        For the blocking baseline and bounded-wait variants only: the asynchronous
+        pattern never waits. Returns whether no recall of the key is still running. A
+        recall that settles later stays usable at a tool result.
+        """
+        handle = self.pending(key)
+        if handle is None or handle.settled:
+            return True
+        await asyncio.wait({handle.task}, timeout=timeout)
+        return handle.settled
+
+    @property
+    def tasks(self) -> frozenset[asyncio.Task[RecallResult]]:
+        """Recall tasks still running (tests check none is left behind)."""
+        return frozenset(self._tasks)
+
+    # -- lifetime -------------------------------------------------------------------
+
+    async def warm(self) -> None:
+        """Do the memory's cold work now, in a worker thread: scan the folder and load
+        or build the lexical term counts (for the instant selector too).
+
+        Until then a lexical recall runs in a thread and settles later (it never blocks
+        the loop); once warm it settles inline, within the one loop tick after
+        :meth:`start`, and rides on the first request. Call it at start-up, as a task
+        you own or awaited; cancelling it stops the wait, never a recall.
+        """
+        await self.memory.warm()
+        if self.instant_selector is not None:
+            await self.memory.warm(selector=self.instant_selector)
+
+    async def aclose(self) -> None:
+        """Cancel every recall (``closed``), then drain their tasks. Never waits for a result."""
+        self._closed = True
+        for conversation in list(self._conversations.values()):
+            self._discard(conversation, "closed")
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> RecallPrefetcher:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- internals ------------------------------------------------------------------
+
+    def _discard(self, conversation: _Conversation, reason: DiscardReason) -> None:
+        instant, conversation.instant = conversation.instant, None
+        if instant is not None:
+            instant.cancel()
+        handle, conversation.pending = conversation.pending, None
+        if handle is None:
+            return
+        settled = handle.settled
+        handle.cancel()
+        self._emit(MemoryDiscardedEvent(reason=reason, settled=settled))
+
+    def _render(
+        self,
+        conversation: _Conversation,
+        handle: PendingRecall,
+        point: InjectionPoint,
+        *,
+        strategy: str | None,
+    ) -> MemoryBlock | None:
+        result = handle.result_nowait()
+        docs = [doc for doc in result.selected if doc.rel_path not in conversation.surfaced]
+        if not docs or not result.prompt:
+            return None
+        text = result.prompt
+        if len(docs) != len(result.selected):  # some were shown already (an instant pass)
+            text = format_memory_block(docs, now=self._wall_clock())
+        paths = tuple(doc.rel_path for doc in docs)
+        conversation.surfaced.update(paths)
+        block = MemoryBlock(
+            text=text,
+            paths=paths,
+            point=point,
+            recall_ms=round(handle.recall_ms, 3),
+            strategy=strategy or result.strategy,
+        )
+        self._emit(
+            MemoryInjectedEvent(
+                point=point, paths=paths, recall_ms=block.recall_ms, strategy=block.strategy
+            )
+        )
+        return block
+
+    def _emit(self, event: PrefetchEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(event)

@@ -1,0 +1,79 @@
+"""How ``run`` and ``chat`` render a query's events: text, one JSON object, JSON lines."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from rich.console import Console
+
+from asyncrecall.agent import (
+    AgentEvent,
+    ContentEvent,
+    ErrorEvent,
+    FinishedEvent,
+    LoopDetectedEvent,
+    ToolCallEvent,
+)
+from asyncrecall.cli._render import EventPrinter, exit_code
+
+LOOP = [
+    ToolCallEvent(name="grep_search", args={"pattern": "x"}, id="c1"),
+    LoopDetectedEvent(name="grep_search", repeats=5),
+    ErrorEvent(message="loop detected: the model called grep_search ...", kind="loop_detected"),
+    FinishedEvent(reason="loop_detected", turns=5),
+]
+
+
+def printer(output_format: str) -> tuple[EventPrinter, io.StringIO, io.StringIO]:
+    out, err = io.StringIO(), io.StringIO()
+    console = Console(file=err, highlight=False, width=200)
+    return EventPrinter(output_format, out=out, err=console), out, err  # type: ignore[arg-type]
+
+
+def show(p: EventPrinter, events: list[AgentEvent]) -> None:
+    for event in events:
+        p.show(event)
+
+
+def test_json_says_is_error_with_the_reason_and_the_exit_code() -> None:
+    """A failed query's JSON object has ``is_error: true``, the one-line reason and the
+    exit code the command returns."""
+    p, out, _ = printer("json")
+    show(p, LOOP)
+    result = json.loads(out.getvalue())
+    assert result["is_error"] is True and result["error"].startswith("loop detected")
+    assert result["exit_code"] == 3 and result["finish_reason"] == "loop_detected"
+    assert p.error is not None and exit_code(p.error) == 3
+
+
+def test_text_prints_no_answer_and_leaves_the_reason_to_the_command() -> None:
+    """Text mode prints nothing on stdout for a failed query and no second stderr line
+    about the stop: the command prints the one-line reason."""
+    p, out, err = printer("text")
+    show(p, LOOP)
+    assert out.getvalue() == ""
+    assert "stopped" not in err.getvalue() and "loop detected" not in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("kind", "code"),
+    [("ModelServerError", 1), ("empty_answer", 1), ("max_turns", 3), ("stopped", 3)],
+)
+def test_exit_codes(kind: str, code: int) -> None:
+    assert exit_code(ErrorEvent(message="m", kind=kind)) == code
+
+
+def test_a_tool_call_with_arguments_that_are_not_an_object_is_shown_as_is() -> None:
+    """Malformed arguments from a model never break the text rendering."""
+    p, _, err = printer("text")
+    p.show(ToolCallEvent(name="read_file", args="```", id="c1"))  # type: ignore[arg-type]
+    assert "read_file('```')" in err.getvalue()
+
+
+def test_two_answers_are_separated_by_a_blank_line() -> None:
+    p, out, _ = printer("text")
+    show(p, [ContentEvent(text="one"), FinishedEvent(reason="stop", text="one")])
+    show(p, [ContentEvent(text="two"), FinishedEvent(reason="stop", text="two")])
+    assert out.getvalue() == "one\n\ntwo\n"

@@ -1,0 +1,137 @@
+"""Shared pieces of the adapter tests: a memory folder, a side model over HTTP, and
+readers of what the LocalServer saw on the wire.
+
+Every adapter test runs the framework's real agent loop against the suite's
+:class:`~asyncrecall.testing.LocalServer`: the main model is ``main``, the memory side
+query goes to ``side``. Assertions read the server's request records.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.models import OpenAIModel
+from asyncrecall.prefetch import RecallPrefetcher
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+
+MEMORIES = (
+    (
+        "db-testing",
+        "feedback",
+        "integration tests must hit a real database, never mocks",
+        "We were burned when mocked tests passed and the prod migration failed.",
+    ),
+    (
+        "deploy-flow",
+        "project",
+        "deploys go through the staging cluster first",
+        "Run `make deploy-staging`, wait for the smoke tests, then promote.",
+    ),
+    (
+        "user-role",
+        "user",
+        "the user is a data scientist, new to the frontend code",
+        "Explain frontend concepts by analogy with pandas and notebooks.",
+    ),
+)
+
+MEMORY_MARK = "## Relevant memory"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    store = MemoryStore(tmp_path / "memory")
+    store.ensure()
+    for name, kind, description, body in MEMORIES:
+        store.save_memory(name, description, kind, body)
+    return store
+
+
+@pytest.fixture
+def paths(store: MemoryStore) -> dict[str, str]:
+    return {doc.name: doc.rel_path for doc in store.scan()}
+
+
+@pytest.fixture
+async def side_model(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
+    async with OpenAIModel(model="side", base_url=local_server.base_url, max_retries=0) as model:
+        yield model
+
+
+@pytest.fixture
+async def slow(store: MemoryStore, side_model: OpenAIModel) -> AsyncIterator[RecallPrefetcher]:
+    """A prefetcher whose recall is a side query to the LocalServer's ``side`` model."""
+    async with RecallPrefetcher(MemoryManager(store, ModelSelector(side_model))) as prefetcher:
+        yield prefetcher
+
+
+@pytest.fixture
+async def fast(store: MemoryStore) -> AsyncIterator[RecallPrefetcher]:
+    """A prefetcher with the lexical selector, warm: settled within one loop tick."""
+    async with RecallPrefetcher(MemoryManager(store, LexicalSelector())) as prefetcher:
+        await prefetcher.warm()
+        yield prefetcher
+
+
+def side_reply(*paths: str, gate: threading.Event | None = None) -> Reply:
+    return Reply(json={"selected_memories": list(paths)}, gate=gate)
+
+
+def main_requests(server: LocalServer) -> list[RecordedRequest]:
+    return [r for r in server.requests if r.model == "main"]
+
+
+def side_requests(server: LocalServer) -> list[RecordedRequest]:
+    return [r for r in server.requests if r.model == "side"]
+
+
+def text_of(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def memory_indexes(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indexes of the messages that carry a memory block."""
+    return [i for i, m in enumerate(messages) if MEMORY_MARK in text_of(m)]
+
+
+def assert_valid_chat(messages: Sequence[Mapping[str, Any]]) -> None:
+    """What a strict OpenAI-compatible server checks: at most one system message, first;
+    every tool message answers a tool call of the assistant message right before its
+    block of tool messages; every tool call is answered before anything else."""
+    roles = [m["role"] for m in messages]
+    assert roles.count("system") + roles.count("developer") <= 1, roles
+    if "system" in roles:
+        assert roles.index("system") == 0, roles
+    open_calls: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls, f"orphan tool message {message}"
+            open_calls.discard(message["tool_call_id"])
+            continue
+        assert not open_calls, f"tool calls {open_calls} unanswered before a {message['role']}"
+        if message["role"] == "assistant":
+            open_calls = {c["id"] for c in message.get("tool_calls") or ()}
+    assert not open_calls
+
+
+def memory_after_tools(messages: Sequence[Mapping[str, Any]]) -> None:
+    """The one memory message comes right after the last tool message of its round."""
+    (at,) = memory_indexes(messages)
+    assert messages[at]["role"] == "user"
+    assert messages[at - 1]["role"] == "tool"
+    before = messages[:at]
+    last_assistant = max(i for i, m in enumerate(before) if m["role"] == "assistant")
+    calls = {c["id"] for c in messages[last_assistant].get("tool_calls") or ()}
+    answered = {m["tool_call_id"] for m in messages[last_assistant + 1 : at]}
+    assert calls and answered == calls

@@ -1,0 +1,58 @@
+"""``asyncrecall bench frameworks``: each framework's loop, three ways, on the same plans."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from asyncrecall.bench._frameworks import FRAMEWORKS, PATTERNS, FrameworksConfig, measure, summarize
+from asyncrecall.bench._workload import LatencyProfile
+
+FAST = LatencyProfile(
+    side_mean=0.02, first_token_min=0.0, first_token_max=0.02, tool_min=0.0, tool_max=0.02
+)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+async def test_every_framework_runs_the_same_plans_three_ways() -> None:
+    """Every framework runs every plan with no memory, the awaited pattern and the
+    adapter; only the adapter leaves the first request to its own side query's pace (the
+    awaited pattern always lands at the user query, the baseline never sends memory or a
+    side query)."""
+    results = await measure(FrameworksConfig(queries=2, seed=3, concurrency=2, profile=FAST))
+
+    assert set(results) == set(FRAMEWORKS)
+    for patterns in results.values():
+        assert tuple(patterns) == PATTERNS
+        qids = [[t.qid for t in traces] for traces in patterns.values()]
+        assert qids[0] == qids[1] == qids[2]
+        assert all(t.landed == "missed" and t.side_queries == 0 for t in patterns["none"])
+        assert all(t.landed != "tool_result" for t in patterns["awaited"])
+        assert all(t.side_queries == 1 for t in patterns["adapter"])
+    summary = summarize(results)
+    row = summary["langchain"]["adapter"]
+    assert set(row) == {
+        "first_request_ms_p50",
+        "added_ms",
+        "hook_ms",
+        "landed",
+        "side_queries",
+        "side_queries_hung_up",
+    }
+    assert sum(row["landed"].values()) == 2
+
+
+def test_command_refuses_a_bad_count() -> None:
+    """``--queries 0`` is a clear error (exit 2), nothing runs."""
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "bench", "frameworks", "--queries", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--queries" in done.stderr

@@ -1,0 +1,257 @@
+"""The LangChain v1 middleware in ``create_agent``'s own loop (LangGraph), against the
+LocalServer.
+
+The main model is ``ChatOpenAI`` pointed at the server; the side query is asyncrecall's
+model selector on the same server; a checkpointer keeps the thread. Assertions read
+the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import openai
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
+
+from asyncrecall.integrations.langchain import AsyncRecallMiddleware
+from asyncrecall.prefetch import RecallPrefetcher
+from asyncrecall.testing import LocalServer, Reply
+
+from .conftest import (
+    MEMORY_MARK,
+    assert_valid_chat,
+    main_requests,
+    memory_after_tools,
+    memory_indexes,
+    side_reply,
+    side_requests,
+    text_of,
+)
+
+KEY = "thread-1"
+CONFIG = {"configurable": {"thread_id": KEY}}
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[Any]:
+    """The chat model's HTTP client, closed after the test."""
+    async with openai.DefaultAsyncHttpxClient() as client:
+        yield client
+
+
+def make_agent(
+    server: LocalServer,
+    http: Any,
+    middleware: AsyncRecallMiddleware,
+    tool_hook: Callable[[], Awaitable[None]] | None = None,
+) -> Any:
+    @tool
+    async def read_file(path: str) -> str:
+        """Read a file."""
+        if tool_hook is not None:
+            await tool_hook()
+        return f"contents of {path}"
+
+    model = ChatOpenAI(
+        model="main",
+        base_url=server.base_url,
+        api_key="test-key",  # type: ignore[arg-type]
+        max_retries=0,
+        http_async_client=http,
+    )
+    return create_agent(
+        model,
+        tools=[read_file],
+        system_prompt="You are terse.",
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def tool_round(*files: str) -> Reply:
+    return Reply(tool_calls=[("read_file", {"path": f}) for f in files])
+
+
+async def test_slow_recall_lands_after_every_tool_message_once(
+    local_server: LocalServer, http: Any, slow: RecallPrefetcher, paths: dict[str, str]
+) -> None:
+    """(a) A side query slower than the first call: that call carries no memory; the call
+    after the tool round carries it once, after every tool message, and it stays in the
+    thread's state (checkpointed) for the later calls."""
+    gate = threading.Event()
+    local_server.script("side", side_reply(paths["deploy-flow"], gate=gate))
+    local_server.script("main", tool_round("a.py", "b.py"), tool_round("c.py"), Reply(text="done"))
+
+    async def release_recall() -> None:
+        gate.set()
+        assert await slow.wait_settled(KEY, 5)
+
+    recall = AsyncRecallMiddleware(slow)
+    agent = make_agent(local_server, http, recall, release_recall)
+    result = await recall.ainvoke(agent, user("how do I deploy?"), CONFIG)
+
+    assert result["messages"][-1].content == "done"
+    first, second, third = (r.body["messages"] for r in main_requests(local_server))
+    assert memory_indexes(first) == []
+    (side,) = side_requests(local_server)
+    assert side.finished_at is not None
+    assert main_requests(local_server)[0].arrived_at < side.finished_at
+    memory_after_tools(second)
+    assert memory_indexes(third) == memory_indexes(second)
+    for messages in (first, second, third):
+        assert_valid_chat(messages)
+
+
+async def test_fast_recall_rides_on_the_first_call(
+    local_server: LocalServer, http: Any, fast: RecallPrefetcher
+) -> None:
+    """(b) A recall with no I/O has settled by the first model call: the user's message
+    carries the memory first, then the user's own text."""
+    local_server.script("main", Reply(text="ok"))
+    recall = AsyncRecallMiddleware(fast)
+    agent = make_agent(local_server, http, recall)
+
+    await recall.ainvoke(agent, user("how do deploys reach the staging cluster?"), CONFIG)
+
+    (request,) = main_requests(local_server)
+    messages = request.body["messages"]
+    (at,) = memory_indexes(messages)
+    assert messages[at]["role"] == "user"
+    text = text_of(messages[at])
+    assert text.index(MEMORY_MARK) < text.index("staging cluster?")
+    assert_valid_chat(messages)
+
+
+@pytest.mark.parametrize(
+    ("path", "ending"),
+    [
+        ("ainvoke", "returns"),
+        ("ainvoke", "raises"),
+        ("ainvoke", "is cancelled"),
+        ("astream", "is left early"),
+        ("plain", "returns"),
+        ("callbacks", "raises"),
+        ("callbacks", "is cancelled"),
+    ],
+)
+async def test_side_query_hangs_up_however_the_run_ends(
+    path: str, ending: str, local_server: LocalServer, http: Any, slow: RecallPrefetcher
+) -> None:
+    """(c) When the run ends, fails, is cancelled or its stream is left while the side
+    query is still out, the server sees the side query hang up: through the wrappers'
+    ``finally``, the callback handler on a plain ``agent.ainvoke``, or (normal end of a
+    plain ``agent.ainvoke``) ``aafter_agent``."""
+    local_server.script("side", Reply(hang=True))
+    release = threading.Event()
+    main = {
+        "returns": Reply(text="ok", gate=release),
+        "raises": Reply(status=400, error_message="bad request", gate=release),
+        "is cancelled": Reply(hang=True),
+        "is left early": Reply(text="ok", gate=release),
+    }[ending]
+    local_server.script("main", main)
+    recall = AsyncRecallMiddleware(slow)
+    agent = make_agent(local_server, http, recall)
+
+    async def drive() -> None:
+        if path == "ainvoke":
+            await recall.ainvoke(agent, user("question"), CONFIG)
+        elif path == "astream":
+            stream = recall.astream(agent, user("question"), CONFIG, stream_mode="updates")
+            async for chunk in stream:
+                if "model" in chunk:  # the model answered: leave the stream
+                    break
+            await stream.aclose()  # type: ignore[attr-defined]
+        elif path == "plain":  # no wrapper, no callbacks: aafter_agent alone
+            await agent.ainvoke(user("question"), CONFIG)
+        else:
+            config = {**CONFIG, "callbacks": [recall.callback_handler()]}
+            await agent.ainvoke(user("question"), config)
+
+    task = asyncio.create_task(drive())
+    side = await local_server.await_for(lambda r: r.model == "side")
+    await local_server.await_for(lambda r: r.model == "main")
+    if ending == "is cancelled":
+        task.cancel()
+    release.set()
+    if ending == "raises":
+        with pytest.raises(openai.BadRequestError):
+            await task
+    elif ending == "is cancelled":
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    else:
+        await task
+
+    await local_server.await_disconnected(side)
+    assert slow.pending(KEY) is None
+
+
+async def test_second_run_does_not_reoffer_surfaced_files(
+    local_server: LocalServer, http: Any, slow: RecallPrefetcher, paths: dict[str, str]
+) -> None:
+    """(d) The app starts the recall when the message arrives (the run adopts it); the
+    thread's next run never offers the files the first one showed."""
+    local_server.script("side", side_reply(paths["db-testing"]), side_reply())
+    local_server.script("main", Reply(text="one"), Reply(text="two"))
+    recall = AsyncRecallMiddleware(slow)
+    agent = make_agent(local_server, http, recall)
+
+    slow.start(KEY, "how do I test the db layer?")
+    assert await slow.wait_settled(KEY, 5)
+    await recall.ainvoke(agent, user("how do I test the db layer?"), CONFIG)
+    assert len(side_requests(local_server)) == 1  # adopted, not restarted
+    await recall.ainvoke(agent, user("and for the api layer?"), CONFIG)
+
+    one, two = side_requests(local_server)
+    assert paths["db-testing"] in text_of(one.body["messages"][-1])
+    assert "api layer" in text_of(two.body["messages"][-1])
+    assert paths["db-testing"] not in text_of(two.body["messages"][-1])
+    assert paths["deploy-flow"] in text_of(two.body["messages"][-1])
+    second_run = main_requests(local_server)[1].body["messages"]
+    assert len(memory_indexes(second_run)) == 1  # the first run's block, from the thread
+
+
+async def test_framework_accepts_what_we_inject(
+    local_server: LocalServer, http: Any, slow: RecallPrefetcher, paths: dict[str, str]
+) -> None:
+    """(e) The checkpointed thread holds only valid messages (every ToolMessage answers
+    a tool call of the AIMessage before it; our block is a HumanMessage after them) and
+    feeds the next run: one system message on the wire, no orphan tool message."""
+    gate = threading.Event()
+    local_server.script("side", side_reply(paths["deploy-flow"], gate=gate), side_reply())
+    local_server.script("main", tool_round("a.py"), Reply(text="one"), Reply(text="two"))
+
+    async def release_recall() -> None:
+        gate.set()
+        assert await slow.wait_settled(KEY, 5)
+
+    recall = AsyncRecallMiddleware(slow)
+    agent = make_agent(local_server, http, recall, release_recall)
+    await recall.ainvoke(agent, user("how do I deploy?"), CONFIG)
+    await recall.ainvoke(agent, user("thanks"), CONFIG)
+
+    state = await agent.aget_state(CONFIG)
+    thread = state.values["messages"]
+    kinds = [type(m) for m in thread]
+    human, ai, tool_ = HumanMessage, AIMessage, ToolMessage
+    assert kinds == [human, ai, tool_, human, ai, human, ai]
+    assert [MEMORY_MARK in str(m.content) for m in thread].count(True) == 1
+    assert MEMORY_MARK in str(thread[3].content)  # right after the tool message
+    requests = [r.body["messages"] for r in main_requests(local_server)]
+    for messages in requests:
+        assert_valid_chat(messages)
+        assert [m["role"] for m in messages].count("system") == 1
+    assert [len(memory_indexes(m)) for m in requests] == [0, 1, 1]

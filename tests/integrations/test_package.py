@@ -1,0 +1,48 @@
+"""The integrations package: importing it imports no framework; the shared helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from asyncrecall.integrations._common import end_reason, prompt_text
+
+
+def test_importing_the_package_imports_no_framework() -> None:
+    """``import asyncrecall.integrations`` loads none of the frameworks."""
+    code = (
+        "import sys, asyncrecall.integrations; "
+        "print(sorted(m for m in ('pydantic_ai', 'agents', 'langchain', 'langgraph') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "text"),
+    [
+        (None, ""),
+        ("plain", "plain"),
+        (["a", SimpleNamespace(text="b"), object()], "a\nb"),
+        ({"role": "user", "content": "hi"}, "hi"),
+        ([{"type": "input_text", "text": "x"}, {"content": [{"text": "y"}]}], "x\ny"),
+        ({"content": 3}, ""),
+        (42, ""),
+    ],
+)
+def test_prompt_text_keeps_only_text(prompt: object, text: str) -> None:
+    """Strings and items with a text count; images, files and the rest do not."""
+    assert prompt_text(prompt) == text
+
+
+def test_end_reason_names_how_a_run_ended() -> None:
+    """Normal end, cancellation (and generator close) and failure map to their reasons."""
+    assert end_reason(None) == "turn_ended"
+    assert end_reason(asyncio.CancelledError()) == "cancelled"
+    assert end_reason(GeneratorExit()) == "cancelled"
+    assert end_reason(ValueError("x")) == "error"

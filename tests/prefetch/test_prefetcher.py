@@ -1,0 +1,376 @@
+"""The guarantees of :class:`asyncrecall.prefetch.RecallPrefetcher`, one test each.
+
+The side model is scripted in process (gates decide when a recall settles); the
+hang-up over real HTTP is in ``test_http.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+
+import pytest
+
+from asyncrecall import CancelSignal, SelectorError
+from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.prefetch import (
+    INSTANT_STRATEGY,
+    MemoryBlock,
+    PrefetchEvent,
+    RecallNotReady,
+    RecallPrefetcher,
+)
+from asyncrecall.testing import ScriptedModel
+
+from .conftest import EAGER_FACTORY, selection, settle
+
+KEY = "thread-1"
+
+
+async def test_take_never_waits_for_a_running_recall(
+    prefetcher: RecallPrefetcher, side: ScriptedModel
+) -> None:
+    """take() returns None at once while the side query runs, and leaves the recall
+    running: it is a plain function, never a coroutine, and never cancels."""
+    side.add_json(selection(), gate=asyncio.Event())
+    assert prefetcher.start(KEY, "how do I deploy?")
+    await side.wait_until(lambda m: m.json_started == 1)
+
+    assert not inspect.iscoroutinefunction(RecallPrefetcher.take)
+    assert prefetcher.take(KEY, "user_query") is None
+    handle = prefetcher.pending(KEY)
+    assert handle is not None and not handle.settled and not handle.control.cancelled
+    with pytest.raises(RecallNotReady):
+        handle.result_nowait()
+
+
+async def test_settled_recall_is_taken_once(
+    prefetcher: RecallPrefetcher, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """A settled recall's block is returned by the first take, never by a later one."""
+    side.add_json(selection(paths["db-testing"]))
+    prefetcher.start(KEY, "how do I test the db layer?")
+    await settle(prefetcher, KEY)
+
+    block = prefetcher.take(KEY, "user_query")
+    assert isinstance(block, MemoryBlock)
+    assert block.point == "user_query" and block.paths == (paths["db-testing"],)
+    assert "## Relevant memory" in block.text and block.strategy == "model"
+    assert prefetcher.take(KEY, "tool_result") is None
+    assert prefetcher.take(KEY, "user_query") is None
+    assert prefetcher.pending(KEY) is None
+
+
+async def test_a_recall_settling_late_is_taken_at_the_tool_result(
+    prefetcher: RecallPrefetcher, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """Missed at the user query, the recall is still taken at the next tool result."""
+    gate = asyncio.Event()
+    side.add_json(selection(paths["deploy-flow"]), gate=gate)
+    prefetcher.start(KEY, "deploy it")
+    assert prefetcher.take(KEY, "user_query") is None
+    gate.set()
+    await settle(prefetcher, KEY)
+
+    block = prefetcher.take(KEY, "tool_result")
+    assert block is not None and block.point == "tool_result"
+    assert block.paths == (paths["deploy-flow"],)
+
+
+async def test_new_message_supersedes_the_previous_recall_of_the_key(
+    prefetcher: RecallPrefetcher, side: ScriptedModel, events: list[PrefetchEvent]
+) -> None:
+    """start() on a key cancels that key's running recall (reason ``superseded``)."""
+    side.add_json(selection(), gate=asyncio.Event())
+    side.add_json(selection())
+    prefetcher.start(KEY, "first question")
+    await side.wait_until(lambda m: m.json_started == 1)
+    first = prefetcher.pending(KEY)
+    assert first is not None
+
+    prefetcher.start(KEY, "second question")
+    await side.wait_until(lambda m: m.json_cancelled == 1)
+    await asyncio.wait({first.task})
+    assert first.control.cancelled and first.task.cancelled()
+    assert prefetcher.pending(KEY) is not first
+    discarded = [e.to_dict() for e in events if e.type == "memory_discarded"]
+    assert discarded == [{"type": "memory_discarded", "reason": "superseded", "settled": False}]
+
+
+async def test_conversations_are_independent(
+    prefetcher: RecallPrefetcher, side: ScriptedModel
+) -> None:
+    """Starting, taking or cancelling one key never touches another key's recall."""
+    side.add_json(selection(), gate=asyncio.Event())
+    side.add_json(selection(), gate=asyncio.Event())
+    prefetcher.start("a", "question a")
+    prefetcher.start("b", "question b")
+    await side.wait_until(lambda m: m.json_started == 2)
+    prefetcher.cancel("b")
+    prefetcher.take("b", "user_query")
+    prefetcher.start("b", "question b again")
+
+    handle = prefetcher.pending("a")
+    assert handle is not None and not handle.control.cancelled and not handle.task.done()
+
+
+async def test_surfaced_files_are_not_offered_again_in_the_conversation(
+    prefetcher: RecallPrefetcher, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """A file taken in a conversation is in its surfaced set and never offered to the
+    selector again for that key; other keys still get it."""
+    side.add_json(selection(paths["db-testing"]))
+    side.add_json(selection())
+    side.add_json(selection())
+    prefetcher.start(KEY, "db tests?")
+    await settle(prefetcher, KEY)
+    assert prefetcher.take(KEY, "user_query") is not None
+    assert prefetcher.surfaced(KEY) == {paths["db-testing"]}
+
+    prefetcher.start(KEY, "db tests again?")
+    prefetcher.start("other", "db tests elsewhere?")
+    await side.wait_until(lambda m: m.json_started == 3)
+    assert paths["db-testing"] not in side.json_requests[1].prompt
+    assert paths["deploy-flow"] in side.json_requests[1].prompt
+    assert paths["db-testing"] in side.json_requests[2].prompt
+
+
+async def test_reset_cancels_and_forgets_the_surfaced_files(
+    prefetcher: RecallPrefetcher, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """reset() cancels the key's recall (``reset``) and empties its surfaced set."""
+    side.add_json(selection(paths["db-testing"]))
+    side.add_json(selection(), gate=asyncio.Event())
+    prefetcher.start(KEY, "db tests?")
+    await settle(prefetcher, KEY)
+    prefetcher.take(KEY, "user_query")
+    prefetcher.start(KEY, "more")
+    await side.wait_until(lambda m: m.json_started == 2)
+
+    prefetcher.reset(KEY)
+    await side.wait_until(lambda m: m.json_cancelled == 1)
+    assert prefetcher.surfaced(KEY) == frozenset()
+    assert prefetcher.pending(KEY) is None
+
+
+async def test_unsurface_gives_files_back(
+    prefetcher: RecallPrefetcher, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """unsurface() takes files back out of the surfaced set (their request never went)."""
+    side.add_json(selection(paths["db-testing"], paths["user-role"]))
+    prefetcher.start(KEY, "db tests?")
+    await settle(prefetcher, KEY)
+    prefetcher.take(KEY, "user_query")
+
+    prefetcher.unsurface(KEY, [paths["db-testing"]])
+    assert prefetcher.surfaced(KEY) == {paths["user-role"]}
+
+
+async def test_cancel_stops_the_side_query(
+    prefetcher: RecallPrefetcher, side: ScriptedModel, events: list[PrefetchEvent]
+) -> None:
+    """cancel() cancels the running side query and reports why; a later take is None."""
+    side.add_json(selection(), gate=asyncio.Event())
+    prefetcher.start(KEY, "question")
+    await side.wait_until(lambda m: m.json_started == 1)
+
+    prefetcher.cancel(KEY, "turn_ended")
+    await side.wait_until(lambda m: m.json_cancelled == 1)
+    assert prefetcher.take(KEY, "tool_result") is None
+    assert events[-1].to_dict() == {
+        "type": "memory_discarded",
+        "reason": "turn_ended",
+        "settled": False,
+    }
+
+
+async def test_caller_cancel_signal_stops_the_side_query(
+    prefetcher: RecallPrefetcher, side: ScriptedModel
+) -> None:
+    """The caller's CancelSignal passed to start() stops the side query too."""
+    side.add_json(selection(), gate=asyncio.Event())
+    signal = CancelSignal()
+    prefetcher.start(KEY, "question", cancel=signal)
+    await side.wait_until(lambda m: m.json_started == 1)
+
+    signal.cancel()
+    await side.wait_until(lambda m: m.json_cancelled == 1)
+    await settle(prefetcher, KEY)
+    assert prefetcher.take(KEY, "user_query") is None
+    assert signal.listener_count() == 0  # the bridge is gone with the recall
+
+
+async def test_wait_settled_waits_with_a_budget_and_never_cancels(
+    prefetcher: RecallPrefetcher, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """wait_settled() returns False when its budget runs out and leaves the recall
+    running, so its late result still lands at a tool result."""
+    gate = asyncio.Event()
+    side.add_json(selection(paths["deploy-flow"]), gate=gate)
+    prefetcher.start(KEY, "deploy it")
+    await side.wait_until(lambda m: m.json_started == 1)
+
+    assert await prefetcher.wait_settled(KEY, 0.01) is False
+    handle = prefetcher.pending(KEY)
+    assert handle is not None and not handle.control.cancelled and not handle.task.done()
+    gate.set()
+    async with asyncio.timeout(5):
+        assert await prefetcher.wait_settled(KEY, 60) is True
+    block = prefetcher.take(KEY, "tool_result")
+    assert block is not None and block.paths == (paths["deploy-flow"],)
+
+
+async def test_a_cancelled_waiter_leaves_the_recall_alone(
+    prefetcher: RecallPrefetcher, side: ScriptedModel
+) -> None:
+    """Cancelling a task blocked in wait_settled() propagates to that task only."""
+    side.add_json(selection(), gate=asyncio.Event())
+    prefetcher.start(KEY, "question")
+    await side.wait_until(lambda m: m.json_started == 1)
+    waiter = asyncio.create_task(prefetcher.wait_settled(KEY, 60))
+    await asyncio.sleep(0)
+
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    handle = prefetcher.pending(KEY)
+    assert handle is not None and not handle.task.done()
+
+
+async def test_aclose_cancels_and_drains_every_recall(
+    store: MemoryStore, side: ScriptedModel
+) -> None:
+    """Leaving the context manager cancels every conversation's recall and waits until
+    each task has ended; start() is refused afterwards."""
+    side.add_json(selection(), gate=asyncio.Event())
+    side.add_json(selection(), gate=asyncio.Event())
+    with pytest.raises(ZeroDivisionError):
+        async with RecallPrefetcher(MemoryManager(store, ModelSelector(side))) as prefetcher:
+            prefetcher.start("a", "question a")
+            prefetcher.start("b", "question b")
+            await side.wait_until(lambda m: m.json_started == 2)
+            tasks = prefetcher.tasks
+            assert len(tasks) == 2
+            1 / 0  # noqa: B018 - the body fails: exit must still cancel and drain
+
+    assert all(task.cancelled() for task in tasks)
+    assert prefetcher.tasks == frozenset()
+    assert side.json_cancelled == 2
+    with pytest.raises(RuntimeError, match="closed"):
+        prefetcher.start("a", "again")
+
+
+async def test_a_lexical_recall_settles_within_one_loop_tick(store: MemoryStore) -> None:
+    """A recall with no I/O (the lexical selector) has settled after one loop tick,
+    so it rides on the first request."""
+    async with RecallPrefetcher(MemoryManager(store, LexicalSelector())) as prefetcher:
+        await prefetcher.warm()  # warm: a lexical recall then settles inline
+        prefetcher.start(KEY, "how do deploys reach the staging cluster?")
+        await asyncio.sleep(0)
+        block = prefetcher.take(KEY, "user_query")
+
+    assert block is not None and block.strategy == "lexical"
+
+
+async def test_start_is_safe_under_the_eager_task_factory(store: MemoryStore) -> None:
+    """Under eager task execution (the recall's body runs inside create_task) start()
+    works, and a lexical recall has settled when start() returns: no tick needed."""
+    loop = asyncio.get_running_loop()
+    loop.set_task_factory(EAGER_FACTORY)
+    try:
+        async with RecallPrefetcher(MemoryManager(store, LexicalSelector())) as prefetcher:
+            await prefetcher.warm()  # warm: a lexical recall then settles inline
+            prefetcher.start(KEY, "how do deploys reach the staging cluster?")
+            block = prefetcher.take(KEY, "user_query")
+    finally:
+        loop.set_task_factory(None)
+
+    assert block is not None and block.strategy == "lexical"
+
+
+async def test_instant_pass_fills_the_user_query_and_the_main_recall_adds_the_rest(
+    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """With an instant selector, a main recall still running at the user query leaves
+    the point to the instant pass; when it lands at a tool result it carries only the
+    files the instant pass did not show."""
+    gate = asyncio.Event()
+    side.add_json(selection(paths["deploy-flow"], paths["user-role"]), gate=gate)
+    async with RecallPrefetcher(
+        MemoryManager(store, ModelSelector(side)), instant_selector=LexicalSelector()
+    ) as prefetcher:
+        await prefetcher.warm()  # warm: a lexical recall then settles inline
+        prefetcher.start(KEY, "how do deploys reach the staging cluster?")
+        await asyncio.sleep(0)
+        first = prefetcher.take(KEY, "user_query")
+        gate.set()
+        await settle(prefetcher, KEY)
+        later = prefetcher.take(KEY, "tool_result")
+
+    assert first is not None and first.strategy == INSTANT_STRATEGY
+    assert paths["deploy-flow"] in first.paths
+    assert later is not None and later.point == "tool_result"
+    assert later.paths == (paths["user-role"],)
+    assert paths["deploy-flow"] not in later.text
+
+
+async def test_a_failing_recall_gives_no_memory_and_never_raises(
+    store: MemoryStore, side: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A selector that fails with no fallback: take() returns None and raises nothing."""
+    side.add_json(error=SelectorError("boom"))
+    caplog.set_level(logging.WARNING)
+    async with RecallPrefetcher(MemoryManager(store, ModelSelector(side, fallback=None))) as p:
+        p.start(KEY, "question")
+        await settle(p, KEY)
+        assert p.take(KEY, "user_query") is None
+    assert "boom" in caplog.text
+
+
+async def test_blank_message_starts_nothing_but_still_supersedes(
+    prefetcher: RecallPrefetcher, side: ScriptedModel
+) -> None:
+    """A blank message starts no recall, and still cancels the key's previous one."""
+    side.add_json(selection(), gate=asyncio.Event())
+    prefetcher.start(KEY, "question")
+    await side.wait_until(lambda m: m.json_started == 1)
+
+    assert prefetcher.start(KEY, "   ") is False
+    await side.wait_until(lambda m: m.json_cancelled == 1)
+    assert prefetcher.pending(KEY) is None
+
+
+def test_start_outside_an_event_loop_is_a_clear_error(store: MemoryStore) -> None:
+    """start() needs a running loop: without one it raises RuntimeError, starting nothing."""
+    prefetcher = RecallPrefetcher(MemoryManager(store, LexicalSelector()))
+    with pytest.raises(RuntimeError, match="no running event loop"):
+        prefetcher.start(KEY, "question")
+    assert prefetcher.pending(KEY) is None
+
+
+async def test_events_in_order_with_the_agent_json_shape(
+    prefetcher: RecallPrefetcher,
+    side: ScriptedModel,
+    paths: dict[str, str],
+    events: list[PrefetchEvent],
+) -> None:
+    """on_event sees started, then injected, with the JSON objects of stream-json."""
+    side.add_json(selection(paths["db-testing"]))
+    prefetcher.start(KEY, "db?", prompt_id="p1")
+    await settle(prefetcher, KEY)
+    block = prefetcher.take(KEY, "user_query")
+    assert block is not None
+
+    dicts = [e.to_dict() for e in events]
+    assert dicts == [
+        {"type": "memory_recall_started", "prompt_id": "p1"},
+        {
+            "type": "memory_injected",
+            "point": "user_query",
+            "paths": [paths["db-testing"]],
+            "recall_ms": block.recall_ms,
+            "strategy": "model",
+        },
+    ]
+    assert all(not e.terminal for e in events)

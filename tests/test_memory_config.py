@@ -1,0 +1,62 @@
+"""Building the memory a command uses from its settings (``asyncrecall._memory_config``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from asyncrecall import ConfigError
+from asyncrecall._memory_config import build_memory_manager, memory_dir_for
+from asyncrecall._settings import Settings
+from asyncrecall.memory import LexicalSelector, ModelSelector
+from asyncrecall.testing import ScriptedModel
+
+
+def _settings(tmp_path: Path, **kw: object) -> Settings:
+    return Settings(home=tmp_path, project=tmp_path, memory_dir=tmp_path / "m", **kw)  # type: ignore[arg-type]
+
+
+def test_without_an_endpoint_the_best_embedded_selector(tmp_path: Path) -> None:
+    """No endpoint: hybrid when the embedded models are installed, else lexical."""
+    from asyncrecall.memory import HybridSelector, embedding_available
+
+    manager = build_memory_manager(_settings(tmp_path), side_model=None)
+    expected = HybridSelector if embedding_available() else LexicalSelector
+    assert isinstance(manager.selector, expected)
+    assert manager.store.root == tmp_path / "m"
+    lexical = build_memory_manager(_settings(tmp_path, selector="lexical"), side_model=None)
+    assert isinstance(lexical.selector, LexicalSelector)
+
+
+def test_model_with_a_side_model(tmp_path: Path) -> None:
+    side = ScriptedModel(name="side")
+    manager = build_memory_manager(_settings(tmp_path, base_url="http://x/v1"), side_model=side)
+    assert isinstance(manager.selector, ModelSelector) and manager.selector.model is side
+    assert isinstance(manager.selector.fallback, LexicalSelector)
+    assert manager.selector.timeout is None
+
+
+def test_model_without_a_side_model_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="needs a side model"):
+        build_memory_manager(_settings(tmp_path, selector="model"), side_model=None)
+
+
+@pytest.mark.parametrize("name", ["embedding", "hybrid"])
+def test_embedding_selectors_are_built_when_installed(tmp_path: Path, name: str) -> None:
+    from asyncrecall.memory import EmbeddingSelector, HybridSelector, embedding_available
+
+    if not embedding_available():
+        with pytest.raises(ConfigError, match=r"asyncrecall\[local\]"):
+            build_memory_manager(_settings(tmp_path, selector=name), side_model=None)
+        return
+    manager = build_memory_manager(_settings(tmp_path, selector=name), side_model=None)
+    expected = EmbeddingSelector if name == "embedding" else HybridSelector
+    assert isinstance(manager.selector, expected)
+
+
+def test_the_memory_folder_of_the_settings(tmp_path: Path) -> None:
+    """``--memory-dir`` wins; else the project's folder under the home."""
+    assert memory_dir_for(_settings(tmp_path)) == tmp_path / "m"
+    plain = Settings(home=tmp_path / "home", project=tmp_path)
+    assert memory_dir_for(plain).parent.parent == tmp_path / "home" / "projects"
