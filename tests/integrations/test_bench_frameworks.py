@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -56,3 +57,38 @@ def test_command_refuses_a_bad_count() -> None:
     )
     assert done.returncode == 2
     assert "--queries" in done.stderr
+
+
+def test_report_prints_the_table_and_the_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command prints one row per framework and pattern, or the documented JSON."""
+    import argparse
+
+    from asyncrecall.bench import _frameworks as bench
+
+    traces = {
+        "none": [bench.Trace("q0", 10.0, 0.0, "missed", 0, 0)],
+        "awaited": [bench.Trace("q0", 900.0, 890.0, "user_query", 1, 0)],
+        "adapter": [bench.Trace("q0", 10.5, 0.05, "tool_result", 1, 1)],
+    }
+
+    async def fake(config: bench.FrameworksConfig) -> dict[str, dict[str, list[bench.Trace]]]:
+        return {name: traces for name in config.frameworks}
+
+    monkeypatch.setattr(bench, "measure", fake)
+    args = argparse.Namespace(
+        queries=1, seed=1, concurrency=1, frameworks=["langchain"], json=False
+    )
+    assert bench.run(args, None) == 0  # type: ignore[arg-type]
+    table = capsys.readouterr().out
+    assert "langchain" in table and "890.0 ms" in table and "50 µs" in table
+
+    assert bench.run(argparse.Namespace(**{**vars(args), "json": True}), None) == 0  # type: ignore[arg-type]
+    data = json.loads(capsys.readouterr().out)
+    assert data["langchain"]["adapter"]["added_ms"]["p50"] == 0.5
+    assert data["langchain"]["adapter"]["landed"] == {
+        "user_query": 0,
+        "tool_result": 1,
+        "missed": 0,
+    }

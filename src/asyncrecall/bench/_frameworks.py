@@ -12,14 +12,15 @@ in the framework's real agent loop, three ways:
 * ``adapter`` — :mod:`asyncrecall.integrations`: the recall starts in the run-start
   hook and is never awaited.
 
-Per query: ``first_request_ms`` — from calling the framework's run to the server
-receiving the first main request; ``added_ms`` — that minus the same query's ``none``
-run (paired, so the framework's own overhead cancels); ``hook_ms`` — time spent inside
-memory code on the request path (the awaited recall; the adapter's ``start`` and
-``take`` calls, its one loop tick excluded); where memory first reached the
-model on the wire (``user_query`` / ``tool_result`` / ``missed``); and how many side
-queries the server saw hung up. The framework packages are imported only when this
-benchmark runs.
+Per query: ``first_request_ms`` — from calling the framework's run to the framework
+handing its first main request to the HTTP connection (the client's request hook), as
+``bench latency`` times the agent's ``request_sent``; ``added_ms`` — that minus the
+same query's ``none`` run (paired, so the framework's own overhead cancels);
+``hook_ms`` — time spent inside memory code on the request path (the awaited recall;
+the adapter's ``start`` and ``take`` calls, its one loop tick excluded); where memory
+first reached the model on the wire (``user_query`` / ``tool_result`` / ``missed``);
+and how many side queries the server saw hung up. The framework packages are imported
+only when this benchmark runs.
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ async def _one(
     landed = "missed" if not with_memory else "user_query" if with_memory[0] == 0 else "tool_result"
     return Trace(
         qid=plan.qid,
-        first_request_ms=(main[0].arrived_at - started) * 1000.0,
+        first_request_ms=(driver.sent[main_model_name(tag, plan)] - started) * 1000.0,
         hook_ms=held.seconds * 1000.0,
         landed=landed,
         side_queries=len(sides),
@@ -368,6 +369,19 @@ class _Driver:
 
     def __init__(self, server: LocalServer) -> None:
         self.server = server
+        #: When each main model's first request was handed to the HTTP connection.
+        self.sent: dict[str, float] = {}
+
+    def http_client(self) -> Any:
+        """The main model's HTTP client: its request hook stamps each model's first send."""
+        from openai import DefaultAsyncHttpxClient
+
+        async def stamp(request: Any) -> None:
+            model = json.loads(request.content or b"{}").get("model")
+            if isinstance(model, str):
+                self.sent.setdefault(model, time.monotonic())
+
+        return DefaultAsyncHttpxClient(event_hooks={"request": [stamp]})
 
     def prepare(
         self,
@@ -395,7 +409,12 @@ class _PydanticAI(_Driver):
         super().__init__(server)
         from openai import AsyncOpenAI
 
-        self._client = AsyncOpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+        self._client = AsyncOpenAI(
+            base_url=server.base_url,
+            api_key="bench",
+            max_retries=0,
+            http_client=self.http_client(),
+        )
 
     def prepare(
         self,
@@ -434,7 +453,12 @@ class _OpenAIAgents(_Driver):
         super().__init__(server)
         from openai import AsyncOpenAI
 
-        self._client = AsyncOpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+        self._client = AsyncOpenAI(
+            base_url=server.base_url,
+            api_key="bench",
+            max_retries=0,
+            http_client=self.http_client(),
+        )
 
     def prepare(
         self,
@@ -473,9 +497,7 @@ class _OpenAIAgents(_Driver):
 class _LangChain(_Driver):
     def __init__(self, server: LocalServer) -> None:
         super().__init__(server)
-        from openai import DefaultAsyncHttpxClient
-
-        self._http = DefaultAsyncHttpxClient()
+        self._http = self.http_client()
 
     def prepare(
         self,
