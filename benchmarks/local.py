@@ -20,7 +20,9 @@ the machine is shared, so read the ratios):
 memory about the staging cluster, two cores): ``asyncrecall run QUESTION`` from
 process start to exit (cold: a new process, its first turn), and ``asyncrecall chat``
 with two piped questions, each turn from its ``request_sent`` event to its
-``finished`` event (the first turn cold, the second warm, in the same process).
+``finished`` event (the first turn cold, the second warm, in the same process), and
+the CPU seconds of each process (on a shared machine, the wall clock mostly measures
+the others).
 
 Runs without the ``engine`` attribute (the code before issue 10 point 4) measure 1
 only, so the same script gives the before figure on an old checkout.
@@ -32,6 +34,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -153,6 +156,7 @@ def _cli(
         *("--project", str(folder / "project"), "--memory-dir", str(folder / "memory")),
     ]
     started = time.perf_counter()
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     process = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
         stderr=subprocess.DEVNULL,
@@ -162,7 +166,10 @@ def _cli(
     process.stdin.close()
     events = [(time.perf_counter() - started, json.loads(line)) for line in process.stdout]
     process.wait()
-    events.append((time.perf_counter() - started, {"type": "exit", "code": process.returncode}))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
+    end = {"type": "exit", "code": process.returncode, "cpu_s": round(used, 2)}
+    events.append((time.perf_counter() - started, end))
     return events
 
 
@@ -190,10 +197,12 @@ def cli() -> dict[str, Any]:
     return {
         "run_cold_s": round(run[-1][0], 2),
         "run_exit": run[-1][1]["code"],
+        "run_cpu_s": run[-1][1]["cpu_s"],
         "chat_first_turn_s": round(done[0] - sent[0], 2),
         "chat_second_turn_s": round(done[1] - sent[1], 2),
         "chat_total_s": round(chat[-1][0], 2),
         "chat_exit": chat[-1][1]["code"],
+        "chat_cpu_s": chat[-1][1]["cpu_s"],
         "answers": answers,
     }
 
