@@ -105,6 +105,7 @@ class PriorityGate:
                 self._mains -= 1
                 raise
             self._holder = "main"
+            self._cond.notify_all()  # wait_held
         try:
             yield
         finally:
@@ -121,6 +122,7 @@ class PriorityGate:
             if self._mains > 0:
                 raise Preempted()
             self._holder = "side"
+            self._cond.notify_all()  # wait_held
         try:
             yield
         finally:
