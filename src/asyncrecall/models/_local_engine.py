@@ -105,6 +105,7 @@ class PriorityGate:
                 self._mains -= 1
                 raise
             self._holder = "main"
+            self._cond.notify_all()  # wait_held
         try:
             yield
         finally:
@@ -121,6 +122,7 @@ class PriorityGate:
             if self._mains > 0:
                 raise Preempted()
             self._holder = "side"
+            self._cond.notify_all()  # wait_held
         try:
             yield
         finally:
@@ -165,12 +167,15 @@ class Engine:
     _contexts: dict[Role, Any] = field(default_factory=dict)
     _abort: dict[Role, Callable[[], bool]] = field(default_factory=dict)
     _callbacks: dict[Role, Any] = field(default_factory=dict)
-    _load_lock: threading.Lock = field(default_factory=threading.Lock)
+    _load_locks: dict[Role, threading.Lock] = field(
+        default_factory=lambda: {"main": threading.Lock(), "side": threading.Lock()}
+    )
     _grammars: dict[str, Any] = field(default_factory=dict)
 
     def loaded(self, role: Role = "main") -> Any:
-        """The ``Llama`` context of ``role``, loaded on first use (thread-safe)."""
-        with self._load_lock:
+        """The ``Llama`` context of ``role``, loaded on first use (thread-safe; a main
+        turn never waits for the side context to load)."""
+        with self._load_locks[role]:
             llama = self._contexts.get(role)
             if llama is None:
                 started = time.perf_counter()
@@ -203,10 +208,11 @@ class Engine:
 
     def close(self) -> None:
         """Free the contexts (the caller holds the gate)."""
-        with self._load_lock:
-            for llama in self._contexts.values():
-                llama.close()
-            self._contexts.clear()
+        for role, lock in self._load_locks.items():
+            with lock:
+                llama = self._contexts.pop(role, None)
+                if llama is not None:
+                    llama.close()
 
     def grammar(self, key: str, build: Callable[[], Any]) -> Any:
         """A grammar, built once per key (schemas and tool lists repeat)."""
