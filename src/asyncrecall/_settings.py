@@ -50,6 +50,8 @@ class Settings:
     max_turns: int = _DEFAULT_MAX_TURNS
     output_format: OutputFormat = "text"
     recall_mode: RecallMode = "async"
+    #: Background memory extraction (issue 14): None = on with an endpoint side model.
+    extract: bool | None = None
 
     @property
     def effective_side_model(self) -> str | None:
@@ -145,6 +147,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_turns": _positive_int("--max-turns", allow_zero=True),
     "output_format": _choice("--output-format", get_args(OutputFormat)),
     "recall_mode": _choice("--recall-mode", get_args(RecallMode)),
+    "extract": _bool("extract"),  # issue 14
 }
 
 # Environment variables, first set wins.
@@ -156,6 +159,7 @@ _ENV: dict[str, tuple[str, ...]] = {
     "selector": ("ASYNCRECALL_SELECTOR",),
     "memory_dir": ("ASYNCRECALL_MEMORY_DIR",),
     "memory_enabled": ("ASYNCRECALL_MEMORY",),
+    "extract": ("ASYNCRECALL_EXTRACT",),  # issue 14
 }
 
 

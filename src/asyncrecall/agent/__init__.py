@@ -26,6 +26,13 @@ from asyncrecall.agent._events import (
     TurnCancelledEvent,
     UsageEvent,
 )
+from asyncrecall.agent._extraction import ExtractionScheduler  # issue 14
+from asyncrecall.agent._extraction_events import (  # issue 14
+    ExtractionEvent,
+    MemoryExtractedEvent,
+    MemoryExtractionSkippedEvent,
+    MemoryExtractionStartedEvent,
+)
 from asyncrecall.agent._options import ClientOptions
 from asyncrecall.agent._prefetch import MemoryPrefetch, RecallNotReady
 from asyncrecall.agent._prompt import build_system_prompt
@@ -39,11 +46,16 @@ __all__ = [
     "ClientOptions",
     "ContentEvent",
     "ErrorEvent",
+    "ExtractionEvent",
+    "ExtractionScheduler",
     "FinishedEvent",
     "LoopDetectedEvent",
     "MaxSessionTurnsEvent",
     "MaxTurnsEvent",
     "MemoryDiscardedEvent",
+    "MemoryExtractedEvent",
+    "MemoryExtractionSkippedEvent",
+    "MemoryExtractionStartedEvent",
     "MemoryInjectedEvent",
     "MemoryPrefetch",
     "MemoryRecallStartedEvent",

@@ -18,6 +18,7 @@ from asyncrecall.agent._events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from asyncrecall.agent._extraction import ExtractionScheduler
 from asyncrecall.agent._tools import ToolRegistry
 from asyncrecall.models import FunctionCall, Part, Text
 
@@ -45,6 +46,7 @@ class Agent:
         self.client = client
         self.tools = tools
         self.max_turns = max_turns
+        self.extraction: ExtractionScheduler | None = None  # issue 14: set by open_session
 
     async def run_query(
         self, text: str, *, cancel: CancelSignal | None = None, prompt_id: str | None = None
@@ -59,6 +61,7 @@ class Agent:
         answer: list[str] = []
         memory_paths: list[str] = []
         finished = False
+        watch = self.extraction.watch(text) if self.extraction is not None else None  # issue 14
         try:
             while True:
                 calls: list[FunctionCall] = []
@@ -85,12 +88,15 @@ class Agent:
                 turns_left -= 1
                 outcomes = await self.tools.execute(calls)
                 for outcome in outcomes:
-                    yield ToolResultEvent(
+                    result = ToolResultEvent(
                         name=outcome.call.name,
                         ok=outcome.ok,
                         id=outcome.call.id,
                         error=outcome.error,
                     )
+                    if watch is not None:  # issue 14: save_memory ran -> skip extraction
+                        watch.see(result)
+                    yield result
                 request = [outcome.response for outcome in outcomes]
                 message_type = MessageType.TOOL_RESULT
             finished = True
@@ -99,12 +105,15 @@ class Agent:
                 # An exit between turns (the caller's cancel while tools run, a tool
                 # that raised, a consumer that stopped early) ends the kept recall too.
                 self.client.discard_prefetch("cancelled")
-        yield FinishedEvent(
+        done = FinishedEvent(
             reason=ended or "stop",
             turns=turns,
             text="".join(answer),
             memory_paths=tuple(memory_paths),
         )
+        if watch is not None:  # issue 14: a completed query schedules extraction
+            watch.see(done)
+        yield done
 
     async def ask(self, text: str, *, cancel: CancelSignal | None = None) -> QueryResult:
         """Run one user query and gather its events into a :class:`QueryResult`."""

@@ -10,6 +10,7 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
 from asyncrecall.agent._agent import Agent
 from asyncrecall.agent._client import AgentClient
+from asyncrecall.agent._extraction import ExtractionScheduler, build_extraction
 from asyncrecall.agent._options import ClientOptions
 from asyncrecall.agent._prompt import build_system_prompt
 from asyncrecall.agent._tools import ToolRegistry
@@ -41,10 +42,14 @@ class Session:
     control: CancelSignal
     #: A line for the user when something about the set-up deserves one.
     notice: str | None = None
+    #: Background memory extraction (issue 14); ``None`` when off.
+    extraction: ExtractionScheduler | None = None
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     async def aclose(self) -> None:
         """Cancel (never await) any pending recall, then release connections."""
+        if self.extraction is not None:  # issue 14: drain (2 s at most), then cancel
+            await self.extraction.aclose()
         await self.client.aclose()
         for close in reversed(self._closers):
             await close()
@@ -119,12 +124,17 @@ def open_session(
         instant_selector=LexicalSelector() if settings.recall_mode == "async+lexical" else None,
     )
     agent = Agent(client, tools, max_turns=settings.max_turns)
+    extraction = build_extraction(settings, memory, side_model, control)  # issue 14
+    if extraction is not None:
+        agent.extraction = extraction
+        client.reset_hooks.append(extraction.cancel)
     return Session(
         agent=agent,
         client=client,
         memory=memory,
         control=control,
         notice=notice,
+        extraction=extraction,
         _closers=closers,
     )
 

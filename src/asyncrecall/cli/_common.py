@@ -35,6 +35,21 @@ def common_parser() -> argparse.ArgumentParser:
         default=None,
         help="no recall, no memory prompt, no memory tool",
     )
+    group.add_argument(  # issue 14: background memory extraction
+        "--no-extract",
+        dest="extract",
+        action="store_const",
+        const=False,
+        default=None,
+        help="no background memory extraction after each query",
+    )
+    group.add_argument(
+        "--extract",
+        dest="extract",
+        action="store_const",
+        const=True,
+        help="extract memories even with the embedded model (default: only with an endpoint)",
+    )
     group.add_argument("--project", metavar="DIR", help="project root (default: current folder)")
     limits = parser.add_argument_group("limits and output")
     limits.add_argument("--max-session-turns", type=int, metavar="N", help="session turn limit")
@@ -69,6 +84,7 @@ _SETTING_FLAGS = (
     "max_turns",
     "output_format",
     "recall_mode",
+    "extract",  # issue 14
 )
 
 

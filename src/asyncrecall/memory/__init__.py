@@ -11,6 +11,14 @@ from __future__ import annotations
 
 from asyncrecall.memory._document import safe_file_stem
 from asyncrecall.memory._embedding import EmbeddingSelector, HybridSelector, embedding_available
+from asyncrecall.memory._extract import (  # issue 14
+    ExtractionResult,
+    MemoryExtractor,
+    MemoryProposal,
+    Refusal,
+    TranscriptTurn,
+    read_source_offsets,
+)
 from asyncrecall.memory._factory import build_memory_manager
 from asyncrecall.memory._lexical import LexicalSelector
 from asyncrecall.memory._location import canonical_project_root, resolve_memory_dir
@@ -39,21 +47,27 @@ __all__ = [
     "MEMORY_TYPES",
     "SCAN_LIMIT",
     "EmbeddingSelector",
+    "ExtractionResult",
     "HybridSelector",
     "InstantSelector",
     "LexicalSelector",
     "MemoryDoc",
+    "MemoryExtractor",
     "MemoryManager",
+    "MemoryProposal",
     "MemoryStore",
     "MemoryType",
     "ModelSelector",
     "RecallResult",
+    "Refusal",
     "Selector",
+    "TranscriptTurn",
     "build_memory_manager",
     "canonical_project_root",
     "embedding_available",
     "format_manifest",
     "format_memory_block",
+    "read_source_offsets",
     "resolve_memory_dir",
     "safe_file_stem",
     "validate_selection",
