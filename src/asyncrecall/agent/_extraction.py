@@ -34,16 +34,19 @@ from pathlib import Path
 from typing import Final
 
 from asyncrecall._cancel import CancelSignal
+from asyncrecall._exceptions import AsyncRecallError
 from asyncrecall._settings import Settings
 from asyncrecall.agent._events import AgentEvent, FinishedEvent, ToolResultEvent
 from asyncrecall.agent._extraction_events import (
     ExtractionEvent,
     ExtractionSkipReason,
+    MemoryConsolidatedEvent,
     MemoryExtractedEvent,
     MemoryExtractionSkippedEvent,
     MemoryExtractionStartedEvent,
 )
 from asyncrecall.memory import MemoryManager
+from asyncrecall.memory._consolidate import ConsolidationGate, consolidate
 from asyncrecall.memory._extract import MemoryExtractor, TranscriptTurn
 from asyncrecall.models import Model
 
@@ -93,8 +96,12 @@ class ExtractionScheduler:
         drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
         control: CancelSignal | None = None,
         on_event: Callable[[ExtractionEvent], None] | None = None,
+        consolidation: ConsolidationGate | None = None,
     ) -> None:
         self.extractor = extractor
+        #: Automatic consolidation after an extraction, when due (``None``: never).
+        self.consolidation = consolidation
+        self._session_noted = False
         self.session_id = session_id or f"s-{uuid.uuid4().hex}"
         self.drain_timeout = drain_timeout
         self.transcript: list[TranscriptTurn] = []
@@ -240,7 +247,36 @@ class ExtractionScheduler:
                             )
                         )
                 if not self._trailing:
-                    return
+                    break
+            await self._maybe_consolidate()
+
+    async def _maybe_consolidate(self) -> None:
+        """Count this session once, then consolidate if 24 h and 5 sessions have passed."""
+        gate = self.consolidation
+        if gate is None:
+            return
+        try:
+            if not self._session_noted:
+                self._session_noted = True
+                await asyncio.to_thread(gate.note_session)
+            if not await asyncio.to_thread(gate.due) or not await asyncio.to_thread(gate.acquire):
+                return
+        except AsyncRecallError as exc:
+            logger.warning("memory consolidation skipped: %s", exc)
+            return
+        completed = False
+        try:
+            result = await consolidate(self.extractor.store, self.extractor.model)
+            completed = True
+            self._emit(
+                MemoryConsolidatedEvent(
+                    written=result.written, removed=result.removed, actions=len(result.actions)
+                )
+            )
+        except AsyncRecallError as exc:
+            logger.warning("memory consolidation failed: %s", exc)
+        finally:
+            await asyncio.to_thread(gate.release, completed=completed)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         if self._task is task:
@@ -280,4 +316,8 @@ def build_extraction(
         return None
     if settings.extract is None and is_embedded(side_model):
         return None
-    return ExtractionScheduler(MemoryExtractor(memory.store, side_model), control=control)
+    return ExtractionScheduler(
+        MemoryExtractor(memory.store, side_model),
+        control=control,
+        consolidation=ConsolidationGate.for_store(memory.store),
+    )

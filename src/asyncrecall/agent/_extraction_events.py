@@ -15,6 +15,7 @@ from asyncrecall.agent._events import _Event
 __all__ = [
     "ExtractionEvent",
     "ExtractionSkipReason",
+    "MemoryConsolidatedEvent",
     "MemoryExtractedEvent",
     "MemoryExtractionSkippedEvent",
     "MemoryExtractionStartedEvent",
@@ -62,6 +63,19 @@ class MemoryExtractionSkippedEvent(_Event):
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryConsolidatedEvent(_Event):
+    """An automatic consolidation ran after an extraction (24 h and 5 sessions passed)."""
+
+    type: ClassVar[str] = "memory_consolidated"
+    written: tuple[str, ...]
+    removed: tuple[str, ...]
+    actions: int
+
+
 ExtractionEvent: TypeAlias = (
-    MemoryExtractionStartedEvent | MemoryExtractedEvent | MemoryExtractionSkippedEvent
+    MemoryExtractionStartedEvent
+    | MemoryExtractedEvent
+    | MemoryExtractionSkippedEvent
+    | MemoryConsolidatedEvent
 )
