@@ -3,7 +3,6 @@ one, ``--no-extract`` / ``--extract`` and ``ASYNCRECALL_EXTRACT`` decide when gi
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -77,7 +76,7 @@ def test_run_extracts_before_it_exits(
         capture_output=True, text=True, env=env, timeout=HANG_GUARD,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1])["text"] == "noted" or "noted" in done.stdout
+    assert "noted" in done.stdout
     (doc,) = MemoryStore(settings.memory_dir).scan()  # type: ignore[arg-type]
     assert doc.name == "Deploy day"
     (offsets,) = read_source_offsets(doc.path).values()
