@@ -15,6 +15,7 @@ _KINDS = {
     "latency": "latency added per user query, blocking vs async recall modes",
     "quality": "memory selection quality on LoCoMo-format data",
     "overhead": "the prefetch machinery's own cost, and many concurrent sessions",
+    "extract": "memories written by extraction, judged by LoCoMo questions (issue 14)",
 }
 
 
