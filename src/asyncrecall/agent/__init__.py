@@ -29,6 +29,7 @@ from asyncrecall.agent._events import (
 from asyncrecall.agent._extraction import ExtractionScheduler  # issue 14
 from asyncrecall.agent._extraction_events import (  # issue 14
     ExtractionEvent,
+    MemoryConsolidatedEvent,
     MemoryExtractedEvent,
     MemoryExtractionSkippedEvent,
     MemoryExtractionStartedEvent,
@@ -52,6 +53,7 @@ __all__ = [
     "LoopDetectedEvent",
     "MaxSessionTurnsEvent",
     "MaxTurnsEvent",
+    "MemoryConsolidatedEvent",
     "MemoryDiscardedEvent",
     "MemoryExtractedEvent",
     "MemoryExtractionSkippedEvent",

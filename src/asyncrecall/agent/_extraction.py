@@ -45,9 +45,13 @@ from asyncrecall.agent._extraction_events import (
     MemoryExtractionSkippedEvent,
     MemoryExtractionStartedEvent,
 )
-from asyncrecall.memory import MemoryManager
-from asyncrecall.memory._consolidate import ConsolidationGate, consolidate
-from asyncrecall.memory._extract import MemoryExtractor, TranscriptTurn
+from asyncrecall.memory import (
+    ConsolidationGate,
+    MemoryExtractor,
+    MemoryManager,
+    TranscriptTurn,
+    consolidate,
+)
 from asyncrecall.models import Model
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT", "ExtractionScheduler", "QueryWatch", "build_extraction"]

@@ -9,6 +9,11 @@ puts in front of the main model (:func:`format_memory_block`).
 
 from __future__ import annotations
 
+from asyncrecall.memory._consolidate import (  # issue 14
+    ConsolidationGate,
+    ConsolidationResult,
+    consolidate,
+)
 from asyncrecall.memory._document import safe_file_stem
 from asyncrecall.memory._embedding import EmbeddingSelector, HybridSelector, embedding_available
 from asyncrecall.memory._extract import (  # issue 14
@@ -46,6 +51,8 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MEMORY_TYPES",
     "SCAN_LIMIT",
+    "ConsolidationGate",
+    "ConsolidationResult",
     "EmbeddingSelector",
     "ExtractionResult",
     "HybridSelector",
@@ -64,6 +71,7 @@ __all__ = [
     "TranscriptTurn",
     "build_memory_manager",
     "canonical_project_root",
+    "consolidate",
     "embedding_available",
     "format_manifest",
     "format_memory_block",
