@@ -66,3 +66,14 @@ def test_bench_extract_runs_end_to_end(tmp_path: Path) -> None:
     assert report["questions"] == 2 and report["extractions"] == 2
     assert report["memories"] == 2 and report["refused"] == 0
     assert report["recall_at_5"] == 1.0  # two chunks, each question's chunk is recalled
+
+
+async def test_latency_mode_measures_both_modes_with_an_extraction_out() -> None:
+    """``--latency``: both modes measured; every query but the first 'on' one started
+    while an extraction was out (its side query is held 3 s: a hang guard, not a timing)."""
+    from asyncrecall.bench._extract_latency import measure
+
+    report = await measure(2, extraction_ms=3000)
+    assert report.queries == 2 and report.extractions_out == 1
+    assert report.median_ms_off > 0 and report.median_ms_on > 0
+    assert set(report.as_json()) >= {"ratio_on_off", "queries_started_with_an_extraction_out"}

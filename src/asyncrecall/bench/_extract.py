@@ -94,6 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--limit-conversations", type=int, metavar="N", help="replay the first N conversations"
     )
     parser.add_argument(
+        "--latency",
+        type=int,
+        metavar="N",
+        help="instead: N queries per mode, time to the first main request, extraction on vs off",
+    )
+    parser.add_argument(
         "--scripted",
         action="store_true",
         help="a scripted side model on a local server (raw-transcript baseline, for shape)",
@@ -209,6 +215,12 @@ async def evaluate(
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.latency is not None:
+        from asyncrecall.bench._extract_latency import run_latency
+
+        if args.latency < 1:
+            raise ConfigError(f"--latency must be 1 or more, got {args.latency}")
+        return run_latency(args.latency, settings, as_json=args.json)
     dataset: Path | None = args.dataset or default_dataset()
     if dataset is None or not dataset.is_file():
         raise ConfigError("no LoCoMo dataset: pass --dataset FILE")
