@@ -17,10 +17,19 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall._memory_config import build_memory_manager
 from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry, build_system_prompt
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStoreProtocol, ModelSelector
+from asyncrecall.agent._extraction import ExtractionScheduler, is_embedded
+from asyncrecall.memory import (
+    ConsolidationGate,
+    LexicalSelector,
+    MemoryExtractor,
+    MemoryManager,
+    MemoryStore,
+    MemoryStoreProtocol,
+    ModelSelector,
+)
 from asyncrecall.models import Model
 
-__all__ = ["Session", "open_session"]
+__all__ = ["Session", "build_extraction", "open_session"]
 
 #: ``--side-model local``: the embedded model answers the side queries.
 LOCAL = "local"
@@ -39,6 +48,8 @@ class Session:
     control: CancelSignal
     #: A line for the user when something about the set-up deserves one.
     notice: str | None = None
+    #: Background memory extraction (issue 14); ``None`` when off.
+    extraction: ExtractionScheduler | None = None
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     #: Loads the embedded model (blocking), when the session runs on it.
     _load_embedded: Callable[[], object] | None = None
@@ -63,6 +74,8 @@ class Session:
 
     async def aclose(self) -> None:
         """Cancel (never await) any pending recall, then release connections."""
+        if self.extraction is not None:  # issue 14: drain (2 s at most), then cancel
+            await self.extraction.aclose()
         warming, self._warming = self._warming, None
         if warming is not None and not warming.done():
             warming.cancel()
@@ -145,12 +158,17 @@ def open_session(
         instant_selector=LexicalSelector() if recall_mode == "async+lexical" else None,
     )
     agent = Agent(client, tools, max_turns=settings.max_turns)
+    extraction = build_extraction(settings, memory, side_model, control)  # issue 14
+    if extraction is not None:
+        agent.extraction = extraction
+        client.reset_hooks.append(extraction.cancel)
     return Session(
         agent=agent,
         client=client,
         memory=memory,
         control=control,
         notice=notice,
+        extraction=extraction,
         _closers=closers,
         _load_embedded=getattr(model, "load", None) if embedded else None,
     )
@@ -172,3 +190,29 @@ def _local_model(settings: Settings) -> Model:
         )
     local: Model = LocalModel()
     return local
+
+
+def build_extraction(
+    settings: Settings,
+    memory: MemoryManager | None,
+    side_model: Model | None,
+    control: CancelSignal | None = None,
+) -> ExtractionScheduler | None:
+    """The session's scheduler, or ``None`` when extraction is off.
+
+    ``--extract``/``--no-extract`` (``extract`` setting) decide when given. Otherwise it
+    is on when memory is on and the side model is reached through an endpoint, and off
+    with the embedded tiny model, whose proposals are not worth writing (see
+    ``docs/extraction.md``).
+    """
+    if memory is None or side_model is None or settings.extract is False:
+        return None
+    if not isinstance(memory.store, MemoryStore):
+        return None  # extraction writes to the memory folder; the database store: not yet
+    if settings.extract is None and is_embedded(side_model):
+        return None
+    return ExtractionScheduler(
+        MemoryExtractor(memory.store, side_model),
+        control=control,
+        consolidation=ConsolidationGate.for_store(memory.store),
+    )

@@ -60,6 +60,8 @@ class Settings:
     namespace: str | None = None  # the database store's namespace (default: the project)
     #: ``--tools``: offer the tools even to the tiny embedded model (``None``: automatic).
     tools: bool | None = None
+    #: Background memory extraction (issue 14): None = on with an endpoint side model.
+    extract: bool | None = None
 
     @property
     def effective_side_model(self) -> str | None:
@@ -172,6 +174,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "namespace": _text,
     "recall_mode": _choice("--recall-mode", RECALL_MODES),
     "tools": _bool("--tools"),
+    "extract": _bool("extract"),  # issue 14
 }
 
 # Environment variables, first set wins.
@@ -185,6 +188,7 @@ _ENV: dict[str, tuple[str, ...]] = {
     "memory_enabled": ("ASYNCRECALL_MEMORY",),
     "store": ("ASYNCRECALL_STORE",),
     "namespace": ("ASYNCRECALL_NAMESPACE",),
+    "extract": ("ASYNCRECALL_EXTRACT",),  # issue 14
 }
 
 

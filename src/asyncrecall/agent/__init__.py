@@ -26,6 +26,14 @@ from asyncrecall.agent._events import (
     TurnCancelledEvent,
     UsageEvent,
 )
+from asyncrecall.agent._extraction import ExtractionScheduler  # issue 14
+from asyncrecall.agent._extraction_events import (  # issue 14
+    ExtractionEvent,
+    MemoryConsolidatedEvent,
+    MemoryExtractedEvent,
+    MemoryExtractionSkippedEvent,
+    MemoryExtractionStartedEvent,
+)
 from asyncrecall.agent._options import ClientOptions, RecallMode
 from asyncrecall.agent._prompt import build_system_prompt
 from asyncrecall.agent._tools import ToolOutcome, ToolRegistry
@@ -37,11 +45,17 @@ __all__ = [
     "ClientOptions",
     "ContentEvent",
     "ErrorEvent",
+    "ExtractionEvent",
+    "ExtractionScheduler",
     "FinishedEvent",
     "LoopDetectedEvent",
     "MaxSessionTurnsEvent",
     "MaxTurnsEvent",
+    "MemoryConsolidatedEvent",
     "MemoryDiscardedEvent",
+    "MemoryExtractedEvent",
+    "MemoryExtractionSkippedEvent",
+    "MemoryExtractionStartedEvent",
     "MemoryInjectedEvent",
     "MemoryRecallStartedEvent",
     "MessageType",

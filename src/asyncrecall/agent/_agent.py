@@ -23,6 +23,7 @@ from asyncrecall.agent._events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from asyncrecall.agent._extraction import ExtractionScheduler
 from asyncrecall.agent._tools import ToolRegistry
 from asyncrecall.models import FunctionCall, FunctionResponse, Part, Text
 
@@ -96,6 +97,7 @@ class Agent:
         self.client = client
         self.tools = tools
         self.max_turns = max_turns
+        self.extraction: ExtractionScheduler | None = None  # issue 14: set by open_session
 
     async def run_query(
         self, text: str, *, cancel: CancelSignal | None = None, prompt_id: str | None = None
@@ -113,6 +115,7 @@ class Agent:
         # Responses for the calls of the last model turn, until a request carries them:
         # what the tools returned, or a note saying they did not (all) run.
         unsent: list[FunctionResponse] = []
+        watch = self.extraction.watch(text) if self.extraction is not None else None  # issue 14
         try:
             while True:
                 calls: list[FunctionCall] = []
@@ -150,12 +153,15 @@ class Agent:
                     raise
                 unsent = [outcome.response for outcome in outcomes]
                 for outcome in outcomes:
-                    yield ToolResultEvent(
+                    result = ToolResultEvent(
                         name=outcome.call.name,
                         ok=outcome.ok,
                         id=outcome.call.id,
                         error=outcome.error,
                     )
+                    if watch is not None:  # issue 14: save_memory ran -> skip extraction
+                        watch.see(result)
+                    yield result
                 # Sent even when the cancel fired: the client records what the tools
                 # did, then ends the turn without a request.
                 request = list(unsent)
@@ -169,12 +175,15 @@ class Agent:
                 if unsent:
                     self.client.answer_pending_calls(unsent)
                 self.client.discard_prefetch("cancelled")
-        yield FinishedEvent(
+        done = FinishedEvent(
             reason=ended or "stop",
             turns=turns,
             text="".join(answer),
             memory_paths=tuple(memory_paths),
         )
+        if watch is not None:  # issue 14: a completed query schedules extraction
+            watch.see(done)
+        yield done
 
     async def ask(self, text: str, *, cancel: CancelSignal | None = None) -> QueryResult:
         """Run one user query and gather its events into a :class:`QueryResult`."""

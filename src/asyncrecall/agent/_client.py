@@ -142,6 +142,8 @@ class AgentClient:
         self._turn_limit = 0
         self._loop = _LoopDetector(self.options.loop_threshold)
         self._system_prompt = self._build_system_prompt()
+        #: Called by :meth:`reset_chat` (issue 14: the session cancels extraction).
+        self.reset_hooks: list[Callable[[], None]] = []
 
     # -- public -----------------------------------------------------------------
 
@@ -177,6 +179,8 @@ class AgentClient:
         self._loop.reset()
         self.last_prompt_tokens = 0
         self._system_prompt = self._build_system_prompt()
+        for hook in self.reset_hooks:  # issue 14
+            hook()
         return event
 
     def answer_pending_calls(self, responses: Sequence[FunctionResponse]) -> bool:

@@ -18,6 +18,7 @@ _KINDS = {
     "store": "recall and saves from 1/4/8 worker processes on one PostgreSQL store",
     "recall": "end to end on LoCoMo: added latency, gold and junk delivered, per mode",
     "frameworks": "framework adapters vs the awaited-recall pattern, in each agent loop",
+    "extract": "memories written by extraction, judged by LoCoMo questions (issue 14)",
 }
 
 

@@ -83,6 +83,21 @@ def agent_flags() -> argparse.ArgumentParser:
         default=None,
         help="offer the tools even to the tiny embedded model (it gets none by default)",
     )
+    limits.add_argument(  # issue 14: background memory extraction
+        "--no-extract",
+        dest="extract",
+        action="store_const",
+        const=False,
+        default=None,
+        help="no background memory extraction after each query",
+    )
+    limits.add_argument(
+        "--extract",
+        dest="extract",
+        action="store_const",
+        const=True,
+        help="extract memories even with the embedded model (default: only with an endpoint)",
+    )
     return parser
 
 
@@ -101,6 +116,7 @@ _SETTING_FLAGS = (
     "output_format",
     "recall_mode",
     "tools",
+    "extract",  # issue 14
 )
 
 

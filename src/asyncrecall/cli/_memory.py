@@ -96,6 +96,15 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     save.add_argument("--content", help="the body (default: read standard input)")
     forget = add("forget", "remove a memory and its index line", _forget)
     forget.add_argument("name", metavar="NAME", help="the memory's name or relative path")
+    from asyncrecall.cli import _consolidate  # issue 14: memory consolidate
+
+    tidy = add(
+        "consolidate",
+        "merge duplicates, rewrite stale facts, drop superseded ones",
+        _consolidate.run,
+        recall_parents,
+    )
+    _consolidate.add_arguments(tidy)
     recall = add(
         "recall", "run the agent's recall for a query and print the result", _recall, recall_parents
     )

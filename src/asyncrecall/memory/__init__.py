@@ -11,8 +11,21 @@ puts in front of the main model (:func:`format_memory_block`).
 
 from __future__ import annotations
 
+from asyncrecall.memory._consolidate import (  # issue 14
+    ConsolidationGate,
+    ConsolidationResult,
+    consolidate,
+)
 from asyncrecall.memory._document import safe_file_stem
 from asyncrecall.memory._embedding import EmbeddingSelector, HybridSelector, embedding_available
+from asyncrecall.memory._extract import (  # issue 14
+    ExtractionResult,
+    MemoryExtractor,
+    MemoryProposal,
+    Refusal,
+    TranscriptTurn,
+    read_source_offsets,
+)
 from asyncrecall.memory._lexical import LexicalSelector
 from asyncrecall.memory._location import canonical_project_root, resolve_memory_dir
 from asyncrecall.memory._model_selector import ModelSelector
@@ -40,24 +53,33 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MEMORY_TYPES",
     "SCAN_LIMIT",
+    "ConsolidationGate",
+    "ConsolidationResult",
     "EmbeddingSelector",
+    "ExtractionResult",
     "HybridSelector",
     "InstantSelector",
     "LexicalSelector",
     "MemoryDoc",
+    "MemoryExtractor",
     "MemoryManager",
+    "MemoryProposal",
     "MemoryStore",
     "MemoryStoreProtocol",
     "MemoryType",
     "ModelSelector",
     "PostgresMemoryStore",
     "RecallResult",
+    "Refusal",
     "Selector",
+    "TranscriptTurn",
     "canonical_project_root",
+    "consolidate",
     "embedding_available",
     "format_manifest",
     "format_memory_block",
     "is_postgres_url",
+    "read_source_offsets",
     "resolve_memory_dir",
     "safe_file_stem",
     "validate_selection",

@@ -123,12 +123,25 @@ def parse_document(text: str, *, default_name: str) -> ParsedDocument:
     )
 
 
-def render_document(*, name: str, description: str, type: MemoryType, body: str) -> str:
-    """A topic file's text: YAML-safe front matter, then the body."""
+def render_document(
+    *,
+    name: str,
+    description: str,
+    type: MemoryType,
+    body: str,
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    """A topic file's text: YAML-safe front matter, then the body.
+
+    ``extra`` adds front matter keys after the three standard ones (extraction's
+    ``source_offsets``); the scan ignores keys it does not know.
+    """
     import yaml
 
+    fields: dict[str, Any] = {"name": name, "description": description, "type": type}
+    fields.update({k: v for k, v in (extra or {}).items() if k not in fields})  # issue 14
     header = yaml.safe_dump(
-        {"name": name, "description": description, "type": type},
+        fields,
         sort_keys=False,
         allow_unicode=True,
         width=1_000_000,

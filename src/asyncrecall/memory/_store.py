@@ -19,9 +19,9 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._document import render_document, safe_file_stem
@@ -151,7 +151,13 @@ class MemoryStore:
     # -- writing ------------------------------------------------------------------------
 
     def save_memory(
-        self, name: str, description: str, type: MemoryType | str, content: str
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        *,
+        extra: Mapping[str, Any] | None = None,  # issue 14: extra front matter keys
     ) -> MemoryDoc:
         """Create or update the topic file for ``name`` and its index line.
 
@@ -167,7 +173,9 @@ class MemoryStore:
             raise MemoryStoreError(
                 f"invalid memory type {type!r}: expected one of {', '.join(MEMORY_TYPES)}"
             )
-        text = render_document(name=name, description=description, type=type, body=content)
+        text = render_document(
+            name=name, description=description, type=type, body=content, extra=extra
+        )
         if len(text.encode("utf-8")) > MAX_FILE_BYTES:
             raise MemoryStoreError(f"memory {name!r} is over 1 MiB; save a shorter one")
         with self._locked():

@@ -1,0 +1,301 @@
+"""Background memory extraction after each completed user query, owned by the session.
+
+:class:`ExtractionScheduler` keeps the session's transcript as plain turns (the user's
+words and the final answer of every completed query: no memory blocks, no tool
+traffic) and runs :class:`~asyncrecall.memory.MemoryExtractor` over the unprocessed
+part in a background task. Its promises:
+
+- a completed user query (its :class:`FinishedEvent` says ``stop``) schedules an
+  extraction, never awaited by the query; a query where ``save_memory`` ran is
+  skipped (``memory_extraction_skipped``, reason ``saved_memory``) and its turns are
+  left out of later extractions (the main agent already handled them);
+- single flight: one extraction at a time per memory folder in this process (per
+  event loop); a request arriving while one runs becomes one trailing request, and a
+  newer request supersedes it (reason ``superseded``); the trailing run covers every
+  turn up to the newest query;
+- a new user query never cancels a running extraction (it is about the past) and
+  shares no lock with the turn: the main request goes out while it runs;
+- :meth:`cancel` (reset, the session's control signal) and :meth:`aclose` (exit, after
+  draining at most ``drain_timeout``, default 2 s) cancel it; the cursor stays where the
+  last completed extraction put it, so nothing is processed twice or skipped;
+- errors never reach the user's query: they are logged as warnings on
+  ``asyncrecall.agent`` and reported as ``memory_extraction_skipped`` (reason ``error``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import uuid
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from asyncrecall._cancel import CancelSignal
+from asyncrecall._exceptions import AsyncRecallError
+from asyncrecall.agent._events import AgentEvent, FinishedEvent, ToolResultEvent
+from asyncrecall.agent._extraction_events import (
+    ExtractionEvent,
+    ExtractionSkipReason,
+    MemoryConsolidatedEvent,
+    MemoryExtractedEvent,
+    MemoryExtractionSkippedEvent,
+    MemoryExtractionStartedEvent,
+)
+from asyncrecall.memory import (
+    ConsolidationGate,
+    MemoryExtractor,
+    TranscriptTurn,
+    consolidate,
+)
+from asyncrecall.models import Model
+
+__all__ = ["DEFAULT_DRAIN_TIMEOUT", "ExtractionScheduler", "QueryWatch", "is_embedded"]
+
+logger = logging.getLogger("asyncrecall.agent")
+
+#: Seconds :meth:`ExtractionScheduler.aclose` lets a running extraction finish.
+DEFAULT_DRAIN_TIMEOUT: Final = 2.0
+
+_folder_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _folder_lock(root: Path) -> asyncio.Lock:
+    """The one lock per memory folder (and event loop) that makes extraction single-flight."""
+    locks = _folder_locks.setdefault(asyncio.get_running_loop(), {})
+    return locks.setdefault(str(root), asyncio.Lock())
+
+
+class QueryWatch:
+    """Follows one user query's events; a completed query is handed to the scheduler."""
+
+    __slots__ = ("_saved", "_scheduler", "_text")
+
+    def __init__(self, scheduler: ExtractionScheduler, text: str) -> None:
+        self._scheduler = scheduler
+        self._text = text
+        self._saved = False
+
+    def see(self, event: AgentEvent) -> None:
+        if isinstance(event, ToolResultEvent) and event.name == "save_memory" and event.ok:
+            self._saved = True
+        elif isinstance(event, FinishedEvent) and event.reason == "stop":
+            self._scheduler.query_completed(self._text, event.text, saved_memory=self._saved)
+
+
+class ExtractionScheduler:
+    """Runs memory extraction in the background for one session (see module doc)."""
+
+    def __init__(
+        self,
+        extractor: MemoryExtractor,
+        *,
+        session_id: str | None = None,
+        drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
+        control: CancelSignal | None = None,
+        on_event: Callable[[ExtractionEvent], None] | None = None,
+        consolidation: ConsolidationGate | None = None,
+    ) -> None:
+        self.extractor = extractor
+        #: Automatic consolidation after an extraction, when due (``None``: never).
+        self.consolidation = consolidation
+        self._session_noted = False
+        self.session_id = session_id or f"s-{uuid.uuid4().hex}"
+        self.drain_timeout = drain_timeout
+        self.transcript: list[TranscriptTurn] = []
+        self._covered: set[int] = set()
+        self._listeners: list[Callable[[ExtractionEvent], None]] = []
+        if on_event is not None:
+            self._listeners.append(on_event)
+        self._task: asyncio.Task[None] | None = None
+        self._trailing = False
+        self._closed = False
+        self._cancel_reason: ExtractionSkipReason = "cancelled"
+        self._idle = asyncio.Event()
+        self._idle.set()
+        if control is not None:
+            control.add_listener(self._on_control)
+
+    def __repr__(self) -> str:
+        return f"ExtractionScheduler({self.session_id!r}, running={self.running})"
+
+    # -- observing -----------------------------------------------------------------------
+
+    def add_listener(self, callback: Callable[[ExtractionEvent], None]) -> Callable[[], None]:
+        """Call ``callback`` with every extraction event; returns a remover."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    @property
+    def running(self) -> bool:
+        """An extraction task exists and has not finished."""
+        return self._task is not None and not self._task.done()
+
+    @property
+    def trailing(self) -> bool:
+        """A request is waiting for the running extraction to end."""
+        return self._trailing
+
+    @property
+    def background_tasks(self) -> frozenset[asyncio.Task[None]]:
+        task = self._task
+        return frozenset({task}) if task is not None and not task.done() else frozenset()
+
+    async def wait_idle(self) -> None:
+        """Return once no extraction runs or waits (tests and benchmarks use it)."""
+        await self._idle.wait()
+
+    # -- requests ------------------------------------------------------------------------
+
+    def watch(self, text: str) -> QueryWatch:
+        """A watcher for the user query ``text`` (the agent loop feeds it every event)."""
+        return QueryWatch(self, text)
+
+    def query_completed(self, user_text: str, answer: str, *, saved_memory: bool) -> None:
+        """Record a completed query's turns and schedule an extraction (or skip it)."""
+        base = self.transcript[-1].offset + 1 if self.transcript else 0
+        self.transcript.append(TranscriptTurn(base, "user", user_text))
+        self.transcript.append(TranscriptTurn(base + 1, "assistant", answer))
+        if saved_memory:
+            self._covered.update({base, base + 1})
+            self._emit(MemoryExtractionSkippedEvent(reason="saved_memory"))
+            return
+        self.request()
+
+    def request(self) -> None:
+        """Ask for an extraction of everything up to now (needs a running event loop)."""
+        if self._closed:
+            return
+        if self.running:
+            if self._trailing:
+                self._emit(
+                    MemoryExtractionSkippedEvent(
+                        reason="superseded", detail="a newer request replaced it"
+                    )
+                )
+            self._trailing = True
+            return
+        self._idle.clear()
+        task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"asyncrecall-extract-{self.session_id}"
+        )
+        self._task = task
+        task.add_done_callback(self._done)
+
+    def cancel(self, reason: ExtractionSkipReason = "cancelled") -> None:
+        """Cancel the running extraction and drop the trailing request (reset, stop)."""
+        self._trailing = False
+        self._cancel_reason = reason
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    async def aclose(self, *, drain: float | None = None) -> None:
+        """Let a running extraction finish for at most ``drain`` seconds (default
+        ``drain_timeout``), then cancel it and wait for it to end. No new requests."""
+        self._closed = True
+        task = self._task
+        if task is None or task.done():
+            return
+        limit = self.drain_timeout if drain is None else drain
+        if limit > 0:
+            await asyncio.wait({task}, timeout=limit)
+        if not task.done():
+            self.cancel("cancelled")
+            await asyncio.wait({task})
+
+    # -- the task ------------------------------------------------------------------------
+
+    def _on_control(self) -> None:
+        self._closed = True
+        self.cancel("cancelled")
+
+    async def _run(self) -> None:
+        async with _folder_lock(self.extractor.store.root):
+            while True:
+                self._trailing = False
+                end = self.transcript[-1].offset + 1 if self.transcript else 0
+                turns = [t for t in self.transcript if t.offset not in self._covered]
+                self._emit(MemoryExtractionStartedEvent(session_id=self.session_id, end=end))
+                try:
+                    result = await self.extractor.extract(self.session_id, turns, end=end)
+                except asyncio.CancelledError:
+                    self._emit(
+                        MemoryExtractionSkippedEvent(
+                            reason=self._cancel_reason, detail="cursor left at the last commit"
+                        )
+                    )
+                    raise
+                except Exception as exc:  # surfaced as a warning and an event, never raised
+                    logger.warning("memory extraction failed: %s", exc)
+                    self._emit(MemoryExtractionSkippedEvent(reason="error", detail=str(exc)))
+                else:
+                    if not result.asked_model:
+                        self._emit(MemoryExtractionSkippedEvent(reason="nothing_new"))
+                    else:
+                        self._emit(
+                            MemoryExtractedEvent(
+                                session_id=self.session_id,
+                                paths=result.paths,
+                                created=result.created,
+                                updated=result.updated,
+                                refused=len(result.refused),
+                                start=result.start,
+                                end=result.end,
+                                elapsed_ms=round(result.elapsed_ms, 1),
+                            )
+                        )
+                if not self._trailing:
+                    break
+            await self._maybe_consolidate()
+
+    async def _maybe_consolidate(self) -> None:
+        """Count this session once, then consolidate if 24 h and 5 sessions have passed."""
+        gate = self.consolidation
+        if gate is None:
+            return
+        try:
+            if not self._session_noted:
+                self._session_noted = True
+                await asyncio.to_thread(gate.note_session)
+            if not await asyncio.to_thread(gate.due) or not await asyncio.to_thread(gate.acquire):
+                return
+        except AsyncRecallError as exc:
+            logger.warning("memory consolidation skipped: %s", exc)
+            return
+        completed = False
+        try:
+            result = await consolidate(self.extractor.store, self.extractor.model)
+            completed = True
+            self._emit(
+                MemoryConsolidatedEvent(
+                    written=result.written, removed=result.removed, actions=len(result.actions)
+                )
+            )
+        except AsyncRecallError as exc:
+            logger.warning("memory consolidation failed: %s", exc)
+        finally:
+            await asyncio.to_thread(gate.release, completed=completed)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        if self._task is task:
+            self._task = None
+        self._idle.set()
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("memory extraction task failed: %r", task.exception())
+
+    def _emit(self, event: ExtractionEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a broken listener must not break extraction
+                logger.exception("extraction event listener failed")
+
+
+def is_embedded(model: Model) -> bool:
+    """Whether ``model`` is the embedded llama.cpp model (checked without importing it)."""
+    local = sys.modules.get("asyncrecall.models._local")
+    return local is not None and isinstance(model, local.LocalModel)

@@ -1,0 +1,73 @@
+"""``asyncrecall memory consolidate [--dry-run]``: tidy the memory folder with the side model.
+
+Registered by :mod:`asyncrecall.cli._memory`. The plan (merge, rewrite, delete) comes
+from one side query and is validated before anything changes; ``--dry-run`` prints it
+and stops. Needs an endpoint (``--base-url`` and ``--model`` or ``--side-model``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+from asyncrecall._exceptions import ConfigError
+from asyncrecall._memory_config import memory_dir_for
+from asyncrecall._settings import Settings
+from asyncrecall.memory import MemoryStore
+from asyncrecall.memory._consolidate import ConsolidationResult, consolidate
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    name = settings.effective_side_model
+    if not settings.base_url or not name:
+        raise ConfigError(
+            "memory consolidate needs a side model: pass --base-url and --model (or --side-model)"
+        )
+    store = MemoryStore(memory_dir_for(settings))
+    result = asyncio.run(_consolidate(store, settings, name, dry_run=args.dry_run))
+    if args.json:
+        from rich.console import Console
+
+        Console(soft_wrap=True).print_json(json.dumps(result.to_dict(), ensure_ascii=False))
+    else:
+        _print(result)
+    return 0
+
+
+async def _consolidate(
+    store: MemoryStore, settings: Settings, name: str, *, dry_run: bool
+) -> ConsolidationResult:
+    from asyncrecall.models._openai import OpenAIModel
+
+    assert settings.base_url is not None
+    model = OpenAIModel(model=name, base_url=settings.base_url, api_key=settings.api_key)
+    try:
+        return await consolidate(store, model, dry_run=dry_run)
+    finally:
+        await model.aclose()
+
+
+def _print(result: ConsolidationResult) -> None:
+    from rich.console import Console
+
+    out = Console(soft_wrap=True, highlight=False)
+    head = "plan (dry run, nothing changed)" if result.dry_run else "consolidated"
+    out.print(f"{head}: {len(result.actions)} action(s), {result.memories_before} memories",
+              markup=False)  # fmt: skip
+    for action in result.actions:
+        detail: Any = ", ".join(action.paths)
+        target = f" -> {action.name!r}" if action.op != "delete" else ""
+        why = f"  ({action.reason})" if action.reason else ""
+        out.print(f"  {action.op} {detail}{target}{why}", markup=False)
+    if not result.dry_run:
+        out.print(f"written: {', '.join(result.written) or '-'}", markup=False)
+        out.print(f"removed: {', '.join(result.removed) or '-'}", markup=False)
+        out.print(f"memories now: {result.memories_after}", markup=False)

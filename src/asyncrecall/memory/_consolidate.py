@@ -1,0 +1,424 @@
+"""Consolidation ("dream"): merge duplicates, rewrite stale facts, remove superseded ones.
+
+One side query reads the whole folder (every memory's path, type, name, description
+and body) and answers a plan, ``{"actions": [...]}``, each action one of:
+
+- ``merge``: ``paths`` (two or more existing memories) become one memory
+  (``name``, ``description``, ``type``, ``content``) kept in the first path's file;
+  the others are removed;
+- ``rewrite``: ``paths`` (one memory) gets new ``description``/``type``/``content``;
+- ``delete``: ``paths`` (one memory) was superseded and is removed.
+
+The plan is validated before anything is touched (:func:`validate_plan`): every path
+must be an existing memory inside the folder (the same confinement as extraction),
+no path may appear in two actions, and written memories follow ``save_memory``'s
+rules. A dry run stops there. Applying goes action by action through
+:meth:`MemoryStore.save_memory` and :meth:`MemoryStore.forget` (atomic replace or
+unlink, under the folder lock): a crash half-way leaves every file either old or new.
+Afterwards ``MEMORY.md`` is kept within its limits (200 lines, 25,000 bytes) by
+shortening index descriptions if needed.
+
+Automatic runs (:class:`ConsolidationGate`) happen when at least 24 hours and 5
+sessions have passed since the last one, under a lock file that another process
+may take over once it is an hour old (a crashed run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal, TypeAlias
+
+from asyncrecall._exceptions import MemoryStoreError, ModelProtocolError
+from asyncrecall.memory._extract import (
+    MAX_CONTENT_CHARS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_NAME_CHARS,
+    SOURCE_OFFSETS_KEY,
+    _committed,
+    confine_path,
+    read_source_offsets,
+)
+from asyncrecall.memory._extract_state import default_state_dir
+from asyncrecall.memory._store import INDEX_MAX_BYTES, INDEX_MAX_LINES, MemoryStore, _atomic_write
+from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
+from asyncrecall.models import Model
+
+__all__ = [
+    "MIN_HOURS",
+    "MIN_SESSIONS",
+    "ConsolidationAction",
+    "ConsolidationGate",
+    "ConsolidationResult",
+    "consolidate",
+    "plan_consolidation",
+    "validate_plan",
+]
+
+Op: TypeAlias = Literal["merge", "rewrite", "delete"]
+
+MIN_HOURS: Final = 24.0
+MIN_SESSIONS: Final = 5
+LOCK_STALE_S: Final = 3600.0
+MAX_ACTIONS: Final = 50
+SCHEMA_NAME: Final = "memory_consolidation"
+_BODY_CHARS: Final = 1_500
+_INDEX_DESCRIPTION: Final = 80
+
+SYSTEM_PROMPT: Final = (
+    "You tidy the long-term memory folder of an AI agent. You get every memory: path, "
+    "type, name, description and body. Plan the fewest changes that: merge memories "
+    "that say the same thing (action merge, paths of all of them, the first one is kept, "
+    "with the merged name, description, type and content); rewrite a memory whose facts "
+    "a later memory corrected (action rewrite, its one path, the new content); delete a "
+    "memory that is entirely superseded (action delete, its one path). Copy paths exactly. "
+    "Leave everything else alone. Answer only with JSON "
+    '{"actions": [...]}; an empty list when the folder is fine.'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationAction:
+    """One validated step of a plan."""
+
+    op: Op
+    paths: tuple[str, ...]
+    name: str = ""
+    description: str = ""
+    type: MemoryType = "project"
+    content: str = ""
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"op": self.op, "paths": list(self.paths), "reason": self.reason}
+        if self.op != "delete":
+            data.update(
+                name=self.name, description=self.description, type=self.type, content=self.content
+            )
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationResult:
+    """A plan, and what applying it changed (empty for a dry run)."""
+
+    actions: tuple[ConsolidationAction, ...]
+    written: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    index_trimmed: bool = False
+    dry_run: bool = False
+    memories_before: int = 0
+    memories_after: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "actions": [a.to_dict() for a in self.actions],
+            "written": list(self.written),
+            "removed": list(self.removed),
+            "index_trimmed": self.index_trimmed,
+            "memories_before": self.memories_before,
+            "memories_after": self.memories_after,
+        }
+
+
+def consolidation_schema() -> dict[str, Any]:
+    item = {
+        "type": "object",
+        "properties": {
+            "op": {"type": "string", "enum": ["merge", "rewrite", "delete"]},
+            "paths": {"type": "array", "items": {"type": "string"}},
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "type": {"type": "string", "enum": list(MEMORY_TYPES)},
+            "content": {"type": "string"},
+            "reason": {"type": "string"},
+        },
+        "required": ["op", "paths", "name", "description", "type", "content", "reason"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"actions": {"type": "array", "items": item, "maxItems": MAX_ACTIONS}},
+        "required": ["actions"],
+        "additionalProperties": False,
+    }
+
+
+def consolidation_prompt(docs: Sequence[MemoryDoc]) -> str:
+    lines = [f"Memories ({len(docs)}; the index MEMORY.md holds at most {INDEX_MAX_LINES} lines):"]
+    for doc in docs:
+        body = doc.body if len(doc.body) <= _BODY_CHARS else doc.body[:_BODY_CHARS] + "…"
+        lines.append(f"## {doc.rel_path} [{doc.type}] {doc.name}: {doc.description}\n{body}")
+    return "\n".join(lines)
+
+
+def validate_plan(
+    answer: Any, *, root: Path, docs: Sequence[MemoryDoc]
+) -> list[ConsolidationAction]:
+    """The plan's actions, or :class:`ModelProtocolError` naming the first bad one.
+
+    All or nothing: a plan with one bad action is refused whole, since its actions
+    depend on each other (a merge and a delete of the same file).
+    """
+    if isinstance(answer, str):
+        try:
+            answer = json.loads(answer)
+        except ValueError as exc:
+            raise ModelProtocolError("consolidation plan is not JSON") from exc
+    if not isinstance(answer, Mapping) or not isinstance(answer.get("actions"), list):
+        raise ModelProtocolError('consolidation plan is not an object {"actions": [...]}')
+    raw_actions: list[Any] = answer["actions"]
+    if len(raw_actions) > MAX_ACTIONS:
+        raise ModelProtocolError(f"consolidation plan has over {MAX_ACTIONS} actions")
+    by_path = {doc.rel_path: doc for doc in docs}
+    seen: set[str] = set()
+    actions: list[ConsolidationAction] = []
+    for index, raw in enumerate(raw_actions):
+        try:
+            action = _validate_action(raw, root=root, by_path=by_path)
+            clash = seen.intersection(action.paths)
+            if clash:
+                raise ValueError(f"{sorted(clash)[0]!r} is in two actions")
+        except ValueError as exc:
+            raise ModelProtocolError(f"consolidation action {index} refused: {exc}") from exc
+        seen.update(action.paths)
+        actions.append(action)
+    return actions
+
+
+def _validate_action(
+    raw: Any, *, root: Path, by_path: Mapping[str, MemoryDoc]
+) -> ConsolidationAction:
+    if not isinstance(raw, Mapping):
+        raise ValueError("an action must be an object")
+    op = raw.get("op")
+    raw_paths = raw.get("paths")
+    if op not in ("merge", "rewrite", "delete"):
+        raise ValueError(f"op must be merge, rewrite or delete, got {op!r}")
+    if not isinstance(raw_paths, list) or not all(isinstance(p, str) for p in raw_paths):
+        raise ValueError("paths must be a list of strings")
+    paths = tuple(dict.fromkeys(confine_path(root, p) for p in raw_paths))
+    missing = [p for p in paths if p not in by_path]
+    if missing:
+        raise ValueError(f"{missing[0]!r} is not an existing memory")
+    wanted = 2 if op == "merge" else 1
+    if (op == "merge" and len(paths) < 2) or (op != "merge" and len(paths) != 1):
+        raise ValueError(f"{op} takes {'two or more paths' if wanted == 2 else 'one path'}")
+    reason = " ".join(str(raw.get("reason") or "").split())[:300]
+    if op == "delete":
+        return ConsolidationAction("delete", paths, reason=reason)
+    keep = by_path[paths[0]]
+    name = " ".join(str(raw.get("name") or "").split()) or keep.name
+    description = " ".join(str(raw.get("description") or "").split())
+    kind = raw.get("type") or keep.type
+    content = raw.get("content")
+    if len(name) > MAX_NAME_CHARS:
+        raise ValueError(f"name is over {MAX_NAME_CHARS} characters")
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        raise ValueError(f"description is over {MAX_DESCRIPTION_CHARS} characters")
+    if kind not in MEMORY_TYPES:
+        raise ValueError(f"invalid memory type {kind!r}")
+    if not isinstance(content, str) or not content.strip():
+        raise ValueError("content must be a non-empty string")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise ValueError(f"content is over {MAX_CONTENT_CHARS} characters")
+    others = {by_path[p].name for p in paths[1:]}
+    if name != keep.name and name in {d.name for d in by_path.values()} - others:
+        raise ValueError(f"name {name!r} belongs to another memory")
+    return ConsolidationAction(op, paths, name, description, kind, content, reason)
+
+
+async def plan_consolidation(store: MemoryStore, model: Model) -> list[ConsolidationAction]:
+    """Ask the side model for a plan over the whole folder, validated (nothing written)."""
+    import asyncio
+
+    docs = await asyncio.to_thread(store.scan, limit=None)
+    if len(docs) < 2:
+        return []
+    answer = await model.generate_json(
+        system=SYSTEM_PROMPT,
+        prompt=consolidation_prompt(docs),
+        schema=consolidation_schema(),
+        schema_name=SCHEMA_NAME,
+    )
+    return validate_plan(answer, root=store.root, docs=docs)
+
+
+async def consolidate(
+    store: MemoryStore, model: Model, *, dry_run: bool = False
+) -> ConsolidationResult:
+    """Plan with the side model, then (unless ``dry_run``) apply the plan."""
+    import asyncio
+
+    before = len(await asyncio.to_thread(store.scan, limit=None))
+    actions = await plan_consolidation(store, model)
+    if dry_run:
+        return ConsolidationResult(tuple(actions), dry_run=True, memories_before=before)
+    # Once applying has begun it runs to its end before a cancellation takes effect.
+    result = await _committed(asyncio.to_thread(apply_plan, store, actions))
+    return ConsolidationResult(
+        tuple(actions),
+        written=result.written,
+        removed=result.removed,
+        index_trimmed=result.index_trimmed,
+        memories_before=before,
+        memories_after=len(await asyncio.to_thread(store.scan, limit=None)),
+    )
+
+
+def apply_plan(store: MemoryStore, actions: Sequence[ConsolidationAction]) -> ConsolidationResult:
+    """Apply validated actions, one atomic store call at a time, then trim the index."""
+    written: list[str] = []
+    removed: list[str] = []
+    for action in actions:
+        if action.op == "delete":
+            removed.append(store.forget(action.paths[0]).rel_path)
+            continue
+        keep = store.get(action.paths[0])
+        offsets = _merged_offsets([store.root / p for p in action.paths])
+        extra = {SOURCE_OFFSETS_KEY: offsets} if offsets else None
+        if action.name != keep.name:
+            # A new name is a new file (save_memory names files by name): write it first,
+            # then remove the old one, so a crash in between loses nothing.
+            doc = store.save_memory(
+                action.name, action.description, action.type, action.content, extra=extra
+            )
+            removed.append(store.forget(keep.rel_path).rel_path)
+        else:
+            doc = store.save_memory(
+                keep.name, action.description, action.type, action.content, extra=extra
+            )
+        written.append(doc.rel_path)
+        for path in action.paths[1:]:
+            removed.append(store.forget(path).rel_path)
+    trimmed = trim_index(store)
+    return ConsolidationResult(tuple(actions), tuple(written), tuple(removed), trimmed)
+
+
+def _merged_offsets(paths: Sequence[Path]) -> dict[str, list[int]]:
+    merged: dict[str, set[int]] = {}
+    for path in paths:
+        for session, offsets in read_source_offsets(path).items():
+            merged.setdefault(session, set()).update(offsets)
+    return {session: sorted(offsets) for session, offsets in merged.items()}
+
+
+def trim_index(store: MemoryStore) -> bool:
+    """Shorten ``MEMORY.md``'s descriptions when it is over its limits; True if it was."""
+    with store._locked():
+        raw = store._read_index_bytes()
+        if raw is None:
+            return False
+        text = raw.decode("utf-8", errors="replace")
+        lines = text.splitlines()
+        if len(lines) <= INDEX_MAX_LINES and len(raw) <= INDEX_MAX_BYTES:
+            return False
+        short = []
+        for line in lines:
+            head, sep, tail = line.partition(" — ")
+            if sep and len(tail) > _INDEX_DESCRIPTION:
+                line = f"{head}{sep}{tail[: _INDEX_DESCRIPTION - 1]}…"
+            short.append(line)
+        _atomic_write(store.index_path, "\n".join(short) + "\n")
+        return True
+
+
+# -- automatic runs -------------------------------------------------------------------------
+
+
+class ConsolidationGate:
+    """When an automatic consolidation is due, and the lock that makes it one at a time.
+
+    State in ``<state_dir>/consolidate.json``: ``last_at`` (epoch seconds) and
+    ``sessions`` (sessions started since). The lock is ``consolidate.lock``, created
+    exclusively; one older than an hour is stale and taken over.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        min_hours: float = MIN_HOURS,
+        min_sessions: int = MIN_SESSIONS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.root = Path(state_dir)
+        self.min_hours = min_hours
+        self.min_sessions = min_sessions
+        self._clock = clock
+
+    @classmethod
+    def for_store(cls, store: MemoryStore, **kwargs: Any) -> ConsolidationGate:
+        return cls(default_state_dir(store.root), **kwargs)
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / "consolidate.json"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / "consolidate.lock"
+
+    def _state(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.state_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"last_at": None, "sessions": 0}
+        except (OSError, ValueError) as exc:
+            raise MemoryStoreError(f"cannot read {self.state_path}: {exc}") from exc
+        return data if isinstance(data, dict) else {"last_at": None, "sessions": 0}
+
+    def _save(self, data: Mapping[str, Any]) -> None:
+        _atomic_write(self.state_path, json.dumps(dict(data)) + "\n")
+
+    def note_session(self) -> None:
+        """Count one more session since the last consolidation (the first one starts the
+        24-hour clock, so a fresh folder is not consolidated on day one)."""
+        data = self._state()
+        if data.get("last_at") is None:
+            data["last_at"] = self._clock()
+        data["sessions"] = int(data.get("sessions") or 0) + 1
+        self._save(data)
+
+    def due(self) -> bool:
+        data = self._state()
+        last = data.get("last_at")
+        if last is None:
+            return False
+        hours = (self._clock() - float(last)) / 3600.0
+        return hours >= self.min_hours and int(data.get("sessions") or 0) >= self.min_sessions
+
+    def acquire(self) -> bool:
+        """Take the lock (or a stale one); False when another run holds it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                try:
+                    age = self._clock() - self.lock_path.stat().st_mtime
+                except FileNotFoundError:
+                    continue
+                if age < LOCK_STALE_S:
+                    return False
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.lock_path)  # stale: its run crashed an hour ago or more
+                continue
+            with os.fdopen(fd, "w") as handle:
+                handle.write(f"{os.getpid()} {self._clock():.0f}\n")
+            return True
+        return False
+
+    def release(self, *, completed: bool) -> None:
+        """Drop the lock; a completed run resets the clock and the session count."""
+        if completed:
+            self._save({"last_at": self._clock(), "sessions": 0})
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.lock_path)

@@ -1,0 +1,547 @@
+"""Extraction: one side query turns a slice of a conversation into memory writes.
+
+Knows nothing of the agent: it gets plain turns (:class:`TranscriptTurn`: an offset,
+a role, a text) and a side :class:`~asyncrecall.models.Model`. One
+:meth:`MemoryExtractor.extract` call:
+
+1. rolls forward a journal a crashed extraction of this session left (see
+   :mod:`asyncrecall.memory._extract_state`);
+2. takes the turns from the session's cursor to ``end``; with none, it only moves the
+   cursor (to ``end``) and asks nobody;
+3. asks the side model once (``generate_json``) for proposals: create a memory, update
+   one, or nothing (an empty list), each citing the turn offsets it came from;
+4. validates every proposal with ``save_memory``'s rules (type, non-empty name, size)
+   plus extraction's own (lengths, offsets from the slice, at most
+   :data:`MAX_PROPOSALS`); a proposal naming a path that is not a memory file inside
+   the folder is refused, never written;
+5. writes the accepted ones through :meth:`MemoryStore.save_memory` (atomic, under the
+   folder lock, index line included), each with a ``source_offsets`` front matter key
+   ``{session: [offsets]}``, then advances the cursor to ``end``.
+
+Cancelling the task during step 3 leaves files and cursor untouched; once step 5 has
+begun it runs to its end (milliseconds) before the cancellation propagates, so a
+cancelled extraction has written all of its slice or none of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Final, Literal, TypeAlias
+
+from asyncrecall._exceptions import ModelProtocolError
+from asyncrecall.memory._document import render_document
+from asyncrecall.memory._extract_state import (
+    ExtractionState,
+    Journal,
+    JournalEntry,
+    check_session_id,
+    default_state_dir,
+)
+from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, _inside
+from asyncrecall.memory._store import MemoryStore
+from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
+from asyncrecall.models import Model
+
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "MAX_PROPOSALS",
+    "SOURCE_OFFSETS_KEY",
+    "ExtractionResult",
+    "MemoryExtractor",
+    "MemoryProposal",
+    "Refusal",
+    "TranscriptTurn",
+    "extraction_schema",
+    "read_source_offsets",
+    "validate_proposals",
+]
+
+TurnRole: TypeAlias = Literal["user", "assistant"]
+Action: TypeAlias = Literal["create", "update"]
+
+#: The front matter key holding ``{session id: [transcript offsets]}``.
+SOURCE_OFFSETS_KEY: Final = "source_offsets"
+#: Proposals one extraction may write; more are refused.
+MAX_PROPOSALS: Final = 8
+MAX_NAME_CHARS: Final = 120
+MAX_DESCRIPTION_CHARS: Final = 300
+#: A memory body written by extraction; ``save_memory``'s own limit is 1 MiB per file.
+MAX_CONTENT_CHARS: Final = 8_000
+#: Existing memories shown to the side model (newest first), and body characters each.
+_MANIFEST_DOCS: Final = 60
+_MANIFEST_BODY: Final = 240
+#: Characters of one turn shown to the side model.
+_TURN_CHARS: Final = 4_000
+SCHEMA_NAME: Final = "memory_extraction"
+
+SYSTEM_PROMPT: Final = (
+    "You maintain the long-term memory of an AI agent. You get the memories that exist "
+    "(relative path, type, name, description, the start of the body) and new turns of a "
+    "conversation, each marked [offset] role. Propose memory writes for facts worth "
+    "remembering in later sessions: who the user is and what they prefer (type user), "
+    "corrections or guidance on how to work (feedback), facts about the project, people, "
+    "events and decisions (project), pointers to external resources (reference). Skip "
+    "small talk, anything only useful right now, and what a memory already says. To change "
+    "an existing memory use action update with its path copied exactly and the full new "
+    'content; otherwise action create with path "". Each write cites source_offsets: the '
+    'offsets of the turns it came from. Answer only with JSON {"memories": [...]}; an empty '
+    "list when nothing is worth keeping."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptTurn:
+    """One turn of a conversation: its offset in the session's transcript, who, what."""
+
+    offset: int
+    role: TurnRole
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryProposal:
+    """A validated memory write. ``path`` is the file updated (``None``: a new file)."""
+
+    action: Action
+    name: str
+    description: str
+    type: MemoryType
+    content: str
+    source_offsets: tuple[int, ...]
+    path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A proposal that was not written, and why (``index``: its place in the answer)."""
+
+    index: int
+    reason: str
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionResult:
+    """What one extraction did. ``start``/``end``: the slice; ``cursor``: the new cursor."""
+
+    session_id: str
+    start: int
+    end: int
+    created: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    refused: tuple[Refusal, ...] = ()
+    asked_model: bool = False
+    recovered: bool = False
+    elapsed_ms: float = 0.0
+    proposals: tuple[MemoryProposal, ...] = field(default=(), repr=False)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The files written: created, then updated."""
+        return (*self.created, *self.updated)
+
+    @property
+    def cursor(self) -> int:
+        return self.end
+
+
+def extraction_schema(limit: int = MAX_PROPOSALS) -> dict[str, Any]:
+    """The side query's answer: ``{"memories": [<= limit writes]}`` (strict-mode shape)."""
+    item = {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["create", "update"]},
+            "path": {"type": "string"},
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "type": {"type": "string", "enum": list(MEMORY_TYPES)},
+            "content": {"type": "string"},
+            SOURCE_OFFSETS_KEY: {"type": "array", "items": {"type": "integer"}},
+        },
+        "required": [
+            "action",
+            "path",
+            "name",
+            "description",
+            "type",
+            "content",
+            SOURCE_OFFSETS_KEY,
+        ],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"memories": {"type": "array", "items": item, "maxItems": limit}},
+        "required": ["memories"],
+        "additionalProperties": False,
+    }
+
+
+def extraction_prompt(turns: Sequence[TranscriptTurn], docs: Sequence[MemoryDoc]) -> str:
+    """The side query's user prompt: the existing memories, then the new turns."""
+    lines = ["Existing memories:"]
+    if not docs:
+        lines.append("(none)")
+    for doc in docs[:_MANIFEST_DOCS]:
+        body = " ".join(doc.body.split())
+        if len(body) > _MANIFEST_BODY:
+            body = body[:_MANIFEST_BODY] + "…"
+        lines.append(f"- {doc.rel_path} [{doc.type}] {doc.name}: {doc.description} | {body}")
+    lines.append("")
+    lines.append("New conversation turns:")
+    for turn in turns:
+        text = turn.text.strip()
+        if len(text) > _TURN_CHARS:
+            text = text[:_TURN_CHARS] + "…"
+        lines.append(f"[{turn.offset}] {turn.role}: {text}")
+    return "\n".join(lines)
+
+
+# -- validation -----------------------------------------------------------------------------
+
+
+def _one_line(value: Any) -> str | None:
+    return " ".join(value.split()) if isinstance(value, str) else None
+
+
+def confine_path(root: Path, raw: str) -> str:
+    """``raw`` as a memory file's relative path inside ``root``, or :class:`ValueError`.
+
+    Refused: absolute paths, ``..``, hidden parts, anything but ``*.md``, the index, and
+    a path whose real location (links resolved) leaves the folder.
+    """
+    text = raw.strip()
+    if not text:
+        raise ValueError("empty path")
+    if "\\" in text or "\x00" in text:
+        raise ValueError(f"path {raw!r} is not a plain relative path")
+    pure = PurePosixPath(text)
+    if pure.is_absolute() or text.startswith("~"):
+        raise ValueError(f"path {raw!r} is outside the memory folder")
+    parts = [p for p in pure.parts if p != "."]
+    if not parts or any(p == ".." for p in parts):
+        raise ValueError(f"path {raw!r} is outside the memory folder")
+    if any(p.startswith(".") for p in parts):
+        raise ValueError(f"path {raw!r} names a hidden file")
+    rel = "/".join(parts)
+    if not rel.endswith(".md") or rel == INDEX_NAME:
+        raise ValueError(f"path {raw!r} is not a memory file (*.md other than {INDEX_NAME})")
+    real_root = os.path.realpath(root)
+    if not _inside(real_root, os.path.realpath(os.path.join(real_root, rel))):
+        raise ValueError(f"path {raw!r} is outside the memory folder")
+    return rel
+
+
+def validate_proposals(
+    answer: Any,
+    *,
+    root: Path,
+    docs: Sequence[MemoryDoc],
+    offsets: Sequence[int],
+    limit: int = MAX_PROPOSALS,
+) -> tuple[list[MemoryProposal], list[Refusal]]:
+    """The writes an answer proposes that pass the rules, and the refused ones.
+
+    Raises :class:`ModelProtocolError` when the answer is not ``{"memories": [...]}`` at
+    all; a bad single proposal is refused, the others still count.
+    """
+    if isinstance(answer, str):
+        try:
+            answer = json.loads(answer)
+        except ValueError as exc:
+            raise ModelProtocolError("extraction answer is not JSON") from exc
+    if not isinstance(answer, Mapping) or not isinstance(answer.get("memories"), list):
+        raise ModelProtocolError('extraction answer is not an object {"memories": [...]}')
+    allowed = set(offsets)
+    by_path = {doc.rel_path: doc for doc in docs}
+    by_name = {doc.name: doc for doc in docs}
+    accepted: list[MemoryProposal] = []
+    refused: list[Refusal] = []
+    targets: set[str] = set()
+    for index, raw in enumerate(answer["memories"]):
+        try:
+            proposal = _validate_one(raw, root=root, by_path=by_path, by_name=by_name)
+            cited = tuple(sorted(set(proposal.source_offsets)))
+            if not cited:
+                raise ValueError("no source_offsets: a memory must cite the turns it came from")
+            stray = [o for o in cited if o not in allowed]
+            if stray:
+                raise ValueError(f"source_offsets {stray} are not turns of this slice")
+            target = proposal.path or f"name:{proposal.name}"
+            if target in targets or f"name:{proposal.name}" in targets:
+                raise ValueError("a second write to the same memory in one answer")
+            if len(accepted) >= limit:
+                raise ValueError(f"more than {limit} proposals in one extraction")
+        except ValueError as exc:
+            name = raw.get("name", "") if isinstance(raw, Mapping) else ""
+            refused.append(Refusal(index, str(exc), name if isinstance(name, str) else ""))
+            continue
+        targets.update({target, f"name:{proposal.name}"})
+        accepted.append(
+            MemoryProposal(
+                action=proposal.action,
+                name=proposal.name,
+                description=proposal.description,
+                type=proposal.type,
+                content=proposal.content,
+                source_offsets=cited,
+                path=proposal.path,
+            )
+        )
+    return accepted, refused
+
+
+def _validate_one(
+    raw: Any,
+    *,
+    root: Path,
+    by_path: Mapping[str, MemoryDoc],
+    by_name: Mapping[str, MemoryDoc],
+) -> MemoryProposal:
+    if not isinstance(raw, Mapping):
+        raise ValueError("a proposal must be an object")
+    action = raw.get("action")
+    if action not in ("create", "update"):
+        raise ValueError(f"action must be create or update, got {action!r}")
+    name = _one_line(raw.get("name"))
+    description = _one_line(raw.get("description"))
+    content = raw.get("content")
+    kind = raw.get("type")
+    if not name:
+        raise ValueError("a memory needs a non-empty name")
+    if len(name) > MAX_NAME_CHARS:
+        raise ValueError(f"name is over {MAX_NAME_CHARS} characters")
+    if description is None or len(description) > MAX_DESCRIPTION_CHARS:
+        raise ValueError(f"description must be a string of at most {MAX_DESCRIPTION_CHARS} chars")
+    if kind not in MEMORY_TYPES:
+        raise ValueError(f"invalid memory type {kind!r}: expected one of {', '.join(MEMORY_TYPES)}")
+    if not isinstance(content, str) or not content.strip():
+        raise ValueError("content must be a non-empty string")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise ValueError(f"content is over {MAX_CONTENT_CHARS} characters")
+    text = render_document(name=name, description=description, type=kind, body=content)
+    if len(text.encode("utf-8")) > MAX_FILE_BYTES:  # pragma: no cover - capped above
+        raise ValueError("memory is over 1 MiB")
+    offsets = raw.get(SOURCE_OFFSETS_KEY)
+    if not isinstance(offsets, list) or not all(
+        isinstance(o, int) and not isinstance(o, bool) for o in offsets
+    ):
+        raise ValueError(f"{SOURCE_OFFSETS_KEY} must be a list of integers")
+    raw_path = raw.get("path")
+    if raw_path is not None and not isinstance(raw_path, str):
+        raise ValueError("path must be a string")
+    path = confine_path(root, raw_path) if raw_path and raw_path.strip() else None
+    existing: MemoryDoc | None
+    if path is not None:
+        existing = by_path.get(path)
+        if existing is None:
+            if action == "update":
+                raise ValueError(f"update names {path!r}, which is not an existing memory")
+            path = None  # a create's path is only a hint: files are named from the name
+    else:
+        existing = by_name.get(name)
+    if existing is not None:
+        # Updating keeps the file and its name (save_memory finds files by name).
+        return MemoryProposal(
+            "update", existing.name, description, kind, content, tuple(offsets), existing.rel_path
+        )
+    return MemoryProposal("create", name, description, kind, content, tuple(offsets), None)
+
+
+# -- reading provenance ---------------------------------------------------------------------
+
+
+def read_source_offsets(path: Path) -> dict[str, tuple[int, ...]]:
+    """A topic file's ``source_offsets`` front matter (``{}`` when absent or unreadable)."""
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    lines = text.lstrip("\ufeff").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return {}
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
+        data = yaml.safe_load("\n".join(lines[1:end]))
+    except (StopIteration, yaml.YAMLError):
+        return {}
+    value = data.get(SOURCE_OFFSETS_KEY) if isinstance(data, dict) else None
+    if not isinstance(value, dict):
+        return {}
+    out: dict[str, tuple[int, ...]] = {}
+    for session, offsets in value.items():
+        if isinstance(offsets, list):
+            out[str(session)] = tuple(o for o in offsets if isinstance(o, int))
+    return out
+
+
+# -- the extractor --------------------------------------------------------------------------
+
+
+class MemoryExtractor:
+    """Extraction over one memory folder with one side model.
+
+    Not single-flight by itself: run one :meth:`extract` per session at a time (the
+    agent's scheduler does); different sessions may run concurrently, each file write
+    still holds the folder lock.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        model: Model,
+        *,
+        state_dir: Path | None = None,
+        max_proposals: int = MAX_PROPOSALS,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.store = store
+        self.model = model
+        self.state = ExtractionState(state_dir or default_state_dir(store.root))
+        self.max_proposals = max_proposals
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"MemoryExtractor({self.store!r}, {self.model.name!r})"
+
+    def cursor(self, session_id: str) -> int:
+        """The session's processed offset."""
+        return self.state.cursor(session_id)
+
+    async def extract(
+        self, session_id: str, turns: Sequence[TranscriptTurn], *, end: int | None = None
+    ) -> ExtractionResult:
+        """Extract memories from the session's turns in ``[cursor, end)`` (see module doc).
+
+        ``end`` defaults to one past the last turn. Turns below the cursor are ignored
+        (already processed); a gap in offsets (turns the caller left out) is fine.
+        Model failures and unusable answers raise (the cursor stays); refused proposals
+        do not.
+        """
+        check_session_id(session_id)
+        started = self._clock()
+        recovered = await _committed(asyncio.to_thread(self._recover, session_id))
+        start = await asyncio.to_thread(self.state.cursor, session_id)
+        if end is None:
+            end = max((t.offset + 1 for t in turns), default=start)
+        end = max(end, start)
+        todo = [t for t in turns if start <= t.offset < end and t.text.strip()]
+        if not todo:
+            if end > start:
+                await _committed(asyncio.to_thread(self.state.set_cursor, session_id, end))
+            return ExtractionResult(session_id, start, end, recovered=recovered)
+        docs = await asyncio.to_thread(self.store.scan, limit=None)
+        answer = await self.model.generate_json(
+            system=SYSTEM_PROMPT,
+            prompt=extraction_prompt(todo, docs),
+            schema=extraction_schema(self.max_proposals),
+            schema_name=SCHEMA_NAME,
+        )
+        proposals, refused = validate_proposals(
+            answer,
+            root=self.store.root,
+            docs=docs,
+            offsets=[t.offset for t in todo],
+            limit=self.max_proposals,
+        )
+        journal = Journal(
+            session_id, start, end, tuple(self._entry(session_id, p, docs) for p in proposals)
+        )
+        written = await _committed(asyncio.to_thread(self._apply, journal))
+        created = tuple(rel for rel, action in written if action == "create")
+        updated = tuple(rel for rel, action in written if action == "update")
+        return ExtractionResult(
+            session_id,
+            start,
+            end,
+            created=created,
+            updated=updated,
+            refused=tuple(refused),
+            asked_model=True,
+            recovered=recovered,
+            elapsed_ms=(self._clock() - started) * 1000.0,
+            proposals=tuple(proposals),
+        )
+
+    def _entry(
+        self, session_id: str, proposal: MemoryProposal, docs: Sequence[MemoryDoc]
+    ) -> JournalEntry:
+        offsets: dict[str, list[int]] = {}
+        if proposal.path is not None:
+            doc = next((d for d in docs if d.rel_path == proposal.path), None)
+            if doc is not None:
+                offsets = {k: list(v) for k, v in read_source_offsets(doc.path).items()}
+        merged = set(offsets.get(session_id, ())) | set(proposal.source_offsets)
+        offsets[session_id] = sorted(merged)
+        return JournalEntry(
+            name=proposal.name,
+            description=proposal.description,
+            type=proposal.type,
+            content=proposal.content,
+            source_offsets=offsets,
+            action=proposal.action,
+        )
+
+    def _apply(self, journal: Journal) -> list[tuple[str, str]]:
+        """Journal, writes, cursor, journal removed: each an atomic replace."""
+        if journal.writes:
+            self.state.write_journal(journal)
+        written = self._write(journal)
+        self.state.set_cursor(journal.session, journal.end)
+        self.state.clear_journal(journal.session)
+        return written
+
+    def _write(self, journal: Journal) -> list[tuple[str, str]]:
+        written: list[tuple[str, str]] = []
+        for entry in journal.writes:
+            doc = self.store.save_memory(
+                entry.name,
+                entry.description,
+                entry.type,
+                entry.content,
+                extra={SOURCE_OFFSETS_KEY: entry.source_offsets},
+            )
+            written.append((doc.rel_path, entry.action))
+        return written
+
+    def _recover(self, session_id: str) -> bool:
+        """Roll forward a journal left by a crash: the same writes again, then the cursor."""
+        journal = self.state.journal(session_id)
+        if journal is None:
+            return False
+        if journal.end <= self.state.cursor(session_id):
+            self.state.clear_journal(session_id)  # the crash came after the cursor moved
+            return False
+        self._write(journal)
+        self.state.set_cursor(session_id, journal.end)
+        self.state.clear_journal(session_id)
+        return True
+
+
+async def _committed(work: Any) -> Any:
+    """Await ``work`` (a file step in a worker thread) to its end even if cancelled meanwhile.
+
+    The cancellation is delivered afterwards: a cancelled extraction has either committed
+    a step or not started it, never half of it.
+    """
+    future = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.done():
+                raise  # the step itself was cancelled (it never is), or raised this
+            cancelled = True
+            continue
+        if cancelled:
+            raise asyncio.CancelledError
+        return result

@@ -1,0 +1,189 @@
+"""Extraction's state beside the memory folder: per-session cursors and write journals.
+
+Layout (``state_dir`` defaults to ``<memory folder>.state``, a sibling of the folder,
+so nothing here is ever scanned as a memory and a memory folder kept in git holds
+only memories)::
+
+    <memory folder>.state/
+        extract/<session>.json           the cursor: {"session", "offset", "updated_at"}
+        extract/<session>.pending.json   the journal of an extraction being written
+
+The cursor is the offset of the first transcript turn not yet processed. An
+extraction writes its journal (every write it is about to make, final content
+included), then the memory files, then the cursor, then removes the journal; each
+step is an atomic replace. A crash before the journal leaves nothing to undo (the
+slice is extracted again); a crash after it is rolled forward by :meth:`replay`
+(the same writes again, which are idempotent, then the cursor). So a slice is never
+processed twice and never skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from asyncrecall._exceptions import MemoryStoreError
+from asyncrecall.memory._store import _atomic_write
+
+__all__ = ["ExtractionState", "JournalEntry", "check_session_id", "default_state_dir"]
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_SUBDIR: Final = "extract"
+
+
+def default_state_dir(memory_root: Path) -> Path:
+    """``<memory folder>.state``: beside the folder, never inside it."""
+    root = Path(memory_root).expanduser().absolute()
+    return root.with_name(f"{root.name}.state")
+
+
+def check_session_id(session_id: str) -> str:
+    """``session_id`` if it is a safe file stem (letters, digits, ``_.-``; 1–100 chars)."""
+    if not _SESSION_ID.match(session_id) or ".." in session_id:
+        raise ValueError(
+            f"invalid session id {session_id!r}: use 1-100 letters, digits, '_', '.' or '-'"
+        )
+    return session_id
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One memory write an extraction committed to: the store call's arguments."""
+
+    name: str
+    description: str
+    type: str
+    content: str
+    source_offsets: dict[str, list[int]]
+    action: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "type": self.type,
+            "content": self.content,
+            "source_offsets": self.source_offsets,
+            "action": self.action,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> JournalEntry:
+        if not isinstance(data, dict):
+            raise ValueError("journal entry is not an object")
+        offsets = data.get("source_offsets")
+        if not isinstance(offsets, dict):
+            raise ValueError("journal entry has no source_offsets object")
+        return cls(
+            name=str(data["name"]),
+            description=str(data["description"]),
+            type=str(data["type"]),
+            content=str(data["content"]),
+            source_offsets={str(k): [int(o) for o in v] for k, v in offsets.items()},
+            action=str(data.get("action", "create")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Journal:
+    """The pending writes of one extraction of ``[start, end)``."""
+
+    session: str
+    start: int
+    end: int
+    writes: tuple[JournalEntry, ...]
+
+
+class ExtractionState:
+    """Cursors and journals of one memory folder's extractions."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.root = Path(state_dir).expanduser().absolute()
+
+    def __repr__(self) -> str:
+        return f"ExtractionState({str(self.root)!r})"
+
+    def _path(self, session_id: str, suffix: str) -> Path:
+        return self.root / _SUBDIR / f"{check_session_id(session_id)}{suffix}"
+
+    def cursor_path(self, session_id: str) -> Path:
+        return self._path(session_id, ".json")
+
+    def journal_path(self, session_id: str) -> Path:
+        return self._path(session_id, ".pending.json")
+
+    # -- the cursor ---------------------------------------------------------------------
+
+    def cursor(self, session_id: str) -> int:
+        """The session's processed offset (0 when it never extracted)."""
+        data = _read_json(self.cursor_path(session_id))
+        if data is None:
+            return 0
+        offset = data.get("offset") if isinstance(data, dict) else None
+        if not isinstance(offset, int) or offset < 0:
+            raise MemoryStoreError(
+                f"extraction cursor {self.cursor_path(session_id)} is corrupt: "
+                "expected an object with a non-negative integer 'offset'"
+            )
+        return offset
+
+    def set_cursor(self, session_id: str, offset: int) -> None:
+        """Persist the processed offset (atomic replace). It never moves backwards."""
+        if offset < self.cursor(session_id):
+            raise MemoryStoreError(f"extraction cursor of {session_id!r} cannot move backwards")
+        payload = {
+            "session": session_id,
+            "offset": offset,
+            "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        _atomic_write(self.cursor_path(session_id), json.dumps(payload) + "\n")
+
+    # -- the journal --------------------------------------------------------------------
+
+    def write_journal(self, journal: Journal) -> None:
+        payload = {
+            "session": journal.session,
+            "start": journal.start,
+            "end": journal.end,
+            "writes": [entry.to_json() for entry in journal.writes],
+        }
+        _atomic_write(self.journal_path(journal.session), json.dumps(payload) + "\n")
+
+    def journal(self, session_id: str) -> Journal | None:
+        """The pending journal of a crashed extraction, or ``None``."""
+        path = self.journal_path(session_id)
+        data = _read_json(path)
+        if data is None:
+            return None
+        try:
+            return Journal(
+                session=session_id,
+                start=int(data["start"]),
+                end=int(data["end"]),
+                writes=tuple(JournalEntry.from_json(w) for w in data["writes"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MemoryStoreError(f"extraction journal {path} is corrupt: {exc}") from exc
+
+    def clear_journal(self, session_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.journal_path(session_id))
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise MemoryStoreError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise MemoryStoreError(f"{path} is not valid JSON: {exc}") from exc

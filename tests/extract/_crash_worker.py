@@ -1,0 +1,54 @@
+"""Run one extraction in its own process, for the crash tests.
+
+Usage: python _crash_worker.py MEMORY_DIR BASE_URL SESSION TURNS_JSON [CRASH_AFTER_WRITES]
+
+With CRASH_AFTER_WRITES = n, the process dies (``os._exit``, no cleanup, like a kill)
+right after the n-th memory file is written: a crash half-way through the writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from asyncrecall.memory import MemoryExtractor, MemoryStore, TranscriptTurn
+from asyncrecall.models import OpenAIModel
+
+
+def main() -> None:
+    memory_dir, base_url, session, turns_json, *rest = sys.argv[1:]
+    store = MemoryStore(Path(memory_dir))
+    if rest:
+        limit = int(rest[0])
+        original = store.save_memory
+        count = 0
+
+        def save_then_die(*args: Any, **kwargs: Any) -> Any:
+            nonlocal count
+            doc = original(*args, **kwargs)
+            count += 1
+            if count >= limit:
+                os._exit(9)
+            return doc
+
+        store.save_memory = save_then_die  # type: ignore[method-assign]
+    turns = [TranscriptTurn(t["offset"], t["role"], t["text"]) for t in json.loads(turns_json)]
+
+    async def run() -> None:
+        model = OpenAIModel(model="side", base_url=base_url, api_key="test", max_retries=0)
+        try:
+            result = await MemoryExtractor(store, model).extract(session, turns)
+        finally:
+            await model.aclose()
+        print(json.dumps({"created": result.created, "updated": result.updated,
+                          "recovered": result.recovered, "cursor": result.cursor}))  # fmt: skip
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Shared pieces of the extraction tests: a side model on the local server that answers
+extraction side queries from a queue the test fills, and recall side queries with nothing."""
+
+from __future__ import annotations
+
+import collections
+import re
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncrecall._session import Session, open_session
+from asyncrecall._settings import Settings
+from asyncrecall.memory import MemoryStore
+from asyncrecall.memory._extract import SCHEMA_NAME
+from asyncrecall.models import OpenAIModel
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+
+HANG_GUARD = 30.0
+
+
+def is_extraction(record: RecordedRequest) -> bool:
+    """The request is an extraction side query (not a recall one, not the main model)."""
+    fmt = record.body.get("response_format")
+    if not isinstance(fmt, dict):
+        return False
+    if fmt.get("type") == "json_schema":
+        return bool(fmt.get("json_schema", {}).get("name") == SCHEMA_NAME)
+    return "memories" in str(record.messages[0].get("content", ""))
+
+
+def offsets_in_prompt(record: RecordedRequest) -> list[int]:
+    """The transcript offsets an extraction request showed the model."""
+    prompt = str(record.messages[-1]["content"])
+    return [int(m) for m in re.findall(r"^\[(\d+)\] ", prompt, flags=re.MULTILINE)]
+
+
+def memory(
+    name: str, offsets: list[int], *, content: str = "", path: str = "", action: str = "create"
+) -> dict[str, Any]:
+    """One proposal as the side model would write it."""
+    return {
+        "action": action,
+        "path": path,
+        "name": name,
+        "description": f"about {name}",
+        "type": "project",
+        "content": content or f"The fact called {name}.",
+        "source_offsets": offsets,
+    }
+
+
+class SideModel:
+    """The side model's answers: extraction requests pop ``replies`` (default: nothing to
+    write), recall requests select nothing. Runs in the server thread."""
+
+    def __init__(self) -> None:
+        self.replies: collections.deque[Reply] = collections.deque()
+
+    def add(self, *memories: dict[str, Any], gate: threading.Event | None = None) -> None:
+        self.replies.append(Reply(json={"memories": list(memories)}, gate=gate))
+
+    def add_reply(self, reply: Reply) -> None:
+        self.replies.append(reply)
+
+    def __call__(self, record: RecordedRequest) -> Reply:
+        if is_extraction(record):
+            return self.replies.popleft() if self.replies else Reply(json={"memories": []})
+        return Reply(json={"selected_memories": []})
+
+
+@pytest.fixture
+def side(local_server: LocalServer) -> SideModel:
+    model = SideModel()
+    local_server.set_default("side", model)
+    return model
+
+
+@pytest.fixture
+def memory_dir(tmp_path: Path) -> Path:
+    return tmp_path / "memory"
+
+
+@pytest.fixture
+def store(memory_dir: Path) -> MemoryStore:
+    store = MemoryStore(memory_dir)
+    store.ensure()
+    return store
+
+
+@pytest.fixture
+def settings(local_server: LocalServer, tmp_path: Path, memory_dir: Path) -> Settings:
+    project = tmp_path / "project"
+    project.mkdir()
+    return Settings(
+        base_url=local_server.base_url,
+        api_key="test",
+        model="main",
+        side_model="side",
+        memory_dir=memory_dir,
+        project=project,
+        home=tmp_path / "home",
+    )
+
+
+@pytest.fixture
+async def session(settings: Settings, side: SideModel) -> AsyncIterator[Session]:
+    session = open_session(settings)
+    try:
+        yield session
+    finally:
+        await session.aclose()
+
+
+@pytest.fixture
+async def side_model(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
+    """The side model over real HTTP (no SDK retries: one request per call)."""
+    model = OpenAIModel(model="side", base_url=local_server.base_url, api_key="test", max_retries=0)
+    try:
+        yield model
+    finally:
+        await model.aclose()
