@@ -95,3 +95,15 @@ async def test_side_queries_are_capped(model: OpenAIModel, local_server: LocalSe
     await recall(model)
     assert local_server.requests[0].body["max_tokens"] == SIDE_QUERY_MAX_TOKENS
     assert 100 <= SIDE_QUERY_MAX_TOKENS <= 500
+
+
+async def test_a_caller_may_ask_for_a_larger_cap(
+    model: OpenAIModel, local_server: LocalServer
+) -> None:
+    """Extraction and consolidation answer more than a recall's few paths: their
+    ``max_tokens`` reaches the wire instead of the recall's cap."""
+    local_server.script("main", Reply(json={"memories": []}))
+    await model.generate_json(
+        system="s", prompt="p", schema={"type": "object"}, schema_name="x", max_tokens=2048
+    )
+    assert local_server.requests[0].body["max_tokens"] == 2048

@@ -60,6 +60,10 @@ __all__ = [
     "validate_plan",
 ]
 
+#: The cap on the side model's answer: a plan may rewrite several memories whole
+#: (the recall's side query keeps its own, much smaller cap).
+CONSOLIDATION_MAX_TOKENS = 4096
+
 Op: TypeAlias = Literal["merge", "rewrite", "delete"]
 
 MIN_HOURS: Final = 24.0
@@ -247,6 +251,7 @@ async def plan_consolidation(store: MemoryStore, model: Model) -> list[Consolida
         prompt=consolidation_prompt(docs),
         schema=consolidation_schema(),
         schema_name=SCHEMA_NAME,
+        max_tokens=CONSOLIDATION_MAX_TOKENS,
     )
     return validate_plan(answer, root=store.root, docs=docs)
 

@@ -62,6 +62,10 @@ __all__ = [
     "validate_proposals",
 ]
 
+#: The cap on the side model's answer: up to 8 proposals of a few hundred words each
+#: (the recall's side query keeps its own, much smaller cap).
+EXTRACTION_MAX_TOKENS = 2048
+
 TurnRole: TypeAlias = Literal["user", "assistant"]
 Action: TypeAlias = Literal["create", "update"]
 
@@ -444,6 +448,7 @@ class MemoryExtractor:
             prompt=extraction_prompt(todo, docs),
             schema=extraction_schema(self.max_proposals),
             schema_name=SCHEMA_NAME,
+            max_tokens=EXTRACTION_MAX_TOKENS,
         )
         proposals, refused = validate_proposals(
             answer,

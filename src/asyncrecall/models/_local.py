@@ -214,6 +214,7 @@ class LocalModel:
         prompt: str,
         schema: Mapping[str, Any],
         schema_name: str,
+        max_tokens: int | None = None,
     ) -> Any:
         """One side query, its answer constrained to ``schema`` by a grammar, parsed.
 
@@ -226,7 +227,7 @@ class LocalModel:
         def work(llama: Any, run: _Run, emit: Emit) -> None:
             grammar = self._engine.grammar(key, lambda: json_grammar(schema))
             answer, _, _ = self._complete(
-                llama, run, text, grammar=grammar, max_tokens=self.json_max_tokens
+                llama, run, text, grammar=grammar, max_tokens=max_tokens or self.json_max_tokens
             )
             emit(TextDelta(answer))
 

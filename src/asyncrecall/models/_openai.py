@@ -419,17 +419,19 @@ class OpenAIModel:
         prompt: str,
         schema: Mapping[str, Any],
         schema_name: str,
+        max_tokens: int | None = None,
     ) -> Any:
         """One non-streamed, temperature-0 request answering a JSON value.
 
         Uses ``response_format`` ``json_schema`` (strict), or ``json_object`` (the schema
         then in the system prompt) once the endpoint refused ``json_schema`` (see the
         module docstring): one request per call, two when the refusal is learned. Never
-        retried (a late side query is worth nothing) and capped at
-        :data:`SIDE_QUERY_MAX_TOKENS`. Raises :class:`~asyncrecall.ModelProtocolError`
+        retried (a late side query is worth nothing) and capped at ``max_tokens``
+        (default :data:`SIDE_QUERY_MAX_TOKENS`). Raises :class:`~asyncrecall.ModelProtocolError`
         when the answer is not JSON.
         """
         user = {"role": "user", "content": prompt}
+        cap = SIDE_QUERY_MAX_TOKENS if max_tokens is None else max_tokens
         if self._endpoint.json_schema:
             response_format = {
                 "type": "json_schema",
@@ -437,7 +439,7 @@ class OpenAIModel:
             }
             try:
                 return await self._request_json(
-                    [{"role": "system", "content": system}, user], response_format
+                    [{"role": "system", "content": system}, user], response_format, cap
                 )
             except _FormatRefused:
                 pass  # learned: json_object from now on, for every model of this endpoint
@@ -451,10 +453,11 @@ class OpenAIModel:
         return await self._request_json(
             [{"role": "system", "content": fallback_system}, user],
             {"type": "json_object", "schema": dict(schema)},
+            cap,
         )
 
     async def _request_json(
-        self, messages: list[dict[str, Any]], response_format: dict[str, Any]
+        self, messages: list[dict[str, Any]], response_format: dict[str, Any], max_tokens: int
     ) -> Any:
         wants_schema = response_format["type"] == "json_schema"
 
@@ -466,7 +469,7 @@ class OpenAIModel:
             "messages": messages,
             "stream": False,
             "temperature": 0,
-            "max_tokens": SIDE_QUERY_MAX_TOKENS,
+            "max_tokens": max_tokens,
             "response_format": response_format,
         }
         try:

@@ -88,9 +88,12 @@ class Model(Protocol):
         prompt: str,
         schema: Mapping[str, Any],
         schema_name: str,
+        max_tokens: int | None = None,
     ) -> Any:
         """One side query answering a JSON value that should match ``schema``.
 
+        ``max_tokens`` caps the answer (``None``: the model's side-query default, sized
+        for a recall's few paths; extraction and consolidation ask for more).
         Raises :class:`~asyncrecall.ModelProtocolError` when the answer is not JSON.
         Checking the value against the schema is the caller's job.
         """

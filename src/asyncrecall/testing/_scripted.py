@@ -262,6 +262,7 @@ class ScriptedModel:
         prompt: str,
         schema: Mapping[str, Any],
         schema_name: str,
+        max_tokens: int | None = None,
     ) -> Any:
         """Record the call, then play the next scripted JSON answer."""
         request = JsonRequest(system, prompt, schema, schema_name)
