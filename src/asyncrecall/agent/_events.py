@@ -6,7 +6,6 @@ Each event is a frozen dataclass with a ``type`` (the contract's name) and
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
@@ -18,6 +17,9 @@ from asyncrecall.prefetch._events import (
     MemoryDiscardedEvent,
     MemoryInjectedEvent,
     MemoryRecallStartedEvent,
+)
+from asyncrecall.prefetch._events import (
+    EventBase as _Event,
 )
 
 __all__ = [
@@ -41,20 +43,6 @@ __all__ = [
     "TurnCancelledEvent",
     "UsageEvent",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class _Event:
-    type: ClassVar[str]
-    # Whether the event ends the user query abnormally (the loop stops on it).
-    terminal: ClassVar[bool] = False
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"type": self.type}
-        for item in dataclasses.fields(self):
-            value = getattr(self, item.name)
-            data[item.name] = list(value) if isinstance(value, tuple) else value
-        return data
 
 
 @dataclass(frozen=True, slots=True)

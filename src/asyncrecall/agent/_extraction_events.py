@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeAlias
 
-from asyncrecall.agent._events import _Event
+from asyncrecall.prefetch._events import EventBase as _Event
 
 __all__ = [
     "ExtractionEvent",

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 __all__ = [
     "DiscardReason",
+    "EventBase",
     "InjectionPoint",
     "MemoryDiscardedEvent",
     "MemoryInjectedEvent",
@@ -31,9 +32,11 @@ DiscardReason: TypeAlias = Literal[
 
 
 @dataclass(frozen=True, slots=True)
-class _MemoryEvent:
+class EventBase:
+    """A ``type`` and :meth:`to_dict` (for stream-json); the agent's events share it."""
+
     type: ClassVar[str]
-    # Never ends a user query: the agent's loop stops only on terminal events.
+    #: Whether the event ends a user query abnormally (memory events never do).
     terminal: ClassVar[bool] = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -45,7 +48,7 @@ class _MemoryEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryRecallStartedEvent(_MemoryEvent):
+class MemoryRecallStartedEvent(EventBase):
     """A recall started in the background for this user query."""
 
     type: ClassVar[str] = "memory_recall_started"
@@ -53,7 +56,7 @@ class MemoryRecallStartedEvent(_MemoryEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryInjectedEvent(_MemoryEvent):
+class MemoryInjectedEvent(EventBase):
     """A settled recall's memory block went into a request."""
 
     type: ClassVar[str] = "memory_injected"
@@ -64,7 +67,7 @@ class MemoryInjectedEvent(_MemoryEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryDiscardedEvent(_MemoryEvent):
+class MemoryDiscardedEvent(EventBase):
     """A recall was dropped unused (cancelled if it was still running)."""
 
     type: ClassVar[str] = "memory_discarded"
