@@ -59,7 +59,7 @@ def test_defaults_and_derived_values(project: Path, home: Path) -> None:
     settings = load_settings({"project": str(project)}, env={"ASYNCRECALL_HOME": str(home)})
     assert settings.home == home and settings.project == project.resolve()
     assert settings.max_turns == 100 and settings.memory_enabled
-    assert settings.recall_mode == "async" and settings.output_format == "text"
+    assert settings.recall_mode == "async+lexical" and settings.output_format == "text"
     # No endpoint: the best embedded selector (hybrid needs the `local` extra).
     expected = "hybrid" if importlib.util.find_spec("wordllama") else "lexical"
     assert settings.effective_selector == expected

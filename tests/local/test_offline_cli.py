@@ -100,12 +100,18 @@ def test_only_the_embedded_model_goes_without_tools_unless_asked(tmp_path: Path)
     default = load_settings({}, env=env, cwd=tmp_path)
     assert not default.tools_enabled(embedded=True)
     assert default.tools_enabled(embedded=False)
+    # The default is async+lexical everywhere (bench recall: most gold at zero wait).
     assert default.effective_recall_mode(embedded=True) == "async+lexical"
-    assert default.effective_recall_mode(embedded=False) == "async"
+    assert default.effective_recall_mode(embedded=False) == "async+lexical"
+    plain = load_settings({"recall_mode": "async"}, env=env, cwd=tmp_path)
+    assert plain.effective_recall_mode(embedded=True) == "async+lexical"
+    assert plain.effective_recall_mode(embedded=False) == "async"
     blocking = load_settings({"recall_mode": "blocking"}, env=env, cwd=tmp_path)
     assert blocking.effective_recall_mode(embedded=True) == "blocking"
 
-    forced = settings_from_args(common_parser().parse_args(["--tools"]), cwd=tmp_path)
+    forced = settings_from_args(
+        common_parser().parse_args(["--tools", "--recall-mode", "async"]), cwd=tmp_path
+    )
     assert forced.tools_enabled(embedded=True)
     assert forced.effective_recall_mode(embedded=True) == "async"
     (tmp_path / "settings.toml").write_text("tools = true\n")

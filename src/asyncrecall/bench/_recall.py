@@ -105,7 +105,8 @@ def embedded_selector() -> Selector:
     """The embedded selector the modes run for real: the instant pass of ``async+lexical``
     and the model selector's fallback. One per memory folder (its caches stay warm).
 
-    The one place to switch to another embedded selector (an abstaining one) at merge.
+    The one place to switch to another embedded selector (the lexical one abstains by
+    default).
     """
     return LexicalSelector()
 

@@ -74,7 +74,8 @@ def agent_flags() -> argparse.ArgumentParser:
     limits.add_argument(
         "--recall-mode",
         choices=["async", "blocking", "async+wait100", "async+lexical"],
-        help="async (the design, default), blocking (the old design), or an async variant",
+        help="async+lexical (default: the design plus an instant lexical pass), async (the "
+        "design alone), blocking (the old design), or async+wait100",
     )
     limits.add_argument(
         "--tools",
