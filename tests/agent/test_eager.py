@@ -41,6 +41,7 @@ async def test_a_lexical_recall_that_finishes_inside_create_task_rides_on_the_re
     on the first request, and no task is left behind."""
     main.add_turn("ok")
     client = AgentClient(model=main, memory=MemoryManager(store, LexicalSelector()))
+    await client.warm_memory()  # warm: the lexical recall then runs inline, eagerly
 
     events = await collect(client.send_message_stream("how do we deploy to staging?"))
 
