@@ -76,8 +76,8 @@ from asyncrecall.memory._postgres_sql import (
     SCAN_SQL,
     UPSERT_SQL,
 )
-from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT
-from asyncrecall.memory._store import INDEX_MAX_BYTES, INDEX_MAX_LINES, _index_line
+from asyncrecall.memory._scan import MAX_FILE_BYTES, SCAN_LIMIT
+from asyncrecall.memory._store import INDEX_MAX_LINES, _index_line, cut_index
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
 
 __all__ = ["PostgresMemoryStore", "StoreChange", "default_namespace"]
@@ -714,25 +714,6 @@ class PostgresMemoryStore:
             mtime=float(mtime),
             size=int(size),
         )
-
-
-def cut_index(lines: list[str], *, total_lines: int, total_bytes: int) -> str:
-    """The first index lines within 200 lines and 25,000 bytes, with the folder's warning
-    line when cut (``total_*``: the whole index's size)."""
-    kept = "\n".join(lines[:INDEX_MAX_LINES])
-    cut = total_lines > INDEX_MAX_LINES
-    if len(kept.encode("utf-8")) > INDEX_MAX_BYTES:
-        head = kept.encode("utf-8")[:INDEX_MAX_BYTES].decode("utf-8", errors="ignore")
-        kept, cut = head.rsplit("\n", 1)[0] if "\n" in head else head, True
-    if not cut:
-        return kept
-    shown = kept.count("\n") + 1
-    return (
-        f"{kept}\n\n> WARNING: {INDEX_NAME} is {total_lines} lines and {total_bytes} bytes; "
-        f"only the first {shown} lines were loaded (limits: {INDEX_MAX_LINES} lines, "
-        f"{INDEX_MAX_BYTES:,} bytes). Keep index entries to one short line and move "
-        "detail into topic files."
-    )
 
 
 def _describe(exc: BaseException) -> str:

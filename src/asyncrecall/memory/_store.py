@@ -119,23 +119,7 @@ class MemoryStore:
         if not text:
             return ""
         lines = text.split("\n")
-        total_lines, total_bytes = len(lines), len(text.encode("utf-8"))
-        cut = False
-        if total_lines > INDEX_MAX_LINES:
-            lines, cut = lines[:INDEX_MAX_LINES], True
-        kept = "\n".join(lines)
-        if len(kept.encode("utf-8")) > INDEX_MAX_BYTES:
-            head = kept.encode("utf-8")[:INDEX_MAX_BYTES].decode("utf-8", errors="ignore")
-            kept, cut = head.rsplit("\n", 1)[0] if "\n" in head else head, True
-        if not cut:
-            return kept
-        shown = kept.count("\n") + 1
-        return (
-            f"{kept}\n\n> WARNING: {INDEX_NAME} is {total_lines} lines and {total_bytes} bytes; "
-            f"only the first {shown} lines were loaded (limits: {INDEX_MAX_LINES} lines, "
-            f"{INDEX_MAX_BYTES:,} bytes). Keep index entries to one short line and move "
-            "detail into topic files."
-        )
+        return cut_index(lines, total_lines=len(lines), total_bytes=len(text.encode("utf-8")))
 
     def _read_index_bytes(self) -> bytes | None:
         try:
@@ -282,3 +266,22 @@ def _atomic_write(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def cut_index(lines: list[str], *, total_lines: int, total_bytes: int) -> str:
+    """The first index lines within 200 lines and 25,000 bytes, with the folder's warning
+    line when cut (``total_*``: the whole index's size)."""
+    kept = "\n".join(lines[:INDEX_MAX_LINES])
+    cut = total_lines > INDEX_MAX_LINES
+    if len(kept.encode("utf-8")) > INDEX_MAX_BYTES:
+        head = kept.encode("utf-8")[:INDEX_MAX_BYTES].decode("utf-8", errors="ignore")
+        kept, cut = head.rsplit("\n", 1)[0] if "\n" in head else head, True
+    if not cut:
+        return kept
+    shown = kept.count("\n") + 1
+    return (
+        f"{kept}\n\n> WARNING: {INDEX_NAME} is {total_lines} lines and {total_bytes} bytes; "
+        f"only the first {shown} lines were loaded (limits: {INDEX_MAX_LINES} lines, "
+        f"{INDEX_MAX_BYTES:,} bytes). Keep index entries to one short line and move "
+        "detail into topic files."
+    )
