@@ -19,38 +19,14 @@ from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, Mode
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
-
-MEMORIES = (
-    (
-        "db-testing",
-        "feedback",
-        "integration tests must hit a real database, never mocks",
-        "We were burned when mocked tests passed and the prod migration failed.",
-    ),
-    (
-        "deploy-flow",
-        "project",
-        "deploys go through the staging cluster first",
-        "Run `make deploy-staging`, wait for the smoke tests, then promote.",
-    ),
-    (
-        "user-role",
-        "user",
-        "the user is a data scientist, new to the frontend code",
-        "Explain frontend concepts by analogy with pandas and notebooks.",
-    ),
-)
+from sample_memories import seeded_store
 
 MEMORY_MARK = "## Relevant memory"
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> MemoryStore:
-    store = MemoryStore(tmp_path / "memory")
-    store.ensure()
-    for name, kind, description, body in MEMORIES:
-        store.save_memory(name, description, kind, body)
-    return store
+    return seeded_store(tmp_path / "memory")
 
 
 @pytest.fixture

@@ -13,36 +13,12 @@ import pytest
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.prefetch import PrefetchEvent, RecallPrefetcher
 from asyncrecall.testing import ScriptedModel
-
-MEMORIES = (
-    (
-        "db-testing",
-        "feedback",
-        "integration tests must hit a real database, never mocks",
-        "We were burned when mocked tests passed and the prod migration failed.",
-    ),
-    (
-        "deploy-flow",
-        "project",
-        "deploys go through the staging cluster first",
-        "Run `make deploy-staging`, wait for the smoke tests, then promote.",
-    ),
-    (
-        "user-role",
-        "user",
-        "the user is a data scientist, new to the frontend code",
-        "Explain frontend concepts by analogy with pandas and notebooks.",
-    ),
-)
+from sample_memories import seeded_store
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> MemoryStore:
-    store = MemoryStore(tmp_path / "memory")
-    store.ensure()
-    for name, kind, description, body in MEMORIES:
-        store.save_memory(name, description, kind, body)
-    return store
+    return seeded_store(tmp_path / "memory")
 
 
 @pytest.fixture
