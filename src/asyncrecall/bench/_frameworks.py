@@ -404,7 +404,9 @@ async def _read_file(path: str, duration_ms: float = 0.0) -> str:
     return f"# {path}\n"
 
 
-class _PydanticAI(_Driver):
+class _OpenAIClientDriver(_Driver):
+    """A driver whose framework takes an ``AsyncOpenAI`` client (stamped, no retries)."""
+
     def __init__(self, server: LocalServer) -> None:
         super().__init__(server)
         from openai import AsyncOpenAI
@@ -416,6 +418,11 @@ class _PydanticAI(_Driver):
             http_client=self.http_client(),
         )
 
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+class _PydanticAI(_OpenAIClientDriver):
     def prepare(
         self,
         pattern: str,
@@ -444,22 +451,8 @@ class _PydanticAI(_Driver):
         agent.tool_plain(_read_file, name="read_file")
         return lambda: agent.run(plan.text, conversation_id=plan.qid)
 
-    async def aclose(self) -> None:
-        await self._client.close()
 
-
-class _OpenAIAgents(_Driver):
-    def __init__(self, server: LocalServer) -> None:
-        super().__init__(server)
-        from openai import AsyncOpenAI
-
-        self._client = AsyncOpenAI(
-            base_url=server.base_url,
-            api_key="bench",
-            max_retries=0,
-            http_client=self.http_client(),
-        )
-
+class _OpenAIAgents(_OpenAIClientDriver):
     def prepare(
         self,
         pattern: str,
@@ -489,9 +482,6 @@ class _OpenAIAgents(_Driver):
             else None,
         )
         return lambda: Runner.run(agent, plan.text, run_config=config)
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
 
 class _LangChain(_Driver):
