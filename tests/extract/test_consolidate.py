@@ -193,3 +193,18 @@ def test_cli_consolidate_dry_run_prints_the_plan(
     out = json.loads(done.stdout)
     assert out["dry_run"] is True and out["actions"][0]["paths"] == ["old-editor.md"]
     assert len(store.scan()) == 4
+
+
+def test_consolidate_refuses_a_database_store_instead_of_ignoring_it(tmp_path: Path) -> None:
+    """``--store`` is accepted by every memory command; consolidate, folder-only for now,
+    says so (exit 2, one line) rather than silently working on the folder."""
+    env = {**os.environ, "ASYNCRECALL_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "memory", "consolidate", "--dry-run",
+         "--store", "postgresql://nowhere/db", "--base-url", "http://127.0.0.1:9/v1",
+         "--model", "m", "--project", str(tmp_path)],
+        capture_output=True, text=True, timeout=60, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--store is not supported" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -26,10 +26,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    if settings.store:
+        raise ConfigError("memory consolidate works on a memory folder; --store is not supported")
     name = settings.effective_side_model
     if not settings.base_url or not name:
         raise ConfigError(
             "memory consolidate needs a side model: pass --base-url and --model (or --side-model)"
+        )
+    if settings.store:
+        raise ConfigError(
+            "memory consolidate works on a memory folder; --store is not supported yet"
         )
     store = MemoryStore(memory_dir_for(settings))
     result = asyncio.run(_consolidate(store, settings, name, dry_run=args.dry_run))
