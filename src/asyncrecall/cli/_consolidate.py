@@ -33,10 +33,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(
             "memory consolidate needs a side model: pass --base-url and --model (or --side-model)"
         )
-    if settings.store:
-        raise ConfigError(
-            "memory consolidate works on a memory folder; --store is not supported yet"
-        )
     store = MemoryStore(memory_dir_for(settings))
     result = asyncio.run(_consolidate(store, settings, name, dry_run=args.dry_run))
     if args.json:
