@@ -3,6 +3,7 @@
 For each framework (Pydantic AI, the OpenAI Agents SDK, LangChain v1), the same seeded
 plans as ``bench latency`` (:func:`asyncrecall.bench._workload.draw_plans`: side query
 lognormal mean 0.9 s, 0-3 tool rounds) are played over HTTP by a :class:`LocalServer`
+in a child process (so its work and its share of the GIL stay out of the timings)
 in the framework's real agent loop, three ways:
 
 * ``none`` — no memory: the baseline;
@@ -31,7 +32,7 @@ import json
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,18 +42,17 @@ from rich.table import Table
 from asyncrecall._settings import Settings
 from asyncrecall.bench._corpus import build_memory_folder
 from asyncrecall.bench._measure import percentile
+from asyncrecall.bench._scale import ChildServer, child_server
 from asyncrecall.bench._workload import (
     LatencyProfile,
     QueryPlan,
     draw_plans,
-    install_plans,
     main_model_name,
     side_model_name,
 )
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
-from asyncrecall.testing import LocalServer
 
 __all__ = ["FRAMEWORKS", "PATTERNS", "FrameworksConfig", "Trace", "add_arguments", "measure", "run"]
 
@@ -96,57 +96,85 @@ class Trace:
 # -- the benchmark ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Plans:
+    """How a set of plans is drawn: the child server draws the same ones from it."""
+
+    count: int
+    seed: int
+    profile: LatencyProfile
+    prefix: str
+
+    def draw(self) -> list[QueryPlan]:
+        return draw_plans(self.count, self.seed, self.profile, prefix=self.prefix)
+
+    async def install(self, server: ChildServer, tag: str, paths: Mapping[str, str]) -> None:
+        """Make the child server answer these plans under ``tag``."""
+        await server.command(
+            {
+                "op": "install",
+                "tag": tag,
+                "count": self.count,
+                "seed": self.seed,
+                "prefix": self.prefix,
+                "profile": asdict(self.profile),
+                "paths": dict(paths),
+            }
+        )
+
+
 async def measure(config: FrameworksConfig) -> dict[str, dict[str, list[Trace]]]:
     """Every framework's traces, by pattern, the same plans for all."""
-    plans = draw_plans(config.queries, config.seed, config.profile)
-    warm = draw_plans(1, config.seed, _WARM_UP, prefix="w")
+    plans = _Plans(config.queries, config.seed, config.profile, "q")
+    warm = _Plans(1, config.seed, _WARM_UP, "w")
     results: dict[str, dict[str, list[Trace]]] = {}
-    with tempfile.TemporaryDirectory() as tmp, LocalServer() as server:
-        paths = build_memory_folder(Path(tmp) / "memory")
-        store = MemoryStore(Path(tmp) / "memory")
-        store.scan()  # warm, as in a session past its first query
-        for framework in config.frameworks:
-            driver = _DRIVERS[framework](server)
-            try:
-                for pattern in PATTERNS:  # first runs import and connect: not measured
-                    await _pattern(
-                        server, driver, store, paths, warm, f"warm-{framework}", pattern, config
-                    )
-                results[framework] = {
-                    pattern: await _pattern(
-                        server, driver, store, paths, plans, framework, pattern, config
-                    )
-                    for pattern in PATTERNS
-                }
-            finally:
-                await driver.aclose()
+    async with child_server(control=True) as server:
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = build_memory_folder(Path(tmp) / "memory")
+            store = MemoryStore(Path(tmp) / "memory")
+            store.scan()  # warm, as in a session past its first query
+            for framework in config.frameworks:
+                driver = _DRIVERS[framework](server.base_url)
+                try:
+                    for pattern in PATTERNS:  # first runs import and connect: not measured
+                        await _pattern(
+                            server, driver, store, paths, warm, f"warm-{framework}", pattern, config
+                        )
+                    results[framework] = {
+                        pattern: await _pattern(
+                            server, driver, store, paths, plans, framework, pattern, config
+                        )
+                        for pattern in PATTERNS
+                    }
+                finally:
+                    await driver.aclose()
     return results
 
 
 async def _pattern(
-    server: LocalServer,
+    server: ChildServer,
     driver: _Driver,
     store: MemoryStore,
     paths: Mapping[str, str],
-    plans: Sequence[QueryPlan],
+    plans: _Plans,
     framework: str,
     pattern: str,
     config: FrameworksConfig,
 ) -> list[Trace]:
     """Every plan run one way in one framework, ``config.concurrency`` at a time."""
     tag = f"{framework}/{pattern}"
-    install_plans(server, tag, plans, paths)
+    await plans.install(server, tag, paths)
     gate = asyncio.Semaphore(config.concurrency)
 
     async def one(plan: QueryPlan) -> Trace:
         async with gate:
             return await _one(server, driver, store, tag, pattern, plan)
 
-    return list(await asyncio.gather(*map(one, plans)))
+    return list(await asyncio.gather(*map(one, plans.draw())))
 
 
 async def _one(
-    server: LocalServer,
+    server: ChildServer,
     driver: _Driver,
     store: MemoryStore,
     tag: str,
@@ -154,26 +182,28 @@ async def _one(
     plan: QueryPlan,
 ) -> Trace:
     held = _Held()
-    async with OpenAIModel(
-        model=side_model_name(tag, plan), base_url=server.base_url, max_retries=0
-    ) as side:
+    main_model, side_model = main_model_name(tag, plan), side_model_name(tag, plan)
+    async with OpenAIModel(model=side_model, base_url=server.base_url, max_retries=0) as side:
         memory = _TimedMemory(store, ModelSelector(side), held=held)
         memory.awaited = pattern == "awaited"
         async with _TimedPrefetcher(memory, held=held) as prefetcher:
-            start = driver.prepare(pattern, main_model_name(tag, plan), plan, memory, prefetcher)
+            start = driver.prepare(pattern, main_model, plan, memory, prefetcher)
             started = time.monotonic()  # the agent is built: from here on it is the run
             await start()
-    main = [r for r in server.requests if r.model == main_model_name(tag, plan)]
-    sides = [r for r in server.requests if r.model == side_model_name(tag, plan)]
-    with_memory = [n for n, r in enumerate(main) if _MARK in json.dumps(r.body["messages"])]
+    answer = await server.command(
+        {"op": "records", "models": [main_model, side_model], "mark": _MARK}
+    )
+    main = [r for r in answer["records"] if r["model"] == main_model]
+    sides = [r for r in answer["records"] if r["model"] == side_model]
+    with_memory = [n for n, r in enumerate(main) if r["marked"]]
     landed = "missed" if not with_memory else "user_query" if with_memory[0] == 0 else "tool_result"
     return Trace(
         qid=plan.qid,
-        first_request_ms=(driver.sent[main_model_name(tag, plan)] - started) * 1000.0,
+        first_request_ms=(driver.sent[main_model] - started) * 1000.0,
         hook_ms=held.seconds * 1000.0,
         landed=landed,
         side_queries=len(sides),
-        side_hung_up=sum(r.disconnected for r in sides),
+        side_hung_up=sum(r["disconnected"] for r in sides),
     )
 
 
@@ -367,8 +397,8 @@ class _TimedPrefetcher(RecallPrefetcher):
 class _Driver:
     """Runs one plan's conversation in one framework, one of the three ways."""
 
-    def __init__(self, server: LocalServer) -> None:
-        self.server = server
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
         #: When each main model's first request was handed to the HTTP connection.
         self.sent: dict[str, float] = {}
 
@@ -407,12 +437,12 @@ async def _read_file(path: str, duration_ms: float = 0.0) -> str:
 class _OpenAIClientDriver(_Driver):
     """A driver whose framework takes an ``AsyncOpenAI`` client (stamped, no retries)."""
 
-    def __init__(self, server: LocalServer) -> None:
-        super().__init__(server)
+    def __init__(self, base_url: str) -> None:
+        super().__init__(base_url)
         from openai import AsyncOpenAI
 
         self._client = AsyncOpenAI(
-            base_url=server.base_url,
+            base_url=base_url,
             api_key="bench",
             max_retries=0,
             http_client=self.http_client(),
@@ -485,8 +515,8 @@ class _OpenAIAgents(_OpenAIClientDriver):
 
 
 class _LangChain(_Driver):
-    def __init__(self, server: LocalServer) -> None:
-        super().__init__(server)
+    def __init__(self, base_url: str) -> None:
+        super().__init__(base_url)
         self._http = self.http_client()
 
     def prepare(
@@ -506,7 +536,7 @@ class _LangChain(_Driver):
 
         chat = ChatOpenAI(
             model=model,
-            base_url=self.server.base_url,
+            base_url=self.base_url,
             api_key="bench",  # type: ignore[arg-type]
             max_retries=0,
             http_async_client=self._http,
@@ -526,7 +556,7 @@ class _LangChain(_Driver):
         await self._http.aclose()
 
 
-_DRIVERS: Final[dict[str, Callable[[LocalServer], _Driver]]] = {
+_DRIVERS: Final[dict[str, Callable[[str], _Driver]]] = {
     "pydantic-ai": _PydanticAI,
     "openai-agents": _OpenAIAgents,
     "langchain": _LangChain,

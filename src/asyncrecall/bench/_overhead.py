@@ -203,7 +203,8 @@ async def _measure(
         err.print(f"per-query cost: {repeats} user queries per variant ...")
         per_query = await measure_per_query(repeats, project=root / "project")
         scale: list[ScaleResult] = []
-        async with child_server(seed) as base_url:
+        async with child_server(seed) as child:
+            base_url = child.base_url
             err.print(f"recall CPU over HTTP: {repeats} calls per variant ...")
             recall_cpu = await measure_recall_cpu(
                 repeats, base_url=base_url, memory_dir=root / "memory"

@@ -30,9 +30,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import openai
 from openai import AsyncOpenAI
@@ -45,7 +46,7 @@ from asyncrecall.bench._workload import ScriptedTools
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
 
-__all__ = ["ScaleResult", "child_server", "measure_idle", "measure_scale"]
+__all__ = ["ChildServer", "ScaleResult", "child_server", "measure_idle", "measure_scale"]
 
 _START_GUARD_S = 30.0
 _WARMUP_SESSIONS = 10
@@ -93,16 +94,39 @@ def _lag_summary(lags: Sequence[float]) -> tuple[float, float, float]:
     return percentile(lags, 50), percentile(lags, 99), max(lags, default=0.0)
 
 
+class ChildServer:
+    """A :class:`LocalServer` in a child process (:mod:`asyncrecall.bench._serve`)."""
+
+    def __init__(self, process: asyncio.subprocess.Process, port: str) -> None:
+        self._process = process
+        self._lock = asyncio.Lock()
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+
+    async def command(self, command: Mapping[str, Any]) -> Any:
+        """Send one ``--control`` command; its answer."""
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None
+        async with self._lock:
+            stdin.write(json.dumps(command).encode() + b"\n")
+            await stdin.drain()
+            line = await stdout.readline()
+        if not line:
+            raise RuntimeError("the benchmark server stopped")
+        return json.loads(line)
+
+
 @contextlib.asynccontextmanager
-async def child_server(seed: int) -> AsyncIterator[str]:
-    """Start :mod:`asyncrecall.bench._serve` in a child process; yields its base URL.
+async def child_server(seed: int = 0, *, control: bool = False) -> AsyncIterator[ChildServer]:
+    """Start :mod:`asyncrecall.bench._serve` in a child process (``control``: with
+    ``--control``, so :meth:`ChildServer.command` works).
 
     The child's standard error goes to a temporary file, shown only if it fails to
     start (at shutdown, the server may log the connections it cancels).
     """
+    flags = ["--control"] if control else []
     with tempfile.TemporaryFile() as errors:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "asyncrecall.bench._serve", "--seed", str(seed),
+            sys.executable, "-m", "asyncrecall.bench._serve", "--seed", str(seed), *flags,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
         )  # fmt: skip
         assert process.stdin is not None and process.stdout is not None
@@ -113,7 +137,7 @@ async def child_server(seed: int) -> AsyncIterator[str]:
                 errors.seek(0)
                 said = errors.read().decode(errors="replace").strip()
                 raise RuntimeError(f"the benchmark server did not start: {said[-2000:]}")
-            yield f"http://127.0.0.1:{line[1]}/v1"
+            yield ChildServer(process, line[1])
         finally:
             process.stdin.close()  # the child serves until its standard input closes
             try:

@@ -13,19 +13,32 @@ Replies (latencies drawn from the seeded RNG, in the server's thread):
   duration of 20-500 ms), a tool-result request gets the answer; first token after
   0.3-1.5 s;
 * ``warmup-scale-side`` and ``warmup-scale-main``: the same, at once.
+
+With ``--control`` (``bench frameworks``), the server answers no model of its own:
+each line on standard input is a JSON command, answered by one JSON line on standard
+output, until standard input closes:
+
+* ``{"op": "install", "tag", "count", "seed", "prefix", "profile", "paths"}`` draws the
+  same plans the parent drew (:func:`draw_plans` is seeded) and installs their replies
+  under ``tag`` (:func:`install_plans`); answers ``{"ok": true}``;
+* ``{"op": "records", "models", "mark"}`` answers ``{"records": [...]}``, one
+  ``{"model", "marked", "disconnected"}`` per request recorded for those models, in
+  arrival order (``marked``: ``mark`` appears in the request's messages).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from asyncrecall.bench._workload import DURATION_ARG, LatencyProfile
+from asyncrecall.bench._workload import DURATION_ARG, LatencyProfile, draw_plans, install_plans
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 __all__ = ["MAIN_MODEL", "SIDE_MODEL", "WARMUP_PREFIX", "main"]
@@ -88,13 +101,44 @@ def _after_tool(messages: Sequence[dict[str, object]]) -> bool:
     return False
 
 
+def _command(server: LocalServer, command: Mapping[str, Any]) -> dict[str, Any]:
+    """Carry out one ``--control`` command."""
+    if command["op"] == "install":
+        profile = LatencyProfile(**command["profile"])
+        plans = draw_plans(command["count"], command["seed"], profile, prefix=command["prefix"])
+        install_plans(server, command["tag"], plans, command["paths"])
+        return {"ok": True}
+    if command["op"] == "records":
+        models, mark = set(command["models"]), command["mark"]
+        return {
+            "records": [
+                {
+                    "model": r.model,
+                    "marked": mark in json.dumps(r.body.get("messages", [])),
+                    "disconnected": r.disconnected,
+                }
+                for r in server.requests
+                if r.model in models
+            ]
+        }
+    raise ValueError(f"unknown command {command['op']!r}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until standard input closes."""
     parser = argparse.ArgumentParser(prog="python -m asyncrecall.bench._serve")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--control", action="store_true", help="take commands on stdin")
     args = parser.parse_args(argv)
     replies = _Replies(args.seed, LatencyProfile())
     with LocalServer() as server:
+        if args.control:
+            sys.stdout.write(f"port {server.port}\n")
+            sys.stdout.flush()
+            for line in sys.stdin:  # until the parent closes our standard input
+                sys.stdout.write(json.dumps(_command(server, json.loads(line))) + "\n")
+                sys.stdout.flush()
+            return 0
         server.set_default(SIDE_MODEL, replies.side)
         server.set_default(MAIN_MODEL, replies.main)
         server.set_default(WARMUP_PREFIX + SIDE_MODEL, _side_now)
