@@ -250,3 +250,33 @@ async def test_warm_makes_the_next_recall_inline(folder: MemoryStore, work: Work
     other = MemoryManager(MemoryStore(folder.root), WithFallback())
     await other.warm()
     assert fallback.ready(folder.scan())
+
+
+async def test_a_warm_folder_offers_its_candidates_without_a_thread(
+    folder: MemoryStore, write: WriteFile, work: Work, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For a selector that is not inline (the model's), a warm folder's candidates come
+    straight from the cached scan: no worker thread is started (starting one blocks the
+    loop until it runs); a file changed since is parsed in a worker thread, never on
+    the loop."""
+    import asyncrecall.memory._store as store_module
+
+    threads: list[str] = []
+    real = store_module.run_off_loop
+
+    async def counted(work_fn: object, *, name: str) -> object:
+        threads.append(name)
+        return await real(work_fn, name=name)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_module, "run_off_loop", counted)
+    cold = await folder.candidates("postgres")
+    assert threads == ["asyncrecall-scan"] and len(cold) == 13
+    warm = await folder.candidates("postgres")
+    assert threads == ["asyncrecall-scan"]
+    assert [d.rel_path for d in warm] == [d.rel_path for d in cold]
+    write("db.md", topic("Database", body="postgres moved to a managed service"), mtime=NOW + 5)
+    work.parsed.clear()
+    changed = await folder.candidates("postgres")
+    assert threads == ["asyncrecall-scan"] * 2
+    assert changed[0].rel_path == "db.md" and "managed" in changed[0].body
+    assert work.parsed and work.on_loop(threading.current_thread()) == []
