@@ -198,7 +198,9 @@ async def test_debug_mode_validates_before_sending(
     assert local_server.requests == []
 
 
-async def test_models_of_a_pair_share_one_client(local_server: LocalServer) -> None:
+async def test_models_of_a_pair_have_a_pool_each(local_server: LocalServer) -> None:
+    """Main and side each have a client (a connection pool) of their own: the side
+    query's connections never join the turns' pool; closing the pair closes both."""
     local_server.script("main", "from main")
     local_server.script("side", Reply(json={"ok": True}))
     async with open_openai_models(
@@ -211,7 +213,8 @@ async def test_models_of_a_pair_share_one_client(local_server: LocalServer) -> N
     assert any(isinstance(e, TextDelta) for e in events)
     assert value == {"ok": True}
     assert [r.model for r in local_server.requests] == ["main", "side"]
-    assert pair.client.is_closed()
+    assert pair.main_client is not pair.side_client
+    assert pair.main_client.is_closed() and pair.side_client.is_closed()
 
 
 def test_assembler_copes_with_servers_that_omit_the_index() -> None:
@@ -239,9 +242,9 @@ async def test_open_openai_models_and_shared_clients(local_server: LocalServer) 
     """A model given a client shares it and leaves closing it to the owner."""
     pair = open_openai_models(model="main", base_url=local_server.base_url, max_retries=0)
     assert pair.side.name == "main"
-    other = OpenAIModel(model="x", base_url=local_server.base_url, client=pair.client)
+    other = OpenAIModel(model="x", base_url=local_server.base_url, client=pair.main_client)
     await other.aclose()
-    assert not pair.client.is_closed()
+    assert not pair.main_client.is_closed()
     await pair.aclose()
-    assert pair.client.is_closed()
+    assert pair.main_client.is_closed()
     assert repr(other) == f"OpenAIModel(model='x', base_url='{local_server.base_url}')"

@@ -192,18 +192,27 @@ async def _run_sessions(
     prefix: str = "",
 ) -> list[QueryTrace]:
     # No connection cap: every session has a stream and a side query in flight at once.
-    # (The limits' class is the SDK's own HTTP library, whichever it is.)
+    # (The limits' class is the SDK's own HTTP library, whichever it is.) The side model
+    # has a pool of its own, as open_openai_models gives it: a pool's bookkeeping costs
+    # CPU per request in proportion to its connections.
     limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
         max_connections=None, max_keepalive_connections=None
     )
-    http = AsyncOpenAI(
-        api_key="bench",
-        base_url=base_url,
-        max_retries=0,
-        http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+    main_http, side_http = (
+        AsyncOpenAI(
+            api_key="bench",
+            base_url=base_url,
+            max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+        )
+        for _ in range(2)
     )
-    main = OpenAIModel(model=prefix + MAIN_MODEL, base_url=base_url, client=http, max_retries=0)
-    side = OpenAIModel(model=prefix + SIDE_MODEL, base_url=base_url, client=http, max_retries=0)
+    main = OpenAIModel(
+        model=prefix + MAIN_MODEL, base_url=base_url, client=main_http, max_retries=0
+    )
+    side = OpenAIModel(
+        model=prefix + SIDE_MODEL, base_url=base_url, client=side_http, max_retries=0
+    )
     manager = MemoryManager(MemoryStore(memory_dir), ModelSelector(side)) if memory else None
     tools = ScriptedTools(project)
     clients = [AgentClient(model=main, memory=manager, tools=tools.specs) for _ in range(count)]
@@ -222,7 +231,8 @@ async def _run_sessions(
             for index, client in enumerate(clients):
                 group.create_task(session(index, client))
     finally:
-        await http.close()
+        await main_http.close()
+        await side_http.close()
     return traces
 
 

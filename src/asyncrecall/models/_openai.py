@@ -533,15 +533,20 @@ class OpenAIModel:
 
 @dataclass(frozen=True, slots=True)
 class ModelPair:
-    """A main and a side :class:`OpenAIModel` sharing one client; closing it closes the client."""
+    """A main and a side :class:`OpenAIModel`, each on a client (connection pool) of its
+    own; closing the pair closes both clients."""
 
     main: OpenAIModel
     side: OpenAIModel
-    client: AsyncOpenAI = field(repr=False)
+    main_client: AsyncOpenAI = field(repr=False)
+    side_client: AsyncOpenAI = field(repr=False)
 
     async def aclose(self) -> None:
-        """Close the shared HTTP client."""
-        await self.client.close()
+        """Close both HTTP clients."""
+        try:
+            await self.main_client.close()
+        finally:
+            await self.side_client.close()
 
     async def __aenter__(self) -> ModelPair:
         return self
@@ -564,20 +569,24 @@ def open_openai_models(
     max_retries: int = 2,
     timeout: float | None = 600,
 ) -> ModelPair:
-    """The one way to build a main and a side model (default: the same name) sharing one
-    client. ``max_retries`` applies to the main model's turns; side queries never retry."""
-    client = _make_client(
-        base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout
+    """The one way to build a main and a side model (default: the same name).
+    ``max_retries`` applies to the main model's turns; side queries never retry.
+
+    Each model gets a connection pool of its own. The SDK's HTTP pool does bookkeeping
+    in proportion to its open connections on every request and every response closed,
+    and side queries (one per user message, often cancelled, so their connection
+    closes) would add theirs to the streamed turns' pool: with many sessions in one
+    process, one shared pool cost about a quarter more CPU per query
+    (``asyncrecall bench overhead``; ``benchmarks/latency.md``).
+    """
+    main_client, side_client = (
+        _make_client(base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout)
+        for _ in range(2)
     )
-    options: dict[str, Any] = {
-        "base_url": base_url,
-        "client": client,
-        "max_retries": max_retries,
-        "timeout": timeout,
-    }
-    main = OpenAIModel(model=model, **options)
-    side = OpenAIModel(model=side_model or model, **options)
-    return ModelPair(main=main, side=side, client=client)
+    options: dict[str, Any] = {"base_url": base_url, "max_retries": max_retries, "timeout": timeout}
+    main = OpenAIModel(model=model, client=main_client, **options)
+    side = OpenAIModel(model=side_model or model, client=side_client, **options)
+    return ModelPair(main=main, side=side, main_client=main_client, side_client=side_client)
 
 
 def _tool_choice(choice: str) -> Any:
