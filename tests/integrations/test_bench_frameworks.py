@@ -18,19 +18,24 @@ FAST = LatencyProfile(
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-async def test_every_framework_runs_the_same_plans_three_ways() -> None:
-    """Every framework runs every plan with no memory, the awaited pattern and the
-    adapter; only the adapter leaves the first request to its own side query's pace (the
-    awaited pattern always lands at the user query, the baseline never sends memory or a
-    side query)."""
+async def test_every_framework_runs_the_same_plans_every_way() -> None:
+    """Every framework runs every plan with no memory, the bare hooks, the awaited
+    pattern and the adapter; only the adapter leaves the first request to its own side
+    query's pace (the awaited pattern always lands at the user query, the baseline and
+    the bare hooks never send memory or a side query). The adapter's background recall
+    is timed step by step; no other pattern has one."""
     results = await measure(FrameworksConfig(queries=2, seed=3, concurrency=2, profile=FAST))
 
     assert set(results) == set(FRAMEWORKS)
     for patterns in results.values():
         assert tuple(patterns) == PATTERNS
         qids = [[t.qid for t in traces] for traces in patterns.values()]
-        assert qids[0] == qids[1] == qids[2]
-        assert all(t.landed == "missed" and t.side_queries == 0 for t in patterns["none"])
+        assert all(q == qids[0] for q in qids)
+        for bare in ("none", "hooks"):
+            assert all(t.landed == "missed" and t.side_queries == 0 for t in patterns[bare])
+        for other in ("none", "hooks", "awaited"):
+            assert all(t.recall_steps_ms == 0.0 for t in patterns[other])
+        assert sum(t.recall_steps_ms for t in patterns["adapter"]) > 0
         assert all(t.landed != "tool_result" for t in patterns["awaited"])
         assert all(t.side_queries == 1 for t in patterns["adapter"])
     summary = summarize(results)
@@ -39,6 +44,8 @@ async def test_every_framework_runs_the_same_plans_three_ways() -> None:
         "first_request_ms_p50",
         "added_ms",
         "hook_ms",
+        "recall_steps_ms",
+        "on_path_ms",
         "landed",
         "side_queries",
         "side_queries_hung_up",
