@@ -85,21 +85,23 @@ class OverheadReport:
     per_query_us: dict[str, float]
     scale: Sequence[ScaleResult]
     ramp_s: float = _RAMP_S
-    #: ``side_query_http`` and ``recall``: median CPU µs per call (part 2).
+    #: ``side_query_http``, ``side_query_sdk`` and ``recall``: median CPU µs per call
+    #: (part 2).
     recall_cpu_us: dict[str, float] = dataclasses.field(default_factory=dict)
     scale_repeats: int = 1
 
     def as_json(self) -> dict[str, Any]:
         """``per_query_us``, ``overhead_us`` (against memory off), ``recall_cpu_us`` (with
-        ``recall_over_http``), the idle loop's lag, and ``sessions``: per count,
-        ``memory_off`` and ``async`` runs (started over ``ramp_s``; medians of
-        ``scale_repeats`` runs each)."""
+        ``recall_over_http`` and ``recall_over_sdk``), the idle loop's lag, and
+        ``sessions``: per count, ``memory_off`` and ``async`` runs (started over
+        ``ramp_s``; medians of ``scale_repeats`` runs each)."""
         off = self.per_query_us["memory_off"]
         cpu = {k: round(v, 1) for k, v in self.recall_cpu_us.items()}
         if self.recall_cpu_us:
-            cpu["recall_over_http"] = round(
-                self.recall_cpu_us["recall"] - self.recall_cpu_us["side_query_http"], 1
-            )
+            for over, base in (("http", "side_query_http"), ("sdk", "side_query_sdk")):
+                cpu[f"recall_over_{over}"] = round(
+                    self.recall_cpu_us["recall"] - self.recall_cpu_us[base], 1
+                )
         return {
             "repeats": self.repeats,
             "ramp_s": self.ramp_s,
@@ -255,7 +257,10 @@ def median_result(results: Sequence[ScaleResult]) -> ScaleResult:
 async def measure_recall_cpu(
     repeats: int, *, base_url: str, memory_dir: Path, limit: int = 5
 ) -> dict[str, float]:
-    """Median CPU µs per call of a whole recall and of its side query's bare HTTP exchange.
+    """Median CPU µs per call of a whole recall, of its side query's bare HTTP exchange
+    (``side_query_http``: the HTTP library alone) and of the same request sent through
+    the OpenAI SDK as the recall sends it (``side_query_sdk``: what is left over it is
+    the recall's own code: scan, manifest, validation, block).
 
     Against the child server's instant side model; one call at a time, interleaved, so
     each figure is this process's own CPU for one call (worker threads included).
@@ -263,28 +268,28 @@ async def measure_recall_cpu(
     store = MemoryStore(memory_dir)
     docs = store.scan()
     model_name = WARMUP_PREFIX + SIDE_MODEL
-    body = json.dumps(
-        {
-            "model": model_name,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": selector_prompt(_RECALL_QUERY, docs, limit=limit)},
-            ],
-            "stream": False,
-            "temperature": 0,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": SCHEMA_NAME,
-                    "schema": selection_schema(limit),
-                    "strict": True,
-                },
+    request = {
+        "model": model_name,
+        "messages": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": selector_prompt(_RECALL_QUERY, docs, limit=limit)},
+        ],
+        "stream": False,
+        "temperature": 0,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {
+                "name": SCHEMA_NAME,
+                "schema": selection_schema(limit),
+                "strict": True,
             },
-        }
-    ).encode()
+        },
+    }
+    body = json.dumps(request).encode()
     headers = {"content-type": "application/json", "authorization": "Bearer bench"}
     url = base_url.rstrip("/") + "/chat/completions"
     http = openai.DefaultAsyncHttpxClient()
+    sdk = openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
     side = OpenAIModel(model=model_name, base_url=base_url, api_key="bench", max_retries=0)
     manager = MemoryManager(store, ModelSelector(side, fallback=None))
 
@@ -293,12 +298,16 @@ async def measure_recall_cpu(
         response.raise_for_status()
         json.loads(response.text)
 
+    async def sdk_post() -> None:
+        text: str = await sdk.post("/chat/completions", body=request, cast_to=str)
+        json.loads(text)
+
     async def recall() -> None:
         result = await manager.recall(_RECALL_QUERY, limit=limit)
         if not result.selected:
             raise RuntimeError(f"the benchmark's recall selected nothing: {result!r}")
 
-    variants = {"side_query_http": bare_http, "recall": recall}
+    variants = {"side_query_http": bare_http, "side_query_sdk": sdk_post, "recall": recall}
     samples: dict[str, list[float]] = {name: [] for name in variants}
     try:
         warmup = max(1, repeats // 10)
@@ -310,6 +319,7 @@ async def measure_recall_cpu(
                     samples[name].append((time.process_time_ns() - started) / 1000.0)
     finally:
         await side.aclose()
+        await sdk.close()
         await http.aclose()
     return {name: statistics.median(values) for name, values in samples.items()}
 
@@ -418,7 +428,9 @@ def _render(report: OverheadReport, console: Console) -> None:
             f"Recall CPU over HTTP (one call at a time, medians): whole recall "
             f"{cpu['recall']:,.0f} µs, its side query's bare HTTP exchange "
             f"{cpu['side_query_http']:,.0f} µs: [bold]{cpu['recall_over_http']:+,.0f} µs[/bold] "
-            "on top of the HTTP request (scan, manifest, SDK, validation, block)."
+            "on top of the HTTP request (scan, manifest, SDK, validation, block); the same "
+            f"request through the OpenAI SDK {cpu['side_query_sdk']:,.0f} µs: "
+            f"[bold]{cpu['recall_over_sdk']:+,.0f} µs[/bold] of the recall's own code."
         )
     if not report.scale:
         return
