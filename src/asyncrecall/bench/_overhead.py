@@ -467,7 +467,8 @@ def _render(report: OverheadReport, console: Console) -> None:
     console.print(table)
     console.print(
         "Each session runs one user query with one tool round; the N sessions start over "
-        f"{report.ramp_s:g} s and share one memory folder and one HTTP client. Each row is a fresh "
+        f"{report.ramp_s:g} s and share one memory folder and two HTTP clients (main, side). "
+        "Each row is a fresh "
         "process; the server (side query ~0.9 s lognormal, first token 0.3-1.5 s, tools "
         "20-500 ms) runs in another. Lag: how late a "
         f"{_TICK_S * 1000:g} ms sleep wakes up. RSS: peak resident memory during the run "

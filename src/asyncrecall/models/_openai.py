@@ -114,8 +114,9 @@ class OpenAIModel:
     """A :class:`~asyncrecall.models.Model` speaking OpenAI chat completions.
 
     ``api_key`` defaults to ``OPENAI_API_KEY``, else a placeholder (local servers
-    accept any). Pass ``client`` to share one connection pool between models (see
-    :func:`open_openai_models`); a shared client is not closed by :meth:`aclose`.
+    accept any). Pass ``client`` to share a client (its connection pool) between models;
+    a shared client is not closed by :meth:`aclose` (:func:`open_openai_models` gives the
+    main and the side model one client each).
     ``max_retries`` is the SDK's retry budget for connection errors, 408/409/429 and
     5xx of the streamed turns (side queries never retry). ``validate_history``
     (default: on when ``ASYNCRECALL_DEBUG=1``) checks the tool-call pairing of each
