@@ -5,8 +5,9 @@ process (``python -m asyncrecall.bench._scale``), so its resident-memory baselin
 clean and no earlier run's heap or garbage collection leaks into it; the server runs
 in another child (:mod:`asyncrecall.bench._serve`). In the measuring process, N
 sessions (one :class:`AgentClient` each, sharing one memory folder, one HTTP client
-for the main model and one for the side model, as a multi-session service would) start spread over ``ramp`` seconds and each
-run one user query with one tool round. Meanwhile:
+for the main model and one for the side model, as a multi-session service would)
+start spread over ``ramp`` seconds and each run one user query with one tool round.
+Meanwhile:
 
 * a ticker task sleeps ``tick`` seconds in a loop and records how late it wakes up
   (the event loop's lag);
