@@ -9,10 +9,10 @@ part in a background task. Its promises:
   extraction, never awaited by the query; a query where ``save_memory`` ran is
   skipped (``memory_extraction_skipped``, reason ``saved_memory``) and its turns are
   left out of later extractions (the main agent already handled them);
-- single flight: one extraction at a time per memory folder in this process (per
-  event loop); a request arriving while one runs becomes one trailing request, and a
-  newer request supersedes it (reason ``superseded``); the trailing run covers every
-  turn up to the newest query;
+- single flight: one extraction at a time per memory folder (or database namespace)
+  in this process (per event loop); a request arriving while one runs becomes one
+  trailing request, and a newer request supersedes it (reason ``superseded``); the
+  trailing run covers every turn up to the newest query;
 - a new user query never cancels a running extraction (it is about the past) and
   shares no lock with the turn: the main request goes out while it runs;
 - :meth:`cancel` (reset, the session's control signal) and :meth:`aclose` (exit, after
@@ -30,7 +30,6 @@ import sys
 import uuid
 import weakref
 from collections.abc import Callable
-from pathlib import Path
 from typing import Final
 
 from asyncrecall._cancel import CancelSignal
@@ -44,12 +43,8 @@ from asyncrecall.agent._extraction_events import (
     MemoryExtractionSkippedEvent,
     MemoryExtractionStartedEvent,
 )
-from asyncrecall.memory import (
-    ConsolidationGate,
-    MemoryExtractor,
-    TranscriptTurn,
-    consolidate,
-)
+from asyncrecall.memory import MemoryExtractor, TranscriptTurn, consolidate
+from asyncrecall.memory._consolidate import Gate
 from asyncrecall.models import Model
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT", "ExtractionScheduler", "QueryWatch", "is_embedded"]
@@ -64,10 +59,11 @@ _folder_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, as
 )
 
 
-def _folder_lock(root: Path) -> asyncio.Lock:
-    """The one lock per memory folder (and event loop) that makes extraction single-flight."""
+def _folder_lock(key: str) -> asyncio.Lock:
+    """The one lock per memory place (a folder, or a database's namespace) and event loop
+    that makes extraction single-flight."""
     locks = _folder_locks.setdefault(asyncio.get_running_loop(), {})
-    return locks.setdefault(str(root), asyncio.Lock())
+    return locks.setdefault(key, asyncio.Lock())
 
 
 class QueryWatch:
@@ -98,7 +94,7 @@ class ExtractionScheduler:
         drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
         control: CancelSignal | None = None,
         on_event: Callable[[ExtractionEvent], None] | None = None,
-        consolidation: ConsolidationGate | None = None,
+        consolidation: Gate | None = None,
     ) -> None:
         self.extractor = extractor
         #: Automatic consolidation after an extraction, when due (``None``: never).
@@ -214,7 +210,7 @@ class ExtractionScheduler:
         self.cancel("cancelled")
 
     async def _run(self) -> None:
-        async with _folder_lock(self.extractor.store.root):
+        async with _folder_lock(self.extractor.backend.key):
             while True:
                 self._trailing = False
                 end = self.transcript[-1].offset + 1 if self.transcript else 0
@@ -268,7 +264,9 @@ class ExtractionScheduler:
             return
         completed = False
         try:
-            result = await consolidate(self.extractor.store, self.extractor.model)
+            result = await consolidate(
+                self.extractor.store, self.extractor.model, backend=self.extractor.backend
+            )
             completed = True
             self._emit(
                 MemoryConsolidatedEvent(
