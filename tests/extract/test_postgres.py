@@ -104,16 +104,26 @@ async def test_extraction_writes_into_the_namespace_and_the_cursor_outlives_the_
 
 
 @pytest.mark.parametrize(
-    "path", ["../outside.md", "/etc/passwd.md", "MEMORY.md", ".hidden.md", "notes.txt", "a/../b.md"]
+    ("path", "reason"),
+    [
+        ("../outside.md", "outside the memory folder"),
+        ("a/../b.md", "outside the memory folder"),
+        ("/etc/passwd.md", "outside the memory folder"),
+        ("MEMORY.md", "not a memory file"),
+        ("notes.txt", "not a memory file"),
+        (".hidden.md", "hidden file"),
+    ],
 )
 async def test_a_name_outside_the_store_is_refused_as_in_a_folder(
-    pg: PostgresMemoryStore, side_model: OpenAIModel, side: SideModel, path: str
+    pg: PostgresMemoryStore, side_model: OpenAIModel, side: SideModel, path: str, reason: str
 ) -> None:
     """A proposal naming a path that would leave a memory folder (or is not a memory
-    file) is refused on the database too, and nothing is written for it."""
-    side.add(memory("Escape", [0], path=path, action="update"), memory("Fine", [1]))
+    file) is refused on the database too, for that reason, and nothing is written for
+    it; the proposal beside it is."""
+    side.add(memory("Escape", [0], path=path), memory("Fine", [1]))
     result = await MemoryExtractor(pg, side_model).extract("s1", turns(2))
-    assert [r.index for r in result.refused] == [0]
+    (refusal,) = result.refused
+    assert refusal.index == 0 and reason in refusal.reason
     assert names(pg) == ["Fine"]
 
 
