@@ -10,17 +10,19 @@ and body) and answers a plan, ``{"actions": [...]}``, each action one of:
 - ``delete``: ``paths`` (one memory) was superseded and is removed.
 
 The plan is validated before anything is touched (:func:`validate_plan`): every path
-must be an existing memory inside the folder (the same confinement as extraction),
-no path may appear in two actions, and written memories follow ``save_memory``'s
-rules. A dry run stops there. Applying goes action by action through
-:meth:`MemoryStore.save_memory` and :meth:`MemoryStore.forget` (atomic replace or
-unlink, under the folder lock): a crash half-way leaves every file either old or new.
-Afterwards ``MEMORY.md`` is kept within its limits (200 lines, 25,000 bytes) by
-shortening index descriptions if needed.
+must be an existing memory inside the folder (the same confinement as extraction; a
+database's names are held to the same rules), no path may appear in two actions, and
+written memories follow ``save_memory``'s rules. A dry run stops there. Applying goes
+action by action through the store's backend (``_extract_backend``): the folder's
+``save_memory`` and ``forget`` (atomic replace or unlink, under the folder lock), or
+the database's (one transaction each), so a crash half-way leaves every memory either
+old or new. Afterwards a folder's ``MEMORY.md`` is kept within its limits (200 lines,
+25,000 bytes) by shortening index descriptions if needed.
 
-Automatic runs (:class:`ConsolidationGate`) happen when at least 24 hours and 5
-sessions have passed since the last one, under a lock file that another process
-may take over once it is an hour old (a crashed run).
+Automatic runs (:func:`consolidation_gate`: :class:`ConsolidationGate` for a folder,
+``PostgresConsolidationGate`` for a database) happen when at least 24 hours and 5
+sessions have passed since the last one, under a lock that another process may take
+over once it is an hour old (a crashed run).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Extraction's state beside the memory folder: per-session cursors and write journals.
 
+(The PostgreSQL store keeps the same in its database: ``_postgres_extract``.)
+
 Layout (``state_dir`` defaults to ``<memory folder>.state``, a sibling of the folder,
 so nothing here is ever scanned as a memory and a memory folder kept in git holds
 only memories)::
