@@ -19,7 +19,11 @@ part in a background task. Its promises:
   draining at most ``drain_timeout``, default 2 s) cancel it; the cursor stays where the
   last completed extraction put it, so nothing is processed twice or skipped;
 - errors never reach the user's query: they are logged as warnings on
-  ``asyncrecall.agent`` and reported as ``memory_extraction_skipped`` (reason ``error``).
+  ``asyncrecall.agent`` and reported as ``memory_extraction_skipped`` (reason ``error``);
+- on the embedded model (``--extract`` forces it there) extraction's side query holds
+  the one engine only until a main turn asks for it: it gives way at once (between
+  tokens, or inside its prompt), reported as reason ``preempted``; the cursor has not
+  moved, so the extraction after that turn covers those turns too.
 """
 
 from __future__ import annotations
@@ -47,7 +51,13 @@ from asyncrecall.memory import MemoryExtractor, TranscriptTurn, consolidate
 from asyncrecall.memory._consolidate import Gate
 from asyncrecall.models import Model
 
-__all__ = ["DEFAULT_DRAIN_TIMEOUT", "ExtractionScheduler", "QueryWatch", "is_embedded"]
+__all__ = [
+    "DEFAULT_DRAIN_TIMEOUT",
+    "ExtractionScheduler",
+    "QueryWatch",
+    "is_embedded",
+    "is_preempted",
+]
 
 logger = logging.getLogger("asyncrecall.agent")
 
@@ -226,8 +236,14 @@ class ExtractionScheduler:
                     )
                     raise
                 except Exception as exc:  # surfaced as a warning and an event, never raised
-                    logger.warning("memory extraction failed: %s", exc)
-                    self._emit(MemoryExtractionSkippedEvent(reason="error", detail=str(exc)))
+                    if is_preempted(exc):  # the user's turn comes first: not a failure
+                        logger.debug("memory extraction preempted: %s", exc)
+                        self._emit(
+                            MemoryExtractionSkippedEvent(reason="preempted", detail=str(exc))
+                        )
+                    else:
+                        logger.warning("memory extraction failed: %s", exc)
+                        self._emit(MemoryExtractionSkippedEvent(reason="error", detail=str(exc)))
                 else:
                     if not result.asked_model:
                         self._emit(MemoryExtractionSkippedEvent(reason="nothing_new"))
@@ -291,6 +307,13 @@ class ExtractionScheduler:
                 listener(event)
             except Exception:  # a broken listener must not break extraction
                 logger.exception("extraction event listener failed")
+
+
+def is_preempted(error: BaseException) -> bool:
+    """Whether ``error`` is the embedded engine's "a main turn needs me" (checked without
+    importing it). The cursor has not moved: the next extraction covers those turns."""
+    engine = sys.modules.get("asyncrecall.models._local_engine")
+    return engine is not None and isinstance(error, engine.Preempted)
 
 
 def is_embedded(model: Model) -> bool:
