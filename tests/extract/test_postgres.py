@@ -8,6 +8,7 @@ store, a crash before or during the writes losing nothing and repeating nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ import pytest
 
 from asyncrecall._session import open_session
 from asyncrecall._settings import Settings
+from asyncrecall.agent import ExtractionScheduler
 from asyncrecall.memory import MemoryExtractor, PostgresMemoryStore, TranscriptTurn
 from asyncrecall.memory._consolidate import consolidate, consolidation_gate
 from asyncrecall.memory._postgres_extract import PostgresBackend, PostgresConsolidationGate
@@ -35,6 +37,7 @@ from .conftest import HANG_GUARD, SideModel, is_extraction, memory, offsets_in_p
 from .test_consolidate import DELETE, MERGE, REWRITE, PlanSide, plan
 
 CRASH_WORKER = Path(__file__).with_name("_crash_worker.py")
+CONSOLIDATE_WORKER = Path(__file__).with_name("_consolidate_worker.py")
 
 
 def turns(n: int, start: int = 0) -> list[TranscriptTurn]:
@@ -363,3 +366,57 @@ def _journal(session: str, end: int) -> Any:
     from asyncrecall.memory._extract_state import Journal
 
     return Journal(session, 0, end, ())
+
+
+# -- consolidation: a crash, and automatic runs ---------------------------------------------
+
+
+def test_a_consolidation_crash_half_way_leaves_every_memory_old_or_new(
+    pg: PostgresMemoryStore, pg_url: str
+) -> None:
+    """A process killed right after the first memory of a plan was replaced: every
+    memory of the namespace is whole, either its old or its new text, none is lost."""
+    backend = PostgresBackend(pg)
+    backend.save("Office", "where", "project", "The office is in Paris.", {"s1": [0]})
+    backend.save("Office location", "where too", "project", "We work in Paris.", {"s1": [4]})
+    backend.save("Deploy day", "when", "project", "We deploy on mondays.", None)
+    backend.save("Old editor", "tools", "user", "The user uses vim.", None)
+    old = {d.name: d.body for d in pg.scan()}
+    done = subprocess.run(
+        [sys.executable, str(CONSOLIDATE_WORKER), pg_url, json.dumps(plan(REWRITE, MERGE, DELETE))],
+        env=crash_env(pg.namespace), capture_output=True, text=True, timeout=HANG_GUARD,
+    )  # fmt: skip
+    assert done.returncode == 9, done.stderr
+    now = {d.name: d.body for d in pg.scan()}
+    assert set(now) == set(old)  # nothing removed yet
+    assert [name for name in now if now[name] != old[name]] == ["Deploy day"]
+    assert now["Deploy day"] == "We deploy on fridays now."
+    assert backend.source_offsets(pg.get("Office")) == {"s1": (0,)}
+
+
+async def test_an_extraction_on_the_database_triggers_a_due_consolidation(
+    pg: PostgresMemoryStore, local_server: LocalServer, side_model: OpenAIModel
+) -> None:
+    """The session's scheduler on a database store: when the database's gate says a
+    consolidation is due, it runs after the extraction (``memory_consolidated``) and
+    the gate is reset, in the database."""
+    pg.save_memory("Old editor", "tools", "user", "The user uses vim.")
+    pg.save_memory("Deploy day", "when", "project", "We deploy on mondays.")
+    side = SideModel()
+    local_server.set_default(
+        "side",
+        lambda r: Reply(json=plan(DELETE)) if "memory_consolidation" in json.dumps(r.body)
+        else side(r),
+    )  # fmt: skip
+    side.add(memory("New fact", [0]))
+    gate = consolidation_gate(pg, min_hours=0, min_sessions=1)
+    scheduler = ExtractionScheduler(MemoryExtractor(pg, side_model), consolidation=gate)
+    seen: list[str] = []
+    scheduler.add_listener(lambda e: seen.append(e.type))
+    scheduler.query_completed("a new fact", "ok", saved_memory=False)
+    async with asyncio.timeout(HANG_GUARD):
+        await scheduler.wait_idle()
+    await scheduler.aclose()
+    assert seen == ["memory_extraction_started", "memory_extracted", "memory_consolidated"]
+    assert names(pg) == ["Deploy day", "New fact"]
+    assert not gate.due() and isinstance(gate, PostgresConsolidationGate)
