@@ -23,12 +23,14 @@ from typing import Any
 import psycopg
 import pytest
 
+from asyncrecall import MemoryStoreError
 from asyncrecall._session import open_session
 from asyncrecall._settings import Settings
 from asyncrecall.agent import ExtractionScheduler
 from asyncrecall.memory import MemoryExtractor, PostgresMemoryStore, TranscriptTurn
 from asyncrecall.memory._consolidate import consolidate, consolidation_gate
 from asyncrecall.memory._postgres_extract import PostgresBackend, PostgresConsolidationGate
+from asyncrecall.memory._postgres_local import LocalPostgres
 from asyncrecall.memory._postgres_schema import SCHEMA_VERSION
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
@@ -420,3 +422,27 @@ async def test_an_extraction_on_the_database_triggers_a_due_consolidation(
     assert seen == ["memory_extraction_started", "memory_extracted", "memory_consolidated"]
     assert names(pg) == ["Deploy day", "New fact"]
     assert not gate.due() and isinstance(gate, PostgresConsolidationGate)
+
+
+async def test_a_database_that_goes_away_fails_the_extraction_and_loses_nothing(
+    pg: PostgresMemoryStore,
+    pg_server: LocalPostgres,
+    side_model: OpenAIModel,
+    side: SideModel,
+    local_server: LocalServer,
+) -> None:
+    """With the database down, an extraction fails with one clear line (the scheduler
+    reports it as ``error``) and moves nothing; once the database is back, the next one
+    covers the same turns and writes them once."""
+    extractor = MemoryExtractor(pg, side_model)
+    pg_server.stop()
+    try:
+        with pytest.raises(MemoryStoreError, match=r"cannot .* in the memory database") as caught:
+            await extractor.extract("s1", turns(2))
+        assert "\n" not in str(caught.value)
+    finally:
+        pg_server.start()
+    side.add(memory("Deploys", [0, 1]))
+    result = await extractor.extract("s1", turns(2))
+    assert result.created == ("deploys.md",) and extractor.cursor("s1") == 2
+    assert [offsets_in_prompt(r) for r in local_server.requests if is_extraction(r)] == [[0, 1]]
