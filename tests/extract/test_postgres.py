@@ -446,3 +446,42 @@ async def test_a_database_that_goes_away_fails_the_extraction_and_loses_nothing(
     result = await extractor.extract("s1", turns(2))
     assert result.created == ("deploys.md",) and extractor.cursor("s1") == 2
     assert [offsets_in_prompt(r) for r in local_server.requests if is_extraction(r)] == [[0, 1]]
+
+
+async def test_a_crashed_sessions_journal_in_the_database_is_rolled_forward_by_another(
+    pg: PostgresMemoryStore,
+    local_server: LocalServer,
+    side: SideModel,
+    side_model: OpenAIModel,
+    pg_url: str,
+) -> None:
+    """As for a folder: a stale journal (over ten minutes) of a session that never comes
+    back is rolled forward by another session's extraction, except for the memories
+    written since by anyone; a fresh one is left alone."""
+    backend = PostgresBackend(pg)
+    side.add(memory("Alpha", [0]), memory("Beta", [1]), memory("Gamma", [1]))
+    command = crash_worker(local_server, pg_url, 2, "1")
+    command[command.index("s1")] = "dead"
+    crashed = await asyncio.to_thread(
+        subprocess.run, command, env=crash_env(pg.namespace), capture_output=True, text=True,
+        timeout=HANG_GUARD,
+    )  # fmt: skip
+    assert crashed.returncode == 9, crashed.stderr
+    assert names(pg) == ["Alpha"] and backend.journal("dead") is not None
+    extractor = MemoryExtractor(pg, side_model)
+    await extractor.extract("live", turns(1))
+    assert backend.journal("dead") is not None and names(pg) == ["Alpha"]  # fresh: alone
+
+    pg.save_memory("Gamma", "newer", "project", "Gamma as someone wrote it later.")
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(
+            "UPDATE asyncrecall_extraction SET updated_at = updated_at - interval '1 hour'"
+            " WHERE namespace = %s AND session = 'dead'",
+            (pg.namespace,),
+        )
+    await extractor.extract("live", turns(2))
+
+    assert names(pg) == ["Alpha", "Beta", "Gamma"]
+    assert pg.get("Gamma").body == "Gamma as someone wrote it later."
+    assert backend.source_offsets(pg.get("Beta")) == {"dead": (1,)}
+    assert backend.journal("dead") is None and backend.cursor("dead") == 2

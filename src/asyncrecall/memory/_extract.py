@@ -5,7 +5,8 @@ a role, a text) and a side :class:`~asyncrecall.models.Model`. One
 :meth:`MemoryExtractor.extract` call:
 
 1. rolls forward a journal a crashed extraction of this session left (see
-   :mod:`asyncrecall.memory._extract_state`);
+   :mod:`asyncrecall.memory._extract_state`), and the stale journals of other
+   sessions whose processes died (:meth:`MemoryExtractor._recover_orphans`);
 2. takes the turns from the session's cursor to ``end``; with none, it only moves the
    cursor (to ``end``) and asks nobody;
 3. asks the side model once (``generate_json``) for proposals: create a memory, update
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -69,6 +71,12 @@ __all__ = [
     "read_source_offsets",
     "validate_proposals",
 ]
+
+logger = logging.getLogger("asyncrecall.memory")
+
+#: A journal this old (seconds) was left by a process that died: another session's
+#: extraction rolls it forward (a live one commits within milliseconds of writing it).
+ORPHAN_AGE_S: Final = 600.0
 
 #: The cap on the side model's answer: up to 8 proposals of a few hundred words each
 #: (the recall's side query keeps its own, much smaller cap).
@@ -424,6 +432,7 @@ class MemoryExtractor:
         backend = self.backend
         started = self._clock()
         recovered = await _committed(asyncio.to_thread(self._recover, session_id))
+        await _committed(asyncio.to_thread(self._recover_orphans, session_id))
         start = await asyncio.to_thread(backend.cursor, session_id)
         if end is None:
             end = max((t.offset + 1 for t in turns), default=start)
@@ -504,6 +513,41 @@ class MemoryExtractor:
             )
             written.append((doc.rel_path, entry.action))
         return written
+
+    def _recover_orphans(self, session_id: str) -> int:
+        """Roll forward the journals other sessions' crashed processes left (a CLI session
+        has a new id each time, so its own journal would otherwise never be replayed).
+
+        Only journals over :data:`ORPHAN_AGE_S` old (a live writer commits within
+        milliseconds), and only the writes whose memory has not changed since the
+        journal was written: a newer write by anyone wins, nothing is written back over
+        it. Returns the journals rolled forward.
+        """
+        orphans = [
+            (journal, written)
+            for journal, written in self.backend.stale_journals(ORPHAN_AGE_S)
+            if journal.session != session_id
+        ]
+        if not orphans:
+            return 0
+        for journal, written in orphans:
+            docs = {doc.name: doc for doc in self.store.scan(limit=None)}
+            fresh = tuple(
+                entry
+                for entry in journal.writes
+                if entry.name not in docs or docs[entry.name].mtime <= written
+            )
+            self._write(Journal(journal.session, journal.start, journal.end, fresh))
+            self.backend.commit(journal)
+            logger.warning(
+                "memory extraction: rolled forward %d of %d writes that the crashed "
+                "session %s left in %s",
+                len(fresh),
+                len(journal.writes),
+                journal.session,
+                self.store.location,
+            )
+        return len(orphans)
 
     def _recover(self, session_id: str) -> bool:
         """Roll forward a journal left by a crash: the same writes again, then the cursor."""

@@ -75,6 +75,11 @@ class ExtractionBackend(Protocol):
         """The pending journal a crashed extraction of this session left, or ``None``."""
         ...
 
+    def stale_journals(self, older_than: float) -> list[tuple[Journal, float]]:
+        """Journals written over ``older_than`` seconds ago (their writers died: a live
+        one commits within milliseconds), with when each was written (epoch seconds)."""
+        ...
+
     def write_journal(self, journal: Journal) -> None:
         """Persist ``journal`` (atomically) before any of its writes."""
         ...
@@ -169,6 +174,9 @@ class FolderBackend:
 
     def journal(self, session_id: str) -> Journal | None:
         return self.state.journal(session_id)
+
+    def stale_journals(self, older_than: float) -> list[tuple[Journal, float]]:
+        return self.state.stale_journals(older_than)
 
     def write_journal(self, journal: Journal) -> None:
         self.state.write_journal(journal)

@@ -195,6 +195,31 @@ class ExtractionState:
             return None
         return journal_from_json(session_id, data, where=str(path))
 
+    def stale_journals(self, older_than: float) -> list[tuple[Journal, float]]:
+        """Journals last written over ``older_than`` seconds ago, with their mtimes."""
+        folder = self.root / _SUBDIR
+        suffix = ".pending.json"
+        try:
+            paths = [p for p in folder.iterdir() if p.name.endswith(suffix)]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise MemoryStoreError(f"cannot list {folder}: {exc.strerror}") from exc
+        found: list[tuple[Journal, float]] = []
+        now = time.time()
+        for path in sorted(paths):
+            session = path.name[: -len(suffix)]
+            try:
+                written = path.stat().st_mtime
+                check_session_id(session)
+            except (OSError, ValueError):
+                continue  # gone meanwhile, or not one of ours
+            if now - written > older_than:
+                journal = self.journal(session)
+                if journal is not None:
+                    found.append((journal, written))
+        return found
+
     def clear_journal(self, session_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.journal_path(session_id))

@@ -64,6 +64,14 @@ JOURNAL_SQL: Final[LiteralString] = """
 SELECT journal FROM asyncrecall_extraction WHERE namespace = %(ns)s AND session = %(s)s
 """
 
+STALE_JOURNALS_SQL: Final[LiteralString] = """
+SELECT session, journal, extract(epoch FROM updated_at)::float8
+FROM asyncrecall_extraction
+WHERE namespace = %(ns)s AND journal IS NOT NULL
+  AND updated_at < clock_timestamp() - make_interval(secs => %(age)s::float8)
+ORDER BY session
+"""
+
 WRITE_JOURNAL_SQL: Final[LiteralString] = """
 INSERT INTO asyncrecall_extraction AS e (namespace, session, processed, journal)
 VALUES (%(ns)s, %(s)s, %(start)s, %(journal)s)
@@ -192,6 +200,15 @@ class PostgresBackend:
             return None
         where = f"of session {session_id!r} in {self._store.location}"
         return journal_from_json(session_id, row[0], where=where)
+
+    def stale_journals(self, older_than: float) -> list[tuple[Journal, float]]:
+        params = {"ns": self._db.ns, "age": older_than}
+        found = self._db.run(
+            "read the extraction journals",
+            lambda conn: conn.execute(STALE_JOURNALS_SQL, params).fetchall(),
+        )
+        where = f"in {self._store.location}"
+        return [(journal_from_json(s, data, where=where), float(at)) for s, data, at in found]
 
     def write_journal(self, journal: Journal) -> None:
         params = self._params(journal.session)
