@@ -19,14 +19,13 @@ from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry, build_system_prompt
 from asyncrecall.agent._extraction import ExtractionScheduler, is_embedded
 from asyncrecall.memory import (
-    ConsolidationGate,
     LexicalSelector,
     MemoryExtractor,
     MemoryManager,
-    MemoryStore,
     MemoryStoreProtocol,
     ModelSelector,
 )
+from asyncrecall.memory._consolidate import consolidation_gate
 from asyncrecall.models import Model
 
 __all__ = ["Session", "build_extraction", "open_session"]
@@ -207,12 +206,12 @@ def build_extraction(
     """
     if memory is None or side_model is None or settings.extract is False:
         return None
-    if not isinstance(memory.store, MemoryStore):
-        return None  # extraction writes to the memory folder; the database store: not yet
     if settings.extract is None and is_embedded(side_model):
         return None
+    # The folder or the database: each keeps the cursors and the gate where it keeps
+    # the memories (see memory/_extract_backend.py).
     return ExtractionScheduler(
         MemoryExtractor(memory.store, side_model),
         control=control,
-        consolidation=ConsolidationGate.for_store(memory.store),
+        consolidation=consolidation_gate(memory.store),
     )

@@ -1,6 +1,9 @@
 """Run one extraction in its own process, for the crash tests.
 
-Usage: python _crash_worker.py MEMORY_DIR BASE_URL SESSION TURNS_JSON [CRASH_AFTER_WRITES]
+Usage: python _crash_worker.py STORE BASE_URL SESSION TURNS_JSON [CRASH_AFTER_WRITES]
+
+STORE is a memory folder, or ``postgresql://...`` with the namespace in the
+environment variable ``CRASH_NAMESPACE`` (the database store).
 
 With CRASH_AFTER_WRITES = n, the process dies (``os._exit``, no cleanup, like a kill)
 right after the n-th memory file is written: a crash half-way through the writes.
@@ -15,13 +18,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.memory import MemoryExtractor, MemoryStore, TranscriptTurn
+from asyncrecall.memory import MemoryExtractor, MemoryStore, MemoryStoreProtocol, TranscriptTurn
 from asyncrecall.models import OpenAIModel
+
+
+def open_store(spec: str) -> MemoryStoreProtocol:
+    if spec.startswith("postgresql://"):
+        from asyncrecall.memory import PostgresMemoryStore
+
+        return PostgresMemoryStore.open(spec, namespace=os.environ["CRASH_NAMESPACE"])
+    return MemoryStore(Path(spec))
 
 
 def main() -> None:
     memory_dir, base_url, session, turns_json, *rest = sys.argv[1:]
-    store = MemoryStore(Path(memory_dir))
+    store = open_store(memory_dir)
     if rest:
         limit = int(rest[0])
         original = store.save_memory
@@ -47,7 +58,12 @@ def main() -> None:
         print(json.dumps({"created": result.created, "updated": result.updated,
                           "recovered": result.recovered, "cursor": result.cursor}))  # fmt: skip
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ from asyncrecall.memory._extract import SCHEMA_NAME
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
+# The PostgreSQL cluster fixtures of the store's own tests, for test_postgres.py (one
+# throw-away cluster per run, started only when a test asks for it).
+from postgres.conftest import namespace, open_pg, pg_server, pg_url, postgres_server  # noqa: F401
+
 HANG_GUARD = 30.0
 
 

@@ -195,9 +195,9 @@ def test_cli_consolidate_dry_run_prints_the_plan(
     assert len(store.scan()) == 4
 
 
-def test_consolidate_refuses_a_database_store_instead_of_ignoring_it(tmp_path: Path) -> None:
-    """``--store`` is accepted by every memory command; consolidate, folder-only for now,
-    says so (exit 2, one line) rather than silently working on the folder."""
+def test_consolidate_on_an_unreachable_database_says_so_in_one_line(tmp_path: Path) -> None:
+    """``--store`` names the store consolidate works on (never silently the folder): a
+    database that cannot be reached is exit 2 with one line naming it."""
     env = {**os.environ, "ASYNCRECALL_HOME": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "-m", "asyncrecall", "memory", "consolidate", "--dry-run",
@@ -206,5 +206,5 @@ def test_consolidate_refuses_a_database_store_instead_of_ignoring_it(tmp_path: P
         capture_output=True, text=True, timeout=60, env=env, check=False,
     )  # fmt: skip
     assert done.returncode == 2
-    assert "--store is not supported" in done.stderr
+    assert "cannot use the memory database postgresql://nowhere/db" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -106,3 +107,45 @@ def test_crash_half_way_through_the_writes_is_rolled_forward_without_asking_agai
     index = store.index_path.read_text()
     assert index.count("](alpha.md)") == 1 and index.count("](beta.md)") == 1
     assert state.cursor("s1") == 2 and state.journal("s1") is None
+
+
+async def test_a_crashed_sessions_journal_is_rolled_forward_by_another_session(
+    local_server: LocalServer, side: SideModel, memory_dir: Path
+) -> None:
+    """A CLI session never comes back (a new process has a new session id), so its
+    journal is rolled forward by the next extraction of any session once it is stale
+    (over ten minutes old: its writer is dead). Only writes nobody has overwritten
+    since: a newer memory of the same name is kept; a fresh journal is left alone."""
+    from asyncrecall.memory import MemoryExtractor, TranscriptTurn
+    from asyncrecall.models import OpenAIModel
+
+    store = MemoryStore(memory_dir)
+    state = ExtractionState(default_state_dir(memory_dir))
+    side.add(memory("Alpha", [0]), memory("Beta", [1]), memory("Gamma", [1]))
+    command = worker(local_server, memory_dir, 2, "1")
+    command[command.index("s1")] = "dead"
+    crashed = await asyncio.to_thread(
+        subprocess.run, command, env=env(), capture_output=True, text=True, timeout=HANG_GUARD
+    )
+    assert crashed.returncode == 9, crashed.stderr
+    assert names(store) == ["Alpha"] and state.journal("dead") is not None
+    model = OpenAIModel(model="side", base_url=local_server.base_url, api_key="t", max_retries=0)
+    live = [TranscriptTurn(0, "user", "hello"), TranscriptTurn(1, "assistant", "hi")]
+    try:
+        extractor = MemoryExtractor(store, model)
+        await extractor.extract("live", live[:1])
+        assert state.journal("dead") is not None and names(store) == ["Alpha"]  # fresh: alone
+
+        store.save_memory("Gamma", "newer", "project", "Gamma as someone wrote it later.")
+        journal_file = state.journal_path("dead")
+        long_ago = journal_file.stat().st_mtime - 3600
+        os.utime(journal_file, (long_ago, long_ago))
+        await extractor.extract("live", live)
+    finally:
+        await model.aclose()
+
+    assert names(store) == ["Alpha", "Beta", "Gamma"]
+    assert store.get("Gamma").body == "Gamma as someone wrote it later."
+    assert read_source_offsets(store.get("Beta").path) == {"dead": (1,)}
+    assert state.journal("dead") is None and state.cursor("dead") == 2
+    assert len([r for r in local_server.requests if is_extraction(r)]) == 3

@@ -9,17 +9,21 @@ part in a background task. Its promises:
   extraction, never awaited by the query; a query where ``save_memory`` ran is
   skipped (``memory_extraction_skipped``, reason ``saved_memory``) and its turns are
   left out of later extractions (the main agent already handled them);
-- single flight: one extraction at a time per memory folder in this process (per
-  event loop); a request arriving while one runs becomes one trailing request, and a
-  newer request supersedes it (reason ``superseded``); the trailing run covers every
-  turn up to the newest query;
+- single flight: one extraction at a time per memory folder (or database namespace)
+  in this process (per event loop); a request arriving while one runs becomes one
+  trailing request, and a newer request supersedes it (reason ``superseded``); the
+  trailing run covers every turn up to the newest query;
 - a new user query never cancels a running extraction (it is about the past) and
   shares no lock with the turn: the main request goes out while it runs;
 - :meth:`cancel` (reset, the session's control signal) and :meth:`aclose` (exit, after
   draining at most ``drain_timeout``, default 2 s) cancel it; the cursor stays where the
   last completed extraction put it, so nothing is processed twice or skipped;
 - errors never reach the user's query: they are logged as warnings on
-  ``asyncrecall.agent`` and reported as ``memory_extraction_skipped`` (reason ``error``).
+  ``asyncrecall.agent`` and reported as ``memory_extraction_skipped`` (reason ``error``);
+- on the embedded model (``--extract`` forces it there) extraction's side query holds
+  the one engine only until a main turn asks for it: it gives way at once (between
+  tokens, or inside its prompt), reported as reason ``preempted``; the cursor has not
+  moved, so the extraction after that turn covers those turns too.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ import sys
 import uuid
 import weakref
 from collections.abc import Callable
-from pathlib import Path
 from typing import Final
 
 from asyncrecall._cancel import CancelSignal
@@ -44,15 +47,17 @@ from asyncrecall.agent._extraction_events import (
     MemoryExtractionSkippedEvent,
     MemoryExtractionStartedEvent,
 )
-from asyncrecall.memory import (
-    ConsolidationGate,
-    MemoryExtractor,
-    TranscriptTurn,
-    consolidate,
-)
+from asyncrecall.memory import MemoryExtractor, TranscriptTurn, consolidate
+from asyncrecall.memory._consolidate import Gate
 from asyncrecall.models import Model
 
-__all__ = ["DEFAULT_DRAIN_TIMEOUT", "ExtractionScheduler", "QueryWatch", "is_embedded"]
+__all__ = [
+    "DEFAULT_DRAIN_TIMEOUT",
+    "ExtractionScheduler",
+    "QueryWatch",
+    "is_embedded",
+    "is_preempted",
+]
 
 logger = logging.getLogger("asyncrecall.agent")
 
@@ -64,10 +69,11 @@ _folder_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, as
 )
 
 
-def _folder_lock(root: Path) -> asyncio.Lock:
-    """The one lock per memory folder (and event loop) that makes extraction single-flight."""
+def _folder_lock(key: str) -> asyncio.Lock:
+    """The one lock per memory place (a folder, or a database's namespace) and event loop
+    that makes extraction single-flight."""
     locks = _folder_locks.setdefault(asyncio.get_running_loop(), {})
-    return locks.setdefault(str(root), asyncio.Lock())
+    return locks.setdefault(key, asyncio.Lock())
 
 
 class QueryWatch:
@@ -98,7 +104,7 @@ class ExtractionScheduler:
         drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
         control: CancelSignal | None = None,
         on_event: Callable[[ExtractionEvent], None] | None = None,
-        consolidation: ConsolidationGate | None = None,
+        consolidation: Gate | None = None,
     ) -> None:
         self.extractor = extractor
         #: Automatic consolidation after an extraction, when due (``None``: never).
@@ -214,7 +220,7 @@ class ExtractionScheduler:
         self.cancel("cancelled")
 
     async def _run(self) -> None:
-        async with _folder_lock(self.extractor.store.root):
+        async with _folder_lock(self.extractor.backend.key):
             while True:
                 self._trailing = False
                 end = self.transcript[-1].offset + 1 if self.transcript else 0
@@ -230,8 +236,14 @@ class ExtractionScheduler:
                     )
                     raise
                 except Exception as exc:  # surfaced as a warning and an event, never raised
-                    logger.warning("memory extraction failed: %s", exc)
-                    self._emit(MemoryExtractionSkippedEvent(reason="error", detail=str(exc)))
+                    if is_preempted(exc):  # the user's turn comes first: not a failure
+                        logger.debug("memory extraction preempted: %s", exc)
+                        self._emit(
+                            MemoryExtractionSkippedEvent(reason="preempted", detail=str(exc))
+                        )
+                    else:
+                        logger.warning("memory extraction failed: %s", exc)
+                        self._emit(MemoryExtractionSkippedEvent(reason="error", detail=str(exc)))
                 else:
                     if not result.asked_model:
                         self._emit(MemoryExtractionSkippedEvent(reason="nothing_new"))
@@ -268,7 +280,9 @@ class ExtractionScheduler:
             return
         completed = False
         try:
-            result = await consolidate(self.extractor.store, self.extractor.model)
+            result = await consolidate(
+                self.extractor.store, self.extractor.model, backend=self.extractor.backend
+            )
             completed = True
             self._emit(
                 MemoryConsolidatedEvent(
@@ -293,6 +307,13 @@ class ExtractionScheduler:
                 listener(event)
             except Exception:  # a broken listener must not break extraction
                 logger.exception("extraction event listener failed")
+
+
+def is_preempted(error: BaseException) -> bool:
+    """Whether ``error`` is the embedded engine's "a main turn needs me" (checked without
+    importing it). The cursor has not moved: the next extraction covers those turns."""
+    engine = sys.modules.get("asyncrecall.models._local_engine")
+    return engine is not None and isinstance(error, engine.Preempted)
 
 
 def is_embedded(model: Model) -> bool:

@@ -2,7 +2,9 @@
 
 Ctrl-C cancels the running turn, and the recall side query with it (the caller's
 cancel signal is bridged to the prefetch). A second Ctrl-C at an empty prompt exits.
-Lines ``/reset`` and ``/exit`` reset the chat and leave.
+Lines ``/reset`` and ``/exit`` reset the chat and leave. What background memory
+extraction saves is shown as it happens (see ``_render``: a JSON line each in
+stream-json, a dim line on stderr in text).
 """
 
 from __future__ import annotations
@@ -103,6 +105,8 @@ async def chat(session: Session, settings: Settings) -> int:
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, interrupts)
     reader = _LineReader(loop, interactive=interactive)
+    if session.extraction is not None:  # issue 14: what background extraction saved
+        session.extraction.add_listener(printer.show_background)
     # The worst failure of the session (a cancelled turn is the user's choice, not one).
     status = 0
     exit_wait = asyncio.ensure_future(interrupts.exit.wait())

@@ -1,8 +1,10 @@
-"""``asyncrecall memory consolidate [--dry-run]``: tidy the memory folder with the side model.
+"""``asyncrecall memory consolidate [--dry-run]``: tidy the memories with the side model.
 
-Registered by :mod:`asyncrecall.cli._memory`. The plan (merge, rewrite, delete) comes
-from one side query and is validated before anything changes; ``--dry-run`` prints it
-and stops. Needs an endpoint (``--base-url`` and ``--model`` or ``--side-model``).
+Registered by :mod:`asyncrecall.cli._memory`. Works on the memory folder, or on the
+database store ``--store postgresql://...`` names (its namespace). The plan (merge,
+rewrite, delete) comes from one side query and is validated before anything changes;
+``--dry-run`` prints it and stops. Needs an endpoint (``--base-url`` and ``--model`` or
+``--side-model``).
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import json
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._memory_config import memory_dir_for
+from asyncrecall._memory_config import open_memory_store
 from asyncrecall._settings import Settings
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import MemoryStoreProtocol
 from asyncrecall.memory._consolidate import ConsolidationResult, consolidate
 
 __all__ = ["add_arguments", "run"]
@@ -26,15 +28,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    if settings.store:
-        raise ConfigError("memory consolidate works on a memory folder; --store is not supported")
     name = settings.effective_side_model
     if not settings.base_url or not name:
         raise ConfigError(
             "memory consolidate needs a side model: pass --base-url and --model (or --side-model)"
         )
-    store = MemoryStore(memory_dir_for(settings))
-    result = asyncio.run(_consolidate(store, settings, name, dry_run=args.dry_run))
+    store = open_memory_store(settings)  # the folder, or the database (exit 2 if down)
+    try:
+        result = asyncio.run(_consolidate(store, settings, name, dry_run=args.dry_run))
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
     if args.json:
         from rich.console import Console
 
@@ -45,7 +50,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _consolidate(
-    store: MemoryStore, settings: Settings, name: str, *, dry_run: bool
+    store: MemoryStoreProtocol, settings: Settings, name: str, *, dry_run: bool
 ) -> ConsolidationResult:
     from asyncrecall.models._openai import OpenAIModel
 

@@ -1,4 +1,11 @@
-"""How ``run`` and ``chat`` show agent events: text, one JSON object, or JSON lines."""
+"""How ``run`` and ``chat`` show agent events: text, one JSON object, or JSON lines.
+
+Background memory extraction's events (issue 14) come between and after queries;
+``chat`` shows them with :meth:`EventPrinter.show_background`: one JSON line each in
+stream-json (its ``to_dict``, like every event), a short dim line on stderr in text
+(held back while an answer is being written, so it never splits one), nothing in json
+(one object per query).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +15,18 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 
 from asyncrecall._settings import OutputFormat
 from asyncrecall.agent import (
     AgentEvent,
     ContentEvent,
     ErrorEvent,
+    ExtractionEvent,
     FinishedEvent,
+    MemoryConsolidatedEvent,
+    MemoryExtractedEvent,
+    MemoryExtractionSkippedEvent,
     MemoryInjectedEvent,
     ToolCallEvent,
     ToolResultEvent,
@@ -59,6 +71,7 @@ class EventPrinter:
         self._events: list[dict[str, Any]] = []
         self._wrote_text = False
         self._answers = 0  # answers printed so far (text mode separates them)
+        self._held: list[str] = []  # background lines waiting for the answer to end
 
     def show(self, event: AgentEvent) -> None:
         if isinstance(event, ErrorEvent):
@@ -73,6 +86,19 @@ class EventPrinter:
                 self._line(self._summary(event))
         else:
             self._text(event)
+
+    def show_background(self, event: ExtractionEvent) -> None:
+        """An event of background work (memory extraction), between or during queries."""
+        if self.format == "stream-json":
+            self._line(event.to_dict())
+        elif self.format == "text":
+            line = background_line(event)
+            if line is None:
+                return
+            if self._wrote_text:
+                self._held.append(line)  # the answer is being written: after it
+            else:
+                self.err.print(line)
 
     def _line(self, data: dict[str, Any]) -> None:
         self.out.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
@@ -127,3 +153,26 @@ class EventPrinter:
                 self.out.flush()
                 self._answers += 1
             self._wrote_text = False
+            held, self._held = self._held, []
+            for line in held:
+                self.err.print(line)
+
+
+def background_line(event: ExtractionEvent) -> str | None:
+    """The text-mode line of a background event (``None``: not worth a line)."""
+    if isinstance(event, MemoryExtractedEvent):
+        refused = f", {event.refused} refused" if event.refused else ""
+        if not event.paths:
+            return f"[dim]· memory: nothing saved{refused}[/dim]" if refused else None
+        return (
+            f"[dim]· memory: saved {len(event.paths)} "
+            f"({escape(', '.join(event.paths))}){refused}[/dim]"
+        )
+    if isinstance(event, MemoryExtractionSkippedEvent):
+        if event.reason != "error":
+            return None  # saved by the agent, superseded, nothing new, cancelled: routine
+        return f"[dim]· memory: extraction failed: {escape(event.detail)}[/dim]"
+    if isinstance(event, MemoryConsolidatedEvent):
+        changed = ", ".join([*event.written, *(f"-{p}" for p in event.removed)]) or "no change"
+        return f"[dim]· memory: consolidated, {event.actions} action(s) ({escape(changed)})[/dim]"
+    return None  # memory_extraction_started

@@ -10,17 +10,19 @@ and body) and answers a plan, ``{"actions": [...]}``, each action one of:
 - ``delete``: ``paths`` (one memory) was superseded and is removed.
 
 The plan is validated before anything is touched (:func:`validate_plan`): every path
-must be an existing memory inside the folder (the same confinement as extraction),
-no path may appear in two actions, and written memories follow ``save_memory``'s
-rules. A dry run stops there. Applying goes action by action through
-:meth:`MemoryStore.save_memory` and :meth:`MemoryStore.forget` (atomic replace or
-unlink, under the folder lock): a crash half-way leaves every file either old or new.
-Afterwards ``MEMORY.md`` is kept within its limits (200 lines, 25,000 bytes) by
-shortening index descriptions if needed.
+must be an existing memory inside the folder (the same confinement as extraction; a
+database's names are held to the same rules), no path may appear in two actions, and
+written memories follow ``save_memory``'s rules. A dry run stops there. Applying goes
+action by action through the store's backend (``_extract_backend``): the folder's
+``save_memory`` and ``forget`` (atomic replace or unlink, under the folder lock), or
+the database's (one transaction each), so a crash half-way leaves every memory either
+old or new. Afterwards a folder's ``MEMORY.md`` is kept within its limits (200 lines,
+25,000 bytes) by shortening index descriptions if needed.
 
-Automatic runs (:class:`ConsolidationGate`) happen when at least 24 hours and 5
-sessions have passed since the last one, under a lock file that another process
-may take over once it is an hour old (a crashed run).
+Automatic runs (:func:`consolidation_gate`: :class:`ConsolidationGate` for a folder,
+``PostgresConsolidationGate`` for a database) happen when at least 24 hours and 5
+sessions have passed since the last one, under a lock that another process may take
+over once it is an hour old (a crashed run).
 """
 
 from __future__ import annotations
@@ -32,20 +34,20 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from asyncrecall._exceptions import MemoryStoreError, ModelProtocolError
 from asyncrecall.memory._extract import (
     MAX_CONTENT_CHARS,
     MAX_DESCRIPTION_CHARS,
     MAX_NAME_CHARS,
-    SOURCE_OFFSETS_KEY,
     _committed,
     confine_path,
-    read_source_offsets,
 )
+from asyncrecall.memory._extract_backend import ExtractionBackend, extraction_backend
 from asyncrecall.memory._extract_state import default_state_dir
 from asyncrecall.memory._store import INDEX_MAX_BYTES, INDEX_MAX_LINES, MemoryStore, _atomic_write
+from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
 from asyncrecall.models import Model
 
@@ -55,7 +57,9 @@ __all__ = [
     "ConsolidationAction",
     "ConsolidationGate",
     "ConsolidationResult",
+    "Gate",
     "consolidate",
+    "consolidation_gate",
     "plan_consolidation",
     "validate_plan",
 ]
@@ -164,9 +168,12 @@ def consolidation_prompt(docs: Sequence[MemoryDoc]) -> str:
 
 
 def validate_plan(
-    answer: Any, *, root: Path, docs: Sequence[MemoryDoc]
+    answer: Any, *, root: Path | None, docs: Sequence[MemoryDoc]
 ) -> list[ConsolidationAction]:
     """The plan's actions, or :class:`ModelProtocolError` naming the first bad one.
+
+    ``root`` is the memory folder (``None`` for a database: paths are then held to the
+    same names without a folder to resolve links in).
 
     All or nothing: a plan with one bad action is refused whole, since its actions
     depend on each other (a merge and a delete of the same file).
@@ -198,7 +205,7 @@ def validate_plan(
 
 
 def _validate_action(
-    raw: Any, *, root: Path, by_path: Mapping[str, MemoryDoc]
+    raw: Any, *, root: Path | None, by_path: Mapping[str, MemoryDoc]
 ) -> ConsolidationAction:
     if not isinstance(raw, Mapping):
         raise ValueError("an action must be an object")
@@ -239,10 +246,13 @@ def _validate_action(
     return ConsolidationAction(op, paths, name, description, kind, content, reason)
 
 
-async def plan_consolidation(store: MemoryStore, model: Model) -> list[ConsolidationAction]:
-    """Ask the side model for a plan over the whole folder, validated (nothing written)."""
+async def plan_consolidation(
+    store: MemoryStoreProtocol, model: Model, *, backend: ExtractionBackend | None = None
+) -> list[ConsolidationAction]:
+    """Ask the side model for a plan over the whole store, validated (nothing written)."""
     import asyncio
 
+    backend = backend or extraction_backend(store)
     docs = await asyncio.to_thread(store.scan, limit=None)
     if len(docs) < 2:
         return []
@@ -253,21 +263,30 @@ async def plan_consolidation(store: MemoryStore, model: Model) -> list[Consolida
         schema_name=SCHEMA_NAME,
         max_tokens=CONSOLIDATION_MAX_TOKENS,
     )
-    return validate_plan(answer, root=store.root, docs=docs)
+    return validate_plan(answer, root=backend.files_root, docs=docs)
 
 
 async def consolidate(
-    store: MemoryStore, model: Model, *, dry_run: bool = False
+    store: MemoryStoreProtocol,
+    model: Model,
+    *,
+    dry_run: bool = False,
+    backend: ExtractionBackend | None = None,
 ) -> ConsolidationResult:
-    """Plan with the side model, then (unless ``dry_run``) apply the plan."""
+    """Plan with the side model, then (unless ``dry_run``) apply the plan.
+
+    Any store extraction supports: a folder, or a database (``backend`` defaults to
+    the store's).
+    """
     import asyncio
 
+    backend = backend or extraction_backend(store)
     before = len(await asyncio.to_thread(store.scan, limit=None))
-    actions = await plan_consolidation(store, model)
+    actions = await plan_consolidation(store, model, backend=backend)
     if dry_run:
         return ConsolidationResult(tuple(actions), dry_run=True, memories_before=before)
     # Once applying has begun it runs to its end before a cancellation takes effect.
-    result = await _committed(asyncio.to_thread(apply_plan, store, actions))
+    result = await _committed(asyncio.to_thread(apply_plan, store, actions, backend=backend))
     return ConsolidationResult(
         tuple(actions),
         written=result.written,
@@ -278,39 +297,40 @@ async def consolidate(
     )
 
 
-def apply_plan(store: MemoryStore, actions: Sequence[ConsolidationAction]) -> ConsolidationResult:
+def apply_plan(
+    store: MemoryStoreProtocol,
+    actions: Sequence[ConsolidationAction],
+    *,
+    backend: ExtractionBackend | None = None,
+) -> ConsolidationResult:
     """Apply validated actions, one atomic store call at a time, then trim the index."""
+    backend = backend or extraction_backend(store)
     written: list[str] = []
     removed: list[str] = []
     for action in actions:
         if action.op == "delete":
-            removed.append(store.forget(action.paths[0]).rel_path)
+            removed.append(backend.forget(action.paths[0]).rel_path)
             continue
-        keep = store.get(action.paths[0])
-        offsets = _merged_offsets([store.root / p for p in action.paths])
-        extra = {SOURCE_OFFSETS_KEY: offsets} if offsets else None
-        if action.name != keep.name:
-            # A new name is a new file (save_memory names files by name): write it first,
-            # then remove the old one, so a crash in between loses nothing.
-            doc = store.save_memory(
-                action.name, action.description, action.type, action.content, extra=extra
-            )
-            removed.append(store.forget(keep.rel_path).rel_path)
-        else:
-            doc = store.save_memory(
-                keep.name, action.description, action.type, action.content, extra=extra
-            )
+        docs = [store.get(p) for p in action.paths]
+        keep = docs[0]
+        offsets = _merged_offsets(backend, docs)
+        name = action.name
+        # A new name is a new memory (stores key memories by name): it is written first,
+        # then the old one removed, so a crash in between loses nothing.
+        doc = backend.save(name, action.description, action.type, action.content, offsets)
+        if name != keep.name:
+            removed.append(backend.forget(keep.rel_path).rel_path)
         written.append(doc.rel_path)
         for path in action.paths[1:]:
-            removed.append(store.forget(path).rel_path)
-    trimmed = trim_index(store)
+            removed.append(backend.forget(path).rel_path)
+    trimmed = backend.trim_index()
     return ConsolidationResult(tuple(actions), tuple(written), tuple(removed), trimmed)
 
 
-def _merged_offsets(paths: Sequence[Path]) -> dict[str, list[int]]:
+def _merged_offsets(backend: ExtractionBackend, docs: Sequence[MemoryDoc]) -> dict[str, list[int]]:
     merged: dict[str, set[int]] = {}
-    for path in paths:
-        for session, offsets in read_source_offsets(path).items():
+    for doc in docs:
+        for session, offsets in backend.source_offsets(doc).items():
             merged.setdefault(session, set()).update(offsets)
     return {session: sorted(offsets) for session, offsets in merged.items()}
 
@@ -336,6 +356,32 @@ def trim_index(store: MemoryStore) -> bool:
 
 
 # -- automatic runs -------------------------------------------------------------------------
+
+
+class Gate(Protocol):
+    """When an automatic consolidation is due, and its lock (a folder's or a database's)."""
+
+    def note_session(self) -> None: ...
+
+    def due(self) -> bool: ...
+
+    def acquire(self) -> bool: ...
+
+    def release(self, *, completed: bool) -> None: ...
+
+
+def consolidation_gate(store: MemoryStoreProtocol, **kwargs: Any) -> Gate:
+    """The gate of ``store``: files beside a folder, a row in a database (``kwargs``:
+    ``min_hours``, ``min_sessions``, ``clock``)."""
+    if isinstance(store, MemoryStore):
+        return ConsolidationGate.for_store(store, **kwargs)
+    if type(store).__name__ == "PostgresMemoryStore":  # by name: psycopg is optional
+        from asyncrecall.memory._postgres import PostgresMemoryStore
+        from asyncrecall.memory._postgres_extract import PostgresConsolidationGate
+
+        if isinstance(store, PostgresMemoryStore):
+            return PostgresConsolidationGate(store, **kwargs)
+    raise TypeError(f"memory consolidation does not support the store {store!r}")
 
 
 class ConsolidationGate:

@@ -5,7 +5,8 @@ a role, a text) and a side :class:`~asyncrecall.models.Model`. One
 :meth:`MemoryExtractor.extract` call:
 
 1. rolls forward a journal a crashed extraction of this session left (see
-   :mod:`asyncrecall.memory._extract_state`);
+   :mod:`asyncrecall.memory._extract_state`), and the stale journals of other
+   sessions whose processes died (:meth:`MemoryExtractor._recover_orphans`);
 2. takes the turns from the session's cursor to ``end``; with none, it only moves the
    cursor (to ``end``) and asks nobody;
 3. asks the side model once (``generate_json``) for proposals: create a memory, update
@@ -13,10 +14,13 @@ a role, a text) and a side :class:`~asyncrecall.models.Model`. One
 4. validates every proposal with ``save_memory``'s rules (type, non-empty name, size)
    plus extraction's own (lengths, offsets from the slice, at most
    :data:`MAX_PROPOSALS`); a proposal naming a path that is not a memory file inside
-   the folder is refused, never written;
-5. writes the accepted ones through :meth:`MemoryStore.save_memory` (atomic, under the
-   folder lock, index line included), each with a ``source_offsets`` front matter key
-   ``{session: [offsets]}``, then advances the cursor to ``end``.
+   the folder (or, for a database, not a name a memory file could have) is refused,
+   never written;
+5. writes the accepted ones through the store's backend (see ``_extract_backend``):
+   a journal, then each memory (the folder: an atomic replace under the folder lock,
+   index line included, provenance in a ``source_offsets`` front matter key
+   ``{session: [offsets]}``; the database: one transaction per memory, provenance in a
+   table), then the cursor moves to ``end`` and the journal is dropped.
 
 Cancelling the task during step 3 leaves files and cursor untouched; once step 5 has
 begun it runs to its end (milliseconds) before the cancellation propagates, so a
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,15 +41,20 @@ from typing import Any, Final, Literal, TypeAlias
 
 from asyncrecall._exceptions import ModelProtocolError
 from asyncrecall.memory._document import render_document
+from asyncrecall.memory._extract_backend import (
+    ExtractionBackend,
+    FolderBackend,
+    extraction_backend,
+    read_source_offsets,
+)
 from asyncrecall.memory._extract_state import (
-    ExtractionState,
+    SOURCE_OFFSETS_KEY,
     Journal,
     JournalEntry,
     check_session_id,
-    default_state_dir,
 )
 from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, _inside
-from asyncrecall.memory._store import MemoryStore
+from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
 from asyncrecall.models import Model
 
@@ -62,6 +72,12 @@ __all__ = [
     "validate_proposals",
 ]
 
+logger = logging.getLogger("asyncrecall.memory")
+
+#: A journal this old (seconds) was left by a process that died: another session's
+#: extraction rolls it forward (a live one commits within milliseconds of writing it).
+ORPHAN_AGE_S: Final = 600.0
+
 #: The cap on the side model's answer: up to 8 proposals of a few hundred words each
 #: (the recall's side query keeps its own, much smaller cap).
 EXTRACTION_MAX_TOKENS = 2048
@@ -69,8 +85,6 @@ EXTRACTION_MAX_TOKENS = 2048
 TurnRole: TypeAlias = Literal["user", "assistant"]
 Action: TypeAlias = Literal["create", "update"]
 
-#: The front matter key holding ``{session id: [transcript offsets]}``.
-SOURCE_OFFSETS_KEY: Final = "source_offsets"
 #: Proposals one extraction may write; more are refused.
 MAX_PROPOSALS: Final = 8
 MAX_NAME_CHARS: Final = 120
@@ -214,11 +228,13 @@ def _one_line(value: Any) -> str | None:
     return " ".join(value.split()) if isinstance(value, str) else None
 
 
-def confine_path(root: Path, raw: str) -> str:
+def confine_path(root: Path | None, raw: str) -> str:
     """``raw`` as a memory file's relative path inside ``root``, or :class:`ValueError`.
 
     Refused: absolute paths, ``..``, hidden parts, anything but ``*.md``, the index, and
-    a path whose real location (links resolved) leaves the folder.
+    (``root`` a folder) a path whose real location (links resolved) leaves the folder.
+    With ``root`` ``None`` (a database store: no files, no links) the same names are
+    refused, so a proposal is confined the same way whatever the store.
     """
     text = raw.strip()
     if not text:
@@ -236,6 +252,8 @@ def confine_path(root: Path, raw: str) -> str:
     rel = "/".join(parts)
     if not rel.endswith(".md") or rel == INDEX_NAME:
         raise ValueError(f"path {raw!r} is not a memory file (*.md other than {INDEX_NAME})")
+    if root is None:
+        return rel
     real_root = os.path.realpath(root)
     if not _inside(real_root, os.path.realpath(os.path.join(real_root, rel))):
         raise ValueError(f"path {raw!r} is outside the memory folder")
@@ -245,7 +263,7 @@ def confine_path(root: Path, raw: str) -> str:
 def validate_proposals(
     answer: Any,
     *,
-    root: Path,
+    root: Path | None,
     docs: Sequence[MemoryDoc],
     offsets: Sequence[int],
     limit: int = MAX_PROPOSALS,
@@ -304,7 +322,7 @@ def validate_proposals(
 def _validate_one(
     raw: Any,
     *,
-    root: Path,
+    root: Path | None,
     by_path: Mapping[str, MemoryDoc],
     by_name: Mapping[str, MemoryDoc],
 ) -> MemoryProposal:
@@ -358,67 +376,47 @@ def _validate_one(
     return MemoryProposal("create", name, description, kind, content, tuple(offsets), None)
 
 
-# -- reading provenance ---------------------------------------------------------------------
-
-
-def read_source_offsets(path: Path) -> dict[str, tuple[int, ...]]:
-    """A topic file's ``source_offsets`` front matter (``{}`` when absent or unreadable)."""
-    import yaml
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return {}
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines or lines[0].strip() != "---":
-        return {}
-    try:
-        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
-        data = yaml.safe_load("\n".join(lines[1:end]))
-    except (StopIteration, yaml.YAMLError):
-        return {}
-    value = data.get(SOURCE_OFFSETS_KEY) if isinstance(data, dict) else None
-    if not isinstance(value, dict):
-        return {}
-    out: dict[str, tuple[int, ...]] = {}
-    for session, offsets in value.items():
-        if isinstance(offsets, list):
-            out[str(session)] = tuple(o for o in offsets if isinstance(o, int))
-    return out
-
-
 # -- the extractor --------------------------------------------------------------------------
 
 
 class MemoryExtractor:
-    """Extraction over one memory folder with one side model.
+    """Extraction into one memory store (a folder or a database) with one side model.
 
-    Not single-flight by itself: run one :meth:`extract` per session at a time (the
-    agent's scheduler does); different sessions may run concurrently, each file write
-    still holds the folder lock.
+    The store's backend (:func:`~asyncrecall.memory._extract_backend.extraction_backend`)
+    keeps the cursors and journals where the memories live: beside the folder, or in
+    the database. Not single-flight by itself: run one :meth:`extract` per session at a
+    time (the agent's scheduler does); different sessions may run concurrently, each
+    memory write is still atomic on its own.
     """
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: MemoryStoreProtocol,
         model: Model,
         *,
         state_dir: Path | None = None,
+        backend: ExtractionBackend | None = None,
         max_proposals: int = MAX_PROPOSALS,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.store = store
         self.model = model
-        self.state = ExtractionState(state_dir or default_state_dir(store.root))
+        self.backend = backend or extraction_backend(store, state_dir=state_dir)
         self.max_proposals = max_proposals
         self._clock = clock
 
     def __repr__(self) -> str:
         return f"MemoryExtractor({self.store!r}, {self.model.name!r})"
 
+    @property
+    def state_dir(self) -> Path | None:
+        """Where a folder's extraction state lives (``None`` for a database)."""
+        backend = self.backend
+        return backend.state_dir if isinstance(backend, FolderBackend) else None
+
     def cursor(self, session_id: str) -> int:
         """The session's processed offset."""
-        return self.state.cursor(session_id)
+        return self.backend.cursor(check_session_id(session_id))
 
     async def extract(
         self, session_id: str, turns: Sequence[TranscriptTurn], *, end: int | None = None
@@ -431,16 +429,19 @@ class MemoryExtractor:
         do not.
         """
         check_session_id(session_id)
+        backend = self.backend
         started = self._clock()
         recovered = await _committed(asyncio.to_thread(self._recover, session_id))
-        start = await asyncio.to_thread(self.state.cursor, session_id)
+        await _committed(asyncio.to_thread(self._recover_orphans, session_id))
+        start = await asyncio.to_thread(backend.cursor, session_id)
         if end is None:
             end = max((t.offset + 1 for t in turns), default=start)
         end = max(end, start)
         todo = [t for t in turns if start <= t.offset < end and t.text.strip()]
         if not todo:
             if end > start:
-                await _committed(asyncio.to_thread(self.state.set_cursor, session_id, end))
+                empty = Journal(session_id, start, end, ())
+                await _committed(asyncio.to_thread(backend.commit, empty))
             return ExtractionResult(session_id, start, end, recovered=recovered)
         docs = await asyncio.to_thread(self.store.scan, limit=None)
         answer = await self.model.generate_json(
@@ -452,14 +453,15 @@ class MemoryExtractor:
         )
         proposals, refused = validate_proposals(
             answer,
-            root=self.store.root,
+            root=backend.files_root,
             docs=docs,
             offsets=[t.offset for t in todo],
             limit=self.max_proposals,
         )
-        journal = Journal(
-            session_id, start, end, tuple(self._entry(session_id, p, docs) for p in proposals)
+        entries = await asyncio.to_thread(
+            lambda: tuple(self._entry(session_id, p, docs) for p in proposals)
         )
+        journal = Journal(session_id, start, end, entries)
         written = await _committed(asyncio.to_thread(self._apply, journal))
         created = tuple(rel for rel, action in written if action == "create")
         updated = tuple(rel for rel, action in written if action == "update")
@@ -483,7 +485,7 @@ class MemoryExtractor:
         if proposal.path is not None:
             doc = next((d for d in docs if d.rel_path == proposal.path), None)
             if doc is not None:
-                offsets = {k: list(v) for k, v in read_source_offsets(doc.path).items()}
+                offsets = {k: list(v) for k, v in self.backend.source_offsets(doc).items()}
         merged = set(offsets.get(session_id, ())) | set(proposal.source_offsets)
         offsets[session_id] = sorted(merged)
         return JournalEntry(
@@ -496,38 +498,67 @@ class MemoryExtractor:
         )
 
     def _apply(self, journal: Journal) -> list[tuple[str, str]]:
-        """Journal, writes, cursor, journal removed: each an atomic replace."""
+        """Journal, writes, then the cursor with the journal dropped (:meth:`commit`)."""
         if journal.writes:
-            self.state.write_journal(journal)
+            self.backend.write_journal(journal)
         written = self._write(journal)
-        self.state.set_cursor(journal.session, journal.end)
-        self.state.clear_journal(journal.session)
+        self.backend.commit(journal)
         return written
 
     def _write(self, journal: Journal) -> list[tuple[str, str]]:
         written: list[tuple[str, str]] = []
         for entry in journal.writes:
-            doc = self.store.save_memory(
-                entry.name,
-                entry.description,
-                entry.type,
-                entry.content,
-                extra={SOURCE_OFFSETS_KEY: entry.source_offsets},
+            doc = self.backend.save(
+                entry.name, entry.description, entry.type, entry.content, entry.source_offsets
             )
             written.append((doc.rel_path, entry.action))
         return written
 
+    def _recover_orphans(self, session_id: str) -> int:
+        """Roll forward the journals other sessions' crashed processes left (a CLI session
+        has a new id each time, so its own journal would otherwise never be replayed).
+
+        Only journals over :data:`ORPHAN_AGE_S` old (a live writer commits within
+        milliseconds), and only the writes whose memory has not changed since the
+        journal was written: a newer write by anyone wins, nothing is written back over
+        it. Returns the journals rolled forward.
+        """
+        orphans = [
+            (journal, written)
+            for journal, written in self.backend.stale_journals(ORPHAN_AGE_S)
+            if journal.session != session_id
+        ]
+        if not orphans:
+            return 0
+        for journal, written in orphans:
+            docs = {doc.name: doc for doc in self.store.scan(limit=None)}
+            fresh = tuple(
+                entry
+                for entry in journal.writes
+                if entry.name not in docs or docs[entry.name].mtime <= written
+            )
+            self._write(Journal(journal.session, journal.start, journal.end, fresh))
+            self.backend.commit(journal)
+            logger.warning(
+                "memory extraction: rolled forward %d of %d writes that the crashed "
+                "session %s left in %s",
+                len(fresh),
+                len(journal.writes),
+                journal.session,
+                self.store.location,
+            )
+        return len(orphans)
+
     def _recover(self, session_id: str) -> bool:
         """Roll forward a journal left by a crash: the same writes again, then the cursor."""
-        journal = self.state.journal(session_id)
+        journal = self.backend.journal(session_id)
         if journal is None:
             return False
-        if journal.end <= self.state.cursor(session_id):
-            self.state.clear_journal(session_id)  # the crash came after the cursor moved
+        if journal.end <= self.backend.cursor(session_id):
+            self.backend.commit(journal)  # the crash came after the cursor moved: drop it
             return False
         self._write(journal)
-        self.state.set_cursor(session_id, journal.end)
-        self.state.clear_journal(session_id)
+        self.backend.commit(journal)
         return True
 
 

@@ -1,5 +1,7 @@
 """Extraction's state beside the memory folder: per-session cursors and write journals.
 
+(The PostgreSQL store keeps the same in its database: ``_postgres_extract``.)
+
 Layout (``state_dir`` defaults to ``<memory folder>.state``, a sibling of the folder,
 so nothing here is ever scanned as a memory and a memory folder kept in git holds
 only memories)::
@@ -31,7 +33,19 @@ from typing import Any, Final
 from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._store import _atomic_write
 
-__all__ = ["ExtractionState", "JournalEntry", "check_session_id", "default_state_dir"]
+__all__ = [
+    "SOURCE_OFFSETS_KEY",
+    "ExtractionState",
+    "Journal",
+    "JournalEntry",
+    "check_session_id",
+    "default_state_dir",
+    "journal_from_json",
+    "journal_to_json",
+]
+
+#: The front matter key (folder) holding ``{session id: [transcript offsets]}``.
+SOURCE_OFFSETS_KEY: Final = "source_offsets"
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 _SUBDIR: Final = "extract"
@@ -100,6 +114,29 @@ class Journal:
     writes: tuple[JournalEntry, ...]
 
 
+def journal_to_json(journal: Journal) -> dict[str, Any]:
+    """The journal as stored (a file's JSON, a database's ``jsonb``)."""
+    return {
+        "session": journal.session,
+        "start": journal.start,
+        "end": journal.end,
+        "writes": [entry.to_json() for entry in journal.writes],
+    }
+
+
+def journal_from_json(session_id: str, data: Any, *, where: str) -> Journal:
+    """A stored journal, or :class:`MemoryStoreError` naming ``where`` when it is corrupt."""
+    try:
+        return Journal(
+            session=session_id,
+            start=int(data["start"]),
+            end=int(data["end"]),
+            writes=tuple(JournalEntry.from_json(w) for w in data["writes"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MemoryStoreError(f"extraction journal {where} is corrupt: {exc}") from exc
+
+
 class ExtractionState:
     """Cursors and journals of one memory folder's extractions."""
 
@@ -147,12 +184,7 @@ class ExtractionState:
     # -- the journal --------------------------------------------------------------------
 
     def write_journal(self, journal: Journal) -> None:
-        payload = {
-            "session": journal.session,
-            "start": journal.start,
-            "end": journal.end,
-            "writes": [entry.to_json() for entry in journal.writes],
-        }
+        payload = journal_to_json(journal)
         _atomic_write(self.journal_path(journal.session), json.dumps(payload) + "\n")
 
     def journal(self, session_id: str) -> Journal | None:
@@ -161,15 +193,32 @@ class ExtractionState:
         data = _read_json(path)
         if data is None:
             return None
+        return journal_from_json(session_id, data, where=str(path))
+
+    def stale_journals(self, older_than: float) -> list[tuple[Journal, float]]:
+        """Journals last written over ``older_than`` seconds ago, with their mtimes."""
+        folder = self.root / _SUBDIR
+        suffix = ".pending.json"
         try:
-            return Journal(
-                session=session_id,
-                start=int(data["start"]),
-                end=int(data["end"]),
-                writes=tuple(JournalEntry.from_json(w) for w in data["writes"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MemoryStoreError(f"extraction journal {path} is corrupt: {exc}") from exc
+            paths = [p for p in folder.iterdir() if p.name.endswith(suffix)]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise MemoryStoreError(f"cannot list {folder}: {exc.strerror}") from exc
+        found: list[tuple[Journal, float]] = []
+        now = time.time()
+        for path in sorted(paths):
+            session = path.name[: -len(suffix)]
+            try:
+                written = path.stat().st_mtime
+                check_session_id(session)
+            except (OSError, ValueError):
+                continue  # gone meanwhile, or not one of ours
+            if now - written > older_than:
+                journal = self.journal(session)
+                if journal is not None:
+                    found.append((journal, written))
+        return found
 
     def clear_journal(self, session_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):

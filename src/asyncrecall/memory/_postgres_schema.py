@@ -24,6 +24,18 @@ Version 1::
         PRIMARY KEY (namespace, name), UNIQUE (namespace, rel_path)
         GIN (search); btree (namespace, updated_at DESC); btree (namespace, created_at)
 
+Version 2 (extraction and consolidation, ``_postgres_extract``)::
+
+    asyncrecall_extraction         one row per (namespace, session)
+        processed    bigint       the cursor: the first transcript offset not processed
+        journal      jsonb        the pending writes of an extraction (NULL: none)
+        updated_at   timestamptz
+    asyncrecall_sources            a memory's provenance, {session: [offsets]}
+        (namespace, name) references asyncrecall_memories, ON DELETE CASCADE
+    asyncrecall_consolidation      one row per namespace
+        last_at, sessions          when the last consolidation ran, sessions since
+        locked_at, locked_by       the run in progress (stale after an hour)
+
 Every statement here is constant text: user data only ever travels as parameters.
 """
 
@@ -80,6 +92,37 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
            ON asyncrecall_memories (namespace, updated_at DESC)""",
         """CREATE INDEX asyncrecall_memories_created
            ON asyncrecall_memories (namespace, created_at, name)""",
+    ),
+    (  # 2: extraction and consolidation state (issue 14; see _postgres_extract)
+        """
+        CREATE TABLE asyncrecall_extraction (
+            namespace text NOT NULL,
+            session text NOT NULL,
+            processed bigint NOT NULL DEFAULT 0 CHECK (processed >= 0),
+            journal jsonb,
+            updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            PRIMARY KEY (namespace, session)
+        )
+        """,
+        """
+        CREATE TABLE asyncrecall_sources (
+            namespace text NOT NULL,
+            name text NOT NULL,
+            sources jsonb NOT NULL,
+            PRIMARY KEY (namespace, name),
+            FOREIGN KEY (namespace, name) REFERENCES asyncrecall_memories (namespace, name)
+                ON DELETE CASCADE
+        )
+        """,
+        """
+        CREATE TABLE asyncrecall_consolidation (
+            namespace text PRIMARY KEY,
+            last_at timestamptz,
+            sessions integer NOT NULL DEFAULT 0,
+            locked_at timestamptz,
+            locked_by text
+        )
+        """,
     ),
 )
 
