@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import eager_loops
 from asyncrecall import CancelSignal
 from asyncrecall.agent import AgentClient, AgentEvent, ClientOptions, MessageType
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
@@ -18,21 +17,8 @@ from asyncrecall.models import Content, FunctionCall, FunctionResponse, Text
 from asyncrecall.testing import ScriptedModel
 from sample_memories import seeded_store
 
-if os.environ.get("ASYNCRECALL_EAGER_TASKS") == "1" and sys.version_info >= (3, 12):
-
-    def pytest_asyncio_loop_factories(
-        config: pytest.Config, item: pytest.Item
-    ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
-        """``ASYNCRECALL_EAGER_TASKS=1`` on Python 3.12+ (``make test-py313`` sets it): every
-        agent test runs on a loop with ``asyncio.eager_task_factory``, where a task may run
-        to its end inside ``create_task``; the client must not care."""
-
-        def eager_loop() -> asyncio.AbstractEventLoop:
-            loop = asyncio.new_event_loop()
-            loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined,unused-ignore]
-            return loop
-
-        return {"eager": eager_loop}
+if eager_loops.ENABLED:  # make test-py313: every test of this folder on an eager loop
+    pytest_asyncio_loop_factories = eager_loops.loop_factories
 
 
 @pytest.fixture

@@ -15,11 +15,15 @@ from typing import Any
 
 import pytest
 
+import eager_loops
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from sample_memories import seeded_store
+
+if eager_loops.ENABLED:  # make test-py313: every test of this folder on an eager loop
+    pytest_asyncio_loop_factories = eager_loops.loop_factories
 
 MEMORY_MARK = "## Relevant memory"
 

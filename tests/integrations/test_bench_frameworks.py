@@ -17,6 +17,7 @@ FAST = LatencyProfile(
 
 
 @pytest.mark.slow
+@pytest.mark.plain_loop
 @pytest.mark.timeout(180)
 async def test_every_framework_runs_the_same_plans_every_way() -> None:
     """Every framework runs every plan with no memory, the bare hooks, the awaited
