@@ -46,6 +46,7 @@ from asyncrecall._exceptions import ModelError, ModelProtocolError, ModelServerE
 from asyncrecall.models._convert import contents_to_messages, tools_to_openai, validate_messages
 from asyncrecall.models._openai_errors import error_text, map_error, one_line, short_model_name
 from asyncrecall.models._protocol import Finished, StreamEvent, TextDelta, ToolCallReady, Usage
+from asyncrecall.models._side_http import SideHTTP
 from asyncrecall.models._types import Content, FunctionCall, ToolSpec
 
 __all__ = [
@@ -153,6 +154,13 @@ class OpenAIModel:
         # and (on a one-request-at-a-time server) delays the main turn. So side queries
         # never retry; the recall falls back to its lexical pass at once instead.
         self._side_client = self._client.with_options(max_retries=0)
+        # Side queries on asyncio streams (``_side_http``): a tenth of the SDK's CPU. Only
+        # with a client built here: a caller's client may carry a transport of its own.
+        self._side_http = (
+            SideHTTP.for_client(self._client, self._base_url, timeout=timeout)
+            if client is None
+            else None
+        )
         self._validate = validate_history
         self._endpoint = _endpoint(self._base_url, model)
 
@@ -178,8 +186,12 @@ class OpenAIModel:
 
     async def aclose(self) -> None:
         """Close the HTTP client if this model created it."""
-        if self._owns_client:
-            await self._client.close()
+        try:
+            if self._side_http is not None:
+                await self._side_http.aclose()
+        finally:
+            if self._owns_client:
+                await self._client.close()
 
     async def __aenter__(self) -> OpenAIModel:
         return self
@@ -490,12 +502,15 @@ class OpenAIModel:
     async def _post_completion(self, body: dict[str, Any]) -> Any:
         """POST one non-streamed chat completion; its JSON body, decoded (plain dicts).
 
-        The SDK's ``create`` runs the parameters through its typed transform and builds
-        pydantic models of the answer: about 2 ms of CPU per side query, more than the
-        HTTP exchange, on the event loop (issue 10, many sessions). ``post`` keeps the
-        SDK's headers, retries, timeout and errors. Cancelling the task closes the
-        connection (the HTTP client closes an unread response on any exception).
+        On :class:`SideHTTP` when this model built its client (see ``_side_http``), else
+        through the SDK. The SDK's ``create`` runs the parameters through its typed
+        transform and builds pydantic models of the answer: about 2 ms of CPU per side
+        query, more than the HTTP exchange, on the event loop (issue 10, many sessions);
+        its ``post`` keeps the SDK's headers, retries, timeout and errors. Either way,
+        cancelling the task closes the connection.
         """
+        if self._side_http is not None:
+            return await self._side_http.post_json(body)
         text: str = await self._side_client.post("/chat/completions", body=body, cast_to=str)
         return json.loads(text)  # a body that is not JSON: ValueError, mapped by the caller
 
@@ -543,11 +558,11 @@ class ModelPair:
     side_client: AsyncOpenAI = field(repr=False)
 
     async def aclose(self) -> None:
-        """Close both HTTP clients."""
+        """Close both models (and so their HTTP clients)."""
         try:
-            await self.main_client.close()
+            await self.main.aclose()
         finally:
-            await self.side_client.close()
+            await self.side.aclose()
 
     async def __aenter__(self) -> ModelPair:
         return self
@@ -580,14 +595,15 @@ def open_openai_models(
     process, one shared pool cost about a quarter more CPU per query
     (``asyncrecall bench overhead``; ``benchmarks/latency.md``).
     """
-    main_client, side_client = (
-        _make_client(base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout)
-        for _ in range(2)
-    )
-    options: dict[str, Any] = {"base_url": base_url, "max_retries": max_retries, "timeout": timeout}
-    main = OpenAIModel(model=model, client=main_client, **options)
-    side = OpenAIModel(model=side_model or model, client=side_client, **options)
-    return ModelPair(main=main, side=side, main_client=main_client, side_client=side_client)
+    options: dict[str, Any] = {
+        "base_url": base_url,
+        "api_key": api_key,
+        "max_retries": max_retries,
+        "timeout": timeout,
+    }
+    main = OpenAIModel(model=model, **options)
+    side = OpenAIModel(model=side_model or model, **options)
+    return ModelPair(main=main, side=side, main_client=main._client, side_client=side._client)
 
 
 def _tool_choice(choice: str) -> Any:

@@ -1,0 +1,232 @@
+"""Side queries on asyncio streams (``models/_side_http.py``): what the wire shows.
+
+The model tests (errors, learned refusals, cancellation hang-ups) already run side
+queries through it against the suite's :class:`LocalServer`, and the interop tests
+against llama.cpp's own server. Here: the HTTP it must read that LocalServer never
+sends (chunked, gzip, a kept-alive connection the server closed, a broken status line),
+connection reuse, and where the SDK stays in charge (a caller's client, a proxy, the
+``ASYNCRECALL_SIDE_HTTP=sdk`` switch), each told apart by what the server receives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import openai
+import pytest
+
+from asyncrecall import ModelConnectionError, ModelNotFoundError
+from asyncrecall.models import OpenAIModel
+from asyncrecall.testing import LocalServer, Reply
+
+GUARD = 10.0  # seconds; a hang guard only
+SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+
+
+def _completion(content: str) -> bytes:
+    return json.dumps(
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+    ).encode()
+
+
+@dataclass
+class RawServer:
+    """A real HTTP/1.1 server on a socket whose answers the test writes byte by byte."""
+
+    answer: Callable[[int], bytes]
+    close_after_answer: bool = False
+    #: This request (1-based) gets no answer: the server closes its connection instead.
+    drop: int = 0
+    connections: int = 0
+    requests: list[bytes] = field(default_factory=list)
+    port: int = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                self.requests.append(head + await reader.readexactly(length))
+                if len(self.requests) == self.drop:
+                    break
+                writer.write(self.answer(len(self.requests)))
+                await writer.drain()
+                if self.close_after_answer:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+@pytest.fixture
+async def raw() -> AsyncIterator[RawServer]:
+    state = RawServer(answer=lambda n: b"")
+    server = await asyncio.start_server(state.handle, "127.0.0.1", 0)
+    state.port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield state
+
+
+def _ok(body: bytes, *extra: str) -> bytes:
+    head = ["HTTP/1.1 200 OK", "Content-Type: application/json", *extra]
+    if not any(h.lower().startswith("transfer-encoding") for h in extra):
+        head.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+async def _ask(base_url: str) -> object:
+    async with OpenAIModel(model="side", base_url=base_url, max_retries=0) as model:
+        async with asyncio.timeout(GUARD):
+            return await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+
+
+async def test_one_connection_serves_successive_side_queries(raw: RawServer) -> None:
+    raw.answer = lambda n: _ok(_completion('{"ok": true}'))
+    async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
+        for _ in range(3):
+            value = await model.generate_json(
+                system="s", prompt="p", schema=SCHEMA, schema_name="x"
+            )
+            assert value == {"ok": True}
+    assert len(raw.requests) == 3 and raw.connections == 1
+    assert raw.requests[0].startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+    assert b"Authorization: Bearer " in raw.requests[0]
+
+
+async def test_a_chunked_gzip_answer_is_read(raw: RawServer) -> None:
+    packed = gzip.compress(_completion('{"ok": false}'))
+    chunks = b"".join(
+        f"{len(part):x}\r\n".encode() + part + b"\r\n"
+        for part in (packed[:7], packed[7:20], packed[20:])
+    )
+    raw.answer = lambda n: _ok(
+        chunks + b"0\r\n\r\n", "Transfer-Encoding: chunked", "Content-Encoding: gzip"
+    )
+    assert await _ask(raw.base_url) == {"ok": False}
+
+
+async def test_a_kept_alive_connection_the_server_closed_is_replaced(raw: RawServer) -> None:
+    """The server answers keep-alive, then closes: the next side query goes out afresh
+    (once), not as an error."""
+    raw.answer = lambda n: _ok(_completion('{"ok": true}'))
+    raw.close_after_answer = True
+    async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
+        for _ in range(2):
+            async with asyncio.timeout(GUARD):
+                value = await model.generate_json(
+                    system="s", prompt="p", schema=SCHEMA, schema_name="x"
+                )
+            assert value == {"ok": True}
+            await asyncio.sleep(0.05)  # the server's close reaches us (either way works)
+    assert len(raw.requests) == 2 and raw.connections == 2
+
+
+async def test_a_request_the_server_drops_on_a_kept_alive_connection_goes_again(
+    raw: RawServer,
+) -> None:
+    """The race of a keep-alive timeout: the server closes the reused connection on
+    receiving the request, before any answer. The side query goes out once more, on a
+    new connection; a new connection that fails is an error at once."""
+    raw.answer = lambda n: _ok(_completion('{"ok": true}'))
+    raw.drop = 2
+    async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
+        for _ in range(2):
+            async with asyncio.timeout(GUARD):
+                value = await model.generate_json(
+                    system="s", prompt="p", schema=SCHEMA, schema_name="x"
+                )
+            assert value == {"ok": True}
+    assert len(raw.requests) == 3 and raw.connections == 2
+    raw.drop, raw.connections = 4, 0
+    with pytest.raises(ModelConnectionError):
+        await _ask(raw.base_url)  # a fresh model: a fresh connection, dropped
+    assert raw.connections == 1
+
+
+async def test_an_answer_that_is_not_http_is_a_connection_error(raw: RawServer) -> None:
+    raw.answer = lambda n: b"SSH-2.0-OpenSSH_9.6\r\n\r\n"
+    with pytest.raises(ModelConnectionError) as caught:
+        await _ask(raw.base_url)
+    assert "status line" in str(caught.value.__cause__.__cause__)  # type: ignore[union-attr]
+
+
+async def test_an_error_status_is_the_sdks_exception(
+    local_server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 404 with an OpenAI error body: the SDK's NotFoundError (its body the error
+    object), mapped to the very ModelNotFoundError line the SDK's own exchange gives."""
+    errors = []
+    for switch in ("", "sdk"):
+        monkeypatch.setenv("ASYNCRECALL_SIDE_HTTP", switch)
+        local_server.script("side", Reply(status=404))
+        with pytest.raises(ModelNotFoundError) as caught:
+            await _ask(local_server.base_url)
+        errors.append(caught.value)
+    lean, sdk = errors
+    assert isinstance(lean.__cause__, openai.NotFoundError)
+    assert isinstance(sdk.__cause__, openai.NotFoundError)
+    assert lean.__cause__.body == sdk.__cause__.body
+    assert isinstance(lean.__cause__.body, dict) and "message" in lean.__cause__.body
+    assert str(lean) == str(sdk) and "\n" not in str(lean)
+
+
+def _sent_by_the_sdk(local_server: LocalServer) -> bool:
+    """The SDK's HTTP library asks for compressed answers; the stream writer never does."""
+    (request,) = local_server.requests
+    return "accept-encoding" in {name.lower() for name in request.headers}
+
+
+async def test_the_sdk_sends_side_queries_for_a_callers_client(
+    local_server: LocalServer,
+) -> None:
+    local_server.script("side", Reply(json={"ok": True}))
+    client = openai.AsyncOpenAI(base_url=local_server.base_url, api_key="k", max_retries=0)
+    try:
+        model = OpenAIModel(model="side", base_url=local_server.base_url, client=client)
+        await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+    finally:
+        await client.close()
+    assert _sent_by_the_sdk(local_server)
+
+
+async def test_our_own_client_sends_them_on_streams(local_server: LocalServer) -> None:
+    local_server.script("side", Reply(json={"ok": True}))
+    assert await _ask(local_server.base_url) == {"ok": True}
+    assert not _sent_by_the_sdk(local_server)
+
+
+async def test_the_switch_keeps_the_sdk(
+    local_server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASYNCRECALL_SIDE_HTTP", "sdk")
+    local_server.script("side", Reply(json={"ok": True}))
+    assert await _ask(local_server.base_url) == {"ok": True}
+    assert _sent_by_the_sdk(local_server)
+
+
+def test_an_environment_proxy_keeps_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's HTTP library honours proxy variables; the stream writer does not, so it
+    stands aside when one applies to the endpoint (and only then)."""
+    from asyncrecall.models._side_http import SideHTTP
+
+    client = openai.AsyncOpenAI(base_url="http://10.1.2.3:8000/v1", api_key="k")
+    monkeypatch.setenv("http_proxy", "http://proxy.example:3128")
+    monkeypatch.setenv("no_proxy", "localhost")
+    assert SideHTTP.for_client(client, "http://10.1.2.3:8000/v1", timeout=None) is None
+    assert SideHTTP.for_client(client, "http://localhost:8000/v1", timeout=None) is not None
+    monkeypatch.delenv("http_proxy")
+    assert SideHTTP.for_client(client, "http://10.1.2.3:8000/v1", timeout=None) is not None
