@@ -64,6 +64,7 @@ from asyncrecall.memory._model_selector import (
     selector_prompt,
 )
 from asyncrecall.models import FunctionCall, OpenAIModel
+from asyncrecall.models._side_http import SideHTTP
 from asyncrecall.testing import ScriptedModel, ScriptedRequest, ScriptedTurn
 
 __all__ = ["OverheadReport", "add_arguments", "measure_per_query", "run"]
@@ -85,23 +86,22 @@ class OverheadReport:
     per_query_us: dict[str, float]
     scale: Sequence[ScaleResult]
     ramp_s: float = _RAMP_S
-    #: ``side_query_http``, ``side_query_sdk`` and ``recall``: median CPU µs per call
-    #: (part 2).
+    #: ``side_query_http``, ``side_query_sdk``, ``side_query_streams`` and ``recall``:
+    #: median CPU µs per call (part 2).
     recall_cpu_us: dict[str, float] = dataclasses.field(default_factory=dict)
     scale_repeats: int = 1
 
     def as_json(self) -> dict[str, Any]:
         """``per_query_us``, ``overhead_us`` (against memory off), ``recall_cpu_us`` (with
-        ``recall_over_http`` and ``recall_over_sdk``), the idle loop's lag, and
+        ``recall_over_exchange``), the idle loop's lag, and
         ``sessions``: per count, ``memory_off`` and ``async`` runs (started over
         ``ramp_s``; medians of ``scale_repeats`` runs each)."""
         off = self.per_query_us["memory_off"]
         cpu = {k: round(v, 1) for k, v in self.recall_cpu_us.items()}
         if self.recall_cpu_us:
-            for over, base in (("http", "side_query_http"), ("sdk", "side_query_sdk")):
-                cpu[f"recall_over_{over}"] = round(
-                    self.recall_cpu_us["recall"] - self.recall_cpu_us[base], 1
-                )
+            cpu["recall_over_exchange"] = round(
+                self.recall_cpu_us["recall"] - self.recall_cpu_us["side_query_streams"], 1
+            )
         return {
             "repeats": self.repeats,
             "ramp_s": self.ramp_s,
@@ -257,10 +257,11 @@ def median_result(results: Sequence[ScaleResult]) -> ScaleResult:
 async def measure_recall_cpu(
     repeats: int, *, base_url: str, memory_dir: Path, limit: int = 5
 ) -> dict[str, float]:
-    """Median CPU µs per call of a whole recall, of its side query's bare HTTP exchange
-    (``side_query_http``: the HTTP library alone) and of the same request sent through
-    the OpenAI SDK as the recall sends it (``side_query_sdk``: what is left over it is
-    the recall's own code: scan, manifest, validation, block).
+    """Median CPU µs per call of a whole recall and of its side query's HTTP exchange
+    sent three ways: the SDK's HTTP library alone (``side_query_http``), the OpenAI SDK
+    (``side_query_sdk``), and asyncio streams as the recall sends it
+    (``side_query_streams``, :class:`~asyncrecall.models._side_http.SideHTTP`; what the
+    recall costs over it is its own code: scan, manifest, validation, block).
 
     Against the child server's instant side model; one call at a time, interleaved, so
     each figure is this process's own CPU for one call (worker threads included).
@@ -290,6 +291,9 @@ async def measure_recall_cpu(
     url = base_url.rstrip("/") + "/chat/completions"
     http = openai.DefaultAsyncHttpxClient()
     sdk = openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
+    streams = SideHTTP.for_client(sdk, base_url, timeout=None)
+    if streams is None:
+        raise RuntimeError(f"{base_url}: side queries would not go on streams here")
     side = OpenAIModel(model=model_name, base_url=base_url, api_key="bench", max_retries=0)
     manager = MemoryManager(store, ModelSelector(side, fallback=None))
 
@@ -302,12 +306,21 @@ async def measure_recall_cpu(
         text: str = await sdk.post("/chat/completions", body=request, cast_to=str)
         json.loads(text)
 
+    async def streams_post() -> None:
+        assert streams is not None
+        await streams.post_json(request)
+
     async def recall() -> None:
         result = await manager.recall(_RECALL_QUERY, limit=limit)
         if not result.selected:
             raise RuntimeError(f"the benchmark's recall selected nothing: {result!r}")
 
-    variants = {"side_query_http": bare_http, "side_query_sdk": sdk_post, "recall": recall}
+    variants = {
+        "side_query_http": bare_http,
+        "side_query_sdk": sdk_post,
+        "side_query_streams": streams_post,
+        "recall": recall,
+    }
     samples: dict[str, list[float]] = {name: [] for name in variants}
     try:
         warmup = max(1, repeats // 10)
@@ -319,6 +332,7 @@ async def measure_recall_cpu(
                     samples[name].append((time.process_time_ns() - started) / 1000.0)
     finally:
         await side.aclose()
+        await streams.aclose()
         await sdk.close()
         await http.aclose()
     return {name: statistics.median(values) for name, values in samples.items()}
@@ -425,12 +439,11 @@ def _render(report: OverheadReport, console: Console) -> None:
     cpu = data["recall_cpu_us"]
     if cpu:
         console.print(
-            f"Recall CPU over HTTP (one call at a time, medians): whole recall "
-            f"{cpu['recall']:,.0f} µs, its side query's bare HTTP exchange "
-            f"{cpu['side_query_http']:,.0f} µs: [bold]{cpu['recall_over_http']:+,.0f} µs[/bold] "
-            "on top of the HTTP request (scan, manifest, SDK, validation, block); the same "
-            f"request through the OpenAI SDK {cpu['side_query_sdk']:,.0f} µs: "
-            f"[bold]{cpu['recall_over_sdk']:+,.0f} µs[/bold] of the recall's own code."
+            f"Recall CPU (one call at a time, medians): whole recall {cpu['recall']:,.0f} µs; "
+            f"its side query's exchange on asyncio streams {cpu['side_query_streams']:,.0f} µs "
+            f"(through the OpenAI SDK {cpu['side_query_sdk']:,.0f} µs, its HTTP library alone "
+            f"{cpu['side_query_http']:,.0f} µs): [bold]{cpu['recall_over_exchange']:+,.0f} "
+            "µs[/bold] of the recall's own code (scan, manifest, validation, block)."
         )
     if not report.scale:
         return
@@ -467,7 +480,7 @@ def _render(report: OverheadReport, console: Console) -> None:
     console.print(table)
     console.print(
         "Each session runs one user query with one tool round; the N sessions start over "
-        f"{report.ramp_s:g} s and share one memory folder and two HTTP clients (main, side). "
+        f"{report.ramp_s:g} s and share one memory folder, one main and one side model. "
         "Each row is a fresh "
         "process; the server (side query ~0.9 s lognormal, first token 0.3-1.5 s, tools "
         "20-500 ms) runs in another. Lag: how late a "

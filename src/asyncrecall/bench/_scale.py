@@ -4,8 +4,8 @@ Each configuration (N sessions, memory off or async recall) runs in a fresh chil
 process (``python -m asyncrecall.bench._scale``), so its resident-memory baseline is
 clean and no earlier run's heap or garbage collection leaks into it; the server runs
 in another child (:mod:`asyncrecall.bench._serve`). In the measuring process, N
-sessions (one :class:`AgentClient` each, sharing one memory folder, one HTTP client
-for the main model and one for the side model, as a multi-session service would)
+sessions (one :class:`AgentClient` each, sharing one memory folder, one main model
+and one side model, each with its HTTP client, as a multi-session service would)
 start spread over ``ramp`` seconds and each run one user query with one tool round.
 Meanwhile:
 
@@ -192,28 +192,23 @@ async def _run_sessions(
     ramp: float,
     prefix: str = "",
 ) -> list[QueryTrace]:
-    # No connection cap: every session has a stream and a side query in flight at once.
-    # (The limits' class is the SDK's own HTTP library, whichever it is.) The side model
-    # has a pool of its own, as open_openai_models gives it: a pool's bookkeeping costs
-    # CPU per request in proportion to its connections.
+    # No connection cap on the main model's client: every session has a stream in flight
+    # at once. (The limits' class is the SDK's own HTTP library, whichever it is.) The
+    # side model builds its own client, as open_openai_models has it: its side queries
+    # go on asyncio streams (models/_side_http.py), not through the turns' pool.
     limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
         max_connections=None, max_keepalive_connections=None
     )
-    main_http, side_http = (
-        AsyncOpenAI(
-            api_key="bench",
-            base_url=base_url,
-            max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(limits=limits),
-        )
-        for _ in range(2)
+    main_http = AsyncOpenAI(
+        api_key="bench",
+        base_url=base_url,
+        max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(limits=limits),
     )
     main = OpenAIModel(
         model=prefix + MAIN_MODEL, base_url=base_url, client=main_http, max_retries=0
     )
-    side = OpenAIModel(
-        model=prefix + SIDE_MODEL, base_url=base_url, client=side_http, max_retries=0
-    )
+    side = OpenAIModel(model=prefix + SIDE_MODEL, base_url=base_url, api_key="bench", max_retries=0)
     manager = MemoryManager(MemoryStore(memory_dir), ModelSelector(side)) if memory else None
     tools = ScriptedTools(project)
     clients = [AgentClient(model=main, memory=manager, tools=tools.specs) for _ in range(count)]
@@ -233,7 +228,7 @@ async def _run_sessions(
                 group.create_task(session(index, client))
     finally:
         await main_http.close()
-        await side_http.close()
+        await side.aclose()
     return traces
 
 
