@@ -24,7 +24,11 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
   only while the store's ``LISTEN`` connection is up; any save or forget, by this
   process or another, bumps :attr:`generation`, empties them and calls the change
   listeners (selectors can drop their own caches there). A lost ``LISTEN``
-  connection empties them, and they stay off until it is back.
+  connection empties them, and they stay off until it is back. The selectors' caches
+  (term counts, vectors) need no invalidation: every document carries its row
+  version's revision (``xmin``, new with each insert or update), which is part of
+  ``MemoryDoc.fingerprint``, so a rewrite by another process that keeps size and
+  modification time (an import) is still counted or embedded afresh.
 - **Faults.** A database that cannot be reached when the store opens, or whose schema
   is newer than this code, is a :class:`ConfigError`. Later, a save, get or forget
   raises :class:`MemoryStoreError`; recall and the index log one warning per outage
@@ -655,7 +659,7 @@ class PostgresMemoryStore:
             try:
                 found = self._run(lambda conn: conn.execute(UPSERT_SQL, row).fetchone())
                 assert found is not None  # RETURNING of an upsert: always one row
-                doc = self._doc(found[:8])
+                doc = self._doc(found[:9])
                 self._changed("save", doc.name, int(found[6]))
                 return doc
             except psycopg.errors.UniqueViolation as exc:
@@ -703,7 +707,7 @@ class PostgresMemoryStore:
         )
 
     def _doc(self, row: Iterable[Any]) -> MemoryDoc:
-        name, rel, description, kind, body, size, _version, mtime = row
+        name, rel, description, kind, body, size, _version, mtime, revision = row
         return MemoryDoc(
             path=self._doc_root / rel,
             rel_path=rel,
@@ -713,6 +717,7 @@ class PostgresMemoryStore:
             body=body,
             mtime=float(mtime),
             size=int(size),
+            revision=int(revision),
         )
 
 
