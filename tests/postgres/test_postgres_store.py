@@ -105,7 +105,7 @@ async def test_a_large_namespace_offers_full_text_matches_and_the_newest(
 
 
 async def test_recall_never_blocks_the_callers_event_loop(pg_store: PostgresMemoryStore) -> None:
-    """The database round trip runs on the store's own loop: ours keeps turning while the
+    """The database round trip is asynchronous I/O: our loop keeps turning while the
     candidates query waits on a table lock held elsewhere."""
     pg_store.save_memory("A", "", "user", "alpha")
     ticks = 0

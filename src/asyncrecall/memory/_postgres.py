@@ -16,10 +16,11 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
   would match an arbitrary share of a large namespace); at most :data:`MATCH_CAP`
   matching rows are ranked (``ts_rank``), which bounds the query's cost. The selectors
   rank the candidates as they rank a folder.
-  The query runs on an async pool on the store's own event loop and thread (see
-  ``_postgres_portal``): the recall task awaits it, the caller's loop never runs it,
-  the turn never waits for it. Synchronous calls (CLI, memory tool) use a second,
-  synchronous pool in the caller's thread, with no thread hop.
+  The query runs inside the recall task on a connection of the caller's own event
+  loop (``_postgres_loops``: psycopg's async I/O never blocks that loop, and no thread
+  hop is paid), or on the store's own loop and pool (``_postgres_portal``) when the
+  loop has ``max_size`` queries in flight already; the turn never waits for it.
+  Synchronous calls (CLI, memory tool) use a synchronous pool in the caller's thread.
 - **Caches.** Per-process caches (the index text, scans, candidate lists) are used
   only while the store's ``LISTEN`` connection is up; any save or forget, by this
   process or another, bumps :attr:`generation`, empties them and calls the change
@@ -62,6 +63,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from asyncrecall._exceptions import ConfigError, MemoryStoreError
 from asyncrecall.memory._document import render_document, safe_file_stem
+from asyncrecall.memory._postgres_loops import LoopConnections
 from asyncrecall.memory._postgres_portal import Portal
 from asyncrecall.memory._postgres_schema import CHANNEL, ensure_schema
 from asyncrecall.memory._postgres_sql import (
@@ -154,9 +156,9 @@ class PostgresMemoryStore:
     :meth:`close` (or ``with``): it stops the store's thread and pools.
 
     Synchronous calls (the CLI, the agent's memory tool) use a synchronous pool in the
-    caller's thread; :meth:`candidates` (recall) and the ``LISTEN`` connection use an
-    async pool on the store's own event loop (``_postgres_portal``), so recall never
-    runs a query on the caller's loop.
+    caller's thread; :meth:`candidates` (recall) uses up to ``max_size`` connections of
+    the caller's event loop, then an async pool on the store's own loop, where the
+    ``LISTEN`` connection lives (``_postgres_portal``).
     """
 
     #: A database round trip never runs on the caller's event loop.
@@ -186,6 +188,12 @@ class PostgresMemoryStore:
         self._connect_timeout = max(2, round(timeout))  # libpq: whole seconds, 2 at least
         self._listen_enabled = listen
         self._portal = Portal(f"asyncrecall-pg-{self._ns_key[:8]}")
+        self._loop_conns = LoopConnections(
+            url,
+            connect_timeout=self._connect_timeout,
+            limit=max_size,
+            name=f"asyncrecall-recall-{self._id[:12]}",
+        )
         self._connect_lock = threading.Lock()
         self._pool: ConnectionPool[Connection[Any]] | None = None
         # Owned by the portal's loop (touched only there):
@@ -304,6 +312,7 @@ class PostgresMemoryStore:
             self._closed = True
             pool, self._pool = self._pool, None
         try:
+            self._loop_conns.close()
             self._portal.call(self._aclose())
         finally:
             self._portal.stop()
@@ -538,7 +547,9 @@ class PostgresMemoryStore:
             "cap": MATCH_CAP,
         }
         try:
-            docs = await self._portal.acall(self._candidate_rows(params))
+            docs = await self._direct_candidates(params)
+            if docs is None:  # this loop has all its connections busy: the store's loop
+                docs = await self._portal.acall(self._candidate_rows(params))
         except RuntimeError:
             return []  # the store was closed meanwhile
         except (PoolTimeout, psycopg.Error) as exc:
@@ -552,20 +563,41 @@ class PostgresMemoryStore:
                     self._candidate_cache.popitem(last=False)
         return list(docs)
 
+    async def _direct_candidates(self, params: dict[str, Any]) -> list[MemoryDoc] | None:
+        """The candidates, queried on the caller's loop (``_postgres_loops``); ``None`` when
+        it has no connection to spare. A connection the server has closed (a restart) is
+        dropped and the query tried again on a new one."""
+        for attempt in range(self._max_size + 1):
+            async with self._loop_conns.connection() as conn:
+                if conn is None:
+                    return None
+                try:
+                    return await self._query_candidates(conn, params)
+                except psycopg.OperationalError:
+                    if not conn.closed or attempt == self._max_size:
+                        raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def _candidate_rows(self, params: dict[str, Any]) -> list[MemoryDoc]:
+        """The candidates, queried on the store's own loop and pool."""
         apool = self._apool
         if apool is None:
             raise RuntimeError("the store is closed")
         for attempt in range(self._max_size + 1):
             async with apool.connection() as conn:
                 try:
-                    params["common"] = await self._common_lexemes(conn)
-                    rows = await (await conn.execute(CANDIDATES_SQL, params)).fetchall()
-                    break
+                    return await self._query_candidates(conn, params)
                 except psycopg.OperationalError:
                     if not conn.closed or attempt == self._max_size:
                         raise
                     # The server closed it (a restart): the pool drops it; try another.
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _query_candidates(
+        self, conn: AsyncConnection[Any], params: dict[str, Any]
+    ) -> list[MemoryDoc]:
+        params["common"] = await self._common_lexemes(conn)
+        rows = await (await conn.execute(CANDIDATES_SQL, params)).fetchall()
         parts: tuple[list[MemoryDoc], list[MemoryDoc], list[MemoryDoc]] = ([], [], [])
         for row in rows:
             parts[row[0]].append(self._doc(row[1:]))
