@@ -346,7 +346,8 @@ class LexicalSelector:
     def _prune(self, docs: Sequence[MemoryDoc]) -> None:
         if len(self._stats) > max(4096, 4 * len(docs)):
             live = {doc.path for doc in docs}
-            self._stats = {path: s for path, s in self._stats.items() if path in live}
+            kept = list(self._stats.items())  # a snapshot: other sessions' threads add
+            self._stats = {path: s for path, s in kept if path in live}
 
     # -- the persisted counts of a folder ------------------------------------------------
 
