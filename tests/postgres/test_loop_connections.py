@@ -40,7 +40,7 @@ def _until(url: str, name: str, count: int) -> int:
 
 
 def _name(store: PostgresMemoryStore) -> str:
-    return store._loop_conns.name
+    return store._query.loops.name
 
 
 async def test_recall_queries_on_the_callers_loop_and_close_closes_it(

@@ -14,9 +14,11 @@ import pytest
 
 from asyncrecall import ConfigError, MemoryStoreError
 from asyncrecall.memory import SCAN_LIMIT, LexicalSelector, MemoryManager, PostgresMemoryStore
-from asyncrecall.memory._postgres import NEWEST_FILL, StoreChange, redact_url
+from asyncrecall.memory._postgres import StoreChange, redact_url
 from asyncrecall.memory._postgres_local import LocalPostgres
 from asyncrecall.memory._postgres_schema import SCHEMA_VERSION
+from asyncrecall.memory._postgres_sql import NEWEST_FILL
+from asyncrecall.memory._postgres_text import text_array
 
 
 def _scratch_database(server: LocalPostgres) -> str:
@@ -183,13 +185,11 @@ def test_a_closed_store_says_so(pg_store: PostgresMemoryStore) -> None:
 
 def test_the_common_lexemes_literal_reads_back_as_the_same_array(pg_url: str) -> None:
     """The common lexemes travel as one ``text[]`` literal: any text reads back as is."""
-    from asyncrecall.memory._postgres import _text_array
-
     items = ["plain", 'qu"ote', "back\\slash", "a,b", "{brace}", " sp ace ", "NULL", "", "é"]
     with psycopg.connect(pg_url) as conn:
-        row = conn.execute("SELECT %s::text[]", (_text_array(items),)).fetchone()
+        row = conn.execute("SELECT %s::text[]", (text_array(items),)).fetchone()
         assert row is not None and row[0] == items
-        empty = conn.execute("SELECT %s::text[]", (_text_array([]),)).fetchone()
+        empty = conn.execute("SELECT %s::text[]", (text_array([]),)).fetchone()
         assert empty is not None and empty[0] == []
 
 

@@ -111,7 +111,10 @@ class LoopConnections:
         with self._lock:
             if self._closed:
                 return None, None
-            slots = self._loops.get(loop)
+            try:
+                slots = self._loops.get(loop)
+            except TypeError:  # pragma: no cover - a C loop may refuse weak references
+                return None, None
             if slots is None:
                 slots = self._loops[loop] = _Slots()
                 weakref.finalize(loop, _close_all, slots.all)
