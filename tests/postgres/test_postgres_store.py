@@ -14,9 +14,11 @@ import pytest
 
 from asyncrecall import ConfigError, MemoryStoreError
 from asyncrecall.memory import SCAN_LIMIT, LexicalSelector, MemoryManager, PostgresMemoryStore
-from asyncrecall.memory._postgres import NEWEST_FILL, StoreChange, redact_url
+from asyncrecall.memory._postgres import StoreChange, redact_url
 from asyncrecall.memory._postgres_local import LocalPostgres
 from asyncrecall.memory._postgres_schema import SCHEMA_VERSION
+from asyncrecall.memory._postgres_sql import NEWEST_FILL
+from asyncrecall.memory._postgres_text import text_array
 
 
 def _scratch_database(server: LocalPostgres) -> str:
@@ -105,7 +107,7 @@ async def test_a_large_namespace_offers_full_text_matches_and_the_newest(
 
 
 async def test_recall_never_blocks_the_callers_event_loop(pg_store: PostgresMemoryStore) -> None:
-    """The database round trip runs on the store's own loop: ours keeps turning while the
+    """The database round trip is asynchronous I/O: our loop keeps turning while the
     candidates query waits on a table lock held elsewhere."""
     pg_store.save_memory("A", "", "user", "alpha")
     ticks = 0
@@ -179,3 +181,36 @@ def test_a_closed_store_says_so(pg_store: PostgresMemoryStore) -> None:
     with pytest.raises(MemoryStoreError, match="closed"):
         pg_store.scan()
     assert asyncio.run(pg_store.candidates("x")) == []
+
+
+def test_the_common_lexemes_literal_reads_back_as_the_same_array(pg_url: str) -> None:
+    """The common lexemes travel as one ``text[]`` literal: any text reads back as is."""
+    items = ["plain", 'qu"ote', "back\\slash", "a,b", "{brace}", " sp ace ", "NULL", "", "é"]
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT %s::text[]", (text_array(items),)).fetchone()
+        assert row is not None and row[0] == items
+        empty = conn.execute("SELECT %s::text[]", (text_array([]),)).fetchone()
+        assert empty is not None and empty[0] == []
+
+
+async def test_a_common_word_does_not_crowd_out_a_rare_one(pg_store: PostgresMemoryStore) -> None:
+    """A query term the statistics expect in over 1,000 rows does not select candidates:
+    with it, the 1,000 rows ranked at most would be arbitrary rows holding the common
+    word (the rare match, stored last, would be left out); without it, the rare term
+    decides."""
+    rows = [
+        (pg_store.namespace, f"Note {n}", f"note-{n}.md", "", "project", "zebra crossing", 20)
+        for n in range(3000)
+    ]
+    with psycopg.connect(pg_store.url, autocommit=True) as conn:
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO asyncrecall_memories"
+                " (namespace, name, rel_path, description, type, body, size)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+        conn.execute("ANALYZE asyncrecall_memories")
+    pg_store.save_memory("Rare", "", "project", "zebra quokka sighting")
+    offered = await pg_store.candidates("zebra quokka")
+    assert offered[0].name == "Rare"

@@ -21,13 +21,13 @@ Two selectors:
   rank (k = 60): the project's BM25 (:class:`LexicalSelector`, weight 2: the strongest
   single ranker on LoCoMo), document vectors and best lines (weight 1 each).
 
-Vectors are cached per document on (path, size, mtime), so a warm selection embeds
-only the query. Selection runs in a daemon worker thread (the first one loads the
-model); cancelling the awaiting task returns at once and the thread stops at its next
-embedding call (one document's text, or ``LINE_BATCH`` of its lines), keeping what it
-embedded; the program's exit
-never waits for it. Both selectors carry ``fallback``: the lexical
-selector, which :class:`MemoryManager` asks when the embedding package is missing.
+Vectors are cached per document on its path and fingerprint (size, mtime, revision),
+so a warm selection embeds only the query. Selection runs in a daemon worker thread
+(the first one loads the model); cancelling the awaiting task returns at once and the
+thread stops at its next embedding call (one document's text, or ``LINE_BATCH`` of its
+lines), keeping what it embedded; the program's exit never waits for it. Both
+selectors carry ``fallback``: the lexical selector, which :class:`MemoryManager` asks
+when the embedding package is missing.
 """
 
 from __future__ import annotations
@@ -169,9 +169,9 @@ class WordLlamaEncoder:
 
 @dataclass(frozen=True, slots=True)
 class _DocVectors:
-    """A document's vectors, valid while its (size, mtime) do not change."""
+    """A document's vectors, valid while its fingerprint does not change."""
 
-    key: tuple[int, float]
+    key: tuple[int, float, int]
     document: Vectors  # (dim,)
     lines: Vectors  # (n_lines, dim), at least one row
 
@@ -217,7 +217,7 @@ class _VectorIndex:
             missing: list[int] = []
             for i, doc in enumerate(docs):
                 entry = self._entries.get(doc.path)
-                if entry is None or entry.key != (doc.size, doc.mtime):
+                if entry is None or entry.key != doc.fingerprint:
                     entry = None
                     missing.append(i)
                 found.append(entry)
@@ -240,7 +240,7 @@ class _VectorIndex:
         for start in range(0, len(lines), LINE_BATCH):
             check(stop)
             parts.append(self.encoder.embed(lines[start : start + LINE_BATCH]))
-        entry = _DocVectors((doc.size, doc.mtime), whole, np.concatenate(parts))
+        entry = _DocVectors(doc.fingerprint, whole, np.concatenate(parts))
         self._entries[doc.path] = entry
         return entry
 

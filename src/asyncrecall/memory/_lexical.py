@@ -10,7 +10,8 @@ Why our own BM25 rather than ``bm25s`` (measured: ``benchmarks/quality.md``, scr
   recall, against 0.794/0.727 for bm25s' default tokens and the issue's 0.778/0.712).
 - **Per-document cache.** ``bm25s`` indexes a whole corpus into sparse matrices: any
   change to the offered set (a new memory, the session's ``excluded_paths``) means a
-  re-index. Here each document's term counts are cached on (path, size, mtime), in
+  re-index. Here each document's term counts are cached on its path and fingerprint
+  (size, mtime, revision: ``MemoryDoc.fingerprint``), in
   memory and on disk per folder, so a warm selection tokenises only the query and
   sums the few query terms' statistics on the fly: about 0.2 ms over 200 documents.
   Cold (new files, or a new process before the first selection), tokenising costs
@@ -145,22 +146,23 @@ def tokenize(text: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class _DocStats:
-    """A document's term counts, valid while its (size, mtime) do not change."""
+    """A document's term counts, valid while its fingerprint does not change."""
 
-    key: tuple[int, float]
+    key: tuple[int, float, int]
     counts: dict[str, int]
     length: int
 
 
 def _count(doc: MemoryDoc) -> _DocStats:
     tokens = tokenize(f"{doc.title}\n{doc.description}\n{doc.type}\n{doc.body}")
-    return _DocStats((doc.size, doc.mtime), dict(Counter(tokens)), len(tokens))
+    return _DocStats(doc.fingerprint, dict(Counter(tokens)), len(tokens))
 
 
 def _folder(doc: MemoryDoc) -> Path | None:
-    """The memory folder ``doc`` belongs to (its path minus its relative path)."""
+    """The memory folder ``doc`` belongs to (its path minus its relative path); none
+    for a database row (a revision)."""
     depth = len(PurePosixPath(doc.rel_path).parts)
-    if depth == 0 or len(doc.path.parts) <= depth:
+    if depth == 0 or doc.revision or len(doc.path.parts) <= depth:
         return None
     return doc.path.parents[depth - 1]
 
@@ -171,7 +173,7 @@ class LexicalSelector:
     Returns the top ``limit`` documents with a positive score, best first; ties keep
     the offered order (newest first). Cheap to share: the cache is keyed by path.
 
-    Term counts are cached in memory on (path, size, mtime) and, per memory folder, in
+    Term counts are cached in memory on (path, fingerprint) and, per memory folder, in
     ``<folder>/.cache/lexical-v1.jsonl`` (written atomically; a hidden folder the scan
     never reads), so a new process does not tokenise the folder again.
     :meth:`ready` says whether a selection would tokenise nothing; recall runs the
@@ -225,7 +227,7 @@ class LexicalSelector:
         stats = self._stats
         for doc in docs:
             cached = stats.get(doc.path)
-            if cached is None or cached.key != (doc.size, doc.mtime):
+            if cached is None or cached.key != doc.fingerprint:
                 return False
         return True
 
@@ -251,7 +253,7 @@ class LexicalSelector:
                 if self._fresh(doc):
                     continue
                 stats = persisted.get(doc.rel_path)
-                if stats is None or stats.key != (doc.size, doc.mtime):
+                if stats is None or stats.key != doc.fingerprint:
                     stats, changed = _count(doc), True
                 self._stats[doc.path] = stats
             if changed:
@@ -331,11 +333,11 @@ class LexicalSelector:
 
     def _fresh(self, doc: MemoryDoc) -> bool:
         cached = self._stats.get(doc.path)
-        return cached is not None and cached.key == (doc.size, doc.mtime)
+        return cached is not None and cached.key == doc.fingerprint
 
     def _doc_stats(self, doc: MemoryDoc) -> _DocStats:
         cached = self._stats.get(doc.path)
-        if cached is not None and cached.key == (doc.size, doc.mtime):
+        if cached is not None and cached.key == doc.fingerprint:
             return cached
         stats = _count(doc)
         self._stats[doc.path] = stats
@@ -344,7 +346,8 @@ class LexicalSelector:
     def _prune(self, docs: Sequence[MemoryDoc]) -> None:
         if len(self._stats) > max(4096, 4 * len(docs)):
             live = {doc.path for doc in docs}
-            self._stats = {path: s for path, s in self._stats.items() if path in live}
+            kept = list(self._stats.items())  # a snapshot: other sessions' threads add
+            self._stats = {path: s for path, s in kept if path in live}
 
     # -- the persisted counts of a folder ------------------------------------------------
 
@@ -368,7 +371,7 @@ class LexicalSelector:
                         check(stop)
                     rel, size, mtime, length, counts = json.loads(line)
                     loaded[str(rel)] = _DocStats(
-                        (int(size), float(mtime)), dict(counts), int(length)
+                        (int(size), float(mtime), 0), dict(counts), int(length)
                     )
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return {}  # missing, half-written by an old version, or edited: rebuilt

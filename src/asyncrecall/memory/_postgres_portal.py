@@ -1,9 +1,8 @@
 """A private event loop in a daemon thread, where a database store's I/O lives.
 
-The PostgreSQL store serves two kinds of callers: synchronous ones (the CLI, the
-agent's memory tool) and the recall task, on whatever event loop the application runs.
-Its connection pool, its ``LISTEN`` connection and every query run on one loop of its
-own, in one thread: a synchronous call waits for a future, the recall task awaits a
+The PostgreSQL store's ``LISTEN`` connection, and its async pool for the recalls that
+find every connection of their own loop busy (``_postgres_loops``), live on one loop of
+its own, in one thread: a synchronous call waits for a future, the recall task awaits a
 wrapped future (its event loop never blocks), and cancelling the recall task cancels
 the query's task here.
 """

@@ -59,14 +59,14 @@ WITH newest AS (
     WHERE lexeme <> ALL(%(common)s::text[])
 )
 (SELECT 0, name, rel_path, description, type, body, size, version,
-        extract(epoch FROM updated_at)::float8
+        extract(epoch FROM updated_at)::float8, xmin::text::bigint
  FROM asyncrecall_memories
  WHERE namespace = %(ns)s AND name IN (SELECT name FROM newest) AND (SELECT yes FROM small)
  ORDER BY updated_at DESC, name)
 UNION ALL
 (SELECT 1, name, rel_path, description, type, body, size, version,
-        extract(epoch FROM updated_at)::float8
- FROM (SELECT m.*, terms.q
+        extract(epoch FROM updated_at)::float8, xmin::text::bigint
+ FROM (SELECT m.*, m.xmin, terms.q
        FROM asyncrecall_memories m, terms
        WHERE m.namespace = %(ns)s AND m.search @@ terms.q AND m.rel_path <> ALL(%(ex)s)
          AND NOT (SELECT yes FROM small)
@@ -74,7 +74,7 @@ UNION ALL
  ORDER BY ts_rank(search, q) DESC, updated_at DESC LIMIT %(matches)s)
 UNION ALL
 (SELECT 2, name, rel_path, description, type, body, size, version,
-        extract(epoch FROM updated_at)::float8
+        extract(epoch FROM updated_at)::float8, xmin::text::bigint
  FROM asyncrecall_memories
  WHERE namespace = %(ns)s AND rel_path <> ALL(%(ex)s) AND NOT (SELECT yes FROM small)
  ORDER BY updated_at DESC, name LIMIT %(fill)s)
@@ -82,14 +82,14 @@ UNION ALL
 
 SCAN_SQL: Final[LiteralString] = """
 SELECT name, rel_path, description, type, body, size, version,
-       extract(epoch FROM updated_at)::float8
+       extract(epoch FROM updated_at)::float8, xmin::text::bigint
 FROM asyncrecall_memories WHERE namespace = %(ns)s
 ORDER BY updated_at DESC, name LIMIT %(limit)s
 """
 
 GET_SQL: Final[LiteralString] = """
 SELECT name, rel_path, description, type, body, size, version,
-       extract(epoch FROM updated_at)::float8
+       extract(epoch FROM updated_at)::float8, xmin::text::bigint
 FROM asyncrecall_memories
 WHERE namespace = %(ns)s
   AND (rel_path = %(key)s OR name = %(key)s OR lower(name) = lower(%(key)s)
@@ -113,9 +113,9 @@ WITH saved AS (
         size = EXCLUDED.size, version = m.version + 1,
         updated_at = coalesce(to_timestamp(%(at)s::float8), clock_timestamp())
     RETURNING name, rel_path, description, type, body, size, version,
-              extract(epoch FROM updated_at)::float8 AS mtime
+              extract(epoch FROM updated_at)::float8 AS mtime, xmin::text::bigint AS revision
 )
-SELECT name, rel_path, description, type, body, size, version, mtime,
+SELECT name, rel_path, description, type, body, size, version, mtime, revision,
        pg_notify(%(channel)s::text, json_build_object(
            'ns', %(key)s::text, 'op', 'save', 'name', left(name, 200), 'v', version,
            'src', %(src)s::text)::text)

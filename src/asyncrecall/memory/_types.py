@@ -26,7 +26,9 @@ class MemoryDoc:
 
     ``path`` is absolute; ``rel_path`` is the POSIX path relative to the memory folder
     and is what selectors, manifests and ``excluded_paths`` speak. ``mtime`` and
-    ``size`` are the file's at the time it was read.
+    ``size`` are the file's at the time it was read. ``revision`` tells apart two
+    contents with the same path, size and ``mtime``: 0 for a file, the row version for
+    a database row (a rewrite by another process may keep size and ``mtime``).
     """
 
     path: Path
@@ -37,6 +39,13 @@ class MemoryDoc:
     body: str
     mtime: float
     size: int
+    revision: int = 0
+
+    @property
+    def fingerprint(self) -> tuple[int, float, int]:
+        """What a cache of anything computed from this memory (term counts, vectors)
+        is keyed by, beside its path: it changes whenever the content does."""
+        return (self.size, self.mtime, self.revision)
 
     @property
     def title(self) -> str:
