@@ -1,4 +1,4 @@
-"""``asyncrecall bench frameworks``: each framework's loop, three ways, on the same plans."""
+"""``asyncrecall bench frameworks``: each framework's loop, four ways, on the same plans."""
 
 from __future__ import annotations
 

@@ -4,7 +4,9 @@ For each framework (Pydantic AI, the OpenAI Agents SDK, LangChain v1), the same 
 plans as ``bench latency`` (:func:`asyncrecall.bench._workload.draw_plans`: side query
 lognormal mean 0.9 s, 0-3 tool rounds) are played over HTTP by a :class:`LocalServer`
 in a child process (so its work and its share of the GIL stay out of the timings)
-in the framework's real agent loop, three ways:
+in the framework's real agent loop, four ways. Each way keeps one side model for all
+its queries, as an application does (its kept-alive connections included); each user
+message ends with its ``[qid]``, by which the server finds the plan of a side query.
 
 * ``none`` — no memory: the baseline;
 * ``hooks`` — the adapter installed, but no recall ever starts: what the framework's hook
@@ -56,7 +58,8 @@ from asyncrecall.bench._workload import (
     QueryPlan,
     draw_plans,
     main_model_name,
-    side_model_name,
+    shared_side_model_name,
+    tagged_text,
 )
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
@@ -129,6 +132,7 @@ class _Plans:
                 "prefix": self.prefix,
                 "profile": asdict(self.profile),
                 "paths": dict(paths),
+                "shared_side": True,
             }
         )
 
@@ -171,16 +175,19 @@ async def _pattern(
     pattern: str,
     config: FrameworksConfig,
 ) -> list[Trace]:
-    """Every plan run one way in one framework, ``config.concurrency`` at a time."""
+    """Every plan run one way in one framework, ``config.concurrency`` at a time, with
+    one side model (and its connections) for them all, as an application has."""
     tag = f"{framework}/{pattern}"
     await plans.install(server, tag, paths)
     gate = asyncio.Semaphore(config.concurrency)
+    side = OpenAIModel(model=shared_side_model_name(tag), base_url=server.base_url, max_retries=0)
 
     async def one(plan: QueryPlan) -> Trace:
         async with gate:
-            return await _one(server, driver, store, tag, pattern, plan)
+            return await _one(server, driver, store, tag, pattern, plan, side)
 
-    return list(await asyncio.gather(*map(one, plans.draw())))
+    async with side:
+        return list(await asyncio.gather(*map(one, plans.draw())))
 
 
 async def _one(
@@ -190,24 +197,24 @@ async def _one(
     tag: str,
     pattern: str,
     plan: QueryPlan,
+    side: OpenAIModel,
 ) -> Trace:
     held = _Held()
-    main_model, side_model = main_model_name(tag, plan), side_model_name(tag, plan)
-    async with OpenAIModel(model=side_model, base_url=server.base_url, max_retries=0) as side:
-        memory = _TimedMemory(store, ModelSelector(side), held=held)
-        memory.awaited = pattern == "awaited"
-        async with _TimedPrefetcher(memory, held=held, recall=pattern != "hooks") as prefetcher:
-            framework_pattern = "adapter" if pattern == "hooks" else pattern
-            start = driver.prepare(framework_pattern, main_model, plan, memory, prefetcher)
-            started = time.monotonic()  # the agent is built: from here on it is the run
-            with _timing_recall_steps():
-                await start()
+    main_model = main_model_name(tag, plan)
+    memory = _TimedMemory(store, ModelSelector(side), held=held)
+    memory.awaited = pattern == "awaited"
+    async with _TimedPrefetcher(memory, held=held, recall=pattern != "hooks") as prefetcher:
+        framework_pattern = "adapter" if pattern == "hooks" else pattern
+        start = driver.prepare(framework_pattern, main_model, plan, memory, prefetcher)
+        started = time.monotonic()  # the agent is built: from here on it is the run
+        with _timing_recall_steps():
+            await start()
     answer = await server.command(
-        {"op": "records", "models": [main_model, side_model], "mark": _MARK}
+        {"op": "records", "models": [main_model, side.name], "marks": [_MARK, f"[{plan.qid}]"]}
     )
     main = [r for r in answer["records"] if r["model"] == main_model]
-    sides = [r for r in answer["records"] if r["model"] == side_model]
-    with_memory = [n for n, r in enumerate(main) if r["marked"]]
+    sides = [r for r in answer["records"] if r["model"] == side.name and r["marked"][1]]
+    with_memory = [n for n, r in enumerate(main) if r["marked"][0]]
     landed = "missed" if not with_memory else "user_query" if with_memory[0] == 0 else "tool_result"
     sent = driver.sent[main_model]
     return Trace(
@@ -474,7 +481,7 @@ class _TimedPrefetcher(RecallPrefetcher):
 
 
 class _Driver:
-    """Runs one plan's conversation in one framework, one of the three ways."""
+    """Runs one plan's conversation in one framework, one of the four ways."""
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
@@ -558,7 +565,7 @@ class _PydanticAI(_OpenAIClientDriver):
             capabilities=capabilities,
         )
         agent.tool_plain(_read_file, name="read_file")
-        return lambda: agent.run(plan.text, conversation_id=plan.qid)
+        return lambda: agent.run(tagged_text(plan), conversation_id=plan.qid)
 
 
 class _OpenAIAgents(_OpenAIClientDriver):
@@ -583,14 +590,15 @@ class _OpenAIAgents(_OpenAIClientDriver):
         )
         if pattern == "adapter":
             plain = RunConfig(tracing_disabled=True)
-            return lambda: recall.run(prefetcher, agent, plan.text, key=plan.qid, run_config=plain)
+            text = tagged_text(plan)
+            return lambda: recall.run(prefetcher, agent, text, key=plan.qid, run_config=plain)
         config = RunConfig(
             tracing_disabled=True,
-            call_model_input_filter=awaited_openai_agents(memory, plan.text)
+            call_model_input_filter=awaited_openai_agents(memory, tagged_text(plan))
             if pattern == "awaited"
             else None,
         )
-        return lambda: Runner.run(agent, plan.text, run_config=config)
+        return lambda: Runner.run(agent, tagged_text(plan), run_config=config)
 
 
 class _LangChain(_Driver):
@@ -621,7 +629,7 @@ class _LangChain(_Driver):
             http_async_client=self._http,
         )
         tool = StructuredTool.from_function(coroutine=_read_file, name="read_file")
-        message = {"messages": [{"role": "user", "content": plan.text}]}
+        message = {"messages": [{"role": "user", "content": tagged_text(plan)}]}
         config: Any = {"configurable": {"thread_id": plan.qid}}
         if pattern == "adapter":
             middleware = AsyncRecallMiddleware(prefetcher)

@@ -18,12 +18,14 @@ With ``--control`` (``bench frameworks``), the server answers no model of its ow
 each line on standard input is a JSON command, answered by one JSON line on standard
 output, until standard input closes:
 
-* ``{"op": "install", "tag", "count", "seed", "prefix", "profile", "paths"}`` draws the
-  same plans the parent drew (:func:`draw_plans` is seeded) and installs their replies
-  under ``tag`` (:func:`install_plans`); answers ``{"ok": true}``;
-* ``{"op": "records", "models", "mark"}`` answers ``{"records": [...]}``, one
+* ``{"op": "install", "tag", "count", "seed", "prefix", "profile", "paths",
+  "shared_side"}`` draws the same plans the parent drew (:func:`draw_plans` is seeded)
+  and installs their replies under ``tag`` (:func:`install_plans`); answers
+  ``{"ok": true}``;
+* ``{"op": "records", "models", "marks"}`` answers ``{"records": [...]}``, one
   ``{"model", "marked", "disconnected"}`` per request recorded for those models, in
-  arrival order (``marked``: ``mark`` appears in the request's messages).
+  arrival order (``marked``: for each of ``marks``, whether it appears in the request's
+  messages).
 """
 
 from __future__ import annotations
@@ -106,15 +108,16 @@ def _command(server: LocalServer, command: Mapping[str, Any]) -> dict[str, Any]:
     if command["op"] == "install":
         profile = LatencyProfile(**command["profile"])
         plans = draw_plans(command["count"], command["seed"], profile, prefix=command["prefix"])
-        install_plans(server, command["tag"], plans, command["paths"])
+        shared = bool(command.get("shared_side", False))
+        install_plans(server, command["tag"], plans, command["paths"], shared_side=shared)
         return {"ok": True}
     if command["op"] == "records":
-        models, mark = set(command["models"]), command["mark"]
+        models, marks = set(command["models"]), command["marks"]
         return {
             "records": [
                 {
                     "model": r.model,
-                    "marked": mark in json.dumps(r.body.get("messages", [])),
+                    "marked": [mark in json.dumps(r.body.get("messages", [])) for mark in marks],
                     "disconnected": r.disconnected,
                 }
                 for r in server.requests

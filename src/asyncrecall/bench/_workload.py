@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,11 +38,14 @@ __all__ = [
     "draw_plans",
     "install_plans",
     "main_model_name",
+    "shared_side_model_name",
     "side_model_name",
+    "tagged_text",
 ]
 
 #: The tool-call argument that carries the tool's scripted duration, in milliseconds.
 DURATION_ARG = "duration_ms"
+_QID = re.compile(r"\[([a-z]\d{3,})\]")
 _TOOL_FILES = ("ledger/payments.py", "ledger/http/retry.py", "tests/conftest.py", "flags.yaml")
 
 
@@ -142,16 +146,40 @@ def side_model_name(tag: str, plan: QueryPlan) -> str:
 
 
 def install_plans(
-    server: LocalServer, tag: str, plans: Sequence[QueryPlan], paths: Mapping[str, str]
+    server: LocalServer,
+    tag: str,
+    plans: Sequence[QueryPlan],
+    paths: Mapping[str, str],
+    *,
+    shared_side: bool = False,
 ) -> None:
     """Make ``server`` answer every plan's side query and main requests under ``tag``.
 
-    ``paths`` maps memory names to their relative paths in the memory folder.
+    ``paths`` maps memory names to their relative paths in the memory folder. With
+    ``shared_side``, one side model (:func:`shared_side_model_name`) answers every plan,
+    each side query finding its plan by the ``[qid]`` its user message ends with
+    (:func:`tagged_text`): the benchmark can then keep one side model, and its
+    connections, across queries, as an application does.
     """
+    replies = {}
     for plan in plans:
         wanted = tuple(paths[name] for name in plan.query.memories)
-        server.set_default(side_model_name(tag, plan), _SideReply(plan, wanted))
+        replies[plan.qid] = _SideReply(plan, wanted)
+        if not shared_side:
+            server.set_default(side_model_name(tag, plan), replies[plan.qid])
         server.set_default(main_model_name(tag, plan), MainReply(plan))
+    if shared_side:
+        server.set_default(shared_side_model_name(tag), _SharedSideReply(replies))
+
+
+def tagged_text(plan: QueryPlan) -> str:
+    """The plan's user message with its ``[qid]``, for a shared side model."""
+    return f"{plan.text} [{plan.qid}]"
+
+
+def shared_side_model_name(tag: str) -> str:
+    """The one side model's name for every plan run under ``tag`` (``shared_side``)."""
+    return f"bench-side/{tag}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +193,18 @@ class _SideReply:
         offered = "\n".join(str(m.get("content", "")) for m in request.messages)
         chosen = [path for path in self.wanted if path in offered]
         return Reply(json={"selected_memories": chosen}, first_token_delay=self.plan.side_delay)
+
+
+@dataclass(frozen=True, slots=True)
+class _SharedSideReply:
+    replies: Mapping[str, _SideReply]
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        text = "\n".join(str(m.get("content", "")) for m in request.messages)
+        found = _QID.findall(text)
+        if not found or found[-1] not in self.replies:
+            return Reply(status=400, json={"error": {"message": "no [qid] in the side query"}})
+        return self.replies[found[-1]](request)
 
 
 @dataclass(frozen=True, slots=True)
