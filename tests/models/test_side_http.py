@@ -94,6 +94,21 @@ async def _ask(base_url: str) -> object:
             return await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
 
 
+async def _ask_twice(base_url: str, *, pause: float = 0.0) -> list[object]:
+    """Two side queries from one model (so over its kept-alive connection, if any)."""
+    values = []
+    async with OpenAIModel(model="side", base_url=base_url, max_retries=0) as model:
+        for _ in range(2):
+            async with asyncio.timeout(GUARD):
+                values.append(
+                    await model.generate_json(
+                        system="s", prompt="p", schema=SCHEMA, schema_name="x"
+                    )
+                )
+            await asyncio.sleep(pause)
+    return values
+
+
 async def test_one_connection_serves_successive_side_queries(raw: RawServer) -> None:
     raw.answer = lambda n: _ok(_completion('{"ok": true}'))
     async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
@@ -124,14 +139,8 @@ async def test_a_kept_alive_connection_the_server_closed_is_replaced(raw: RawSer
     (once), not as an error."""
     raw.answer = lambda n: _ok(_completion('{"ok": true}'))
     raw.close_after_answer = True
-    async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
-        for _ in range(2):
-            async with asyncio.timeout(GUARD):
-                value = await model.generate_json(
-                    system="s", prompt="p", schema=SCHEMA, schema_name="x"
-                )
-            assert value == {"ok": True}
-            await asyncio.sleep(0.05)  # the server's close reaches us (either way works)
+    # A pause between the two: the server's close reaches us (either way works).
+    assert await _ask_twice(raw.base_url, pause=0.05) == [{"ok": True}] * 2
     assert len(raw.requests) == 2 and raw.connections == 2
 
 
@@ -143,13 +152,7 @@ async def test_a_request_the_server_drops_on_a_kept_alive_connection_goes_again(
     new connection; a new connection that fails is an error at once."""
     raw.answer = lambda n: _ok(_completion('{"ok": true}'))
     raw.drop = 2
-    async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
-        for _ in range(2):
-            async with asyncio.timeout(GUARD):
-                value = await model.generate_json(
-                    system="s", prompt="p", schema=SCHEMA, schema_name="x"
-                )
-            assert value == {"ok": True}
+    assert await _ask_twice(raw.base_url) == [{"ok": True}] * 2
     assert len(raw.requests) == 3 and raw.connections == 2
     raw.drop, raw.connections = 4, 0
     with pytest.raises(ModelConnectionError):
