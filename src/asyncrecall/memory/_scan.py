@@ -24,6 +24,7 @@ The scanner is thread-safe (recall runs scans in a worker thread).
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import re
 import stat
@@ -43,6 +44,8 @@ INDEX_NAME: Final = "MEMORY.md"
 SCAN_LIMIT: Final = 200
 MAX_FILE_BYTES: Final = 1024 * 1024
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+_REL_PATH: Final = operator.itemgetter(1)
+_MTIME: Final = operator.itemgetter(4)
 
 
 class _Candidate(NamedTuple):
@@ -98,7 +101,9 @@ class Scanner:
             if not os.path.isdir(real_root):
                 return []
             candidates = self._walk(real_root)
-            candidates.sort(key=lambda c: (-c.mtime_ns, c.rel_path))
+            # Newest first, then by path: two stable sorts with C-level keys.
+            candidates.sort(key=_REL_PATH)
+            candidates.sort(key=_MTIME, reverse=True)
             docs: list[MemoryDoc] = []
             cache = self._cache
             for candidate in candidates:
@@ -122,8 +127,15 @@ class Scanner:
     # -- the walk ---------------------------------------------------------------------
 
     def _walk(self, real_root: str) -> list[_Candidate]:
+        """Every ``*.md`` below the root with its stat, hidden names and the index left out.
+
+        The warm recall runs this on the event loop for up to 200 files per user message,
+        so the common case (a plain file with an ordinary name) takes the short path: one
+        ``stat`` and a tuple; links, odd names and folders take :meth:`_unusual`.
+        """
         found: list[_Candidate] = []
         stack: list[tuple[str, str]] = [(real_root, "")]
+        control = _CONTROL.search
         while stack:
             directory, prefix = stack.pop()
             try:
@@ -132,9 +144,10 @@ class Scanner:
                 self._warn_once(prefix or ".", f"cannot list folder: {exc.strerror}", "dir")
                 continue
             for entry in entries:
-                if entry.name.startswith("."):
+                name = entry.name
+                if name.startswith("."):
                     continue
-                rel = f"{prefix}{entry.name}"
+                rel = prefix + name
                 try:
                     is_link = entry.is_symlink()
                     is_dir = entry.is_dir(follow_symlinks=False)
@@ -142,22 +155,36 @@ class Scanner:
                     continue
                 if is_dir:
                     stack.append((entry.path, f"{rel}/"))
-                    continue
-                if is_link and entry.is_dir():
-                    if not _inside(real_root, os.path.realpath(entry.path)):
-                        self._warn_once(rel, "link to a folder outside the memory folder", "link")
-                    continue  # links to folders are never followed
-                if not entry.name.endswith(".md") or rel == INDEX_NAME:
-                    continue
-                if _CONTROL.search(rel):
-                    # A newline in a path would add a line to the selector's manifest.
-                    shown = rel.encode("unicode_escape").decode("ascii")  # one log line
-                    self._warn_once(shown, "control characters in its name", "name")
-                    continue
-                candidate = self._candidate(real_root, entry, rel, is_link)
-                if candidate is not None:
-                    found.append(candidate)
+                elif is_link or not name.endswith(".md") or rel == INDEX_NAME or control(rel):
+                    candidate = self._unusual(real_root, entry, rel, is_link)
+                    if candidate is not None:
+                        found.append(candidate)
+                else:
+                    try:
+                        info = entry.stat()
+                    except OSError:
+                        continue  # removed during the walk
+                    if stat.S_ISREG(info.st_mode):
+                        path = entry.path
+                        found.append(_Candidate(path, rel, path, info.st_size, info.st_mtime_ns))
         return found
+
+    def _unusual(
+        self, real_root: str, entry: os.DirEntry[str], rel: str, is_link: bool
+    ) -> _Candidate | None:
+        """A link, a name that is not a topic file, or one with control characters."""
+        if is_link and entry.is_dir():
+            if not _inside(real_root, os.path.realpath(entry.path)):
+                self._warn_once(rel, "link to a folder outside the memory folder", "link")
+            return None  # links to folders are never followed
+        if not entry.name.endswith(".md") or rel == INDEX_NAME:
+            return None
+        if _CONTROL.search(rel):
+            # A newline in a path would add a line to the selector's manifest.
+            shown = rel.encode("unicode_escape").decode("ascii")  # one log line
+            self._warn_once(shown, "control characters in its name", "name")
+            return None
+        return self._candidate(real_root, entry, rel, is_link)
 
     def _candidate(
         self, real_root: str, entry: os.DirEntry[str], rel: str, is_link: bool
