@@ -8,6 +8,7 @@ query goes to ``side``. Assertions read the server's request records.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -115,3 +116,51 @@ def memory_after_tools(messages: Sequence[Mapping[str, Any]]) -> None:
     calls = {c["id"] for c in messages[last_assistant].get("tool_calls") or ()}
     answered = {m["tool_call_id"] for m in messages[last_assistant + 1 : at]}
     assert calls and answered == calls
+
+
+class Ending:
+    """Test (c)'s scaffolding, the same for every framework: a side query that never
+    answers, and a main reply that lets the run end as ``ending`` ("returns",
+    "raises", "is cancelled", "is left early") once :meth:`finish` releases it."""
+
+    def __init__(self, server: LocalServer, ending: str) -> None:
+        self.server, self.ending = server, ending
+        self.release = threading.Event()
+        server.script("side", Reply(hang=True))
+        if ending == "raises":
+            main = Reply(status=400, error_message="bad request", gate=self.release)
+        elif ending == "is cancelled":
+            main = Reply(hang=True)
+        else:
+            main = Reply(text="ok", gate=self.release)
+        server.script("main", main)
+
+    async def started(self) -> RecordedRequest:
+        """The side query, once it and the first main request are out."""
+        side = await self.server.await_for(lambda r: r.model == "side")
+        await self.server.await_for(lambda r: r.model == "main")
+        return side
+
+    async def finish(
+        self,
+        task: asyncio.Task[Any],
+        side: RecordedRequest,
+        prefetcher: RecallPrefetcher,
+        key: str,
+        *,
+        error: type[BaseException] | tuple[type[BaseException], ...],
+        cancel_raises: bool = True,
+    ) -> None:
+        """Let the run end; check how it ended, that the server saw the side query hang
+        up, and that the prefetcher holds nothing for ``key``."""
+        self.release.set()
+        if self.ending == "raises":
+            with pytest.raises(error):
+                await task
+        elif self.ending == "is cancelled" and cancel_raises:
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        else:
+            await task
+        await self.server.await_disconnected(side)
+        assert prefetcher.pending(key) is None

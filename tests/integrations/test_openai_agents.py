@@ -28,6 +28,7 @@ from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, Reply
 
 from .conftest import (
+    Ending,
     assert_valid_chat,
     main_requests,
     memory_after_tools,
@@ -159,14 +160,7 @@ async def test_side_query_hangs_up_however_the_run_ends(
 ) -> None:
     """(c) When the run ends, fails or is cancelled (the task, or ``result.cancel()``)
     while the side query is still out, the server sees the side query hang up."""
-    local_server.script("side", Reply(hang=True))
-    release = threading.Event()
-    main = {
-        "returns": Reply(text="ok", gate=release),
-        "raises": Reply(status=400, error_message="bad request", gate=release),
-        "is cancelled": Reply(hang=True),
-    }[ending]
-    local_server.script("main", main)
+    end = Ending(local_server, ending)
     agent = make_agent(client)
     streamed = None
     if mode == "streamed":
@@ -180,25 +174,20 @@ async def test_side_query_hangs_up_however_the_run_ends(
         task = asyncio.create_task(consume())
     else:
         task = asyncio.create_task(recall.run(slow, agent, "question", key=KEY, run_config=CONFIG))
-    side = await local_server.await_for(lambda r: r.model == "side")
-    await local_server.await_for(lambda r: r.model == "main")
+    side = await end.started()
     if ending == "is cancelled":
         if streamed is not None:
             streamed.cancel()
         else:
             task.cancel()
-    release.set()
-    if ending == "raises":
-        with pytest.raises((BadRequestError, AgentsException)):
-            await task
-    elif ending == "is cancelled" and streamed is None:
-        with pytest.raises(asyncio.CancelledError):
-            await task
-    else:
-        await task
-
-    await local_server.await_disconnected(side)
-    assert slow.pending(KEY) is None
+    await end.finish(
+        task,
+        side,
+        slow,
+        KEY,
+        error=(BadRequestError, AgentsException),
+        cancel_raises=streamed is None,
+    )
 
 
 async def test_second_run_does_not_reoffer_surfaced_files(

@@ -25,6 +25,7 @@ from asyncrecall.testing import LocalServer, Reply
 
 from .conftest import (
     MEMORY_MARK,
+    Ending,
     assert_valid_chat,
     main_requests,
     memory_after_tools,
@@ -119,15 +120,7 @@ async def test_side_query_hangs_up_however_the_run_ends(
 ) -> None:
     """(c) When the run ends, fails, is cancelled or its iter() loop is left while the
     side query is still out, the server sees the side query's client hang up."""
-    local_server.script("side", Reply(hang=True))
-    release = threading.Event()
-    main = {
-        "returns": Reply(text="ok", gate=release),
-        "raises": Reply(status=400, error_message="bad request", gate=release),
-        "is cancelled": Reply(hang=True),
-        "is left early": Reply(text="ok", gate=release),
-    }[ending]
-    local_server.script("main", main)
+    end = Ending(local_server, ending)
     agent = make_agent(client, slow)
 
     async def drive() -> None:
@@ -140,22 +133,10 @@ async def test_side_query_hangs_up_however_the_run_ends(
         await agent.run("question", conversation_id=KEY)
 
     task = asyncio.create_task(drive())
-    side = await local_server.await_for(lambda r: r.model == "side")
-    await local_server.await_for(lambda r: r.model == "main")
+    side = await end.started()
     if ending == "is cancelled":
         task.cancel()
-    release.set()
-    if ending == "raises":
-        with pytest.raises(ModelHTTPError):
-            await task
-    elif ending == "is cancelled":
-        with pytest.raises(asyncio.CancelledError):
-            await task
-    else:
-        await task
-
-    await local_server.await_disconnected(side)
-    assert slow.pending(KEY) is None
+    await end.finish(task, side, slow, KEY, error=ModelHTTPError)
 
 
 async def test_second_run_does_not_reoffer_surfaced_files(
