@@ -12,6 +12,10 @@ import pytest
 
 from asyncrecall.testing import LocalServer
 
+# The seeded memory folder's fixtures (``store``, ``paths``), shared by the agent, prefetch
+# and adapter tests; a folder's own conftest may define its own ``store`` instead.
+pytest_plugins = ["sample_memories"]
+
 # Variables that could point a test at a real endpoint, a real key or the user's home.
 _SCRUBBED = (
     "OPENAI_API_KEY",

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from asyncrecall.memory import MemoryStore
 
 MEMORIES = (
@@ -39,3 +41,15 @@ def seeded_store(root: Path) -> MemoryStore:
     for name, kind, description, body in MEMORIES:
         store.save_memory(name, description, kind, body)
     return store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    """A fixture: :func:`seeded_store` in the test's own folder (conftests import it)."""
+    return seeded_store(tmp_path / "memory")
+
+
+@pytest.fixture
+def paths(store: MemoryStore) -> dict[str, str]:
+    """A fixture: the relative path of each saved memory, by name."""
+    return {doc.name: doc.rel_path for doc in store.scan()}

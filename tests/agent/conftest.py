@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,21 +14,9 @@ from asyncrecall.agent import AgentClient, AgentEvent, ClientOptions, MessageTyp
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import Content, FunctionCall, FunctionResponse, Text
 from asyncrecall.testing import ScriptedModel
-from sample_memories import seeded_store
 
 if eager_loops.ENABLED:  # make test-py313: every test of this folder on an eager loop
     pytest_asyncio_loop_factories = eager_loops.loop_factories
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    return seeded_store(tmp_path / "memory")
-
-
-@pytest.fixture
-def paths(store: MemoryStore) -> dict[str, str]:
-    """Relative path of each saved memory, by name."""
-    return {doc.name: doc.rel_path for doc in store.scan()}
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,22 +20,11 @@ from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, Mode
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
-from sample_memories import seeded_store
 
 if eager_loops.ENABLED:  # make test-py313: every test of this folder on an eager loop
     pytest_asyncio_loop_factories = eager_loops.loop_factories
 
 MEMORY_MARK = "## Relevant memory"
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    return seeded_store(tmp_path / "memory")
-
-
-@pytest.fixture
-def paths(store: MemoryStore) -> dict[str, str]:
-    return {doc.name: doc.rel_path for doc in store.scan()}
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import types
 from collections.abc import AsyncIterator, Coroutine, Generator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,18 +12,6 @@ import pytest
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.prefetch import PrefetchEvent, RecallPrefetcher
 from asyncrecall.testing import ScriptedModel
-from sample_memories import seeded_store
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    return seeded_store(tmp_path / "memory")
-
-
-@pytest.fixture
-def paths(store: MemoryStore) -> dict[str, str]:
-    """Relative path of each saved memory, by name."""
-    return {doc.name: doc.rel_path for doc in store.scan()}
 
 
 @pytest.fixture
