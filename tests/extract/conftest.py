@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import collections
 import re
+import signal
+import subprocess
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -40,6 +42,24 @@ def offsets_in_prompt(record: RecordedRequest) -> list[int]:
     """The transcript offsets an extraction request showed the model."""
     prompt = str(record.messages[-1]["content"])
     return [int(m) for m in re.findall(r"^\[(\d+)\] ", prompt, flags=re.MULTILINE)]
+
+
+def kill_mid_extraction(
+    server: LocalServer, command: list[str], env: dict[str, str], offsets: list[int]
+) -> None:
+    """Run ``command``, SIGKILL it once its extraction of ``offsets`` is out, and wait
+    until the server saw that side query hang up (the crash tests of both stores)."""
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        killed = server.wait_for(
+            lambda r: is_extraction(r) and offsets_in_prompt(r) == offsets, timeout=HANG_GUARD
+        )
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=HANG_GUARD)
+    finally:
+        process.kill()
+        process.communicate()
+    server.wait_disconnected(killed, timeout=HANG_GUARD)
 
 
 def memory(

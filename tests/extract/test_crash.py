@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -15,7 +14,14 @@ from asyncrecall.memory import MemoryStore, read_source_offsets
 from asyncrecall.memory._extract_state import ExtractionState, default_state_dir
 from asyncrecall.testing import LocalServer
 
-from .conftest import HANG_GUARD, SideModel, is_extraction, memory, offsets_in_prompt
+from .conftest import (
+    HANG_GUARD,
+    SideModel,
+    is_extraction,
+    kill_mid_extraction,
+    memory,
+    offsets_in_prompt,
+)
 
 WORKER = Path(__file__).with_name("_crash_worker.py")
 
@@ -54,18 +60,7 @@ def test_killed_during_the_side_query_then_restarted_loses_nothing_and_repeats_n
 
     held = threading.Event()
     side.add(memory("Second", [2, 3]), gate=held)
-    process = subprocess.Popen(worker(local_server, memory_dir, 4), env=env(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    try:
-        killed = local_server.wait_for(
-            lambda r: is_extraction(r) and offsets_in_prompt(r) == [2, 3], timeout=HANG_GUARD
-        )
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=HANG_GUARD)
-    finally:
-        process.kill()
-        process.communicate()
-    local_server.wait_disconnected(killed, timeout=HANG_GUARD)
+    kill_mid_extraction(local_server, worker(local_server, memory_dir, 4), env(), [2, 3])
     assert state.cursor("s1") == 2 and names(store) == ["First"]
     assert state.journal("s1") is None
     side.replies.clear()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -35,7 +34,14 @@ from asyncrecall.memory._postgres_schema import SCHEMA_VERSION
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
 
-from .conftest import HANG_GUARD, SideModel, is_extraction, memory, offsets_in_prompt
+from .conftest import (
+    HANG_GUARD,
+    SideModel,
+    is_extraction,
+    kill_mid_extraction,
+    memory,
+    offsets_in_prompt,
+)
 from .test_consolidate import DELETE, MERGE, REWRITE, PlanSide, plan
 
 CRASH_WORKER = Path(__file__).with_name("_crash_worker.py")
@@ -272,18 +278,7 @@ def test_killed_during_the_side_query_leaves_the_cursor_then_nothing_twice(
     assert backend.cursor("s1") == 2
 
     side.add(memory("Second", [2, 3]), gate=threading.Event())
-    process = subprocess.Popen(crash_worker(local_server, pg_url, 4), env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    try:
-        killed = local_server.wait_for(
-            lambda r: is_extraction(r) and offsets_in_prompt(r) == [2, 3], timeout=HANG_GUARD
-        )
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=HANG_GUARD)
-    finally:
-        process.kill()
-        process.communicate()
-    local_server.wait_disconnected(killed, timeout=HANG_GUARD)
+    kill_mid_extraction(local_server, crash_worker(local_server, pg_url, 4), env, [2, 3])
     assert backend.cursor("s1") == 2 and names(pg) == ["First"]
     assert backend.journal("s1") is None
     side.replies.clear()
