@@ -588,12 +588,9 @@ def open_openai_models(
     """The one way to build a main and a side model (default: the same name).
     ``max_retries`` applies to the main model's turns; side queries never retry.
 
-    Each model gets a connection pool of its own. The SDK's HTTP pool does bookkeeping
-    in proportion to its open connections on every request and every response closed,
-    and side queries (one per user message, often cancelled, so their connection
-    closes) would add theirs to the streamed turns' pool: with many sessions in one
-    process, one shared pool cost about a quarter more CPU per query
-    (``asyncrecall bench overhead``; ``benchmarks/latency.md``).
+    Each model builds its own client, so the side model's side queries go on asyncio
+    streams (``_side_http``) and never join the streamed turns' connection pool, whose
+    bookkeeping the SDK does per connection on every request.
     """
     options: dict[str, Any] = {
         "base_url": base_url,

@@ -1,10 +1,10 @@
 """The side query's HTTP exchange, lean: one JSON POST on asyncio streams.
 
 A side query is one small non-streamed POST per user message. Through the OpenAI SDK
-it costs about 1.9 ms of CPU on the event loop (request building, the HTTP library's
+it costs about 1.7 ms of CPU on the event loop (request building, the HTTP library's
 connection pool, which also does bookkeeping in proportion to its connections); the
-same exchange written directly on asyncio streams costs about 0.15 ms (measured side by
-side: ``asyncrecall bench overhead``, ``recall_cpu_us``). That CPU runs on the loop
+same exchange written directly on asyncio streams costs about 0.19 ms (idle 2-core
+machine, medians, side by side: ``asyncrecall bench overhead``, ``recall_cpu_us``). That CPU runs on the loop
 while the agent works towards its own first request, so it is latency the user sees;
 with many sessions in one process it is most of the recall's cost.
 
