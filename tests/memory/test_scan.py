@@ -23,18 +23,22 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_topic_files_below_the_folder_are_found_newest_first(
-    store: MemoryStore, write: WriteFile
+    store: MemoryStore, write: WriteFile, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Every ``*.md`` below the folder except MEMORY.md, in sub-folders too, newest first."""
+    """Every ``*.md`` below the folder except MEMORY.md, in sub-folders too, newest first.
+    The index is never a candidate, even one that parses as a topic file (no warning
+    about it either: it is not read at all)."""
     write("old.md", topic("Old"), mtime=1_000)
     write("sub/deep/new.md", topic("New"), mtime=3_000)
     write("mid.md", topic("Mid"), mtime=2_000)
-    write("MEMORY.md", "- [Old](old.md) — x\n", mtime=4_000)
+    write("MEMORY.md", topic("Index", body="- [Old](old.md) — x"), mtime=4_000)
     write("notes.txt", topic("Text"), mtime=5_000)
     write(".hidden.md", topic("Hidden"), mtime=5_000)
     write(".git/x.md", topic("In a dot folder"), mtime=5_000)
+    caplog.set_level(logging.WARNING, logger="asyncrecall.memory")
     docs = store.scan()
     assert [d.rel_path for d in docs] == ["sub/deep/new.md", "mid.md", "old.md"]
+    assert not [w for w in _warnings(caplog) if "MEMORY.md" in w]
     new = docs[0]
     assert new.path == (store.root / "sub/deep/new.md").resolve()
     assert new.path.is_absolute()
