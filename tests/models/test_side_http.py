@@ -13,8 +13,12 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -233,3 +237,57 @@ def test_an_environment_proxy_keeps_the_sdk(monkeypatch: pytest.MonkeyPatch) -> 
     assert SideHTTP.for_client(client, "http://localhost:8000/v1", timeout=None) is not None
     monkeypatch.delenv("http_proxy")
     assert SideHTTP.for_client(client, "http://10.1.2.3:8000/v1", timeout=None) is not None
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (made by the ``openssl`` command)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_https_side_queries_trust_ssl_cert_file_and_load_it_once_off_the_loop(
+    tls_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over real TLS: the certificate named by SSL_CERT_FILE is trusted (an unknown one
+    is a connection error); the trust store is loaded once per process, in a worker
+    thread (40-55 ms of CPU that must not stall the loop), and shared by later models."""
+    import ssl
+    import threading
+
+    from asyncrecall.models import _side_http
+
+    cert, key = tls_files
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    state = RawServer(answer=lambda n: _ok(_completion('{"ok": true}')))
+    server = await asyncio.start_server(state.handle, "127.0.0.1", 0, ssl=context)
+    port = server.sockets[0].getsockname()[1]
+    base_url = f"https://127.0.0.1:{port}/v1"
+    loads: list[str] = []
+    real = _side_http._load_trust
+
+    def recorded(trust: Any) -> ssl.SSLContext:
+        loads.append(threading.current_thread().name)
+        return real(trust)
+
+    monkeypatch.setattr(_side_http, "_load_trust", recorded)
+    monkeypatch.setattr(_side_http, "_SSL_CONTEXTS", {})
+    async with server:
+        with pytest.raises(ModelConnectionError):
+            await _ask(base_url)  # certifi's bundle does not know this certificate
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        assert await _ask(base_url) == {"ok": True}
+        assert await _ask(base_url) == {"ok": True}  # a new model: the same trust store
+    assert len(loads) == 2  # certifi's, then SSL_CERT_FILE's: each once
+    assert threading.current_thread().name not in loads
+    assert len(state.requests) == 2

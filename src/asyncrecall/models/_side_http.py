@@ -4,9 +4,10 @@ A side query is one small non-streamed POST per user message. Through the OpenAI
 it costs about 1.7 ms of CPU on the event loop (request building, the HTTP library's
 connection pool, which also does bookkeeping in proportion to its connections); the
 same exchange written directly on asyncio streams costs about 0.19 ms (idle 2-core
-machine, medians, side by side: ``asyncrecall bench overhead``, ``recall_cpu_us``). That CPU runs on the loop
-while the agent works towards its own first request, so it is latency the user sees;
-with many sessions in one process it is most of the recall's cost.
+machine, medians, side by side: ``asyncrecall bench overhead``, ``recall_cpu_us``).
+That CPU runs on the loop while the agent works towards its own first request, so it
+is latency the user sees; with many sessions in one process it is most of the
+recall's cost.
 
 :class:`SideHTTP` speaks just what a side query needs: HTTP/1.1 (``http`` and
 ``https``), keep-alive (at most 100 idle connections, each dropped after 5 s idle, as
@@ -29,6 +30,7 @@ import contextlib
 import json
 import os
 import ssl
+import threading
 import time
 import urllib.request
 import zlib
@@ -189,7 +191,7 @@ class SideHTTP:
         reader, writer = await asyncio.open_connection(
             self._host,
             self._port,
-            ssl=self._ssl_context() if self._tls else None,
+            ssl=await self._ssl_context() if self._tls else None,
             server_hostname=self._host if self._tls else None,
             limit=_HEAD_LIMIT,
         )
@@ -201,19 +203,44 @@ class SideHTTP:
         else:
             self._idle.append((time.monotonic(), reader, writer))
 
-    def _ssl_context(self) -> ssl.SSLContext:
-        """The system's trust store plus certifi's (as the SDK's HTTP library trusts);
-        ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set."""
+    async def _ssl_context(self) -> ssl.SSLContext:
+        """The trust store for HTTPS, one per process and trust setting: loading one
+        takes 40-55 ms of CPU, so it is built once, in a worker thread, never on the
+        loop (and never again for the next model of the process)."""
         if self._ssl is None:
-            cafile = os.environ.get("SSL_CERT_FILE") or None
-            capath = os.environ.get("SSL_CERT_DIR") or None
-            if cafile is None and capath is None:
-                with contextlib.suppress(ImportError):
-                    import certifi
-
-                    cafile = certifi.where()
-            self._ssl = ssl.create_default_context(cafile=cafile, capath=capath)
+            trust = _trust()
+            context = _SSL_CONTEXTS.get(trust)
+            if context is None:
+                context = await asyncio.to_thread(_load_trust, trust)
+            self._ssl = context
         return self._ssl
+
+
+_SSL_CONTEXTS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
+_SSL_LOCK = threading.Lock()
+
+
+def _trust() -> tuple[str | None, str | None]:
+    """(cafile, capath): ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set, else certifi's
+    bundle, as the SDK's HTTP library trusts (else the system's store)."""
+    cafile = os.environ.get("SSL_CERT_FILE") or None
+    capath = os.environ.get("SSL_CERT_DIR") or None
+    if cafile is None and capath is None:
+        with contextlib.suppress(ImportError):
+            import certifi
+
+            cafile = certifi.where()
+    return cafile, capath
+
+
+def _load_trust(trust: tuple[str | None, str | None]) -> ssl.SSLContext:
+    with _SSL_LOCK:
+        context = _SSL_CONTEXTS.get(trust)
+        if context is None:
+            context = _SSL_CONTEXTS[trust] = ssl.create_default_context(
+                cafile=trust[0], capath=trust[1]
+            )
+        return context
 
 
 async def _read_response(
