@@ -9,7 +9,10 @@ The notes are ordinary English: consecutive dialog turns of the LoCoMo conversat
 the repository), cut to the wanted size, in topic files with front matter.
 
 - default (warm): folders of 200 and 2,000 notes of about 1.5 KiB; the cold scan
-  (parse everything), the warm scan, the warm lexical selection and the warm recall.
+  (parse everything), the warm scan, the warm lexical selection and the warm recall;
+  scan and recall twice, side by side: with the folder watch (Linux, local file
+  system: nothing changed, nothing stat'ed) and walking (``_walk_ms``: one stat per
+  file, as without inotify or with ``ASYNCRECALL_FOLDER_WATCH=off``).
 - ``--cold``: one NEW PROCESS per sample (nothing cached in memory), 200 notes of
   1.5 KiB and of 29 KiB. Per sample: ``added_ms``, what the recall adds before the
   first request (from starting the recall task, as the agent does, until the event
@@ -118,13 +121,21 @@ def _pct(values: Sequence[float], q: float) -> float:
 
 
 def measure_warm(count: int, tmp: Path, turns: Sequence[str]) -> dict[str, float | int]:
+    """Warm figures twice, side by side: with the folder watch (Linux: nothing changed
+    means no stat at all) and walking (``ASYNCRECALL_FOLDER_WATCH=off``: a stat per
+    file, what other systems and network file systems pay)."""
     root = tmp / f"memory-{count}"
     build(root, count, 1536, turns, count)
     store = MemoryStore(root)
     started = time.perf_counter()
     docs = store.scan()
     cold_ms = (time.perf_counter() - started) * 1000
-    warm_ms = _median_ms(store.scan, 50)
+    os.environ["ASYNCRECALL_FOLDER_WATCH"] = "off"
+    try:
+        walking = MemoryStore(root)
+        walking.scan()
+    finally:
+        del os.environ["ASYNCRECALL_FOLDER_WATCH"]
     selector = LexicalSelector(persist=False)
     for query in QUERIES:
         selector.rank(query, docs, limit=5)  # warm the per-document cache
@@ -134,25 +145,34 @@ def measure_warm(count: int, tmp: Path, turns: Sequence[str]) -> dict[str, float
             started = time.perf_counter()
             selector.rank(query, docs, limit=5)
             select_times.append((time.perf_counter() - started) * 1000)
-    manager = MemoryManager(store, selector)
+    watched, walked = MemoryManager(store, selector), MemoryManager(walking, selector)
 
-    async def recalls() -> list[float]:
+    async def recalls(manager: MemoryManager) -> list[float]:
         out = []
-        for _ in range(20):
-            for query in QUERIES:
-                started = time.perf_counter()
-                await manager.recall(query)
-                out.append((time.perf_counter() - started) * 1000)
+        for query in QUERIES:
+            started = time.perf_counter()
+            await manager.recall(query)
+            out.append((time.perf_counter() - started) * 1000)
         return out
 
-    recall_times = asyncio.run(recalls())
+    async def side_by_side() -> tuple[list[float], list[float]]:
+        watched_ms: list[float] = []
+        walked_ms: list[float] = []
+        for _ in range(20):
+            watched_ms += await recalls(watched)
+            walked_ms += await recalls(walked)
+        return watched_ms, walked_ms
+
+    watched_recall, walked_recall = asyncio.run(side_by_side())
     return {
         "files": count,
         "scanned": len(docs),
         "cold_scan_ms": round(cold_ms, 2),
-        "warm_scan_ms": round(warm_ms, 3),
+        "warm_scan_ms": round(_median_ms(store.scan, 50), 3),
+        "warm_scan_walk_ms": round(_median_ms(walking.scan, 50), 3),
         "warm_select_ms": round(statistics.median(select_times), 3),
-        "warm_recall_ms": round(statistics.median(recall_times), 3),
+        "warm_recall_ms": round(statistics.median(watched_recall), 3),
+        "warm_recall_walk_ms": round(statistics.median(walked_recall), 3),
     }
 
 

@@ -1,4 +1,9 @@
-"""Fixtures of the memory tests: a store in a temporary folder and a file writer."""
+"""Fixtures of the memory tests: a store in a temporary folder and a file writer.
+
+Every memory test runs twice: with the folder watch (Linux: a warm scan trusts the
+kernel's change events) and walking (``ASYNCRECALL_FOLDER_WATCH=off``, as on other
+systems and network file systems), so both paths keep every scanning promise.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,14 @@ import pytest
 from asyncrecall.memory import MemoryStore
 
 WriteFile = Callable[..., Path]
+
+
+@pytest.fixture(autouse=True, params=["watched", "walked"])
+def folder_watch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How the stores of the test know their folder is unchanged."""
+    if request.param == "walked":
+        monkeypatch.setenv("ASYNCRECALL_FOLDER_WATCH", "off")
+    return str(request.param)
 
 
 @pytest.fixture

@@ -16,7 +16,10 @@ Rules (issue 3):
 - a scan returns at most ``limit`` (200) documents, newest modification time first;
 - each file's parse is cached on (size, mtime), so a warm scan stats files and parses
   nothing; :meth:`Scanner.scan_cached` is that warm scan or ``None``, never reading a
-  file (recall uses it to decide whether it may run on the event loop).
+  file (recall uses it to decide whether it may run on the event loop);
+- where the kernel can say that nothing changed since the last walk (Linux, a local
+  file system: :mod:`._watch`), a warm scan does not even stat: it returns the last
+  walk's answer.
 
 The scanner is thread-safe (recall runs scans in a worker thread).
 """
@@ -29,12 +32,14 @@ import os
 import re
 import stat
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
 
 from asyncrecall.memory._document import FrontMatterError, parse_document
 from asyncrecall.memory._types import MemoryDoc
+from asyncrecall.memory._watch import FolderWatch
 
 __all__ = ["INDEX_NAME", "MAX_FILE_BYTES", "SCAN_LIMIT", "Scanner"]
 
@@ -71,12 +76,19 @@ class _Entry:
 class Scanner:
     """Walks one memory folder and keeps a per-file parse cache."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, watch: bool = True) -> None:
         self._root = root
         self._cache: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self._warned_links: set[tuple[str, str]] = set()
         self._scanned = False  # a full scan has run: the cache reflects the folder
+        # The folder watch (None: every scan walks) and what it vouches for: the last
+        # walk's candidates, sorted, and the documents computed from them per limit.
+        self._watch_slot: list[FolderWatch | None] = [None]
+        self._watch_refused: str | None = None if watch else "*"
+        self._walked: list[_Candidate] | None = None
+        self._answers: dict[int | None, list[MemoryDoc]] = {}
+        weakref.finalize(self, _close_watch, self._watch_slot)
 
     def scan(self, *, limit: int | None = SCAN_LIMIT) -> list[MemoryDoc]:
         """The valid documents, newest first, at most ``limit`` (``None``: all)."""
@@ -86,58 +98,100 @@ class Scanner:
 
     def scan_cached(self, *, limit: int | None = SCAN_LIMIT) -> list[MemoryDoc] | None:
         """What :meth:`scan` returns when every file's parse is cached (a walk and a stat
-        per file, nothing read: well under a millisecond for 200 files), else ``None``
-        without reading any file."""
+        per file, nothing read: well under a millisecond for 200 files; nothing at all
+        when the folder watch says nothing changed), else ``None`` without reading any
+        file."""
         return self._scan(limit, cached_only=True)
 
     def _scan(self, limit: int | None, *, cached_only: bool) -> list[MemoryDoc] | None:
         if cached_only and not self._scanned:
             return None  # a new scanner: no need to walk to know that
         with self._lock:
+            watch = self._watch_slot[0]
+            walked = self._walked
+            if walked is not None and watch is not None and watch.unchanged(str(self._root)):
+                answer = self._answers.get(limit)
+                if answer is not None:
+                    return list(answer)
+                return self._documents(walked, limit, cached_only=cached_only)
             try:
                 real_root = os.path.realpath(self._root)
             except OSError:
                 return []
             if not os.path.isdir(real_root):
                 return []
-            candidates = self._walk(real_root)
+            watch = self._watch_for(real_root)
+            if watch is not None:
+                watch.rewatch()  # before the walk: a change during it counts
+            candidates = self._walk(real_root, watch)
             # Newest first, then by path: two stable sorts with C-level keys.
             candidates.sort(key=_REL_PATH)
             candidates.sort(key=_MTIME, reverse=True)
-            docs: list[MemoryDoc] = []
-            cache = self._cache
-            for candidate in candidates:
-                if limit is not None and len(docs) >= limit:
-                    break
-                cached = cache.get(candidate.rel_path)
-                if cached is not None and cached.key == (candidate.size, candidate.mtime_ns):
-                    doc = cached.doc
-                elif cached_only:
-                    return None
-                else:
-                    doc = self._load(candidate)
-                if doc is not None:
-                    docs.append(doc)
+            self._walked, self._answers = candidates, {}
+            docs = self._documents(candidates, limit, cached_only=cached_only)
+            if docs is None:
+                return None
             self._scanned = True
             if len(self._cache) > 4 * max(len(candidates), SCAN_LIMIT):
                 live = {c.rel_path for c in candidates}
                 self._cache = {k: v for k, v in self._cache.items() if k in live}
             return docs
 
+    def _documents(
+        self, candidates: list[_Candidate], limit: int | None, *, cached_only: bool
+    ) -> list[MemoryDoc] | None:
+        """The first ``limit`` valid documents of the walk's sorted candidates; ``None``
+        (with ``cached_only``) as soon as one would need reading."""
+        docs: list[MemoryDoc] = []
+        cache = self._cache
+        for candidate in candidates:
+            if limit is not None and len(docs) >= limit:
+                break
+            cached = cache.get(candidate.rel_path)
+            if cached is not None and cached.key == (candidate.size, candidate.mtime_ns):
+                doc = cached.doc
+            elif cached_only:
+                return None
+            else:
+                doc = self._load(candidate)
+            if doc is not None:
+                docs.append(doc)
+        self._answers[limit] = docs
+        return list(docs)
+
+    def _watch_for(self, real_root: str) -> FolderWatch | None:
+        """The folder watch for this real root, opened on the first walk (or again when
+        the root path now leads elsewhere, or after a fork)."""
+        watch = self._watch_slot[0]
+        if watch is not None and watch.real_root == real_root and not watch.orphaned:
+            return watch
+        if watch is not None:
+            watch.close()
+            self._watch_slot[0] = None
+        if self._watch_refused in {"*", real_root}:
+            return None
+        watch = FolderWatch.open(real_root)
+        self._watch_slot[0] = watch
+        self._watch_refused = None if watch is not None else real_root
+        return watch
+
     # -- the walk ---------------------------------------------------------------------
 
-    def _walk(self, real_root: str) -> list[_Candidate]:
+    def _walk(self, real_root: str, watch: FolderWatch | None) -> list[_Candidate]:
         """Every ``*.md`` below the root with its stat, hidden names and the index left out.
 
-        The warm recall runs this on the event loop for up to 200 files per user message,
-        so the common case (a plain file with an ordinary name) takes the short path: one
-        ``stat`` and a tuple; links, odd names and folders take :meth:`_unusual`.
+        The warm recall runs this on the event loop for up to 200 files per user message
+        (where no folder watch spares it), so the common case (a plain file with an
+        ordinary name) takes the short path: one ``stat`` and a tuple; links, odd names
+        and folders take :meth:`_unusual`. Each folder is watched before it is listed.
         """
         found: list[_Candidate] = []
         stack: list[tuple[str, str]] = [(real_root, "")]
         control = _CONTROL.search
         while stack:
             directory, prefix = stack.pop()
+            if watch is not None:
+                watch.add(directory)
             try:
                 entries = list(os.scandir(directory))
             except OSError as exc:
@@ -159,6 +213,8 @@ class Scanner:
                     candidate = self._unusual(real_root, entry, rel, is_link)
                     if candidate is not None:
                         found.append(candidate)
+                        if is_link and watch is not None:
+                            watch.distrust()  # its target's folder is not watched
                 else:
                     try:
                         info = entry.stat()
@@ -256,6 +312,12 @@ class Scanner:
             return
         self._warned_links.add((rel, kind))
         logger.warning("skipping memory file %s: %s", rel, reason)
+
+
+def _close_watch(slot: list[FolderWatch | None]) -> None:
+    watch = slot[0]
+    if watch is not None:
+        watch.close()
 
 
 def _inside(real_root: str, real_path: str) -> bool:
