@@ -232,7 +232,8 @@ def test_a_refused_watch_means_walking(
 
 def test_a_collected_store_releases_its_folder_watches(write: WriteFile, root: Path) -> None:
     """Watches are a per-user kernel resource: a store that is gone frees its own,
-    and keeps those another store of the same folder still uses."""
+    and keeps those another store of the same folder still uses. (Its finalizer may
+    run inside the watch's own code, lock held: it only queues the release.)"""
     write("sub/a.md", topic("A"))
     store = MemoryStore(root)
     store.scan()
@@ -251,10 +252,28 @@ def test_a_collected_store_releases_its_folder_watches(write: WriteFile, root: P
     shared = {wd for wd, owners in instance._owners.items() if owners & {watch_of(other)}}
     del store
     gc.collect()
+    instance.poll()  # a collected store's watches go at the instance's next use
     assert shared <= set(instance._owners)  # still used by the other store
     del other
     gc.collect()
+    instance.poll()
     assert not shared & set(instance._owners)
+
+
+def test_a_store_collected_inside_the_watchs_own_code_does_not_deadlock(
+    write: WriteFile, root: Path
+) -> None:
+    """Garbage collection runs finalizers wherever it happens, also while the watch's
+    lock is held (as in a scan): the finalizer must not wait for that lock."""
+    write("a.md", topic("A"))
+    store = MemoryStore(root)
+    store.scan()
+    instance = watch_module._inotify()
+    assert instance is not None
+    with instance._lock:  # a hang here is the bug (pytest-timeout ends it)
+        del store
+        gc.collect()
+    instance.poll()
 
 
 MOUNTINFO = """\

@@ -315,9 +315,10 @@ class Scanner:
 
 
 def _close_watch(slot: list[FolderWatch | None]) -> None:
+    """A scanner's finalizer: it may run anywhere, even inside the watch's own code."""
     watch = slot[0]
     if watch is not None:
-        watch.close()
+        watch.close(later=True)
 
 
 def _inside(real_root: str, real_path: str) -> bool:

@@ -29,6 +29,7 @@ import ctypes.util
 import os
 import struct
 import threading
+from collections import deque
 from typing import Final
 
 __all__ = ["LOCAL_FILE_SYSTEMS", "FolderWatch", "file_system_type"]
@@ -72,31 +73,50 @@ class _Inotify:
         self._fd = fd
         self._lock = threading.Lock()
         self._owners: dict[int, set[FolderWatch]] = {}  # wd -> the watches using it
+        # Watches whose scanner was collected: a finalizer may run in the middle of any
+        # method, lock held, so it only queues; the next call under the lock releases.
+        self._abandoned: deque[FolderWatch] = deque()
 
     def add(self, owner: FolderWatch, directory: str) -> int | None:
         """Watch ``directory`` for ``owner``; ``None`` when the kernel refuses."""
         with self._lock:
+            self._release_abandoned()
             wd = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), _MASK)
             if wd < 0:
                 return None
             self._owners.setdefault(wd, set()).add(owner)
             return int(wd)
 
-    def release(self, owner: FolderWatch, wds: set[int]) -> None:
-        """``owner`` no longer needs ``wds``: remove the ones nobody else uses."""
+    def release(self, owner: FolderWatch) -> None:
+        """``owner`` is closed: remove its watches that nobody else uses."""
         with self._lock:
-            for wd in wds:
-                owners = self._owners.get(wd)
-                if owners is None:
-                    continue
-                owners.discard(owner)
-                if not owners:
-                    del self._owners[wd]
+            self._release(owner)
+            self._release_abandoned()
+
+    def abandon(self, owner: FolderWatch) -> None:
+        """:meth:`release` later: safe from a finalizer (takes no lock)."""
+        self._abandoned.append(owner)
+
+    def _release_abandoned(self) -> None:
+        while self._abandoned:
+            self._release(self._abandoned.popleft())
+
+    def _release(self, owner: FolderWatch) -> None:
+        wds, owner._wds = owner._wds, set()
+        for wd in wds:
+            owners = self._owners.get(wd)
+            if owners is None:
+                continue
+            owners.discard(owner)
+            if not owners:
+                del self._owners[wd]
+                if self._fd >= 0:
                     self._libc.inotify_rm_watch(self._fd, wd)
 
     def poll(self) -> None:
         """Read every queued event and mark the watches they concern as changed."""
         with self._lock:
+            self._release_abandoned()
             while self._fd >= 0:
                 try:
                     data = os.read(self._fd, 65536)
@@ -255,11 +275,14 @@ class FolderWatch:
             return False
         return (info.st_dev, info.st_ino) == self._root_id
 
-    def close(self) -> None:
-        """Remove this watch's folder watches (the ones no other scanner shares)."""
+    def close(self, *, later: bool = False) -> None:
+        """Remove this watch's folder watches (the ones no other scanner shares);
+        ``later``: at the instance's next use (from a finalizer)."""
         self.usable = False
-        wds, self._wds = self._wds, set()
-        self._inotify.release(self, wds)
+        if later:
+            self._inotify.abandon(self)
+        else:
+            self._inotify.release(self)
 
     def _lost(self, wd: int) -> None:
         self._wds.discard(wd)
