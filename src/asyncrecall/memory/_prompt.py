@@ -134,9 +134,11 @@ def format_manifest(docs: Sequence[MemoryDoc]) -> str:
     one line with the wrapper's tags neutralised, so it cannot fake further manifest
     lines or instructions after the manifest.
     """
-    lines = []
-    for doc in docs:
-        line = f"- [{doc.type}] {doc.rel_path} ({_iso(doc.mtime)})"
-        description = neutralise_tags(_one_line(doc.description))
-        lines.append(f"{line}: {description}" if description else line)
-    return "\n".join(lines)
+    return "\n".join(map(_manifest_line, docs))
+
+
+@functools.lru_cache(maxsize=1024)  # per side query; a warm scan returns the same docs
+def _manifest_line(doc: MemoryDoc) -> str:
+    line = f"- [{doc.type}] {doc.rel_path} ({_iso(doc.mtime)})"
+    description = neutralise_tags(_one_line(doc.description))
+    return f"{line}: {description}" if description else line
