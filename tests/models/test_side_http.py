@@ -126,6 +126,31 @@ async def test_one_connection_serves_successive_side_queries(raw: RawServer) -> 
     assert b"Authorization: Bearer " in raw.requests[0]
 
 
+async def test_a_cancelled_side_querys_connection_is_replaced_in_the_background(
+    raw: RawServer,
+) -> None:
+    """Cancelling a side query aborts its connection (the server must see it go); a
+    replacement is opened right then, off the next recall's way, and the next side
+    query is sent on it instead of connecting first."""
+    raw.answer = lambda n: b"" if n == 1 else _ok(_completion('{"ok": true}'))
+    async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
+        first = asyncio.create_task(
+            model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+        )
+        async with asyncio.timeout(GUARD):
+            while not raw.requests:
+                await asyncio.sleep(0.005)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        async with asyncio.timeout(GUARD):  # before any second query: the spare connects
+            while raw.connections < 2:
+                await asyncio.sleep(0.005)
+        value = await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+    assert value == {"ok": True}
+    assert len(raw.requests) == 2 and raw.connections == 2
+
+
 async def test_a_chunked_gzip_answer_is_read(raw: RawServer) -> None:
     packed = gzip.compress(_completion('{"ok": false}'))
     chunks = b"".join(

@@ -102,6 +102,7 @@ class SideHTTP:
         self._ssl: ssl.SSLContext | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: deque[tuple[float, asyncio.StreamReader, asyncio.StreamWriter]] = deque()
+        self._spare: asyncio.Task[None] | None = None
 
     @classmethod
     def for_client(
@@ -142,7 +143,12 @@ class SideHTTP:
         return json.loads(text)
 
     async def aclose(self) -> None:
-        """Close the idle connections."""
+        """Close the idle connections (a replacement being opened too)."""
+        spare, self._spare = self._spare, None
+        if spare is not None and not spare.done():
+            spare.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await spare
         idle, self._idle = self._idle, deque()
         for _, _, writer in idle:
             writer.close()
@@ -165,6 +171,8 @@ class SideHTTP:
                 status, headers, data, keep = await _read_response(reader)
             except BaseException as exc:
                 writer.transport.abort()  # cancelled or failed: the server sees it go
+                if isinstance(exc, asyncio.CancelledError):
+                    self._replace_aborted()
                 # A kept-alive connection the server closed meanwhile: once more, afresh.
                 if reused and _closed_before_answer(exc, started):
                     continue
@@ -188,14 +196,36 @@ class SideHTTP:
             if now - at < _IDLE_EXPIRY_S and not reader.at_eof() and not writer.is_closing():
                 return True, reader, writer
             writer.close()
-        reader, writer = await asyncio.open_connection(
+        reader, writer = await self._open()
+        return False, reader, writer
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection(
             self._host,
             self._port,
             ssl=await self._ssl_context() if self._tls else None,
             server_hostname=self._host if self._tls else None,
             limit=_HEAD_LIMIT,
         )
-        return False, reader, writer
+
+    def _replace_aborted(self) -> None:
+        """A cancelled side query's connection was aborted (so the server stops working
+        on it): open its replacement now, in the background, so that the next side
+        query (the next user message) finds a connection instead of connecting (and, for
+        HTTPS, shaking hands) on the event loop on the way to the agent's first request.
+        One at a time; none when an idle connection is there already."""
+        if self._idle or (self._spare is not None and not self._spare.done()):
+            return
+        self._spare = asyncio.get_running_loop().create_task(
+            self._open_spare(), name="asyncrecall-side-connection"
+        )
+
+    async def _open_spare(self) -> None:
+        try:
+            reader, writer = await self._open()
+        except (OSError, ssl.SSLError, TimeoutError):
+            return  # the next side query connects, and reports what fails
+        self._release(reader, writer)
 
     def _release(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._idle) >= _IDLE_MAX:
