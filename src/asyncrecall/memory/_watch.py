@@ -24,13 +24,14 @@ starts its own.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import struct
 import threading
 from collections import deque
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import ctypes
 
 __all__ = ["LOCAL_FILE_SYSTEMS", "FolderWatch", "file_system_type"]
 
@@ -171,8 +172,12 @@ def _inotify() -> _Inotify | None:
 def _open_inotify() -> _Inotify | None:
     if not hasattr(os, "register_at_fork"):
         return None  # not a POSIX system
+    import ctypes  # here: 2 ms to import, and only Linux has a use for it
+
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # The process's own symbols, libc's included (no library search: that runs
+        # ldconfig, 100 ms).
+        libc = ctypes.CDLL(None, use_errno=True)
         init = libc.inotify_init1
     except (OSError, AttributeError):
         return None  # not Linux
