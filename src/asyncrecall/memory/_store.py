@@ -58,8 +58,9 @@ class MemoryStore:
     async def candidates(self, query: str, *, exclude: Collection[str] = ()) -> list[MemoryDoc]:
         """What recall offers a selector: the newest files (:meth:`scan`).
 
-        A warm folder (every parse cached: a walk and a stat per file) is scanned right
-        here, which costs less than handing the work to a thread: starting one blocks
+        A warm folder (every parse cached: nothing changed since the last walk, as the
+        kernel says on Linux, or a stat per file) is scanned right here, which costs
+        less than handing the work to a thread: starting one blocks
         the event loop until the new thread has run, and a thread that holds the GIL
         delays the loop by up to the interpreter's switch interval (5 ms). A cold one is
         scanned in a worker thread that a cancel abandons and exit never waits for.

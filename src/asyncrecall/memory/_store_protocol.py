@@ -32,7 +32,9 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 class MemoryStoreProtocol(Protocol):
     """A place memories live: listed, read, saved, forgotten, and offered to recall."""
 
-    #: Whether :meth:`scan` may run on the event loop (no network round trip).
+    #: Whether :meth:`scan` may run on the event loop (no network round trip). Such a
+    #: store offers its scan as the candidates: recall takes :meth:`scan_cached`'s
+    #: answer in its own step when there is one, and calls :meth:`candidates` otherwise.
     inline_scan: bool
 
     @property
