@@ -48,9 +48,21 @@ class RawServer:
     connections: int = 0
     requests: list[bytes] = field(default_factory=list)
     port: int = 0
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        """Wait (with a hang guard) until ``predicate`` holds for the connections and
+        requests seen."""
+        async with asyncio.timeout(GUARD), self.changed:
+            await self.changed.wait_for(predicate)
+
+    async def _notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        await self._notify()
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -60,6 +72,7 @@ class RawServer:
                     if line.lower().startswith(b"content-length:")
                 )
                 self.requests.append(head + await reader.readexactly(length))
+                await self._notify()
                 if len(self.requests) == self.drop:
                     break
                 writer.write(self.answer(len(self.requests)))
@@ -137,15 +150,11 @@ async def test_a_cancelled_side_querys_connection_is_replaced_in_the_background(
         first = asyncio.create_task(
             model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
         )
-        async with asyncio.timeout(GUARD):
-            while not raw.requests:
-                await asyncio.sleep(0.005)
+        await raw.until(lambda: bool(raw.requests))
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
-        async with asyncio.timeout(GUARD):  # before any second query: the spare connects
-            while raw.connections < 2:
-                await asyncio.sleep(0.005)
+        await raw.until(lambda: raw.connections == 2)  # before any second query: the spare
         value = await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
     assert value == {"ok": True}
     assert len(raw.requests) == 2 and raw.connections == 2
