@@ -15,6 +15,7 @@ import gzip
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,6 +159,58 @@ async def test_a_cancelled_side_querys_connection_is_replaced_in_the_background(
         value = await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
     assert value == {"ok": True}
     assert len(raw.requests) == 2 and raw.connections == 2
+
+
+async def test_a_closed_model_opens_no_replacement(raw: RawServer) -> None:
+    """A model closed right after a cancelled side query never connects again."""
+    raw.answer = lambda n: b""
+    model = OpenAIModel(model="side", base_url=raw.base_url, max_retries=0)
+    query = asyncio.create_task(
+        model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+    )
+    await raw.until(lambda: bool(raw.requests))
+    query.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await query
+    await model.aclose()
+    await asyncio.sleep(0.3)  # past the replacement's delay: it must not come
+    assert raw.connections == 1
+
+
+_EXIT_MID_QUERY = """
+import asyncio
+from asyncrecall.models import OpenAIModel
+from asyncrecall.testing import LocalServer, Reply
+
+with LocalServer() as server:
+    server.set_default("side", Reply(json={"ok": True}, first_token_delay=5))
+    model = OpenAIModel(model="side", base_url=server.base_url, max_retries=0)
+
+    async def main() -> None:
+        asyncio.create_task(
+            model.generate_json(system="s", prompt="p", schema={}, schema_name="x")
+        )
+        await asyncio.to_thread(server.wait_for, timeout=10)  # the side query is out
+
+    asyncio.run(main())  # ends with the query in flight: asyncio.run cancels it
+    import gc
+    gc.collect()
+"""
+
+
+def test_a_program_that_ends_mid_side_query_leaves_no_connection_open() -> None:
+    """When the cancel is the program's exit (``asyncio.run`` cancelling what is left,
+    the model never closed), no replacement connection is opened behind the closing
+    loop: Python's development mode reports no unclosed transport."""
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", _EXIT_MID_QUERY],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "unclosed" not in done.stderr and "destroyed but it is pending" not in done.stderr
 
 
 async def test_a_chunked_gzip_answer_is_read(raw: RawServer) -> None:
