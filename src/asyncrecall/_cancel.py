@@ -11,7 +11,16 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-__all__ = ["CancelSignal"]
+__all__ = ["SIGNAL_CANCEL", "CancelSignal", "cancelled_by_signal"]
+
+#: The message of a task cancelled because a :class:`CancelSignal` fired: the work was
+#: dropped on purpose and the program goes on (not, say, ``asyncio.run`` ending).
+SIGNAL_CANCEL = "asyncrecall: cancel signal"
+
+
+def cancelled_by_signal(error: BaseException) -> bool:
+    """Whether ``error`` is the cancellation of a task that a cancel signal stopped."""
+    return isinstance(error, asyncio.CancelledError) and error.args == (SIGNAL_CANCEL,)
 
 
 class CancelSignal:

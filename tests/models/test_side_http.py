@@ -24,7 +24,8 @@ from typing import Any
 import openai
 import pytest
 
-from asyncrecall import ModelConnectionError, ModelNotFoundError
+from asyncrecall import CancelSignal, ModelConnectionError, ModelNotFoundError
+from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
 
@@ -47,6 +48,8 @@ class RawServer:
     #: This request (1-based) gets no answer: the server closes its connection instead.
     drop: int = 0
     connections: int = 0
+    #: Connections the server has not seen closed yet.
+    open: int = 0
     requests: list[bytes] = field(default_factory=list)
     port: int = 0
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
@@ -63,6 +66,7 @@ class RawServer:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.open += 1
         await self._notify()
         try:
             while True:
@@ -84,6 +88,8 @@ class RawServer:
             pass
         finally:
             writer.close()
+            self.open -= 1
+            await self._notify()
 
     @property
     def base_url(self) -> str:
@@ -140,41 +146,50 @@ async def test_one_connection_serves_successive_side_queries(raw: RawServer) -> 
     assert b"Authorization: Bearer " in raw.requests[0]
 
 
-async def test_a_cancelled_side_querys_connection_is_replaced_in_the_background(
-    raw: RawServer,
+def _selection(n: int) -> bytes:
+    """Request 1 gets no answer (it is cancelled); later ones select nothing."""
+    return b"" if n == 1 else _ok(_completion('{"selected_memories": []}'))
+
+
+async def _recall_dropped_by_signal(raw: RawServer, model: OpenAIModel, root: Path) -> None:
+    """A recall whose side query is out, dropped through its cancel signal (as the
+    prefetch drops one at a new user message or the end of a run)."""
+    store = MemoryStore(root)
+    store.save_memory("note", "a note", "project", "body")
+    signal = CancelSignal()
+    recall = asyncio.create_task(
+        MemoryManager(store, ModelSelector(model, fallback=None)).recall("q", cancel=signal)
+    )
+    await raw.until(lambda: bool(raw.requests))
+    signal.cancel("new user message")
+    assert (await recall).prompt == ""
+
+
+async def test_a_dropped_side_querys_connection_is_replaced_in_the_background(
+    raw: RawServer, tmp_path: Path
 ) -> None:
-    """Cancelling a side query aborts its connection (the server must see it go); a
-    replacement is opened right then, off the next recall's way, and the next side
-    query is sent on it instead of connecting first."""
-    raw.answer = lambda n: b"" if n == 1 else _ok(_completion('{"ok": true}'))
+    """Dropping a recall aborts its side query's connection (the server must see it
+    go); a replacement is opened right then, off the next recall's way, and the next
+    side query is sent on it instead of connecting first."""
+    raw.answer = _selection
     async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
-        first = asyncio.create_task(
-            model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
-        )
-        await raw.until(lambda: bool(raw.requests))
-        first.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await first
-        await raw.until(lambda: raw.connections == 2)  # before any second query: the spare
+        await _recall_dropped_by_signal(raw, model, tmp_path / "memory")
+        await raw.until(lambda: raw.connections == 2)  # before any second query
         value = await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
-    assert value == {"ok": True}
+    assert value == {"selected_memories": []}
     assert len(raw.requests) == 2 and raw.connections == 2
 
 
-async def test_a_closed_model_opens_no_replacement(raw: RawServer) -> None:
-    """A model closed right after a cancelled side query never connects again."""
-    raw.answer = lambda n: b""
+async def test_a_closed_model_leaves_no_connection_open(raw: RawServer, tmp_path: Path) -> None:
+    """A model closed right after a dropped side query leaves nothing open, a
+    replacement being opened included."""
+    raw.answer = _selection
     model = OpenAIModel(model="side", base_url=raw.base_url, max_retries=0)
-    query = asyncio.create_task(
-        model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
-    )
-    await raw.until(lambda: bool(raw.requests))
-    query.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await query
+    await _recall_dropped_by_signal(raw, model, tmp_path / "memory")
     await model.aclose()
-    await asyncio.sleep(0.3)  # past the replacement's delay: it must not come
-    assert raw.connections == 1
+    await raw.until(lambda: raw.open == 0)
+    await asyncio.sleep(0.1)  # a replacement that escaped the close would connect now
+    assert raw.open == 0
 
 
 _EXIT_MID_QUERY = """
@@ -199,9 +214,9 @@ with LocalServer() as server:
 
 
 def test_a_program_that_ends_mid_side_query_leaves_no_connection_open() -> None:
-    """When the cancel is the program's exit (``asyncio.run`` cancelling what is left,
-    the model never closed), no replacement connection is opened behind the closing
-    loop: Python's development mode reports no unclosed transport."""
+    """A bare cancel (here ``asyncio.run`` cancelling what is left at its end, the
+    model never closed) opens no replacement connection behind the closing loop:
+    Python's development mode reports no unclosed transport."""
     done = subprocess.run(
         [sys.executable, "-X", "dev", "-c", _EXIT_MID_QUERY],
         capture_output=True,

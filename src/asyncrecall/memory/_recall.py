@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, TypeGuard, TypeVar
 
-from asyncrecall._cancel import CancelSignal
+from asyncrecall._cancel import SIGNAL_CANCEL, CancelSignal
 from asyncrecall.memory._prompt import format_memory_block
 from asyncrecall.memory._selector import InstantSelector, Selector
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
@@ -258,7 +258,7 @@ async def _bridged(
     task = asyncio.create_task(work, name=name)
 
     def cancel_task() -> None:
-        task.cancel()
+        task.cancel(SIGNAL_CANCEL)  # dropped on purpose: see cancelled_by_signal
 
     remove = cancel.add_listener(cancel_task) if cancel is not None else None
     try:

@@ -42,6 +42,8 @@ from urllib.parse import urlsplit
 
 import openai
 
+from asyncrecall._cancel import cancelled_by_signal
+
 __all__ = ["SIDE_HTTP_ENV", "SideHTTP"]
 
 #: ``sdk``: send side queries through the OpenAI SDK instead (troubleshooting).
@@ -49,8 +51,6 @@ SIDE_HTTP_ENV: Final = "ASYNCRECALL_SIDE_HTTP"
 _IDLE_MAX: Final = 100
 _IDLE_EXPIRY_S: Final = 5.0
 _HEAD_LIMIT: Final = 1 << 16
-#: Seconds between a cancelled side query and the opening of its connection's replacement.
-_SPARE_DELAY_S: Final = 0.1
 
 _STATUS_ERRORS: Final[dict[int, type[openai.APIStatusError]]] = {
     400: openai.BadRequestError,
@@ -105,7 +105,6 @@ class SideHTTP:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: deque[tuple[float, asyncio.StreamReader, asyncio.StreamWriter]] = deque()
         self._spare: asyncio.Task[None] | None = None
-        self._spare_timer: asyncio.TimerHandle | None = None
 
     @classmethod
     def for_client(
@@ -147,9 +146,6 @@ class SideHTTP:
 
     async def aclose(self) -> None:
         """Close the idle connections (a replacement being opened too)."""
-        if self._spare_timer is not None:
-            self._spare_timer.cancel()
-            self._spare_timer = None
         spare, self._spare = self._spare, None
         if spare is not None and not spare.done():
             spare.cancel()
@@ -177,7 +173,7 @@ class SideHTTP:
                 status, headers, data, keep = await _read_response(reader)
             except BaseException as exc:
                 writer.transport.abort()  # cancelled or failed: the server sees it go
-                if isinstance(exc, asyncio.CancelledError):
+                if cancelled_by_signal(exc):
                     self._replace_aborted()
                 # A kept-alive connection the server closed meanwhile: once more, afresh.
                 if reused and _closed_before_answer(exc, started):
@@ -215,27 +211,19 @@ class SideHTTP:
         )
 
     def _replace_aborted(self) -> None:
-        """A cancelled side query's connection was aborted (so the server stops working
-        on it): open its replacement soon, in the background, so that the next side
-        query (the next user message) finds a connection instead of connecting (and, for
-        HTTPS, shaking hands) on the event loop on the way to the agent's first request.
-
-        One at a time; none when an idle connection is there already. It starts after
-        :data:`_SPARE_DELAY_S`, not at once: when the cancel is the program's exit
-        (``asyncio.run`` cancelling what is left), the loop closes before then and no
-        connection is left open behind it.
+        """A side query dropped through a cancel signal (a new user message, the end of
+        a run) had its connection aborted, so that the server stops working on it: open
+        its replacement now, in the background, so that the next side query finds a
+        connection instead of connecting (and, for HTTPS, shaking hands) on the event
+        loop on the way to the agent's first request. One at a time; none when an idle
+        connection is there already. A bare cancel (``asyncio.run`` ending with the
+        query out) opens none: nothing would close it.
         """
-        busy = self._spare is not None and not self._spare.done()
-        if self._idle or busy or self._spare_timer is not None:
+        if self._idle or (self._spare is not None and not self._spare.done()):
             return
-        self._spare_timer = asyncio.get_running_loop().call_later(_SPARE_DELAY_S, self._start_spare)
-
-    def _start_spare(self) -> None:
-        self._spare_timer = None
-        if not self._idle:
-            self._spare = asyncio.get_running_loop().create_task(
-                self._open_spare(), name="asyncrecall-side-connection"
-            )
+        self._spare = asyncio.get_running_loop().create_task(
+            self._open_spare(), name="asyncrecall-side-connection"
+        )
 
     async def _open_spare(self) -> None:
         try:
