@@ -15,7 +15,10 @@ the SDK's pool does), ``Content-Length`` or chunked answers (gzip or deflate dec
 Its headers are the SDK client's own (authorisation, organisation, project, user agent,
 custom default headers), and its failures are the SDK's exception types, so errors and
 what an endpoint is learned to refuse are handled exactly as before. Cancelling the
-awaiting task aborts the connection: the server sees the side query hang up.
+awaiting task aborts the connection: the server sees the side query hang up. When the
+cancel came through a cancel signal (recall dropped at a new user message or the end
+of a run), a replacement connection is opened at once in the background, so that the
+next recall does not connect on its way to the agent's first request.
 
 It is used only where it can stand in for the SDK without surprise:
 :meth:`SideHTTP.for_client` answers ``None`` (keep the SDK) for a client the caller
