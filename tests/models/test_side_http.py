@@ -24,7 +24,7 @@ from typing import Any
 import openai
 import pytest
 
-from asyncrecall import CancelSignal, ModelConnectionError, ModelNotFoundError
+from asyncrecall import CancelSignal, ModelConnectionError, ModelNotFoundError, RecallPrefetcher
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
@@ -151,29 +151,37 @@ def _selection(n: int) -> bytes:
     return b"" if n == 1 else _ok(_completion('{"selected_memories": []}'))
 
 
-async def _recall_dropped_by_signal(raw: RawServer, model: OpenAIModel, root: Path) -> None:
-    """A recall whose side query is out, dropped through its cancel signal (as the
-    prefetch drops one at a new user message or the end of a run)."""
+async def _recall_dropped_by_signal(
+    raw: RawServer, model: OpenAIModel, root: Path, *, how: str = "signal"
+) -> None:
+    """A recall whose side query is out, dropped through its cancel signal: directly,
+    or by the prefetcher at a new user message (which also cancels the recall's task)."""
     store = MemoryStore(root)
     store.save_memory("note", "a note", "project", "body")
+    manager = MemoryManager(store, ModelSelector(model, fallback=None))
+    if how == "prefetcher":
+        async with RecallPrefetcher(manager) as prefetcher:
+            prefetcher.start("conversation", "q")
+            await raw.until(lambda: bool(raw.requests))
+            prefetcher.cancel("conversation", "superseded")
+        return
     signal = CancelSignal()
-    recall = asyncio.create_task(
-        MemoryManager(store, ModelSelector(model, fallback=None)).recall("q", cancel=signal)
-    )
+    recall = asyncio.create_task(manager.recall("q", cancel=signal))
     await raw.until(lambda: bool(raw.requests))
     signal.cancel("new user message")
     assert (await recall).prompt == ""
 
 
+@pytest.mark.parametrize("how", ["signal", "prefetcher"])
 async def test_a_dropped_side_querys_connection_is_replaced_in_the_background(
-    raw: RawServer, tmp_path: Path
+    raw: RawServer, tmp_path: Path, how: str
 ) -> None:
     """Dropping a recall aborts its side query's connection (the server must see it
     go); a replacement is opened right then, off the next recall's way, and the next
     side query is sent on it instead of connecting first."""
     raw.answer = _selection
     async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
-        await _recall_dropped_by_signal(raw, model, tmp_path / "memory")
+        await _recall_dropped_by_signal(raw, model, tmp_path / "memory", how=how)
         await raw.until(lambda: raw.connections == 2)  # before any second query
         value = await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
     assert value == {"selected_memories": []}
