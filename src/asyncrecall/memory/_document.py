@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryType
 
 __all__ = [
@@ -148,6 +149,20 @@ def render_document(
     )
     body = body.strip("\n")
     return f"---\n{header}---\n{body}\n" if body else f"---\n{header}---\n"
+
+
+def checked_fields(name: str, description: str, type: str) -> tuple[str, str, MemoryType]:
+    """A memory's name and description on one line each, and its type, as every store
+    saves them; :class:`MemoryStoreError` for an empty name or an unknown type."""
+    name = " ".join(name.split())
+    description = " ".join(description.split())
+    if not name:
+        raise MemoryStoreError("a memory needs a non-empty name")
+    if type not in MEMORY_TYPES:
+        raise MemoryStoreError(
+            f"invalid memory type {type!r}: expected one of {', '.join(MEMORY_TYPES)}"
+        )
+    return name, description, type
 
 
 def safe_file_stem(name: str) -> str:

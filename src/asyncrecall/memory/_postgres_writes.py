@@ -16,12 +16,12 @@ from typing import Any, Final
 from psycopg import Connection
 
 from asyncrecall._exceptions import MemoryStoreError
-from asyncrecall.memory._document import render_document, safe_file_stem
+from asyncrecall.memory._document import checked_fields, render_document, safe_file_stem
 from asyncrecall.memory._postgres_schema import CHANNEL
 from asyncrecall.memory._postgres_sql import DELETE_SQL, GET_SQL, NOTIFY_SQL
 from asyncrecall.memory._postgres_text import check_text, row_doc
 from asyncrecall.memory._scan import MAX_FILE_BYTES
-from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
+from asyncrecall.memory._types import MemoryDoc, MemoryType
 
 __all__ = ["REL_PATH_KEY", "delete_memory", "save_row", "second_rel_path"]
 
@@ -42,19 +42,12 @@ def save_row(
 ) -> dict[str, Any]:
     """The parameters of ``UPSERT_SQL`` for a save, or :class:`MemoryStoreError` (an
     empty name, an unknown type, a NUL character, over 1 MiB rendered)."""
-    name = " ".join(name.split())
-    description = " ".join(description.split())
-    if not name:
-        raise MemoryStoreError("a memory needs a non-empty name")
-    if type not in MEMORY_TYPES:
-        raise MemoryStoreError(
-            f"invalid memory type {type!r}: expected one of {', '.join(MEMORY_TYPES)}"
-        )
+    name, description, kind = checked_fields(name, description, type)
     for what, value in (("the name", name), ("the description", description)):
         check_text(f"memory {what}", value)
     check_text(f"memory {name!r}", content)
     body = content.strip("\n")
-    text = render_document(name=name, description=description, type=type, body=body)
+    text = render_document(name=name, description=description, type=kind, body=body)
     size = len(text.encode("utf-8"))
     if size > MAX_FILE_BYTES:
         raise MemoryStoreError(f"memory {name!r} is over 1 MiB; save a shorter one")
@@ -66,7 +59,7 @@ def save_row(
         "name": name,
         "rel": f"{safe_file_stem(name)}.md",
         "description": description,
-        "type": type,
+        "type": kind,
         "body": body,
         "size": size,
         "at": updated_at,

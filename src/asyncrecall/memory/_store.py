@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from asyncrecall._exceptions import MemoryStoreError
-from asyncrecall.memory._document import render_document, safe_file_stem
+from asyncrecall.memory._document import checked_fields, render_document, safe_file_stem
 from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT, Scanner, _inside
 from asyncrecall.memory._threads import run_off_loop
-from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
+from asyncrecall.memory._types import MemoryDoc, MemoryType
 
 __all__ = ["INDEX_MAX_BYTES", "INDEX_MAX_LINES", "MemoryStore"]
 
@@ -159,16 +159,9 @@ class MemoryStore:
         of the same name is updated in place. An empty name, an unknown type or content
         over 1 MiB raise :class:`MemoryStoreError`.
         """
-        name = " ".join(name.split())
-        description = " ".join(description.split())
-        if not name:
-            raise MemoryStoreError("a memory needs a non-empty name")
-        if type not in MEMORY_TYPES:
-            raise MemoryStoreError(
-                f"invalid memory type {type!r}: expected one of {', '.join(MEMORY_TYPES)}"
-            )
+        name, description, kind = checked_fields(name, description, type)
         text = render_document(
-            name=name, description=description, type=type, body=content, extra=extra
+            name=name, description=description, type=kind, body=content, extra=extra
         )
         if len(text.encode("utf-8")) > MAX_FILE_BYTES:
             raise MemoryStoreError(f"memory {name!r} is over 1 MiB; save a shorter one")
