@@ -86,3 +86,25 @@ async def test_a_database_gone_mid_session_means_no_memory_then_memory_again(
     assert (await manager.recall("postgres")).paths == ("database.md",)
     assert any("reachable again" in m for m in _messages(caplog))
     assert store.save_memory("Back", "", "user", "saved after the restart").name == "Back"
+
+
+async def test_a_connection_the_server_closed_is_replaced_within_the_same_recall(
+    pg_url: str, open_pg: Any, namespace: str
+) -> None:
+    """The server ends the recall's idle connection (a restart, an idle timeout, an
+    administrator): the next recall notices on its query, drops that connection and
+    asks again on another, so it still returns its memory, at the first try."""
+    import psycopg
+
+    store: PostgresMemoryStore = open_pg(namespace)
+    store.save_memory("Database", "db", "project", "Use real Postgres.")
+    manager = MemoryManager(store, LexicalSelector())
+    assert (await manager.recall("postgres")).paths == ("database.md",)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (f"asyncrecall-recall-{store._id[:12]}",),
+        ).fetchone()
+    assert ended is not None and ended[0] >= 1  # the recall's connection was there
+    assert (await manager.recall("postgres")).paths == ("database.md",)

@@ -12,7 +12,8 @@ is dropped and the query tried again on another.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,25 @@ class CandidateQuery:
     async def on_caller_loop(self, params: dict[str, Any]) -> list[MemoryDoc] | None:
         """The candidates, queried on the running loop; ``None`` when it has no
         connection to spare."""
+        return await self._retrying(self.loops.connection, params)
+
+    async def on_pool(
+        self, pool: AsyncConnectionPool[AsyncConnection[Any]], params: dict[str, Any]
+    ) -> list[MemoryDoc]:
+        """The candidates, queried on ``pool`` (the store's own loop runs this)."""
+        docs = await self._retrying(pool.connection, params)
+        assert docs is not None  # the pool waits for a connection, never yields None
+        return docs
+
+    async def _retrying(
+        self,
+        connection: Callable[[], AbstractAsyncContextManager[AsyncConnection[Any] | None]],
+        params: dict[str, Any],
+    ) -> list[MemoryDoc] | None:
+        """The query on a connection from ``connection()``; one the server closed (a
+        restart) is dropped by its owner and the query tried on another."""
         for attempt in range(self._attempts):
-            async with self.loops.connection() as conn:
+            async with connection() as conn:
                 if conn is None:
                     return None
                 try:
@@ -85,20 +103,6 @@ class CandidateQuery:
                 except psycopg.OperationalError:
                     if not conn.closed or attempt == self._attempts - 1:
                         raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def on_pool(
-        self, pool: AsyncConnectionPool[AsyncConnection[Any]], params: dict[str, Any]
-    ) -> list[MemoryDoc]:
-        """The candidates, queried on ``pool`` (the store's own loop runs this)."""
-        for attempt in range(self._attempts):
-            async with pool.connection() as conn:
-                try:
-                    return await self._query(conn, params)
-                except psycopg.OperationalError:
-                    if not conn.closed or attempt == self._attempts - 1:
-                        raise
-                    # The server closed it (a restart): the pool drops it; try another.
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
