@@ -10,6 +10,7 @@
     │   ├── ModelServerError         5xx from the endpoint
     │   └── ModelProtocolError       the answer broke the protocol (bad stream, invalid JSON)
     ├── MemoryStoreError             the memory folder could not be read or written
+    │   ├── MemoryConflictError      a memory changed since the writer read it: nothing written
     │   └── SelectorError            a selector's answer was invalid (unknown path, too many)
     ├── ToolError                    a tool was called wrongly (bad arguments, path outside)
     └── HistoryError                 a conversation broke the tool-call pairing rule
@@ -23,6 +24,7 @@ __all__ = [
     "AsyncRecallError",
     "ConfigError",
     "HistoryError",
+    "MemoryConflictError",
     "MemoryStoreError",
     "ModelAuthError",
     "ModelConnectionError",
@@ -79,6 +81,10 @@ class ModelProtocolError(ModelError):
 
 class MemoryStoreError(AsyncRecallError):
     """The memory folder could not be read or written, or a memory is invalid."""
+
+
+class MemoryConflictError(MemoryStoreError):
+    """A write's precondition failed: the memory changed since it was read; nothing was written."""
 
 
 class SelectorError(MemoryStoreError):

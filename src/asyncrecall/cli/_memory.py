@@ -96,6 +96,11 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     save.add_argument("--content", help="the body (default: read standard input)")
     forget = add("forget", "remove a memory and its index line", _forget)
     forget.add_argument("name", metavar="NAME", help="the memory's name or relative path")
+    versions = add("history", "list the recorded writes of a memory", _history)
+    versions.add_argument("name", metavar="NAME", help="the memory's name (also a removed one)")
+    undo = add("revert", "undo the newest write of a memory, or go back to a version", _revert)
+    undo.add_argument("name", metavar="NAME", help="the memory's name (also a removed one)")
+    undo.add_argument("--to", type=int, metavar="N", help="the version to bring back")
     from asyncrecall.cli import _consolidate  # issue 14: memory consolidate
 
     tidy = add(
@@ -282,6 +287,18 @@ def _forget(args: argparse.Namespace, settings: Settings) -> int:
     else:
         _out().print(f"Forgot {doc.name!r} ({doc.rel_path})", markup=False)
     return 0
+
+
+def _history(args: argparse.Namespace, settings: Settings) -> int:
+    from asyncrecall.cli import _history as history
+
+    return history.history(args, settings, store=_store, out=_out, print_json=_print_json)
+
+
+def _revert(args: argparse.Namespace, settings: Settings) -> int:
+    from asyncrecall.cli import _history as history
+
+    return history.revert(args, settings, store=_store, out=_out, print_json=_print_json)
 
 
 def _recall(args: argparse.Namespace, settings: Settings) -> int:

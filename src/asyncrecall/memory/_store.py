@@ -6,10 +6,16 @@ Layout::
         MEMORY.md            the index: one line per memory, ``- [Title](file.md) — hook``
         some-memory.md       topic files (front matter + body), possibly in sub-folders
         .memory.lock         the lock that serialises writers across processes
+    <memory folder>.state/
+        history/             every save and forget, before and after (``_history``)
 
 Writes are atomic (a temporary file in the same folder, then ``os.replace``) and every
 read-modify-write of the folder holds the ``filelock`` lock, so two processes saving at
-once lose nothing.
+once lose nothing. A write may carry a precondition (``expected``: the memory as its
+writer read it), checked under the lock; every write is recorded in the history before
+it is made, so each one can be undone (:meth:`MemoryStore.revert`). Each write also
+repairs the index: a topic file it does not list (a crash between the file's replace
+and the index's) gets its line back, a line linking to a file that is gone is dropped.
 """
 
 from __future__ import annotations
@@ -18,13 +24,16 @@ import contextlib
 import hashlib
 import os
 import re
-import tempfile
-from collections.abc import Callable, Collection, Iterator, Mapping
+import threading
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from asyncrecall._exceptions import MemoryStoreError
+from asyncrecall.memory._atomic import atomic_write
 from asyncrecall.memory._document import checked_fields, render_document, safe_file_stem
+from asyncrecall.memory._history import FolderHistory, HistoryRecord, default_state_dir
+from asyncrecall.memory._precondition import ANYTHING, Expected, check_expected
 from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT, Scanner, _inside
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import MemoryDoc, MemoryType
@@ -46,6 +55,11 @@ class MemoryStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root).expanduser().absolute()
         self._scanner = Scanner(self.root)
+        self.history = FolderHistory(default_state_dir(self.root))
+        # The folder lock is re-entrant within this store (a consolidation holds it across
+        # the writes of one action): the depth counts this thread's nested holds.
+        self._thread_lock = threading.RLock()
+        self._lock_depth = 0
 
     def __repr__(self) -> str:
         return f"MemoryStore({str(self.root)!r})"
@@ -101,21 +115,17 @@ class MemoryStore:
         return self._scanner.scan_cached(limit=limit)
 
     def get(self, name_or_rel_path: str) -> MemoryDoc:
-        """The memory with this relative path or name, or :class:`MemoryStoreError`."""
-        key = name_or_rel_path.strip()
-        docs = self.scan(limit=None)
-        stem_path = f"{safe_file_stem(key)}.md"
-        tests: tuple[Callable[[MemoryDoc], bool], ...] = (
-            lambda d: d.rel_path == key,
-            lambda d: d.name == key,
-            lambda d: d.name.casefold() == key.casefold(),
-            lambda d: d.rel_path == stem_path,
-        )
-        for wanted in tests:
-            found = next((doc for doc in docs if wanted(doc)), None)
-            if found is not None:
-                return found
-        raise MemoryStoreError(f"no memory named {key!r} in {self.root}")
+        """The memory with this relative path or name, or :class:`MemoryStoreError`.
+
+        A key names a memory by its exact relative path, else its exact name, else its
+        name in any letter case when only one memory has it; never by anything looser
+        (``C# tips`` is not ``C++ tips``, whose file is ``c-tips.md``).
+        """
+        return find_memory(self.scan(limit=None), name_or_rel_path, where=str(self.root))
+
+    def find(self, name: str) -> MemoryDoc | None:
+        """The memory called exactly ``name`` (``None``: there is none)."""
+        return next((d for d in self.scan(limit=None) if d.name == name), None)
 
     def index_for_prompt(self) -> str:
         """``MEMORY.md`` for the system prompt, cut at 200 lines or 25,000 bytes.
@@ -152,12 +162,18 @@ class MemoryStore:
         content: str,
         *,
         extra: Mapping[str, Any] | None = None,  # issue 14: extra front matter keys
+        expected: Expected = ANYTHING,
+        origin: str = "user",
+        write_id: str = "",
     ) -> MemoryDoc:
         """Create or update the topic file for ``name`` and its index line.
 
         The file name is derived from the name (see :func:`safe_file_stem`); a memory
         of the same name is updated in place. An empty name, an unknown type or content
-        over 1 MiB raise :class:`MemoryStoreError`.
+        over 1 MiB raise :class:`MemoryStoreError`; ``expected`` (the memory as read,
+        ``None`` for "must not exist") that no longer holds raises
+        :class:`~asyncrecall.MemoryConflictError` and writes nothing. ``origin`` and
+        ``write_id`` go into the history record.
         """
         name, description, kind = checked_fields(name, description, type)
         text = render_document(
@@ -168,23 +184,115 @@ class MemoryStore:
         with self._locked():
             docs = self.scan(limit=None)
             existing = next((d for d in docs if d.name == name), None)
+            check_expected(expected, existing, name=name)
             rel = existing.rel_path if existing else self._free_rel_path(name)
-            _atomic_write(self.root / rel, text)
-            self._rewrite_index(rel, _index_line(name, rel, description))
+            before = _read_text(self.root / rel) if existing else None
+            if before != text:
+                self.history.append(
+                    name, "save", path=rel, before=before, after=text,
+                    origin=origin, write_id=write_id,
+                )  # fmt: skip
+                atomic_write(self.root / rel, text)
+            self._rewrite_index(rel, _index_line(name, rel, description), docs)
             return self._doc(rel)
 
-    def forget(self, name_or_rel_path: str) -> MemoryDoc:
-        """Remove a memory's topic file and its index line; returns what was removed."""
+    def forget(
+        self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "user"
+    ) -> MemoryDoc:
+        """Remove a memory's topic file and its index line; returns what was removed.
+
+        ``name_or_rel_path`` as :meth:`get` takes it; ``expected`` as for
+        :meth:`save_memory`. The removed text stays in the history.
+        """
         with self._locked():
-            doc = self.get(name_or_rel_path)
+            docs = self.scan(limit=None)
+            doc = find_memory(docs, name_or_rel_path, where=str(self.root))
+            check_expected(expected, doc, name=doc.name)
+            self.history.append(
+                doc.name, "forget", path=doc.rel_path,
+                before=_read_text(doc.path), after=None, origin=origin,
+            )  # fmt: skip
             try:
                 os.unlink(self.root / doc.rel_path)
             except FileNotFoundError:
                 pass
             except OSError as exc:
                 raise MemoryStoreError(f"cannot remove {doc.path}: {exc.strerror}") from exc
-            self._rewrite_index(doc.rel_path, None)
+            self._rewrite_index(doc.rel_path, None, docs)
             return doc
+
+    def history_of(self, name_or_rel_path: str) -> list[HistoryRecord]:
+        """Every recorded write of a memory, oldest first: by an existing memory's key (as
+        :meth:`get`), or by the exact name of one that is gone."""
+        return self.history.records(self._history_name(name_or_rel_path))
+
+    def revert(
+        self, name_or_rel_path: str, *, to: int | None = None, origin: str = "user"
+    ) -> MemoryDoc | None:
+        """Undo writes of one memory: back to what record ``to`` wrote, or (``to`` None) to
+        what the newest record replaced. Returns the memory as it now is (``None``: the
+        revert removed it). The revert is itself a recorded write, so it can be undone."""
+        with self._locked():
+            name = self._history_name(name_or_rel_path)
+            records = self.history.records(name)
+            if not records:
+                raise MemoryStoreError(f"memory {name!r} has no recorded history in {self.root}")
+            if to is None:
+                target, text = records[-1], records[-1].before
+            else:
+                found = next((r for r in records if r.seq == to), None)
+                if found is None:
+                    raise MemoryStoreError(
+                        f"memory {name!r} has no version {to} (versions 1 to {records[-1].seq})"
+                    )
+                target, text = found, found.after
+            docs = self.scan(limit=None)
+            current = next((d for d in docs if d.name == name), None)
+            if text is None:
+                if current is None:
+                    return None
+                self.history.append(
+                    name, "revert", path=current.rel_path,
+                    before=_read_text(current.path), after=None, origin=origin,
+                )  # fmt: skip
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(current.path)
+                self._rewrite_index(current.rel_path, None, docs)
+                return None
+            rel = current.rel_path if current else self._revert_path(target.path, name, docs)
+            before = _read_text(self.root / rel) if current else None
+            self.history.append(name, "revert", path=rel, before=before, after=text, origin=origin)
+            atomic_write(self.root / rel, text)
+            doc = self._doc(rel)
+            self._rewrite_index(rel, _index_line(doc.name, rel, doc.description), docs)
+            return doc
+
+    def _history_name(self, key: str) -> str:
+        try:
+            return self.get(key).name
+        except MemoryStoreError:
+            return " ".join(key.split())
+
+    def _revert_path(self, rel: str, name: str, docs: Sequence[MemoryDoc]) -> str:
+        taken = {d.rel_path for d in docs}
+        if rel and rel not in taken and not (self.root / rel).exists():
+            return rel
+        return self._free_rel_path(name)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the folder lock across several writes (re-entrant in this store): a
+        consolidation checks and applies one action under it."""
+        with self._locked():
+            yield
+
+    def repair_index(self) -> bool:
+        """Give every topic file its index line and drop lines to files that are gone;
+        True when the index changed."""
+        with self._locked():
+            before = self._read_index_bytes()
+            self._rewrite_index(None, None, self.scan(limit=None))
+            return self._read_index_bytes() != before
 
     def _free_rel_path(self, name: str) -> str:
         rel = f"{safe_file_stem(name)}.md"
@@ -199,43 +307,117 @@ class MemoryStore:
                 return doc
         raise MemoryStoreError(f"memory file {rel} was written but cannot be read back")
 
-    def _rewrite_index(self, rel: str, line: str | None) -> None:
-        """Replace (or drop, when ``line`` is None) the index line linking to ``rel``."""
+    def _rewrite_index(self, rel: str | None, line: str | None, docs: Sequence[MemoryDoc]) -> None:
+        """Replace (or drop, when ``line`` is None) the index line linking to ``rel``, and
+        repair the rest: ``docs`` (the folder's memories) each keep a line, and a line
+        linking to a topic file that does not exist is dropped."""
         raw = self._read_index_bytes()
         lines = raw.decode("utf-8", errors="replace").splitlines() if raw else []
-        link = re.compile(r"\]\(" + re.escape(rel) + r"\)")
         out: list[str] = []
         placed = False
+        linked: set[str] = set()
         for existing in lines:
-            if link.search(existing):
+            target = _link_target(existing)
+            if target is not None and target == rel:
                 if line is not None and not placed:
                     out.append(line)
                     placed = True
                 continue
+            if target is not None and not self._exists(target):
+                continue  # a line to a removed file (a crash between unlink and index)
+            if target is not None:
+                linked.add(target)
             out.append(existing)
-        if line is not None and not placed:
+        missing = [
+            _index_line(d.name, d.rel_path, d.description)
+            for d in sorted(docs, key=lambda d: (d.mtime, d.rel_path))
+            if d.rel_path not in linked and d.rel_path != rel
+        ]
+        if rel is not None and line is not None and not placed:
+            missing.append(line)
+        if missing:
             while out and not out[-1].strip():
                 out.pop()
-            out.append(line)
-        _atomic_write(self.index_path, "\n".join(out) + "\n" if out else "")
+            out.extend(missing)
+        text = "\n".join(out) + "\n" if out else ""
+        if raw is None or raw.decode("utf-8", errors="replace") != text:
+            atomic_write(self.index_path, text)
+
+    def _exists(self, rel: str) -> bool:
+        try:
+            return os.path.isfile(self.root / rel)
+        except (OSError, ValueError):
+            return True  # cannot tell: keep the line
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        from filelock import FileLock, Timeout  # imported here: reading never locks
+        with self._thread_lock:
+            if self._lock_depth:
+                self._lock_depth += 1
+                try:
+                    yield
+                finally:
+                    self._lock_depth -= 1
+                return
+            from filelock import FileLock, Timeout  # imported here: reading never locks
 
-        self.ensure()
-        lock = FileLock(str(self.root / _LOCK_NAME), timeout=_LOCK_TIMEOUT_S)
-        try:
-            lock.acquire()
-        except Timeout as exc:
-            raise MemoryStoreError(
-                f"memory folder {self.root} is locked by another process "
-                f"(waited {_LOCK_TIMEOUT_S:.0f} s for {_LOCK_NAME})"
-            ) from exc
-        try:
-            yield
-        finally:
-            lock.release()
+            self.ensure()
+            lock = FileLock(str(self.root / _LOCK_NAME), timeout=_LOCK_TIMEOUT_S)
+            try:
+                lock.acquire()
+            except Timeout as exc:
+                raise MemoryStoreError(
+                    f"memory folder {self.root} is locked by another process "
+                    f"(waited {_LOCK_TIMEOUT_S:.0f} s for {_LOCK_NAME})"
+                ) from exc
+            self._lock_depth = 1
+            try:
+                yield
+            finally:
+                self._lock_depth = 0
+                lock.release()
+
+
+def find_memory(docs: Sequence[MemoryDoc], key: str, *, where: str) -> MemoryDoc:
+    """The memory ``key`` names among ``docs`` (see :meth:`MemoryStore.get`), or
+    :class:`MemoryStoreError` saying there is none, or which ones a loose key fits."""
+    key = key.strip()
+    found = next((d for d in docs if d.rel_path == key), None)
+    if found is None:
+        found = next((d for d in docs if d.name == key), None)
+    if found is not None:
+        return found
+    folded = [d for d in docs if d.name.casefold() == key.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    if folded:
+        names = ", ".join(repr(d.name) for d in folded[:5])
+        raise MemoryStoreError(
+            f"{key!r} could name several memories ({names}): give the exact name"
+        )
+    raise MemoryStoreError(f"no memory named {key!r} in {where}")
+
+
+_LINK = re.compile(r"\]\(([^)\s]+\.md)\)")
+
+
+def _link_target(line: str) -> str | None:
+    """The topic file an index line links to (``None``: not a link to a relative ``.md``)."""
+    match = _LINK.search(line)
+    if match is None:
+        return None
+    target = match.group(1)
+    if "://" in target or target.startswith(("/", "#")):
+        return None
+    return target
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def _index_line(name: str, rel: str, description: str) -> str:
@@ -247,28 +429,8 @@ def _short_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise MemoryStoreError(f"cannot write {path}: {exc.strerror}") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise MemoryStoreError(f"cannot write {path}: {exc.strerror}") from exc
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+#: Kept under its old name for the modules that import it from here.
+_atomic_write = atomic_write
 
 
 def cut_index(lines: list[str], *, total_lines: int, total_bytes: int) -> str:
