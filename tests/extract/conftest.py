@@ -23,7 +23,14 @@ from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 # The PostgreSQL cluster fixtures of the store's own tests, for test_postgres.py (one
 # throw-away cluster per run, started only when a test asks for it).
-from postgres.conftest import namespace, open_pg, pg_server, pg_url, postgres_server  # noqa: F401
+from postgres.conftest import (  # noqa: F401
+    namespace,
+    open_pg,
+    pg_server,
+    pg_store,
+    pg_url,
+    postgres_server,
+)
 
 HANG_GUARD = 30.0
 

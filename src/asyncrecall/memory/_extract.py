@@ -22,6 +22,15 @@ a role, a text) and a side :class:`~asyncrecall.models.Model`. One
    ``{session: [offsets]}``; the database: one transaction per memory, provenance in a
    table), then the cursor moves to ``end`` and the journal is dropped.
 
+What it writes never loses what it did not see (:func:`planned_write`). The side model
+is shown the start of each memory's body; its content *replaces* a body only when it
+was shown that body whole and nobody has changed the memory since. Otherwise (a body
+it saw cut, a memory it was not shown, one changed meanwhile) its content is *added*
+to the end of the memory as it is now. An update of a memory that was forgotten
+meanwhile is dropped: a forget sticks. Each write is a compare-and-swap (the store
+checks that the memory is still what was read, under its lock or in its transaction),
+retried on a conflict.
+
 Cancelling the task during step 3 leaves files and cursor untouched; once step 5 has
 begun it runs to its end (milliseconds) before the cancellation propagates, so a
 cancelled extraction has written all of its slice or none of it.
@@ -33,14 +42,16 @@ import asyncio
 import json
 import logging
 import os
+import re
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Final, Literal, TypeAlias
 
-from asyncrecall._exceptions import ModelProtocolError
-from asyncrecall.memory._document import render_document
+from asyncrecall._exceptions import MemoryConflictError, ModelProtocolError
+from asyncrecall.memory._document import FrontMatterError, parse_document, render_document
 from asyncrecall.memory._extract_backend import (
     ExtractionBackend,
     FolderBackend,
@@ -51,8 +62,11 @@ from asyncrecall.memory._extract_state import (
     SOURCE_OFFSETS_KEY,
     Journal,
     JournalEntry,
+    Seen,
     check_session_id,
 )
+from asyncrecall.memory._history import HistoryRecord
+from asyncrecall.memory._precondition import same_content
 from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, _inside
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
@@ -68,6 +82,8 @@ __all__ = [
     "Refusal",
     "TranscriptTurn",
     "extraction_schema",
+    "new_sentences",
+    "planned_write",
     "read_source_offsets",
     "validate_proposals",
 ]
@@ -96,6 +112,8 @@ _MANIFEST_DOCS: Final = 60
 _MANIFEST_BODY: Final = 240
 #: Characters of one turn shown to the side model.
 _TURN_CHARS: Final = 4_000
+#: Compare-and-swap attempts of one write when other writers keep changing the memory.
+_WRITE_TRIES: Final = 5
 SCHEMA_NAME: Final = "memory_extraction"
 
 SYSTEM_PROMPT: Final = (
@@ -107,7 +125,8 @@ SYSTEM_PROMPT: Final = (
     "events and decisions (project), pointers to external resources (reference). Skip "
     "small talk, anything only useful right now, and what a memory already says. To change "
     "an existing memory use action update with its path copied exactly and the full new "
-    'content; otherwise action create with path "". Each write cites source_offsets: the '
+    "content; for a memory whose body is marked [cut], write only what is new: it is "
+    'added to the end. Otherwise action create with path "". Each write cites source_offsets: the '
     'offsets of the turns it came from. Answer only with JSON {"memories": [...]}; an empty '
     "list when nothing is worth keeping."
 )
@@ -124,7 +143,11 @@ class TranscriptTurn:
 
 @dataclass(frozen=True, slots=True)
 class MemoryProposal:
-    """A validated memory write. ``path`` is the file updated (``None``: a new file)."""
+    """A validated memory write. ``path`` is the file updated (``None``: a new file);
+    ``replace`` is True when the side model asked to rewrite that memory (an update
+    naming its path), False when its write only happens to land on one (a create named
+    like an existing memory): only the former may replace a body, see
+    :func:`planned_write`."""
 
     action: Action
     name: str
@@ -133,6 +156,7 @@ class MemoryProposal:
     content: str
     source_offsets: tuple[int, ...]
     path: str | None = None
+    replace: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,14 +226,18 @@ def extraction_schema(limit: int = MAX_PROPOSALS) -> dict[str, Any]:
 
 
 def extraction_prompt(turns: Sequence[TranscriptTurn], docs: Sequence[MemoryDoc]) -> str:
-    """The side query's user prompt: the existing memories, then the new turns."""
+    """The side query's user prompt: the existing memories, then the new turns.
+
+    A body longer than the manifest shows is cut with a ``[cut]`` note saying that an
+    update of it is added to its end (see :func:`shown_whole`)."""
     lines = ["Existing memories:"]
     if not docs:
         lines.append("(none)")
     for doc in docs[:_MANIFEST_DOCS]:
         body = " ".join(doc.body.split())
         if len(body) > _MANIFEST_BODY:
-            body = body[:_MANIFEST_BODY] + "…"
+            rest = len(body) - _MANIFEST_BODY
+            body = f"{body[:_MANIFEST_BODY]}… [cut: {rest} more characters not shown]"
         lines.append(f"- {doc.rel_path} [{doc.type}] {doc.name}: {doc.description} | {body}")
     lines.append("")
     lines.append("New conversation turns:")
@@ -219,6 +247,65 @@ def extraction_prompt(turns: Sequence[TranscriptTurn], docs: Sequence[MemoryDoc]
             text = text[:_TURN_CHARS] + "…"
         lines.append(f"[{turn.offset}] {turn.role}: {text}")
     return "\n".join(lines)
+
+
+def shown_body(docs: Sequence[MemoryDoc], doc: MemoryDoc) -> str | None:
+    """What :func:`extraction_prompt` shows of ``doc``'s body (white space folded, cut
+    at :data:`_MANIFEST_BODY`), or ``None`` when ``doc`` is not among the memories shown."""
+    if not any(d.rel_path == doc.rel_path for d in docs[:_MANIFEST_DOCS]):
+        return None
+    return " ".join(doc.body.split())[:_MANIFEST_BODY]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _folded(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def new_sentences(content: str, *known: str) -> list[str]:
+    """The sentences (or lines) of ``content`` that none of ``known`` already holds."""
+    folded = [_folded(k) for k in known]
+    out: list[str] = []
+    for part in _SENTENCE_END.split(content):
+        text = part.strip()
+        if text and not any(_folded(text) in k for k in folded):
+            out.append(text)
+    return out
+
+
+def planned_write(entry: JournalEntry, current: MemoryDoc | None) -> tuple[str, str, str] | None:
+    """What one extraction write makes of the memory as it is now: ``(description, type,
+    body)``, or ``None`` when there is nothing to write.
+
+    - no memory now: created, unless the extraction had read one (it was forgotten
+      meanwhile: a forget sticks);
+    - the memory exactly as read, and its body was shown whole: replaced;
+    - otherwise (shown cut or not at all, created or changed meanwhile): what the
+      content says beyond what the side model was shown is added to the end of the body
+      as it is now (its description and type kept); nothing when that is nothing new.
+      A stale or partial view therefore never removes text, and never brings back text
+      someone replaced meanwhile (the model's copy of it is what it was shown).
+    """
+    if current is None:
+        if entry.base is not None or (entry.legacy and entry.action == "update"):
+            return None
+        return entry.description, entry.type, entry.content
+    base = entry.base
+    if (
+        base is not None
+        and entry.mode == "replace"
+        and (base.description, base.type, base.body.strip("\n"))
+        == (current.description, current.type, current.body.strip("\n"))
+    ):
+        return entry.description, entry.type, entry.content
+    added = new_sentences(entry.content, entry.shown, current.body)
+    if not added:
+        return None
+    addition = ("\n" if "\n" in entry.content.strip() else " ").join(added)
+    body = current.body.rstrip()
+    return current.description, current.type, f"{body}\n\n{addition}" if body else addition
 
 
 # -- validation -----------------------------------------------------------------------------
@@ -314,6 +401,7 @@ def validate_proposals(
                 content=proposal.content,
                 source_offsets=cited,
                 path=proposal.path,
+                replace=proposal.replace,
             )
         )
     return accepted, refused
@@ -370,9 +458,11 @@ def _validate_one(
         existing = by_name.get(name)
     if existing is not None:
         # Updating keeps the file and its name (save_memory finds files by name).
+        deliberate = action == "update" and path is not None
         return MemoryProposal(
-            "update", existing.name, description, kind, content, tuple(offsets), existing.rel_path
-        )
+            "update", existing.name, description, kind, content, tuple(offsets),
+            existing.rel_path, replace=deliberate,
+        )  # fmt: skip
     return MemoryProposal("create", name, description, kind, content, tuple(offsets), None)
 
 
@@ -459,7 +549,9 @@ class MemoryExtractor:
             limit=self.max_proposals,
         )
         entries = await asyncio.to_thread(
-            lambda: tuple(self._entry(session_id, p, docs) for p in proposals)
+            lambda: tuple(
+                self._entry(session_id, i, p, docs, start) for i, p in enumerate(proposals)
+            )
         )
         journal = Journal(session_id, start, end, entries)
         written = await _committed(asyncio.to_thread(self._apply, journal))
@@ -479,15 +571,23 @@ class MemoryExtractor:
         )
 
     def _entry(
-        self, session_id: str, proposal: MemoryProposal, docs: Sequence[MemoryDoc]
+        self,
+        session_id: str,
+        index: int,
+        proposal: MemoryProposal,
+        docs: Sequence[MemoryDoc],
+        start: int,
     ) -> JournalEntry:
         offsets: dict[str, list[int]] = {}
-        if proposal.path is not None:
-            doc = next((d for d in docs if d.rel_path == proposal.path), None)
-            if doc is not None:
-                offsets = {k: list(v) for k, v in self.backend.source_offsets(doc).items()}
+        doc = next((d for d in docs if d.name == proposal.name), None)
+        if doc is not None:
+            offsets = {k: list(v) for k, v in self.backend.source_offsets(doc).items()}
         merged = set(offsets.get(session_id, ())) | set(proposal.source_offsets)
         offsets[session_id] = sorted(merged)
+        shown = shown_body(docs, doc) if doc is not None else None
+        whole = (
+            shown is not None and doc is not None and len(" ".join(doc.body.split())) <= len(shown)
+        )
         return JournalEntry(
             name=proposal.name,
             description=proposal.description,
@@ -495,54 +595,86 @@ class MemoryExtractor:
             content=proposal.content,
             source_offsets=offsets,
             action=proposal.action,
+            base=Seen(doc.description, doc.type, doc.body) if doc is not None else None,
+            shown=shown or "",
+            mode="replace" if doc is None or (whole and proposal.replace) else "append",
+            seen_seq=self.backend.last_seq(proposal.name),
+            write_id=f"{session_id}:{start}:{index}:{uuid.uuid4().hex[:12]}",
         )
 
     def _apply(self, journal: Journal) -> list[tuple[str, str]]:
         """Journal, writes, then the cursor with the journal dropped (:meth:`commit`)."""
         if journal.writes:
             self.backend.write_journal(journal)
-        written = self._write(journal)
+        written = [w for w in map(self._write_entry, journal.writes) if w is not None]
         self.backend.commit(journal)
         return written
 
-    def _write(self, journal: Journal) -> list[tuple[str, str]]:
-        written: list[tuple[str, str]] = []
+    def _write_entry(self, entry: JournalEntry) -> tuple[str, str] | None:
+        """One journal entry as a compare-and-swap against the memory as it is now
+        (:func:`planned_write`); ``(path, "create" | "update")``, or ``None``: nothing
+        written (forgotten meanwhile, or the memory already says it)."""
+        backend = self.backend
+        for _ in range(_WRITE_TRIES):
+            current = backend.get(entry.name)
+            planned = planned_write(entry, current)
+            if planned is None:
+                return None
+            offsets = {k: set(v) for k, v in entry.source_offsets.items()}
+            for session, cited in (backend.source_offsets(current) if current else {}).items():
+                offsets.setdefault(session, set()).update(cited)
+            try:
+                doc = backend.save(
+                    entry.name, *planned, {k: sorted(v) for k, v in offsets.items()},
+                    expected=current, origin="extraction", write_id=entry.write_id,
+                )  # fmt: skip
+            except MemoryConflictError:
+                continue  # written by someone else between the read and the write
+            return doc.rel_path, "update" if current is not None else "create"
+        raise MemoryConflictError(
+            f"memory {entry.name!r} kept changing while extraction wrote it "
+            f"({_WRITE_TRIES} tries); nothing written"
+        )
+
+    def _roll_forward(self, journal: Journal) -> int:
+        """Make the writes a crashed extraction journalled and had not made; the number
+        made. A write is made again only when the memory's history shows no write by
+        anyone else since the extraction read it (not a newer save, not a forget), and
+        not when its own write had landed."""
+        made = 0
         for entry in journal.writes:
-            doc = self.backend.save(
-                entry.name, entry.description, entry.type, entry.content, entry.source_offsets
-            )
-            written.append((doc.rel_path, entry.action))
-        return written
+            if not entry.legacy:
+                records = self.backend.history_after(entry.name, entry.seen_seq)
+                if any(r.write_id != entry.write_id for r in records):
+                    continue  # written or forgotten since: the newer word wins
+                mine = [r for r in records if r.write_id == entry.write_id]
+                if mine and _landed(mine[-1], self.backend.get(entry.name)):
+                    continue
+            if self._write_entry(entry) is not None:
+                made += 1
+        return made
 
     def _recover_orphans(self, session_id: str) -> int:
         """Roll forward the journals other sessions' crashed processes left (a CLI session
         has a new id each time, so its own journal would otherwise never be replayed).
 
         Only journals over :data:`ORPHAN_AGE_S` old (a live writer commits within
-        milliseconds), and only the writes whose memory has not changed since the
-        journal was written: a newer write by anyone wins, nothing is written back over
-        it. Returns the journals rolled forward.
+        milliseconds); each write under :meth:`_roll_forward`'s rule, so a newer write by
+        anyone wins and a forgotten memory stays forgotten. Returns the journals rolled
+        forward.
         """
         orphans = [
-            (journal, written)
-            for journal, written in self.backend.stale_journals(ORPHAN_AGE_S)
+            journal
+            for journal, _written in self.backend.stale_journals(ORPHAN_AGE_S)
             if journal.session != session_id
         ]
-        if not orphans:
-            return 0
-        for journal, written in orphans:
-            docs = {doc.name: doc for doc in self.store.scan(limit=None)}
-            fresh = tuple(
-                entry
-                for entry in journal.writes
-                if entry.name not in docs or docs[entry.name].mtime <= written
-            )
-            self._write(Journal(journal.session, journal.start, journal.end, fresh))
+        for journal in orphans:
+            made = self._roll_forward(journal)
             self.backend.commit(journal)
             logger.warning(
                 "memory extraction: rolled forward %d of %d writes that the crashed "
                 "session %s left in %s",
-                len(fresh),
+                made,
                 len(journal.writes),
                 journal.session,
                 self.store.location,
@@ -550,16 +682,31 @@ class MemoryExtractor:
         return len(orphans)
 
     def _recover(self, session_id: str) -> bool:
-        """Roll forward a journal left by a crash: the same writes again, then the cursor."""
+        """Roll forward a journal left by a crash (:meth:`_roll_forward`), then the cursor."""
         journal = self.backend.journal(session_id)
         if journal is None:
             return False
         if journal.end <= self.backend.cursor(session_id):
             self.backend.commit(journal)  # the crash came after the cursor moved: drop it
             return False
-        self._write(journal)
+        self._roll_forward(journal)
         self.backend.commit(journal)
         return True
+
+
+def _landed(record: HistoryRecord, current: MemoryDoc | None) -> bool:
+    """Whether the memory now holds what ``record`` wrote."""
+    if record.after is None or current is None:
+        return record.after is None and current is None
+    try:
+        parsed = parse_document(record.after, default_name=record.name)
+    except FrontMatterError:
+        return False
+    return same_content(
+        MemoryDoc(current.path, current.rel_path, parsed.name, parsed.description,
+                  parsed.type, parsed.body, 0.0, 0),
+        current,
+    )  # fmt: skip
 
 
 async def _committed(work: Any) -> Any:

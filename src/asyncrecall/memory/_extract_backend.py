@@ -20,6 +20,7 @@ nothing is skipped, whatever the store.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -29,6 +30,8 @@ from asyncrecall.memory._extract_state import (
     Journal,
     default_state_dir,
 )
+from asyncrecall.memory._history import HistoryRecord
+from asyncrecall.memory._precondition import ANYTHING, Expected
 from asyncrecall.memory._store import MemoryStore
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MemoryDoc
@@ -88,6 +91,10 @@ class ExtractionBackend(Protocol):
         """Move the cursor to ``journal.end`` and drop the journal (never backwards)."""
         ...
 
+    def get(self, name: str) -> MemoryDoc | None:
+        """The memory called exactly ``name``, as it is now (``None``: there is none)."""
+        ...
+
     def save(
         self,
         name: str,
@@ -95,12 +102,34 @@ class ExtractionBackend(Protocol):
         type: str,
         content: str,
         source_offsets: SourceOffsets | None,
+        *,
+        expected: Expected = ANYTHING,
+        origin: str = "extraction",
+        write_id: str = "",
     ) -> MemoryDoc:
-        """Create or update the memory ``name`` with its provenance (idempotent)."""
+        """Create or update the memory ``name`` with its provenance (idempotent).
+
+        ``expected`` is the memory as the writer read it (``None``: absent); when it no
+        longer holds, :class:`~asyncrecall.MemoryConflictError` and nothing written."""
         ...
 
-    def forget(self, name_or_rel_path: str) -> MemoryDoc:
-        """Remove a memory (and its provenance)."""
+    def forget(
+        self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "extraction"
+    ) -> MemoryDoc:
+        """Remove a memory (and its provenance), under the same precondition as :meth:`save`."""
+        ...
+
+    def locked(self) -> AbstractContextManager[None]:
+        """Hold the store's write lock across several writes where it has one (a folder); a
+        database's writes are each one transaction, and this holds nothing."""
+        ...
+
+    def last_seq(self, name: str) -> int:
+        """The number of ``name``'s newest history record (0: never written)."""
+        ...
+
+    def history_after(self, name: str, seq: int) -> list[HistoryRecord]:
+        """``name``'s history records numbered above ``seq``, oldest first."""
         ...
 
     def source_offsets(self, doc: MemoryDoc) -> dict[str, tuple[int, ...]]:
@@ -188,6 +217,9 @@ class FolderBackend:
             self.state.set_cursor(journal.session, journal.end)
         self.state.clear_journal(journal.session)
 
+    def get(self, name: str) -> MemoryDoc | None:
+        return self._store.find(name)
+
     def save(
         self,
         name: str,
@@ -195,12 +227,30 @@ class FolderBackend:
         type: str,
         content: str,
         source_offsets: SourceOffsets | None,
+        *,
+        expected: Expected = ANYTHING,
+        origin: str = "extraction",
+        write_id: str = "",
     ) -> MemoryDoc:
         extra = {SOURCE_OFFSETS_KEY: dict(source_offsets)} if source_offsets else None
-        return self._store.save_memory(name, description, type, content, extra=extra)
+        return self._store.save_memory(
+            name, description, type, content,
+            extra=extra, expected=expected, origin=origin, write_id=write_id,
+        )  # fmt: skip
 
-    def forget(self, name_or_rel_path: str) -> MemoryDoc:
-        return self._store.forget(name_or_rel_path)
+    def forget(
+        self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "extraction"
+    ) -> MemoryDoc:
+        return self._store.forget(name_or_rel_path, expected=expected, origin=origin)
+
+    def locked(self) -> AbstractContextManager[None]:
+        return self._store.locked()
+
+    def last_seq(self, name: str) -> int:
+        return self._store.history.last_seq(name)
+
+    def history_after(self, name: str, seq: int) -> list[HistoryRecord]:
+        return self._store.history.records(name, after=seq)
 
     def source_offsets(self, doc: MemoryDoc) -> dict[str, tuple[int, ...]]:
         return read_source_offsets(doc.path)

@@ -11,12 +11,14 @@ only memories)::
         extract/<session>.pending.json   the journal of an extraction being written
 
 The cursor is the offset of the first transcript turn not yet processed. An
-extraction writes its journal (every write it is about to make, final content
-included), then the memory files, then the cursor, then removes the journal; each
+extraction writes its journal (every write it is about to make, with what it read of
+each memory), then the memory files, then the cursor, then removes the journal; each
 step is an atomic replace. A crash before the journal leaves nothing to undo (the
-slice is extracted again); a crash after it is rolled forward by :meth:`replay`
-(the same writes again, which are idempotent, then the cursor). So a slice is never
-processed twice and never skipped.
+slice is extracted again); a crash after it is rolled forward by the extractor (each
+write made again only if nobody else has written that memory since: the store's
+history says, see ``_extract``). So a slice is never processed twice and never
+skipped, and a roll-forward never overwrites a newer save or brings back a memory the
+user forgot.
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from asyncrecall._exceptions import MemoryStoreError
-from asyncrecall.memory._store import _atomic_write
+from asyncrecall.memory._atomic import atomic_write as _atomic_write
+from asyncrecall.memory._history import default_state_dir
 
 __all__ = [
     "SOURCE_OFFSETS_KEY",
     "ExtractionState",
     "Journal",
     "JournalEntry",
+    "Seen",
     "check_session_id",
     "default_state_dir",
     "journal_from_json",
@@ -51,12 +55,6 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 _SUBDIR: Final = "extract"
 
 
-def default_state_dir(memory_root: Path) -> Path:
-    """``<memory folder>.state``: beside the folder, never inside it."""
-    root = Path(memory_root).expanduser().absolute()
-    return root.with_name(f"{root.name}.state")
-
-
 def check_session_id(session_id: str) -> str:
     """``session_id`` if it is a safe file stem (letters, digits, ``_.-``; 1–100 chars)."""
     if not _SESSION_ID.match(session_id) or ".." in session_id:
@@ -67,8 +65,36 @@ def check_session_id(session_id: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Seen:
+    """What extraction read of a memory when it planned a write to it."""
+
+    description: str
+    type: str
+    body: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"description": self.description, "type": self.type, "body": self.body}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Seen | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(str(data["description"]), str(data["type"]), str(data["body"]))
+
+
+@dataclass(frozen=True, slots=True)
 class JournalEntry:
-    """One memory write an extraction committed to: the store call's arguments."""
+    """One memory write an extraction committed to.
+
+    ``base`` is the memory as the extraction read it (``None``: there was none) and
+    ``shown`` what the side model was shown of its body; ``mode`` is ``replace`` when it
+    was shown the whole body (its content then replaces it) and ``append`` when it was
+    shown part or none of it (what its content says beyond what it was shown is added,
+    so nothing it did not see is lost); ``seen_seq`` is the name's newest history
+    record when the extraction read it and ``write_id`` marks this write's own records,
+    so a roll-forward can tell whether anyone else wrote the memory since.
+    ``legacy`` marks an entry of a journal written before these fields existed.
+    """
 
     name: str
     description: str
@@ -76,6 +102,12 @@ class JournalEntry:
     content: str
     source_offsets: dict[str, list[int]]
     action: str
+    base: Seen | None = None
+    shown: str = ""
+    mode: str = "replace"
+    seen_seq: int = 0
+    write_id: str = ""
+    legacy: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +117,11 @@ class JournalEntry:
             "content": self.content,
             "source_offsets": self.source_offsets,
             "action": self.action,
+            "base": self.base.to_json() if self.base is not None else None,
+            "shown": self.shown,
+            "mode": self.mode,
+            "seen_seq": self.seen_seq,
+            "write_id": self.write_id,
         }
 
     @classmethod
@@ -94,6 +131,9 @@ class JournalEntry:
         offsets = data.get("source_offsets")
         if not isinstance(offsets, dict):
             raise ValueError("journal entry has no source_offsets object")
+        mode = str(data.get("mode", "replace"))
+        if mode not in ("replace", "append"):
+            raise ValueError(f"journal entry has an unknown mode {mode!r}")
         return cls(
             name=str(data["name"]),
             description=str(data["description"]),
@@ -101,6 +141,12 @@ class JournalEntry:
             content=str(data["content"]),
             source_offsets={str(k): [int(o) for o in v] for k, v in offsets.items()},
             action=str(data.get("action", "create")),
+            base=Seen.from_json(data.get("base")),
+            shown=str(data.get("shown", "")),
+            mode=mode,
+            seen_seq=int(data.get("seen_seq", 0)),
+            write_id=str(data.get("write_id", "")),
+            legacy="write_id" not in data,
         )
 
 

@@ -29,9 +29,11 @@ statement is constant text; session ids, names and journals travel as parameters
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final, LiteralString, TypeVar
 
@@ -48,7 +50,9 @@ from asyncrecall.memory._extract_state import (
     journal_from_json,
     journal_to_json,
 )
+from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._postgres import PostgresMemoryStore, redact_url
+from asyncrecall.memory._precondition import ANYTHING, Expected, check_expected
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = ["PostgresBackend", "PostgresConsolidationGate"]
@@ -219,6 +223,13 @@ class PostgresBackend:
         params = self._params(journal.session) | {"end": journal.end}
         self._db.run("move the extraction cursor", lambda c: c.execute(COMMIT_SQL, params))
 
+    def get(self, name: str) -> MemoryDoc | None:
+        try:
+            doc = self._store.get(name)
+        except MemoryStoreError:
+            return None
+        return doc if doc.name == name else None
+
     def save(
         self,
         name: str,
@@ -226,10 +237,24 @@ class PostgresBackend:
         type: str,
         content: str,
         source_offsets: SourceOffsets | None,
+        *,
+        expected: Expected = ANYTHING,
+        origin: str = "extraction",
+        write_id: str = "",
     ) -> MemoryDoc:
+        check_expected(expected, self.get(name), name=name)
         doc = self._store.save_memory(name, description, type, content)
         self.set_source_offsets(doc.name, source_offsets)
         return doc
+
+    def locked(self) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def last_seq(self, name: str) -> int:
+        return 0
+
+    def history_after(self, name: str, seq: int) -> list[HistoryRecord]:
+        return []
 
     def set_source_offsets(self, name: str, source_offsets: SourceOffsets | None) -> None:
         """Record (or, empty, drop) a memory's provenance; a memory removed meanwhile by
@@ -249,7 +274,11 @@ class PostgresBackend:
 
         self._db.run("record memory provenance", write)
 
-    def forget(self, name_or_rel_path: str) -> MemoryDoc:
+    def forget(
+        self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "extraction"
+    ) -> MemoryDoc:
+        if expected is not ANYTHING:
+            check_expected(expected, self._store.get(name_or_rel_path), name=name_or_rel_path)
         return self._store.forget(name_or_rel_path)  # provenance: ON DELETE CASCADE
 
     def source_offsets(self, doc: MemoryDoc) -> dict[str, tuple[int, ...]]:
