@@ -186,6 +186,8 @@ def test_a_merge_under_a_new_name_writes_the_new_file_first(store: MemoryStore) 
 def test_an_index_over_its_limits_is_trimmed(store: MemoryStore) -> None:
     assert not trim_index(store)  # within limits: untouched
     lines = [f"- [M{i}](m{i}.md) — " + "long description " * 10 for i in range(INDEX_MAX_LINES + 5)]
+    for i in range(INDEX_MAX_LINES + 5):  # the files exist: a line to a missing one is dropped
+        (store.root / f"m{i}.md").write_text(f"---\nname: M{i}\ntype: project\n---\nbody\n")
     store.index_path.write_text("\n".join(lines) + "\n")
     assert trim_index(store)
     assert all(len(line) < 120 for line in store.index_path.read_text().splitlines())

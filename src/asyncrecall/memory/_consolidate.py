@@ -4,39 +4,46 @@ One side query reads the whole folder (every memory's path, type, name, descript
 and body) and answers a plan, ``{"actions": [...]}``, each action one of:
 
 - ``merge``: ``paths`` (two or more existing memories) become one memory
-  (``name``, ``description``, ``type``, ``content``) kept in the first path's file;
-  the others are removed;
+  (``name``, ``description``, ``type``, ``content``) kept in the file of the one that
+  has that name (or a new file); the others are removed;
 - ``rewrite``: ``paths`` (one memory) gets new ``description``/``type``/``content``;
 - ``delete``: ``paths`` (one memory) was superseded and is removed.
 
 The plan is validated before anything is touched (:func:`validate_plan`): every path
 must be an existing memory inside the folder (the same confinement as extraction; a
-database's names are held to the same rules), no path may appear in two actions, and
-written memories follow ``save_memory``'s rules. A dry run stops there. Applying goes
-action by action through the store's backend (``_extract_backend``): the folder's
-``save_memory`` and ``forget`` (atomic replace or unlink, under the folder lock), or
-the database's (one transaction each), so a crash half-way leaves every memory either
-old or new. Afterwards a folder's ``MEMORY.md`` is kept within its limits (200 lines,
-25,000 bytes) by shortening index descriptions if needed.
+database's names are held to the same rules), no path may appear in two actions, a
+memory whose body the prompt showed cut is left alone (the model did not see all of
+it), and written memories follow ``save_memory``'s rules. A dry run stops there.
+
+Applying goes action by action through the store's backend (``_extract_backend``),
+each action against the snapshot it was planned on: under the folder lock, every
+memory it touches must still say what the side model was shown, else the action is
+skipped whole (a memory saved meanwhile is never overwritten or removed), and each
+write is a compare-and-swap on its own (the database's are one transaction each). A
+merge writes the merged memory first, into the file of the memory that has its name
+(or a new one), then removes the others, so a crash half-way leaves every memory
+either old or new and none lost. Every write is in the store's history, so a
+consolidation can be undone. Afterwards a folder's ``MEMORY.md`` is kept within its
+limits (200 lines, 25,000 bytes) by shortening index descriptions if needed.
 
 Automatic runs (:func:`consolidation_gate`: :class:`ConsolidationGate` for a folder,
 ``PostgresConsolidationGate`` for a database) happen when at least 24 hours and 5
-sessions have passed since the last one, under a lock that another process may take
-over once it is an hour old (a crashed run).
+sessions have passed since the last one, one at a time: the folder's gate holds an OS
+file lock for the run (released by the system if the process dies), the database's a
+lock row another process may take over once it is an hour old (a crashed run).
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
-from asyncrecall._exceptions import MemoryStoreError, ModelProtocolError
+from asyncrecall._exceptions import MemoryConflictError, MemoryStoreError, ModelProtocolError
 from asyncrecall.memory._extract import (
     MAX_CONTENT_CHARS,
     MAX_DESCRIPTION_CHARS,
@@ -46,6 +53,7 @@ from asyncrecall.memory._extract import (
 )
 from asyncrecall.memory._extract_backend import ExtractionBackend, extraction_backend
 from asyncrecall.memory._extract_state import default_state_dir
+from asyncrecall.memory._precondition import same_content
 from asyncrecall.memory._store import INDEX_MAX_BYTES, INDEX_MAX_LINES, MemoryStore, _atomic_write
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
@@ -81,11 +89,11 @@ _INDEX_DESCRIPTION: Final = 80
 SYSTEM_PROMPT: Final = (
     "You tidy the long-term memory folder of an AI agent. You get every memory: path, "
     "type, name, description and body. Plan the fewest changes that: merge memories "
-    "that say the same thing (action merge, paths of all of them, the first one is kept, "
-    "with the merged name, description, type and content); rewrite a memory whose facts "
-    "a later memory corrected (action rewrite, its one path, the new content); delete a "
-    "memory that is entirely superseded (action delete, its one path). Copy paths exactly. "
-    "Leave everything else alone. Answer only with JSON "
+    "that say the same thing (action merge, paths of all of them, with the merged name, "
+    "description, type and content); rewrite a memory whose facts a later memory "
+    "corrected (action rewrite, its one path, the new content); delete a memory that is "
+    "entirely superseded (action delete, its one path). Copy paths exactly. Leave alone "
+    "every memory whose body is marked [cut], and everything else. Answer only with JSON "
     '{"actions": [...]}; an empty list when the folder is fine.'
 )
 
@@ -101,6 +109,13 @@ class ConsolidationAction:
     type: MemoryType = "project"
     content: str = ""
     reason: str = ""
+    #: The memories of ``paths`` as the side model was shown them: applying checks that
+    #: they still say that (empty: no check, for an action built by hand).
+    seen: tuple[MemoryDoc, ...] = field(default=(), compare=False, repr=False)
+    #: Every memory the plan was made on: a delete or a rewrite is justified by the
+    #: others (a later memory supersedes or corrects this one), so it applies only while
+    #: none of them has changed or gone.
+    snapshot: tuple[MemoryDoc, ...] = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"op": self.op, "paths": list(self.paths), "reason": self.reason}
@@ -133,6 +148,7 @@ class ConsolidationResult:
             "index_trimmed": self.index_trimmed,
             "memories_before": self.memories_before,
             "memories_after": self.memories_after,
+            "notes": list(self.notes),
         }
 
 
@@ -162,7 +178,9 @@ def consolidation_schema() -> dict[str, Any]:
 def consolidation_prompt(docs: Sequence[MemoryDoc]) -> str:
     lines = [f"Memories ({len(docs)}; the index MEMORY.md holds at most {INDEX_MAX_LINES} lines):"]
     for doc in docs:
-        body = doc.body if len(doc.body) <= _BODY_CHARS else doc.body[:_BODY_CHARS] + "…"
+        body = doc.body
+        if len(body) > _BODY_CHARS:
+            body = f"{body[:_BODY_CHARS]}… [cut: {len(body) - _BODY_CHARS} more characters]"
         lines.append(f"## {doc.rel_path} [{doc.type}] {doc.name}: {doc.description}\n{body}")
     return "\n".join(lines)
 
@@ -191,6 +209,7 @@ def validate_plan(
     by_path = {doc.rel_path: doc for doc in docs}
     seen: set[str] = set()
     actions: list[ConsolidationAction] = []
+    snapshot = tuple(docs)
     for index, raw in enumerate(raw_actions):
         try:
             action = _validate_action(raw, root=root, by_path=by_path)
@@ -200,7 +219,7 @@ def validate_plan(
         except ValueError as exc:
             raise ModelProtocolError(f"consolidation action {index} refused: {exc}") from exc
         seen.update(action.paths)
-        actions.append(action)
+        actions.append(dataclasses.replace(action, snapshot=snapshot))
     return actions
 
 
@@ -219,12 +238,16 @@ def _validate_action(
     missing = [p for p in paths if p not in by_path]
     if missing:
         raise ValueError(f"{missing[0]!r} is not an existing memory")
+    cut = [p for p in paths if len(by_path[p].body) > _BODY_CHARS]
+    if cut:
+        raise ValueError(f"{cut[0]!r} was shown cut: a memory not seen whole is left alone")
+    seen = tuple(by_path[p] for p in paths)
     wanted = 2 if op == "merge" else 1
     if (op == "merge" and len(paths) < 2) or (op != "merge" and len(paths) != 1):
         raise ValueError(f"{op} takes {'two or more paths' if wanted == 2 else 'one path'}")
     reason = " ".join(str(raw.get("reason") or "").split())[:300]
     if op == "delete":
-        return ConsolidationAction("delete", paths, reason=reason)
+        return ConsolidationAction("delete", paths, reason=reason, seen=seen)
     keep = by_path[paths[0]]
     name = " ".join(str(raw.get("name") or "").split()) or keep.name
     description = " ".join(str(raw.get("description") or "").split())
@@ -243,7 +266,7 @@ def _validate_action(
     others = {by_path[p].name for p in paths[1:]}
     if name != keep.name and name in {d.name for d in by_path.values()} - others:
         raise ValueError(f"name {name!r} belongs to another memory")
-    return ConsolidationAction(op, paths, name, description, kind, content, reason)
+    return ConsolidationAction(op, paths, name, description, kind, content, reason, seen)
 
 
 async def plan_consolidation(
@@ -294,6 +317,7 @@ async def consolidate(
         index_trimmed=result.index_trimmed,
         memories_before=before,
         memories_after=len(await asyncio.to_thread(store.scan, limit=None)),
+        notes=result.notes,
     )
 
 
@@ -303,28 +327,76 @@ def apply_plan(
     *,
     backend: ExtractionBackend | None = None,
 ) -> ConsolidationResult:
-    """Apply validated actions, one atomic store call at a time, then trim the index."""
+    """Apply validated actions, each against the snapshot it was planned on (see the
+    module doc), then trim the index. An action whose memories changed since is skipped
+    whole and said in ``notes``."""
     backend = backend or extraction_backend(store)
     written: list[str] = []
     removed: list[str] = []
-    for action in actions:
-        if action.op == "delete":
-            removed.append(backend.forget(action.paths[0]).rel_path)
-            continue
-        docs = [store.get(p) for p in action.paths]
-        keep = docs[0]
-        offsets = _merged_offsets(backend, docs)
-        name = action.name
-        # A new name is a new memory (stores key memories by name): it is written first,
-        # then the old one removed, so a crash in between loses nothing.
-        doc = backend.save(name, action.description, action.type, action.content, offsets)
-        if name != keep.name:
-            removed.append(backend.forget(keep.rel_path).rel_path)
-        written.append(doc.rel_path)
-        for path in action.paths[1:]:
-            removed.append(backend.forget(path).rel_path)
+    notes: list[str] = []
+    with backend.locked():
+        changed = _changed_since(backend, actions)
+        for action in actions:
+            try:
+                if action.op != "merge" and changed is not None:
+                    raise MemoryConflictError(
+                        f"memory {changed!r} changed since the plan, and this {action.op} "
+                        "was justified by the memories as they were"
+                    )
+                _apply_action(backend, action, written, removed)
+            except MemoryConflictError as exc:
+                notes.append(f"{action.op} {', '.join(action.paths)} skipped: {exc}")
     trimmed = backend.trim_index()
-    return ConsolidationResult(tuple(actions), tuple(written), tuple(removed), trimmed)
+    return ConsolidationResult(
+        tuple(actions), tuple(written), tuple(removed), trimmed, notes=tuple(notes)
+    )
+
+
+def _changed_since(
+    backend: ExtractionBackend, actions: Sequence[ConsolidationAction]
+) -> str | None:
+    """The name of a memory of the plan's snapshot that changed or went since, if any."""
+    snapshot = next((a.snapshot for a in actions if a.snapshot), ())
+    if not snapshot or all(a.op == "merge" for a in actions):
+        return None
+    now = {doc.name: doc for doc in backend.store.scan(limit=None)}
+    for doc in snapshot:
+        current = now.get(doc.name)
+        if current is None or not same_content(current, doc):
+            return doc.name
+    return None
+
+
+def _apply_action(
+    backend: ExtractionBackend,
+    action: ConsolidationAction,
+    written: list[str],
+    removed: list[str],
+) -> None:
+    """One action: its memories checked against what the plan saw, then written."""
+    seen = action.seen or tuple(backend.store.get(p) for p in action.paths)
+    for doc in seen:
+        now = backend.get(doc.name)
+        if now is None or not same_content(now, doc):
+            raise MemoryConflictError(f"memory {doc.name!r} changed since the plan was made")
+    if action.op == "delete":
+        gone = backend.forget(seen[0].rel_path, expected=seen[0], origin="consolidation")
+        removed.append(gone.rel_path)
+        return
+    # The merged memory lands in the file of the memory that has its name (any of the
+    # paths, not only the first: a merge named like its second memory keeps that one),
+    # or in a new file; every other memory of the action is removed after it.
+    target = next((doc for doc in seen if doc.name == action.name), None)
+    offsets = _merged_offsets(backend, seen)
+    doc = backend.save(
+        action.name, action.description, action.type, action.content, offsets,
+        expected=target, origin="consolidation",
+    )  # fmt: skip
+    written.append(doc.rel_path)
+    for old in seen:
+        if old is not target:
+            gone = backend.forget(old.rel_path, expected=old, origin="consolidation")
+            removed.append(gone.rel_path)
 
 
 def _merged_offsets(backend: ExtractionBackend, docs: Sequence[MemoryDoc]) -> dict[str, list[int]]:
@@ -336,8 +408,10 @@ def _merged_offsets(backend: ExtractionBackend, docs: Sequence[MemoryDoc]) -> di
 
 
 def trim_index(store: MemoryStore) -> bool:
-    """Shorten ``MEMORY.md``'s descriptions when it is over its limits; True if it was."""
-    with store._locked():
+    """Repair ``MEMORY.md`` (every memory listed, no line to a file that is gone), then
+    shorten its descriptions when it is over its limits; True if it was."""
+    with store.locked():
+        store.repair_index()
         raw = store._read_index_bytes()
         if raw is None:
             return False
@@ -388,8 +462,9 @@ class ConsolidationGate:
     """When an automatic consolidation is due, and the lock that makes it one at a time.
 
     State in ``<state_dir>/consolidate.json``: ``last_at`` (epoch seconds) and
-    ``sessions`` (sessions started since). The lock is ``consolidate.lock``, created
-    exclusively; one older than an hour is stale and taken over.
+    ``sessions`` (sessions started since). The lock is an OS file lock on
+    ``consolidate.lock`` (the file itself stays: removing a lock file is what lets two
+    holders in), held from :meth:`acquire` to :meth:`release` by this gate only.
     """
 
     def __init__(
@@ -404,6 +479,7 @@ class ConsolidationGate:
         self.min_hours = min_hours
         self.min_sessions = min_sessions
         self._clock = clock
+        self._lock: Any = None  # a filelock.FileLock while this gate holds the lock
 
     @classmethod
     def for_store(cls, store: MemoryStore, **kwargs: Any) -> ConsolidationGate:
@@ -447,29 +523,31 @@ class ConsolidationGate:
         return hours >= self.min_hours and int(data.get("sessions") or 0) >= self.min_sessions
 
     def acquire(self) -> bool:
-        """Take the lock (or a stale one); False when another run holds it."""
+        """Take the lock; False when another run holds it. The lock is the system's own
+        (``filelock`` on ``consolidate.lock``), held until :meth:`release` or the end of
+        the process, so a run that crashed never blocks the next one and a run in
+        progress is never taken over."""
+        from filelock import FileLock, Timeout
+
+        if self._lock is not None and self._lock.is_locked:
+            return False  # this gate's own run is still going
         self.root.mkdir(parents=True, exist_ok=True)
-        for _ in range(2):
-            try:
-                fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                try:
-                    age = self._clock() - self.lock_path.stat().st_mtime
-                except FileNotFoundError:
-                    continue
-                if age < LOCK_STALE_S:
-                    return False
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.lock_path)  # stale: its run crashed an hour ago or more
-                continue
-            with os.fdopen(fd, "w") as handle:
-                handle.write(f"{os.getpid()} {self._clock():.0f}\n")
-            return True
-        return False
+        lock = FileLock(str(self.lock_path), timeout=0, thread_local=False)
+        try:
+            lock.acquire()
+        except Timeout:
+            return False
+        self._lock = lock
+        return True
 
     def release(self, *, completed: bool) -> None:
-        """Drop the lock; a completed run resets the clock and the session count."""
-        if completed:
-            self._save({"last_at": self._clock(), "sessions": 0})
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.lock_path)
+        """Drop this gate's lock (only its own: a lock it does not hold stays); a
+        completed run resets the clock and the session count."""
+        lock, self._lock = self._lock, None
+        if lock is None or not lock.is_locked:
+            return
+        try:
+            if completed:
+                self._save({"last_at": self._clock(), "sessions": 0})
+        finally:
+            lock.release()
