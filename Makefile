@@ -57,9 +57,9 @@ test-py313: ## The test suite on Python 3.13 (skipped loudly without it; an erro
 	  ASYNCRECALL_EAGER_TASKS=1 $(VENV313)/bin/python -m pytest -q -p no:cacheprovider; \
 	fi
 
-test-long: $(STAMP) ## The prefetch property test with 10,000 random interleavings (~30 min)
+test-long: $(STAMP) ## The property tests in full: 10,000 prefetch interleavings, 2,000 memory-write runs (~1 h)
 	ASYNCRECALL_LONG_PROPERTY=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
-	  --timeout=0 tests/agent/test_interleavings.py
+	  --timeout=0 tests/agent/test_interleavings.py tests/extract/test_nothing_lost_property.py
 
 test-interop: $(STAMP) ## Only the conformance suite against a real llama.cpp server
 	$(BIN)/python -m pytest -m interop -q
