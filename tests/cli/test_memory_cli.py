@@ -184,3 +184,39 @@ def test_each_memory_command_takes_only_the_flags_that_make_sense_for_it(cli: Cl
     assert all(flag in run for flag in (*agent, *endpoint, "--memory-dir", "--no-memory"))
     refused = cli("memory", "list", "--max-turns", "3")
     assert refused.returncode == 2 and "--max-turns" in refused.stderr
+
+
+def test_history_lists_every_write_and_revert_undoes_them(cli: Cli) -> None:
+    """``memory history NAME`` lists each recorded write of a memory (also one that is
+    gone); ``memory revert NAME`` undoes the newest (a forget too), ``--to N`` goes back
+    to version N; the CLI says which."""
+    for content in ("green tea", "black tea"):
+        done = cli("memory", "add", "--name", "Tea", "--type", "user", "--content", content)
+        assert done.returncode == 0, done.stderr
+    assert cli("memory", "forget", "Tea").returncode == 0
+
+    versions = cli.json("memory", "history", "Tea")
+    assert [(v["seq"], v["op"], v["origin"]) for v in versions] == [
+        (1, "save", "user"), (2, "save", "user"), (3, "forget", "user"),
+    ]  # fmt: skip
+    table = cli("memory", "history", "Tea")
+    assert table.returncode == 0 and "forget" in table.stdout
+
+    done = cli("memory", "revert", "Tea")
+    assert done.returncode == 0 and "Reverted 'Tea'" in done.stdout
+    assert cli.json("memory", "show", "Tea")["body"] == "black tea"
+    assert cli("memory", "revert", "Tea", "--to", "1").returncode == 0
+    assert cli.json("memory", "show", "Tea")["body"] == "green tea"
+
+    missing = cli("memory", "revert", "Tea", "--to", "99")
+    assert missing.returncode != 0 and "no version 99" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_forget_of_a_name_that_matches_nothing_fails_and_removes_nothing(cli: Cli) -> None:
+    """A key that names no memory exits non-zero with one line, and every memory stays."""
+    assert cli("memory", "add", "--name", "C++ tips", "--type", "project",
+               "--content", "RAII").returncode == 0  # fmt: skip
+    done = cli("memory", "forget", "C# tips")
+    assert done.returncode != 0 and "no memory named 'C# tips'" in done.stderr
+    assert [m["name"] for m in cli.json("memory", "list")] == ["C++ tips"]

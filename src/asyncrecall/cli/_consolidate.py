@@ -78,3 +78,5 @@ def _print(result: ConsolidationResult) -> None:
         out.print(f"written: {', '.join(result.written) or '-'}", markup=False)
         out.print(f"removed: {', '.join(result.removed) or '-'}", markup=False)
         out.print(f"memories now: {result.memories_after}", markup=False)
+        for note in result.notes:
+            out.print(f"note: {note}", markup=False)
