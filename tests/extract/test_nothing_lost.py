@@ -259,6 +259,30 @@ async def test_concurrent_extractions_from_one_snapshot_both_keep_their_facts(
     assert "a cat and a dog" in body and "named Tom" in body
 
 
+async def test_an_update_planned_before_the_user_replaced_the_memory_brings_nothing_back(
+    any_store: MemoryStoreProtocol,
+    side: SideModel,
+    side_model: OpenAIModel,
+    local_server: LocalServer,
+) -> None:
+    """The model copied the memory as it was shown and added a fact; meanwhile the user
+    replaced the memory. Only the new fact is added: the copy of the replaced text does
+    not come back."""
+    any_store.save_memory("Home", "", "user", "User lives in Lyon.")
+    held = threading.Event()
+    side.add(memory("Home", [0], action="update", path="home.md",
+                    content="User lives in Lyon. User has a garden."), gate=held)  # fmt: skip
+    running = asyncio.ensure_future(
+        MemoryExtractor(any_store, side_model).extract("s1", turns("I have a garden"))
+    )
+    await asyncio.to_thread(local_server.wait_for, lambda r: True, timeout=HANG_GUARD)
+    any_store.save_memory("Home", "", "user", "User moved to Berlin.")
+    held.set()
+    await running
+
+    assert bodies(any_store)["Home"] == "User moved to Berlin.\n\nUser has a garden."
+
+
 # -- 4. a crashed extraction's journal replayed blindly ---------------------------------
 
 
