@@ -11,7 +11,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,25 @@ def turns(*texts: str, start: int = 0) -> list[TranscriptTurn]:
 
 def bodies(store: MemoryStoreProtocol) -> dict[str, str]:
     return {doc.name: doc.body for doc in store.scan(limit=None)}
+
+
+async def held_extraction(
+    store: MemoryStoreProtocol,
+    side: SideModel,
+    side_model: OpenAIModel,
+    server: LocalServer,
+    meanwhile: Callable[[], Awaitable[None]],
+    proposal: dict[str, Any],
+) -> None:
+    """An extraction of session s1 proposing ``proposal``, whose side query is held
+    until ``meanwhile`` (another writer at work while the model thinks) has run."""
+    held = threading.Event()
+    side.add(proposal, gate=held)
+    running = asyncio.ensure_future(MemoryExtractor(store, side_model).extract("s1", turns("x")))
+    await asyncio.to_thread(server.wait_for, lambda r: True, timeout=HANG_GUARD)
+    await meanwhile()
+    held.set()
+    await running
 
 
 # -- 1. a merge named like its second memory ----------------------------------------------
@@ -242,18 +261,17 @@ async def test_concurrent_extractions_from_one_snapshot_both_keep_their_facts(
     second write finds the memory changed (compare-and-swap) and adds to it instead of
     replacing it, so neither fact is lost."""
     any_store.save_memory("Pets", "", "user", "The user has a cat.")
-    held = threading.Event()
-    side.add(memory("Pets", [0], action="update", path="pets.md",
-                    content="The user has a cat named Tom."), gate=held)  # fmt: skip
-    first = asyncio.ensure_future(
-        MemoryExtractor(any_store, side_model).extract("s1", turns("my cat is Tom"))
-    )
-    await asyncio.to_thread(local_server.wait_for, lambda r: True, timeout=HANG_GUARD)
-    side.add(memory("Pets", [0], action="update", path="pets.md",
-                    content="The user has a cat and a dog."))  # fmt: skip
-    await MemoryExtractor(any_store, side_model).extract("s2", turns("I got a dog"))
-    held.set()
-    await first
+
+    async def second_extraction() -> None:
+        side.add(memory("Pets", [0], action="update", path="pets.md",
+                        content="The user has a cat and a dog."))  # fmt: skip
+        await MemoryExtractor(any_store, side_model).extract("s2", turns("I got a dog"))
+
+    await held_extraction(
+        any_store, side, side_model, local_server, second_extraction,
+        memory("Pets", [0], action="update", path="pets.md",
+               content="The user has a cat named Tom."),
+    )  # fmt: skip
 
     body = bodies(any_store)["Pets"]
     assert "a cat and a dog" in body and "named Tom" in body
@@ -269,16 +287,15 @@ async def test_an_update_planned_before_the_user_replaced_the_memory_brings_noth
     replaced the memory. Only the new fact is added: the copy of the replaced text does
     not come back."""
     any_store.save_memory("Home", "", "user", "User lives in Lyon.")
-    held = threading.Event()
-    side.add(memory("Home", [0], action="update", path="home.md",
-                    content="User lives in Lyon. User has a garden."), gate=held)  # fmt: skip
-    running = asyncio.ensure_future(
-        MemoryExtractor(any_store, side_model).extract("s1", turns("I have a garden"))
-    )
-    await asyncio.to_thread(local_server.wait_for, lambda r: True, timeout=HANG_GUARD)
-    any_store.save_memory("Home", "", "user", "User moved to Berlin.")
-    held.set()
-    await running
+
+    async def user_replaces() -> None:
+        any_store.save_memory("Home", "", "user", "User moved to Berlin.")
+
+    await held_extraction(
+        any_store, side, side_model, local_server, user_replaces,
+        memory("Home", [0], action="update", path="home.md",
+               content="User lives in Lyon. User has a garden."),
+    )  # fmt: skip
 
     assert bodies(any_store)["Home"] == "User moved to Berlin.\n\nUser has a garden."
 

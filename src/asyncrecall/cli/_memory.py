@@ -290,15 +290,47 @@ def _forget(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _history(args: argparse.Namespace, settings: Settings) -> int:
-    from asyncrecall.cli import _history as history
+    """Every recorded write of a memory (a store that keeps a history: the folder)."""
+    records = _history_keeper(_store(settings)).history_of(args.name)
+    if args.json:
+        _print_json([r.to_json() for r in records])
+        return 0
+    if not records:
+        _out().print(f"no recorded writes of {args.name!r}", markup=False)
+        return 0
+    from rich.table import Table
+    from rich.text import Text
 
-    return history.history(args, settings, store=_store, out=_out, print_json=_print_json)
+    table = Table("version", "op", "by", "when", "size after", "file", box=None)
+    for r in records:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.at))
+        size = "—" if r.after is None else f"{len(r.after.encode('utf-8'))} B"
+        table.add_row(*(Text(c) for c in (str(r.seq), r.op, r.origin, when, size, r.path)))
+    _out().print(table)
+    return 0
 
 
 def _revert(args: argparse.Namespace, settings: Settings) -> int:
-    from asyncrecall.cli import _history as history
+    """Undo the newest write of a memory, or bring back version ``--to``."""
+    doc = _history_keeper(_store(settings)).revert(args.name, to=args.to)
+    if args.json:
+        _print_json({"name": args.name, "removed": doc is None,
+                     "rel_path": doc.rel_path if doc else None})  # fmt: skip
+    elif doc is None:
+        _out().print(f"Reverted {args.name!r}: it is removed again", markup=False)
+    else:
+        _out().print(f"Reverted {doc.name!r} ({doc.rel_path})", markup=False)
+    return 0
 
-    return history.revert(args, settings, store=_store, out=_out, print_json=_print_json)
+
+def _history_keeper(store: MemoryStoreProtocol) -> Any:
+    if not callable(getattr(store, "history_of", None)) or not callable(
+        getattr(store, "revert", None)
+    ):
+        from asyncrecall._exceptions import ConfigError
+
+        raise ConfigError(f"the store {store.location} keeps no history of its writes")
+    return store
 
 
 def _recall(args: argparse.Namespace, settings: Settings) -> int:
