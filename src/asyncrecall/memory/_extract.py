@@ -6,7 +6,8 @@ a role, a text) and a side :class:`~asyncrecall.models.Model`. One
 
 1. rolls forward a journal a crashed extraction of this session left (see
    :mod:`asyncrecall.memory._extract_state`), and the stale journals of other
-   sessions whose processes died (:meth:`MemoryExtractor._recover_orphans`);
+   sessions whose processes died (:meth:`MemoryExtractor._recover_orphans`), and
+   repairs the index a crash may have left short of a memory;
 2. takes the turns from the session's cursor to ``end``; with none, it only moves the
    cursor (to ``end``) and asks nobody;
 3. asks the side model once (``generate_json``) for proposals: create a memory, update
@@ -523,6 +524,7 @@ class MemoryExtractor:
         started = self._clock()
         recovered = await _committed(asyncio.to_thread(self._recover, session_id))
         await _committed(asyncio.to_thread(self._recover_orphans, session_id))
+        await _committed(asyncio.to_thread(backend.repair_index))
         start = await asyncio.to_thread(backend.cursor, session_id)
         if end is None:
             end = max((t.offset + 1 for t in turns), default=start)

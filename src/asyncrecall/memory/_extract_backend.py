@@ -140,6 +140,11 @@ class ExtractionBackend(Protocol):
         """Keep the index within its limits; True when it was cut."""
         ...
 
+    def repair_index(self) -> bool:
+        """List every memory in the index, drop lines to memories that are gone (a crash
+        between a memory's write and its index line's); True when it changed."""
+        ...
+
 
 def read_source_offsets(path: Path) -> dict[str, tuple[int, ...]]:
     """A topic file's ``source_offsets`` front matter (``{}`` when absent or unreadable)."""
@@ -259,6 +264,9 @@ class FolderBackend:
         from asyncrecall.memory._consolidate import trim_index
 
         return trim_index(self._store)
+
+    def repair_index(self) -> bool:
+        return self._store.repair_index()
 
 
 def extraction_backend(

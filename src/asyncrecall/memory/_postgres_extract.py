@@ -290,6 +290,9 @@ class PostgresBackend:
     def trim_index(self) -> bool:
         return False  # the database's index is cut when it is read (index_for_prompt)
 
+    def repair_index(self) -> bool:
+        return False  # the database's index is its rows: nothing to repair
+
 
 class PostgresConsolidationGate:
     """:class:`~asyncrecall.memory.ConsolidationGate` for a namespace of a database.

@@ -288,11 +288,20 @@ class MemoryStore:
 
     def repair_index(self) -> bool:
         """Give every topic file its index line and drop lines to files that are gone;
-        True when the index changed."""
+        True when the index changed. Looks first without the lock: a sound index (the
+        common case) costs a scan and a read, and a missing folder is left missing."""
+        if not self.root.is_dir() or self._index_sound(self.scan(limit=None)):
+            return False
         with self._locked():
             before = self._read_index_bytes()
             self._rewrite_index(None, None, self.scan(limit=None))
             return self._read_index_bytes() != before
+
+    def _index_sound(self, docs: Sequence[MemoryDoc]) -> bool:
+        raw = self._read_index_bytes()
+        lines = raw.decode("utf-8", errors="replace").splitlines() if raw else []
+        linked = {t for t in map(_link_target, lines) if t is not None}
+        return all(self._exists(t) for t in linked) and all(d.rel_path in linked for d in docs)
 
     def _free_rel_path(self, name: str) -> str:
         rel = f"{safe_file_stem(name)}.md"
