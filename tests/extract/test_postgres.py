@@ -348,6 +348,7 @@ def test_a_version_1_database_is_migrated_forward_keeping_its_memories(
     with psycopg.connect(fresh_database, autocommit=True) as conn:
         for table in ("asyncrecall_extraction", "asyncrecall_sources", "asyncrecall_consolidation"):
             conn.execute(f"DROP TABLE {table}")
+        conn.execute("ALTER TABLE asyncrecall_memories DROP COLUMN front_matter")  # schema 3
         conn.execute("UPDATE asyncrecall_schema SET version = 1")
 
     with PostgresMemoryStore.open(fresh_database, namespace="ns") as store:
@@ -356,7 +357,7 @@ def test_a_version_1_database_is_migrated_forward_keeping_its_memories(
         backend.commit(backend.journal("s") or _journal("s", 3))
         assert backend.cursor("s") == 3
     assert rows(fresh_database, "SELECT version FROM asyncrecall_schema") == [(SCHEMA_VERSION,)]
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
 
 
 def _journal(session: str, end: int) -> Any:

@@ -7,10 +7,12 @@ Every sub-command takes the shared flags that make sense for it after its name
 ``ASYNCRECALL_STORE`` / ``ASYNCRECALL_NAMESPACE``): with a ``postgresql://`` store the
 memories live in that database, in the namespace (default: the project's root folder),
 instead of the memory folder. ``export --to DIR`` copies the store's memories into a
-folder; ``import --from DIR`` copies a folder's memories into the store (front matter
-and modification times kept). Data goes to stdout, warnings to stderr. ``recall`` runs
-the recall the agent runs: the same store, the same selector choice
-(:func:`asyncrecall._memory_config.build_memory_manager`), the same block.
+folder; ``import --from DIR`` copies a folder's memories into the store; either keeps
+all a memory carries: provenance, creation and modification times, index order, other
+front matter keys (``asyncrecall.memory._transfer``). Data goes to stdout, warnings
+to stderr. ``recall`` runs the recall the agent runs: the same store, the same
+selector choice (:func:`asyncrecall._memory_config.build_memory_manager`), the same
+block.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -395,27 +396,11 @@ def _side_model(settings: Settings) -> Model | None:
 def _copy(
     source: MemoryStoreProtocol, target: MemoryStoreProtocol
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
-    """Save every memory of ``source`` into ``target``, oldest first (so the index keeps
-    its order); each copy keeps the original's modification time."""
-    copied = []
-    for doc in sorted(source.scan(limit=None), key=lambda d: (d.mtime, d.rel_path)):
-        if isinstance(target, MemoryStore):
-            saved = target.save_memory(doc.name, doc.description, doc.type, doc.body)
-            os.utime(saved.path, (doc.mtime, doc.mtime))
-        else:
-            saved = target.save_memory(
-                doc.name, doc.description, doc.type, doc.body, **_keep_time(target, doc)
-            )
-        copied.append((doc, saved))
-    return copied
+    """Save every memory of ``source`` into ``target`` with all it carries (provenance,
+    creation and modification times, index order, other front matter keys)."""
+    from asyncrecall.memory._transfer import copy_memories
 
-
-def _keep_time(target: MemoryStoreProtocol, doc: MemoryDoc) -> dict[str, float]:
-    """``updated_at`` for a store whose ``save_memory`` takes it (the database's)."""
-    import inspect
-
-    takes = "updated_at" in inspect.signature(target.save_memory).parameters
-    return {"updated_at": doc.mtime} if takes else {}
+    return copy_memories(source, target)
 
 
 def _report_copy(

@@ -49,9 +49,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import threading
+import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Final, LiteralString, TypeVar
 
@@ -60,12 +62,18 @@ from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from asyncrecall._exceptions import ConfigError, MemoryStoreError
-from asyncrecall.memory._document import safe_file_stem
 from asyncrecall.memory._postgres_candidates import CandidateQuery
 from asyncrecall.memory._postgres_changes import ChangeFeed, log_listener_end
 from asyncrecall.memory._postgres_portal import Portal
-from asyncrecall.memory._postgres_schema import ensure_schema
-from asyncrecall.memory._postgres_sql import GET_SQL, INDEX_SQL, SCAN_SQL, UPSERT_SQL
+from asyncrecall.memory._postgres_schema import CHANNEL, ensure_schema
+from asyncrecall.memory._postgres_sql import (
+    FORGET_IF_SQL,
+    INDEX_SQL,
+    SAVE_IF_SQL,
+    SAVE_NEW_SQL,
+    SCAN_SQL,
+    UPSERT_SQL,
+)
 from asyncrecall.memory._postgres_text import (
     StoreChange,
     check_text,
@@ -78,6 +86,7 @@ from asyncrecall.memory._postgres_text import (
 from asyncrecall.memory._postgres_writes import (
     REL_PATH_KEY,
     delete_memory,
+    find_memory,
     save_row,
     second_rel_path,
 )
@@ -92,6 +101,13 @@ logger = logging.getLogger("asyncrecall.memory")
 _T = TypeVar("_T")
 
 _MAX_NAMESPACE: Final = 1000
+
+#: The SQLSTATEs of a transaction PostgreSQL rolled back that a retry may well pass:
+#: a deadlock and a serialisation failure.
+RETRIED_STATES: Final = frozenset({"40P01", "40001"})
+#: Retries of such a transaction at most (then the error is the caller's).
+ROLLBACK_RETRIES: Final = 8
+_ROLLBACK_PAUSE_S: Final = 0.002  # doubled each retry, a random share of it taken
 
 
 class PostgresMemoryStore:
@@ -337,15 +353,20 @@ class PostgresMemoryStore:
         return list(docs)
 
     def get(self, name_or_rel_path: str) -> MemoryDoc:
-        """The memory with this relative path or name (then the name in any case), or
-        :class:`MemoryStoreError`."""
+        """The memory with this exact relative path, else this exact name, else this
+        name in another case when only one memory has it (never a file-name stem);
+        :class:`MemoryStoreError` when none does, or several in other cases."""
         key = name_or_rel_path.strip()
         check_text("a memory name", key)
-        params = {"ns": self.namespace, "key": key, "stem": f"{safe_file_stem(key)}.md"}
-        docs = self._rows(GET_SQL, params)
-        if not docs:
+        try:
+            row = self._run(
+                lambda conn: find_memory(conn, key, namespace=self.namespace, where=self.location)
+            )
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._error("read", exc) from exc
+        if row is None:
             raise MemoryStoreError(f"no memory named {key!r} in {self.location}")
-        return docs[0]
+        return row_doc(self._doc_root, row)
 
     def index_for_prompt(self) -> str:
         """The ``MEMORY.md`` equivalent: one line per memory, oldest first, cut as the
@@ -418,17 +439,32 @@ class PostgresMemoryStore:
         return [row_doc(self._doc_root, row) for row in rows]
 
     def _run(self, work: Callable[[Connection[Any]], _T]) -> _T:
-        """``work(connection)`` on a pooled connection; on a connection the server has
-        closed (a restart), again on another (the pool replaces closed ones)."""
+        """``work(connection)`` on a pooled connection, which must be one transaction
+        (one statement, or a ``conn.transaction()`` block).
+
+        On a connection the server has closed (a restart), again on another (the pool
+        replaces closed ones). On a transaction PostgreSQL rolled back, a deadlock
+        (``40P01``) or a serialisation failure (``40001``), again after a short random
+        pause, at most :data:`ROLLBACK_RETRIES` times: nothing of it was written.
+        """
         pool = self._sync_pool()
-        for attempt in range(self._max_size + 1):
+        reconnects = rollbacks = 0
+        while True:
             with pool.connection() as conn:
                 try:
                     return work(conn)
-                except psycopg.OperationalError:
-                    if not conn.closed or attempt == self._max_size:
+                except psycopg.OperationalError as exc:  # 40001 and 40P01 are ones too
+                    if exc.sqlstate in RETRIED_STATES and not conn.closed:
+                        if rollbacks == ROLLBACK_RETRIES:
+                            raise
+                        rollbacks += 1
+                    elif not conn.closed or reconnects == self._max_size:
                         raise
-        raise AssertionError("unreachable")  # pragma: no cover
+                    else:
+                        reconnects += 1
+                        continue
+            # Outside the connection: the pause holds nothing another writer waits for.
+            time.sleep(random.uniform(0, _ROLLBACK_PAUSE_S * 2**rollbacks))
 
     # -- writing ------------------------------------------------------------------------
 
@@ -440,41 +476,113 @@ class PostgresMemoryStore:
         content: str,
         *,
         updated_at: float | None = None,
+        created_at: float | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> MemoryDoc:
         """Create or update the memory ``name`` in one transaction (last write wins).
 
-        ``updated_at`` (a POSIX time) replaces "now" as its modification time: an import
-        keeps the original's. An empty name, an unknown type, content over 1 MiB (as a
-        topic file) or a NUL character raise :class:`MemoryStoreError`, and nothing is
+        ``updated_at`` and ``created_at`` (POSIX times) replace "now" as its
+        modification and creation times: an import keeps the original's. ``extra``
+        holds front matter keys beyond the three standard ones, as for a folder's
+        ``save_memory``: ``source_offsets`` is the memory's provenance (written in the
+        same transaction; without it the provenance is left as it is), any other key
+        is kept with the row (a save without ``extra`` drops them, as a rewritten topic
+        file does). An empty name, an unknown type, content over 1 MiB (as a topic
+        file) or a NUL character raise :class:`MemoryStoreError`, and nothing is
         written.
         """
-        row = save_row(
+        row = self._save_row(name, description, type, content, updated_at, created_at, extra)
+        doc = self._write(UPSERT_SQL, row)
+        assert doc is not None  # RETURNING of an upsert: always one row
+        return doc
+
+    def save_if(
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        *,
+        expected_revision: int | None,
+        updated_at: float | None = None,
+    ) -> MemoryDoc | None:
+        """:meth:`save_memory`, only if the memory ``name`` (exact) is still at
+        ``expected_revision`` (its :attr:`MemoryDoc.revision` as read), or does not
+        exist when it is ``None``; else nothing is written and the answer is ``None``.
+
+        One statement (the check, the write and its ``NOTIFY``): of two writers
+        expecting one revision, exactly one writes. Provenance is left as it is.
+        """
+        row = self._save_row(name, description, type, content, updated_at, None, None)
+        if expected_revision is None:
+            return self._write(SAVE_NEW_SQL, row)
+        return self._write(SAVE_IF_SQL, row | {"expected": int(expected_revision)})
+
+    def forget_if(self, name: str, *, expected_revision: int) -> MemoryDoc | None:
+        """Remove the memory ``name`` (exact) only if it is still at
+        ``expected_revision``; what was removed, or ``None`` (nothing removed) when it
+        is gone or was written since. One statement, with its ``NOTIFY``."""
+        key = " ".join(name.split())
+        check_text("a memory name", key)
+        params = {"ns": self.namespace, "name": key, "expected": int(expected_revision)}
+        params |= {"channel": CHANNEL, "key": self._ns_key, "src": self._id}
+        try:
+            found = self._run(lambda conn: conn.execute(FORGET_IF_SQL, params).fetchone())
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._error("forget in", exc) from exc
+        if found is None:
+            return None
+        doc = row_doc(self._doc_root, found[:9])
+        self._feed.changed("forget", doc.name, int(found[6]))
+        return doc
+
+    def _save_row(
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        updated_at: float | None,
+        created_at: float | None,
+        extra: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        return save_row(
             name,
             description,
             type,
             content,
             updated_at=updated_at,
+            created_at=created_at,
+            extra=extra,
             namespace=self.namespace,
             ns_key=self._ns_key,
             source=self._id,
         )
+
+    def _write(self, query: LiteralString, row: dict[str, Any]) -> MemoryDoc | None:
+        """A save's statement; again under the second file name when another name owns
+        the plain one. The row written, or ``None`` when its condition failed."""
         for attempt in range(2):
             try:
-                found = self._run(lambda conn: conn.execute(UPSERT_SQL, row).fetchone())
-                assert found is not None  # RETURNING of an upsert: always one row
-                doc = row_doc(self._doc_root, found[:9])
-                self._feed.changed("save", doc.name, int(found[6]))
-                return doc
+                found = self._run(lambda conn: conn.execute(query, row).fetchone())
             except psycopg.errors.UniqueViolation as exc:
                 if exc.diag.constraint_name != REL_PATH_KEY or attempt:
                     raise self._error("save to", exc) from exc
-                row["rel"] = second_rel_path(row["name"])  # another name owns this file name
+                second_rel_path(row)  # another name owns this file name
+                continue
             except (PoolTimeout, psycopg.Error) as exc:
                 raise self._error("save to", exc) from exc
+            if found is None:
+                return None
+            doc = row_doc(self._doc_root, found[:9])
+            self._feed.changed("save", doc.name, int(found[6]))
+            return doc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def forget(self, name_or_rel_path: str) -> MemoryDoc:
-        """Remove a memory (one transaction); returns what was removed."""
+        """Remove the memory :meth:`get` finds for this key (one transaction); returns
+        what was removed. No such memory, or an ambiguous key, is a
+        :class:`MemoryStoreError` and nothing is removed."""
         key = name_or_rel_path.strip()
         check_text("a memory name", key)
         try:
@@ -486,6 +594,7 @@ class PostgresMemoryStore:
                     ns_key=self._ns_key,
                     source=self._id,
                     root=self._doc_root,
+                    where=self.location,
                 )
             )
         except (PoolTimeout, psycopg.Error) as exc:

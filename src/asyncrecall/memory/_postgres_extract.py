@@ -52,6 +52,7 @@ from asyncrecall.memory._extract_state import (
 )
 from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._postgres import PostgresMemoryStore, redact_url
+from asyncrecall.memory._postgres_text import namespace_key, row_doc
 from asyncrecall.memory._precondition import ANYTHING, Expected, check_expected
 from asyncrecall.memory._types import MemoryDoc
 
@@ -103,6 +104,16 @@ ON CONFLICT (namespace, name) DO UPDATE SET sources = EXCLUDED.sources
 
 DROP_SOURCES_SQL: Final[LiteralString] = """
 DELETE FROM asyncrecall_sources WHERE namespace = %(ns)s AND name = %(name)s
+"""
+
+# Every memory of the namespace with all it carries, in the index's order (an export).
+RECORDS_SQL: Final[LiteralString] = """
+SELECT m.name, m.rel_path, m.description, m.type, m.body, m.size, m.version,
+       extract(epoch FROM m.updated_at)::float8, m.xmin::text::bigint,
+       extract(epoch FROM m.created_at)::float8, m.front_matter, s.sources
+FROM asyncrecall_memories m LEFT JOIN asyncrecall_sources s USING (namespace, name)
+WHERE m.namespace = %(ns)s
+ORDER BY m.created_at, m.name
 """
 
 NOTE_SESSION_SQL: Final[LiteralString] = """
@@ -292,6 +303,24 @@ class PostgresBackend:
 
     def repair_index(self) -> bool:
         return False  # the database's index is its rows: nothing to repair
+
+    def records(self) -> list[tuple[MemoryDoc, float, dict[str, Any], dict[str, tuple[int, ...]]]]:
+        """Every memory of the namespace, oldest first (the index's order), with its
+        creation time, its other front matter keys and its provenance, in one query."""
+        found = self._db.run(
+            "read the memories",
+            lambda conn: conn.execute(RECORDS_SQL, {"ns": self._db.ns}).fetchall(),
+        )
+        root = Path(f"postgresql:{namespace_key(self._db.ns)}")
+        return [
+            (
+                row_doc(root, row[:9]),
+                float(row[9]),
+                dict(row[10]) if isinstance(row[10], dict) else {},
+                parse_source_offsets(row[11]),
+            )
+            for row in found
+        ]
 
 
 class PostgresConsolidationGate:

@@ -36,6 +36,12 @@ Version 2 (extraction and consolidation, ``_postgres_extract``)::
         last_at, sessions          when the last consolidation ran, sessions since
         locked_at, locked_by       the run in progress (stale after an hour)
 
+Version 3 (issue 19: an import or export copies everything a memory carries)::
+
+    asyncrecall_memories
+        front_matter jsonb        a topic file's front matter keys beyond name,
+                                  description, type and source_offsets (NULL: none)
+
 Every statement here is constant text: user data only ever travels as parameters.
 """
 
@@ -123,6 +129,9 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             locked_by text
         )
         """,
+    ),
+    (  # 3: the extra front matter of a memory (issue 19); no table rewrite
+        "ALTER TABLE asyncrecall_memories ADD COLUMN IF NOT EXISTS front_matter jsonb",
     ),
 )
 

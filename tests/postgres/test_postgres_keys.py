@@ -1,0 +1,77 @@
+"""Which memory a key names on the database store (issue 19, point 5).
+
+A key names a memory by its exact relative path, else its exact name, else its name in
+another case when exactly one memory has it; never by a file-name stem. ``get`` and
+``forget`` follow the same rule; no match, or an ambiguous one, is a one-line
+:class:`MemoryStoreError` and nothing is removed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from asyncrecall import MemoryStoreError
+from asyncrecall.memory import PostgresMemoryStore
+
+
+def _names(store: PostgresMemoryStore) -> set[str]:
+    return {doc.name for doc in store.scan(limit=None)}
+
+
+@pytest.mark.parametrize(
+    ("kept", "asked"),
+    [("C++ tips", "C# tips"), ("Q3 plan", "Q3/plan?"), ("Deploy steps", "deploy_steps")],
+)
+def test_a_key_that_only_shares_a_file_name_names_nothing(
+    pg_store: PostgresMemoryStore, kept: str, asked: str
+) -> None:
+    """``forget("C# tips")`` when only "C++ tips" exists (both ``c-tips.md``) removes
+    nothing and says which key matched nothing; ``get`` finds nothing either."""
+    pg_store.save_memory(kept, "d", "project", "keep me")
+    with pytest.raises(MemoryStoreError) as forgot:
+        pg_store.forget(asked)
+    message = str(forgot.value)
+    assert message.startswith(f"no memory named {asked!r} in ")
+    assert "\n" not in message
+    with pytest.raises(MemoryStoreError, match="no memory named"):
+        pg_store.get(asked)
+    assert _names(pg_store) == {kept}
+    assert pg_store.get(kept).body == "keep me"
+
+
+def test_an_ambiguous_case_insensitive_key_names_nothing_and_lists_the_candidates(
+    pg_store: PostgresMemoryStore,
+) -> None:
+    """ "tips" when "Tips" and "TIPS" exist: neither is removed, and the one-line error
+    names the key and both candidates; the exact names still work."""
+    pg_store.save_memory("Tips", "d", "project", "one")
+    pg_store.save_memory("TIPS", "d", "project", "two")
+    for call in (pg_store.get, pg_store.forget):
+        with pytest.raises(MemoryStoreError) as raised:
+            call("tips")
+        message = str(raised.value)
+        assert "'tips' is ambiguous" in message
+        assert "'TIPS'" in message and "'Tips'" in message
+        assert "\n" not in message
+    assert _names(pg_store) == {"Tips", "TIPS"}
+    assert pg_store.forget("TIPS").body == "two"
+    assert _names(pg_store) == {"Tips"}
+    assert pg_store.forget("tips").body == "one"  # now only one has it
+    assert _names(pg_store) == set()
+
+
+def test_the_exact_path_then_the_exact_name_then_one_name_in_another_case(
+    pg_store: PostgresMemoryStore,
+) -> None:
+    """The relative path wins over a name, an exact name over another case, and a
+    case-insensitive match folds as Python does (``Straße`` is ``STRASSE``)."""
+    by_path = pg_store.save_memory("B", "d", "project", "the file b.md")
+    named = pg_store.save_memory("b.md", "d", "project", "the memory named b.md")
+    assert by_path.rel_path == "b.md" and named.rel_path != "b.md"
+    assert pg_store.get("b.md").name == "B"
+    assert pg_store.get(named.rel_path).name == "b.md"
+    assert pg_store.get("b").name == "B"  # no exact name "b": the one "B"
+    pg_store.save_memory("Über Straße", "d", "user", "umlauts")
+    assert pg_store.get("über STRASSE").name == "Über Straße"
+    assert pg_store.forget("ÜBER strasse").name == "Über Straße"
+    assert _names(pg_store) == {"B", "b.md"}
