@@ -31,13 +31,19 @@ def main() -> None:
     spec, plan = sys.argv[1:]
     store, root = open_store(spec)
     actions = validate_plan(json.loads(plan), root=root, docs=store.scan(limit=None))
-    original = store.save_memory
 
-    def save_then_die(*args: Any, **kwargs: Any) -> Any:
-        original(*args, **kwargs)
-        os._exit(9)  # a crash right after the first memory was replaced
+    def then_die(original: Any) -> Any:
+        def save_then_die(*args: Any, **kwargs: Any) -> Any:
+            original(*args, **kwargs)
+            os._exit(9)  # a crash right after the first memory was replaced
 
-    store.save_memory = save_then_die  # type: ignore[method-assign]
+        return save_then_die
+
+    # A plan writes through save_memory (a folder) or save_if (the database's
+    # compare-and-swap): whichever writes first, the process dies after it.
+    for method in ("save_memory", "save_if"):
+        if hasattr(store, method):
+            setattr(store, method, then_die(getattr(store, method)))
     apply_plan(store, actions)
 
 

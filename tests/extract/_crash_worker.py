@@ -35,18 +35,24 @@ def main() -> None:
     store = open_store(memory_dir)
     if rest:
         limit = int(rest[0])
-        original = store.save_memory
         count = 0
 
-        def save_then_die(*args: Any, **kwargs: Any) -> Any:
-            nonlocal count
-            doc = original(*args, **kwargs)
-            count += 1
-            if count >= limit:
-                os._exit(9)
-            return doc
+        def then_die(original: Any) -> Any:
+            def save_then_die(*args: Any, **kwargs: Any) -> Any:
+                nonlocal count
+                doc = original(*args, **kwargs)
+                count += 1
+                if count >= limit:
+                    os._exit(9)
+                return doc
 
-        store.save_memory = save_then_die  # type: ignore[method-assign]
+            return save_then_die
+
+        # Extraction writes through save_memory (a folder) or save_if (the database's
+        # compare-and-swap): whichever writes, the process dies after the n-th write.
+        for method in ("save_memory", "save_if"):
+            if hasattr(store, method):
+                setattr(store, method, then_die(getattr(store, method)))
     turns = [TranscriptTurn(t["offset"], t["role"], t["text"]) for t in json.loads(turns_json)]
 
     async def run() -> None:

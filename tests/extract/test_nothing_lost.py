@@ -425,3 +425,54 @@ def test_forget_by_name_in_another_case_needs_one_match(any_store: MemoryStorePr
     with pytest.raises(MemoryStoreError):
         any_store.forget("tea")
     assert sorted(bodies(any_store)) == ["TEA", "Tea"]
+
+
+# -- the history every write leaves, on both stores ------------------------------------
+
+
+def test_every_write_is_recorded_and_can_be_undone(any_store: MemoryStoreProtocol) -> None:
+    """Saves and forgets leave numbered records with the text before and after and who
+    wrote; a revert brings back what the newest write replaced (a forgotten memory whole,
+    provenance included) or a chosen version, and is recorded in turn."""
+    backend = extraction_backend(any_store)
+    backend.save("Tea", "drinks", "user", "green tea", {"s1": [0]}, origin="extraction")
+    any_store.save_memory("Tea", "drinks", "user", "black tea")
+    any_store.forget("Tea")
+    keeper: Any = any_store
+    records = keeper.history_of("Tea")
+    assert [(r.seq, r.op, r.origin) for r in records] == [
+        (1, "save", "extraction"), (2, "save", "user"), (3, "forget", "user"),
+    ]  # fmt: skip
+    assert records[0].before is None and "green tea" in (records[0].after or "")
+    assert records[2].after is None and "black tea" in (records[2].before or "")
+
+    back = keeper.revert("Tea")
+    assert back is not None and back.body == "black tea"
+    keeper.revert("Tea", to=1)
+    assert any_store.get("Tea").body == "green tea"
+    assert backend.source_offsets(any_store.get("Tea")) == {"s1": (0,)}
+    assert [r.op for r in keeper.history_of("Tea")][-2:] == ["revert", "revert"]
+    with pytest.raises(MemoryStoreError, match="no version 9"):
+        keeper.revert("Tea", to=9)
+
+
+def test_a_conditional_write_that_meets_a_change_writes_nothing(
+    any_store: MemoryStoreProtocol,
+) -> None:
+    """The backend's save and forget with ``expected`` (the memory as read; ``None``:
+    absent) raise MemoryConflictError and write nothing when the memory changed."""
+    from asyncrecall import MemoryConflictError
+
+    backend = extraction_backend(any_store)
+    read = any_store.save_memory("Tea", "", "user", "green")
+    any_store.save_memory("Tea", "", "user", "black")
+    with pytest.raises(MemoryConflictError):
+        backend.save("Tea", "", "user", "oolong", None, expected=read)
+    with pytest.raises(MemoryConflictError):
+        backend.forget("Tea", expected=read)
+    with pytest.raises(MemoryConflictError):
+        backend.save("Tea", "", "user", "oolong", None, expected=None)
+    assert bodies(any_store) == {"Tea": "black"}
+    current = backend.get("Tea")
+    assert current is not None
+    assert backend.save("Tea", "", "user", "oolong", None, expected=current).body == "oolong"

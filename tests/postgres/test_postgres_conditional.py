@@ -185,7 +185,8 @@ def _wait_for_waiters(url: str, count: int) -> None:
         for _ in range(int(HANG_GUARD * 100)):
             row = conn.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND pid <> pg_backend_pid() AND query LIKE '%%asyncrecall_memories%%'"
+                "AND pid <> pg_backend_pid() AND (query LIKE '%%asyncrecall_memories%%' "
+                "OR query LIKE '%%pg_advisory_xact_lock%%')"
             ).fetchone()
             if row is not None and row[0] >= count:
                 return

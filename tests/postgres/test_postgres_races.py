@@ -136,8 +136,9 @@ def test_a_save_that_postgres_aborts_in_a_deadlock_is_retried(
         )  # holds the row the save will wait for
         writer = threading.Thread(target=save)
         writer.start()
-        _wait_for_lock_waiters(pg_server.url, 1, query_part="rel_path_lock")
-        # The save holds its file name's lock and waits for our row: take its lock too.
+        # The save holds its file name's lock and waits for our row (reading the row as
+        # it was, for its history record, FOR UPDATE): take its lock too.
+        _wait_for_lock_waiters(pg_server.url, 1, query_part="FOR UPDATE OF m")
         other.execute("SELECT pg_advisory_xact_lock(%s)", (rel_lock,))
         other.commit()
         writer.join(HANG_GUARD)

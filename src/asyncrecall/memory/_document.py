@@ -30,6 +30,7 @@ from asyncrecall.memory._types import MEMORY_TYPES, MemoryType
 __all__ = [
     "FrontMatterError",
     "ParsedDocument",
+    "front_matter",
     "parse_document",
     "render_document",
     "safe_file_stem",
@@ -122,6 +123,16 @@ def parse_document(text: str, *, default_name: str) -> ParsedDocument:
         type=kind,
         body=body.strip("\n"),
     )
+
+
+def front_matter(text: str) -> dict[str, Any]:
+    """Every key of a topic file's front matter (``{}`` when it has none usable)."""
+    try:
+        header, _body = _split(text.lstrip("\ufeff"))
+    except FrontMatterError:
+        return {}
+    fields = _load_yaml(header)
+    return dict(fields) if fields is not None else dict(_load_key_values(header))
 
 
 def render_document(

@@ -34,6 +34,7 @@ __all__ = [
     "HistoryRecord",
     "default_state_dir",
     "history_key",
+    "revert_target",
 ]
 
 HistoryOp: TypeAlias = Literal["save", "forget", "revert"]
@@ -110,6 +111,22 @@ class HistoryRecord:
             before=before,
             after=after,
         )
+
+
+def revert_target(records: list[HistoryRecord], name: str, to: int | None) -> HistoryRecord:
+    """The record a revert goes back to: version ``to`` (its ``after``), or (``None``)
+    the newest (its ``before``: what it replaced). :class:`MemoryStoreError` when there
+    is no history or no such version."""
+    if not records:
+        raise MemoryStoreError(f"memory {name!r} has no recorded history")
+    if to is None:
+        return records[-1]
+    found = next((r for r in records if r.seq == to), None)
+    if found is None:
+        raise MemoryStoreError(
+            f"memory {name!r} has no version {to} (versions 1 to {records[-1].seq})"
+        )
+    return found
 
 
 class FolderHistory:

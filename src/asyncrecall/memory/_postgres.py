@@ -62,12 +62,17 @@ from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from asyncrecall._exceptions import ConfigError, MemoryStoreError
+from asyncrecall.memory._document import front_matter, parse_document
+from asyncrecall.memory._extract_state import SOURCE_OFFSETS_KEY
+from asyncrecall.memory._history import HistoryOp, HistoryRecord, revert_target
 from asyncrecall.memory._postgres_candidates import CandidateQuery
 from asyncrecall.memory._postgres_changes import ChangeFeed, log_listener_end
+from asyncrecall.memory._postgres_history import history_records, recorded
 from asyncrecall.memory._postgres_portal import Portal
 from asyncrecall.memory._postgres_schema import CHANNEL, ensure_schema
 from asyncrecall.memory._postgres_sql import (
     FORGET_IF_SQL,
+    GET_BY_NAME_SQL,
     INDEX_SQL,
     SAVE_IF_SQL,
     SAVE_NEW_SQL,
@@ -478,6 +483,9 @@ class PostgresMemoryStore:
         updated_at: float | None = None,
         created_at: float | None = None,
         extra: Mapping[str, Any] | None = None,
+        origin: str = "user",
+        write_id: str = "",
+        op: HistoryOp = "save",
     ) -> MemoryDoc:
         """Create or update the memory ``name`` in one transaction (last write wins).
 
@@ -489,10 +497,11 @@ class PostgresMemoryStore:
         is kept with the row (a save without ``extra`` drops them, as a rewritten topic
         file does). An empty name, an unknown type, content over 1 MiB (as a topic
         file) or a NUL character raise :class:`MemoryStoreError`, and nothing is
-        written.
+        written. The write and its history record (``origin``, ``write_id``) are one
+        transaction (``_postgres_history``).
         """
         row = self._save_row(name, description, type, content, updated_at, created_at, extra)
-        doc = self._write(UPSERT_SQL, row)
+        doc = self._write(UPSERT_SQL, row, op=op, origin=origin, write_id=write_id)
         assert doc is not None  # RETURNING of an upsert: always one row
         return doc
 
@@ -505,20 +514,27 @@ class PostgresMemoryStore:
         *,
         expected_revision: int | None,
         updated_at: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+        origin: str = "user",
+        write_id: str = "",
     ) -> MemoryDoc | None:
         """:meth:`save_memory`, only if the memory ``name`` (exact) is still at
         ``expected_revision`` (its :attr:`MemoryDoc.revision` as read), or does not
         exist when it is ``None``; else nothing is written and the answer is ``None``.
 
         One statement (the check, the write and its ``NOTIFY``): of two writers
-        expecting one revision, exactly one writes. Provenance is left as it is.
+        expecting one revision, exactly one writes. Provenance is left as it is unless
+        ``extra`` carries ``source_offsets`` (as for :meth:`save_memory`).
         """
-        row = self._save_row(name, description, type, content, updated_at, None, None)
-        if expected_revision is None:
-            return self._write(SAVE_NEW_SQL, row)
-        return self._write(SAVE_IF_SQL, row | {"expected": int(expected_revision)})
+        row = self._save_row(name, description, type, content, updated_at, None, extra)
+        query, params = SAVE_NEW_SQL, row
+        if expected_revision is not None:
+            query, params = SAVE_IF_SQL, row | {"expected": int(expected_revision)}
+        return self._write(query, params, op="save", origin=origin, write_id=write_id)
 
-    def forget_if(self, name: str, *, expected_revision: int) -> MemoryDoc | None:
+    def forget_if(
+        self, name: str, *, expected_revision: int, origin: str = "user"
+    ) -> MemoryDoc | None:
         """Remove the memory ``name`` (exact) only if it is still at
         ``expected_revision``; what was removed, or ``None`` (nothing removed) when it
         is gone or was written since. One statement, with its ``NOTIFY``."""
@@ -527,7 +543,13 @@ class PostgresMemoryStore:
         params = {"ns": self.namespace, "name": key, "expected": int(expected_revision)}
         params |= {"channel": CHANNEL, "key": self._ns_key, "src": self._id}
         try:
-            found = self._run(lambda conn: conn.execute(FORGET_IF_SQL, params).fetchone())
+            found = self._run(
+                lambda conn: recorded(
+                    conn, namespace=self.namespace, name=key, lock=None, op="forget",
+                    origin=origin, write_id="",
+                    write=lambda c: c.execute(FORGET_IF_SQL, params).fetchone(),
+                )
+            )  # fmt: skip
         except (PoolTimeout, psycopg.Error) as exc:
             raise self._error("forget in", exc) from exc
         if found is None:
@@ -559,12 +581,27 @@ class PostgresMemoryStore:
             source=self._id,
         )
 
-    def _write(self, query: LiteralString, row: dict[str, Any]) -> MemoryDoc | None:
-        """A save's statement; again under the second file name when another name owns
-        the plain one. The row written, or ``None`` when its condition failed."""
+    def _write(
+        self,
+        query: LiteralString,
+        row: dict[str, Any],
+        *,
+        op: HistoryOp,
+        origin: str,
+        write_id: str,
+    ) -> MemoryDoc | None:
+        """A save's statement with its history record; again under the second file name
+        when another name owns the plain one. The row written, or ``None`` when its
+        condition failed."""
         for attempt in range(2):
             try:
-                found = self._run(lambda conn: conn.execute(query, row).fetchone())
+                found = self._run(
+                    lambda conn: recorded(
+                        conn, namespace=self.namespace, name=row["name"], lock=row["lock"],
+                        op=op, origin=origin, write_id=write_id,
+                        write=lambda c: c.execute(query, row).fetchone(),
+                    )
+                )  # fmt: skip
             except psycopg.errors.UniqueViolation as exc:
                 if exc.diag.constraint_name != REL_PATH_KEY or attempt:
                     raise self._error("save to", exc) from exc
@@ -579,30 +616,85 @@ class PostgresMemoryStore:
             return doc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def forget(self, name_or_rel_path: str) -> MemoryDoc:
-        """Remove the memory :meth:`get` finds for this key (one transaction); returns
-        what was removed. No such memory, or an ambiguous key, is a
-        :class:`MemoryStoreError` and nothing is removed."""
+    def forget(
+        self, name_or_rel_path: str, *, origin: str = "user", op: HistoryOp = "forget"
+    ) -> MemoryDoc:
+        """Remove the memory :meth:`get` finds for this key (one transaction, with its
+        history record); returns what was removed. No such memory, or an ambiguous key,
+        is a :class:`MemoryStoreError` and nothing is removed."""
         key = name_or_rel_path.strip()
         check_text("a memory name", key)
+
+        def remove(conn: Connection[Any]) -> tuple[MemoryDoc, int] | None:
+            found = find_memory(conn, key, namespace=self.namespace, where=self.location)
+            if found is None:
+                return None
+            name = str(found[0])
+            return recorded(  # type: ignore[no-any-return]
+                conn, namespace=self.namespace, name=name, lock=None, op=op, origin=origin,
+                write_id="",
+                write=lambda c: delete_memory(
+                    c, name, namespace=self.namespace, ns_key=self._ns_key,
+                    source=self._id, root=self._doc_root, where=self.location, exact=True,
+                ),
+            )  # fmt: skip
+
         try:
-            removed = self._run(
-                lambda conn: delete_memory(
-                    conn,
-                    key,
-                    namespace=self.namespace,
-                    ns_key=self._ns_key,
-                    source=self._id,
-                    root=self._doc_root,
-                    where=self.location,
-                )
-            )
+            removed = self._run(remove)
         except (PoolTimeout, psycopg.Error) as exc:
             raise self._error("forget in", exc) from exc
         if removed is None:
             raise MemoryStoreError(f"no memory named {key!r} in {self.location}")
         self._feed.changed("forget", removed[0].name, removed[1])
         return removed[0]
+
+    def find(self, name: str) -> MemoryDoc | None:
+        """The memory called exactly ``name`` (``None``: there is none)."""
+        key = " ".join(name.split())
+        check_text("a memory name", key)
+        row = self._read("read from", lambda conn: conn.execute(
+            GET_BY_NAME_SQL, {"ns": self.namespace, "key": key}).fetchone())  # fmt: skip
+        return row_doc(self._doc_root, row) if row is not None else None
+
+    def history_of(self, name_or_rel_path: str) -> list[HistoryRecord]:
+        """Every recorded write of a memory, oldest first: by an existing memory's key
+        (as :meth:`get`), or by the exact name of one that is gone."""
+        name = self._history_name(name_or_rel_path)
+        return self._read("read the history of", lambda conn: history_records(
+            conn, namespace=self.namespace, name=name))  # fmt: skip
+
+    def revert(
+        self, name_or_rel_path: str, *, to: int | None = None, origin: str = "user"
+    ) -> MemoryDoc | None:
+        """Undo writes of one memory, as the folder's :meth:`MemoryStore.revert` does."""
+        name = self._history_name(name_or_rel_path)
+        target = revert_target(self.history_of(name), name, to)
+        text = target.before if to is None else target.after
+        if text is None:
+            with contextlib.suppress(MemoryStoreError):  # already gone: nothing to undo
+                self.forget(name, origin=origin, op="revert")
+            return None
+        parsed = parse_document(text, default_name=name)
+        extra = {k: v for k, v in front_matter(text).items()
+                 if k not in ("name", "description", "type")}  # fmt: skip
+        if SOURCE_OFFSETS_KEY not in extra:
+            extra[SOURCE_OFFSETS_KEY] = {}  # the version had none: drop today's
+        return self.save_memory(
+            name, parsed.description, parsed.type, parsed.body, extra=extra,
+            origin=origin, op="revert",
+        )  # fmt: skip
+
+    def _history_name(self, key: str) -> str:
+        try:
+            return self.get(key).name
+        except MemoryStoreError:
+            return " ".join(key.split())
+
+    def _read(self, action: str, work: Callable[[Connection[Any]], _T]) -> _T:
+        try:
+            return self._run(work)
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._error(action, exc) from exc
 
     def _error(self, action: str, exc: BaseException) -> MemoryStoreError:
         return MemoryStoreError(

@@ -41,10 +41,11 @@ import psycopg
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
-from asyncrecall._exceptions import MemoryStoreError
+from asyncrecall._exceptions import MemoryConflictError, MemoryStoreError
 from asyncrecall.memory._consolidate import LOCK_STALE_S, MIN_HOURS, MIN_SESSIONS
 from asyncrecall.memory._extract_backend import SourceOffsets, parse_source_offsets
 from asyncrecall.memory._extract_state import (
+    SOURCE_OFFSETS_KEY,
     Journal,
     check_session_id,
     journal_from_json,
@@ -52,6 +53,7 @@ from asyncrecall.memory._extract_state import (
 )
 from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._postgres import PostgresMemoryStore, redact_url
+from asyncrecall.memory._postgres_history import history_records, last_seq
 from asyncrecall.memory._postgres_text import namespace_key, row_doc
 from asyncrecall.memory._precondition import ANYTHING, Expected, check_expected
 from asyncrecall.memory._types import MemoryDoc
@@ -235,11 +237,7 @@ class PostgresBackend:
         self._db.run("move the extraction cursor", lambda c: c.execute(COMMIT_SQL, params))
 
     def get(self, name: str) -> MemoryDoc | None:
-        try:
-            doc = self._store.get(name)
-        except MemoryStoreError:
-            return None
-        return doc if doc.name == name else None
+        return self._store.find(name)
 
     def save(
         self,
@@ -253,19 +251,34 @@ class PostgresBackend:
         origin: str = "extraction",
         write_id: str = "",
     ) -> MemoryDoc:
-        check_expected(expected, self.get(name), name=name)
-        doc = self._store.save_memory(name, description, type, content)
-        self.set_source_offsets(doc.name, source_offsets)
+        extra = {SOURCE_OFFSETS_KEY: dict(source_offsets)} if source_offsets else None
+        if expected is ANYTHING:
+            return self._store.save_memory(
+                name, description, type, content, extra=extra, origin=origin, write_id=write_id
+            )
+        revision = None if expected is None else expected.revision
+        doc = self._store.save_if(
+            name, description, type, content, expected_revision=revision, extra=extra,
+            origin=origin, write_id=write_id,
+        )  # fmt: skip
+        if doc is None:
+            check_expected(expected, self.get(name), name=name)  # says how it changed
+            raise MemoryConflictError(f"memory {name!r} changed since it was read")
         return doc
 
     def locked(self) -> AbstractContextManager[None]:
-        return contextlib.nullcontext()
+        return contextlib.nullcontext()  # each write is its own transaction
 
     def last_seq(self, name: str) -> int:
-        return 0
+        return self._db.run(
+            "read the history", lambda conn: last_seq(conn, namespace=self._db.ns, name=name)
+        )
 
     def history_after(self, name: str, seq: int) -> list[HistoryRecord]:
-        return []
+        return self._db.run(
+            "read the history",
+            lambda conn: history_records(conn, namespace=self._db.ns, name=name, after=seq),
+        )
 
     def set_source_offsets(self, name: str, source_offsets: SourceOffsets | None) -> None:
         """Record (or, empty, drop) a memory's provenance; a memory removed meanwhile by
@@ -288,9 +301,17 @@ class PostgresBackend:
     def forget(
         self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "extraction"
     ) -> MemoryDoc:
-        if expected is not ANYTHING:
-            check_expected(expected, self._store.get(name_or_rel_path), name=name_or_rel_path)
-        return self._store.forget(name_or_rel_path)  # provenance: ON DELETE CASCADE
+        if expected is ANYTHING:
+            return self._store.forget(name_or_rel_path, origin=origin)
+        if expected is None:
+            raise MemoryConflictError(f"memory {name_or_rel_path!r} is expected to be absent")
+        assert isinstance(expected, MemoryDoc)
+        gone = self._store.forget_if(
+            expected.name, expected_revision=expected.revision, origin=origin
+        )  # provenance: ON DELETE CASCADE
+        if gone is None:
+            raise MemoryConflictError(f"memory {expected.name!r} changed since it was read")
+        return gone
 
     def source_offsets(self, doc: MemoryDoc) -> dict[str, tuple[int, ...]]:
         row = self._db.one(

@@ -42,6 +42,12 @@ Version 3 (issue 19: an import or export copies everything a memory carries)::
         front_matter jsonb        a topic file's front matter keys beyond name,
                                   description, type and source_offsets (NULL: none)
 
+Version 4 (issue 19: every write kept, each undoable; ``_postgres_history``)::
+
+    asyncrecall_history             namespace, name, seq: every save and forget of a
+                                    name, with op, rel_path, at, origin, write_id and
+                                    the memory's text before and after
+
 Every statement here is constant text: user data only ever travels as parameters.
 """
 
@@ -52,6 +58,7 @@ from typing import Any, Final
 from psycopg import Connection
 
 from asyncrecall._exceptions import ConfigError
+from asyncrecall.memory._postgres_history import HISTORY_TABLE_SQL
 
 __all__ = ["CHANNEL", "SCHEMA_VERSION", "TABLE", "ensure_schema"]
 
@@ -133,6 +140,7 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (  # 3: the extra front matter of a memory (issue 19); no table rewrite
         "ALTER TABLE asyncrecall_memories ADD COLUMN IF NOT EXISTS front_matter jsonb",
     ),
+    (HISTORY_TABLE_SQL,),  # 4: every write kept, undoable (issue 19; _postgres_history)
 )
 
 #: The schema version this code reads and writes.

@@ -186,11 +186,17 @@ def delete_memory(
     source: str,
     root: Path,
     where: str,
+    exact: bool = False,
 ) -> tuple[MemoryDoc, int] | None:
-    """Delete the memory ``key`` names (:func:`find_memory`) and notify, in one
-    transaction; what was removed and its version, or ``None`` when there is none."""
+    """Delete the memory ``key`` names (:func:`find_memory`; with ``exact``, only the
+    memory of that exact name) and notify, in one transaction; what was removed and its
+    version, or ``None`` when there is none."""
     with conn.transaction():
-        found = find_memory(conn, key, namespace=namespace, where=where, lock=True)
+        if exact:
+            row = conn.execute(GET_BY_NAME_SQL + " FOR UPDATE", {"ns": namespace, "key": key})
+            found = row.fetchone()
+        else:
+            found = find_memory(conn, key, namespace=namespace, where=where, lock=True)
         if found is None:
             return None
         doc = row_doc(root, found)

@@ -32,7 +32,12 @@ from typing import Any, Final
 from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._atomic import atomic_write
 from asyncrecall.memory._document import checked_fields, render_document, safe_file_stem
-from asyncrecall.memory._history import FolderHistory, HistoryRecord, default_state_dir
+from asyncrecall.memory._history import (
+    FolderHistory,
+    HistoryRecord,
+    default_state_dir,
+    revert_target,
+)
 from asyncrecall.memory._precondition import ANYTHING, Expected, check_expected
 from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT, Scanner, _inside
 from asyncrecall.memory._threads import run_off_loop
@@ -234,18 +239,8 @@ class MemoryStore:
         revert removed it). The revert is itself a recorded write, so it can be undone."""
         with self._locked():
             name = self._history_name(name_or_rel_path)
-            records = self.history.records(name)
-            if not records:
-                raise MemoryStoreError(f"memory {name!r} has no recorded history in {self.root}")
-            if to is None:
-                target, text = records[-1], records[-1].before
-            else:
-                found = next((r for r in records if r.seq == to), None)
-                if found is None:
-                    raise MemoryStoreError(
-                        f"memory {name!r} has no version {to} (versions 1 to {records[-1].seq})"
-                    )
-                target, text = found, found.after
+            target = revert_target(self.history.records(name), name, to)
+            text = target.before if to is None else target.after
             docs = self.scan(limit=None)
             current = next((d for d in docs if d.name == name), None)
             if text is None:
