@@ -529,8 +529,6 @@ class ConsolidationGate:
         progress is never taken over."""
         from filelock import FileLock, Timeout
 
-        if self._lock is not None and self._lock.is_locked:
-            return False  # this gate's own run is still going
         self.root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.lock_path), timeout=0, thread_local=False)
         try:
