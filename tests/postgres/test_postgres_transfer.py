@@ -147,3 +147,14 @@ def test_an_import_replaces_the_provenance_of_a_name_it_overwrites(
     copy_memories(source, target)
     assert target.get("Fact").body == "new"
     assert PostgresBackend(target).source_offsets(target.get("Fact")) == {}
+
+
+def test_an_import_is_recorded_as_one(tmp_path: Path, pg_store: Any) -> None:
+    """What an import writes is in the target's history as the import's, so it can be
+    told from the user's own saves and undone."""
+    folder = MemoryStore(tmp_path / "memory")
+    folder.save_memory("Tea", "drinks", "user", "green tea")
+    copy_memories(folder, pg_store)
+    copy_memories(pg_store, MemoryStore(tmp_path / "back"))
+    assert [r.origin for r in pg_store.history_of("Tea")] == ["import"]
+    assert [r.origin for r in MemoryStore(tmp_path / "back").history_of("Tea")] == ["import"]

@@ -81,7 +81,9 @@ def write_record(store: MemoryStoreProtocol, record: MemoryRecord) -> MemoryDoc:
             extra[CREATED_AT_KEY] = _iso(record.created_at)  # else: its mtime says it
         if offsets:
             extra[SOURCE_OFFSETS_KEY] = offsets
-        saved = store.save_memory(doc.name, doc.description, doc.type, doc.body, extra=extra)
+        saved = store.save_memory(
+            doc.name, doc.description, doc.type, doc.body, extra=extra, origin="import"
+        )
         os.utime(saved.path, (doc.mtime, doc.mtime))
         return saved
     if _postgres_backend(store) is not None:
@@ -99,6 +101,7 @@ def write_record(store: MemoryStoreProtocol, record: MemoryRecord) -> MemoryDoc:
             updated_at=doc.mtime,
             created_at=record.created_at if record.created_at is not None else doc.mtime,
             extra=extra,
+            origin="import",
         )
     return store.save_memory(doc.name, doc.description, doc.type, doc.body)
 
