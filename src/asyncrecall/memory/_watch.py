@@ -87,14 +87,14 @@ _EVENT: Final = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes o
 class _Inotify:
     """The process's inotify instance: watch descriptors shared by every folder watch."""
 
-    def __init__(self, libc: ctypes.CDLL, fd: int, mounts_fd: int) -> None:
+    def __init__(self, libc: ctypes.CDLL, fd: int, mounts_fd: int, ready: select.epoll) -> None:
         self._libc = libc
         self._fd = fd
-        # The mount table: poll reports each change once (POLLPRI), counted here.
+        # The mount table: polling it reports each change once (POLLPRI), counted here.
         self._mounts_fd = mounts_fd
-        self._mounts = select.poll()
-        self._mounts.register(mounts_fd, select.POLLPRI)
         self.mount_changes = 0
+        # Both descriptors in one epoll set: "nothing happened" is one system call.
+        self._ready = ready
         self._lock = threading.Lock()
         self._owners: dict[int, set[FolderWatch]] = {}  # wd -> the watches using it
         # Watches whose scanner was collected: a finalizer may run in the middle of any
@@ -149,9 +149,21 @@ class _Inotify:
         """Read every queued event and mark the watches they concern as changed."""
         with self._lock:
             self._release_abandoned()
-            if self._fd >= 0 and self._mounts.poll(0):
-                self.mount_changes += 1
-            while self._fd >= 0:
+            if self._fd < 0:
+                return
+            try:
+                ready = self._ready.poll(0)
+            except OSError:
+                ready = [(self._fd, 0), (self._mounts_fd, 0)]  # assume both changed
+            if not ready:
+                return
+            events = False
+            for fd, _mask in ready:
+                if fd == self._mounts_fd:
+                    self.mount_changes += 1
+                else:
+                    events = True
+            while events:
                 try:
                     data = os.read(self._fd, 65536)
                 except BlockingIOError:
@@ -224,7 +236,15 @@ def _open_inotify() -> _Inotify | None:
     if fd < 0:
         os.close(mounts_fd)
         return None  # the per-user instance limit
-    return _Inotify(libc, fd, mounts_fd)
+    try:
+        ready = select.epoll()
+        ready.register(fd, select.EPOLLIN)
+        ready.register(mounts_fd, select.EPOLLPRI)
+    except OSError:
+        os.close(fd)
+        os.close(mounts_fd)
+        return None
+    return _Inotify(libc, fd, mounts_fd, ready)
 
 
 def _forget_after_fork() -> None:
@@ -240,6 +260,7 @@ def _forget_after_fork() -> None:
         old._lock = threading.Lock()
         os.close(old._fd)
         os.close(old._mounts_fd)  # its poll state is shared with the parent's
+        old._ready.close()  # and so is the epoll set
         old._fd = old._mounts_fd = -1  # the numbers may be reused: never read them again
 
 
