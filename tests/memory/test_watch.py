@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 
 from asyncrecall.memory import MemoryStore
 from asyncrecall.memory import _watch as watch_module
-from asyncrecall.memory._watch import FolderWatch, file_system_type
+from asyncrecall.memory._watch import FolderWatch, file_system_type, mounts_at
 
 from .conftest import WriteFile, topic
 
@@ -150,6 +151,179 @@ def test_a_folder_with_a_linked_topic_file_is_always_walked(
     assert listings, "a tree holding a link was trusted to the watch"
     target.write_text(topic("Linked", body="second, longer"), encoding="utf-8")
     assert store.get("Linked").body.strip() == "second, longer"
+
+
+def test_a_hard_linked_topic_file_edited_through_its_other_name_is_re_read(
+    store: MemoryStore, write: WriteFile, listings: list[str], tmp_path: Path
+) -> None:
+    """A write through a file's other name (a hard link outside the folder) is reported
+    to that name's folder only: a tree holding a topic file with more than one name is
+    walked on every scan, so the edit is seen."""
+    a = write("a.md", topic("A", body="first"), mtime=1_000)
+    _warm(store, listings)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.link(a, elsewhere / "a.md")  # changes no folder of the tree
+    write("b.md", topic("B"), mtime=2_000)  # a change the watch sees: the next scan walks
+    assert [doc.rel_path for doc in store.scan()] == ["b.md", "a.md"]
+    (elsewhere / "a.md").write_text(topic("A", body="second, longer"), encoding="utf-8")
+    assert store.get("A").body.strip() == "second, longer"
+
+
+def _watched_by(store: MemoryStore) -> int:
+    """How many of the process's folder watches this store holds."""
+    instance = watch_module._inotify()
+    assert instance is not None
+    watch = store._scanner._watch_slot[0]
+    return sum(1 for owners in instance._owners.values() if watch in owners)
+
+
+def test_a_folder_moved_out_of_the_tree_leaves_no_watch_behind(
+    store: MemoryStore, write: WriteFile, listings: list[str], tmp_path: Path
+) -> None:
+    """Folders that leave the tree (moved elsewhere, one after another) lose their
+    watches after the walk that no longer finds them: the store keeps one watch per
+    folder it has, and writes in a moved folder do not make scans walk."""
+    write("a.md", topic("A"), mtime=1_000)
+    write("sub/b.md", topic("B"), mtime=2_000)
+    _warm(store, listings)
+    assert _watched_by(store) == 2
+    for turn in range(3):
+        moved = tmp_path / f"moved-{turn}"
+        (store.root / "sub").rename(moved)
+        assert [doc.rel_path for doc in store.scan()] == ["a.md"]
+        write("sub/b.md", topic("B"), mtime=2_000)  # a new sub/ (another inode)
+        store.scan()
+        assert _watched_by(store) == 2, "a folder moved out of the tree is still watched"
+    listings.clear()
+    (tmp_path / "moved-0" / "c.md").write_text(topic("C"), encoding="utf-8")
+    (tmp_path / "moved-2" / "b.md").unlink()
+    assert [doc.rel_path for doc in store.scan()] == ["sub/b.md", "a.md"]
+    assert listings == [], "a write outside the tree made the scan walk"
+
+
+class Mounts:
+    """Real mounts made by a test (as root; skipped where refused), undone at its end."""
+
+    def __init__(self) -> None:
+        self.targets: list[Path] = []
+
+    def mount(self, *args: str | Path) -> None:
+        """``mount *args`` (the last one is the target)."""
+        if shutil.which("mount") is None:
+            pytest.skip("no mount command here")
+        done = subprocess.run(
+            ["mount", *map(str, args)], capture_output=True, text=True, timeout=30, check=False
+        )
+        if done.returncode != 0:
+            pytest.skip(f"the kernel refused the mount: {done.stderr.strip()}")
+        self.targets.append(Path(args[-1]))
+
+    def unmount(self, target: Path) -> None:
+        self.targets.remove(target)
+        subprocess.run(["umount", str(target)], capture_output=True, timeout=30, check=True)
+
+
+@pytest.fixture
+def mounts() -> Iterator[Mounts]:
+    made = Mounts()
+    yield made
+    for target in reversed(made.targets):
+        made.unmount(target)
+
+
+@pytest.mark.parametrize("over", ["sub-folder", "topic file"])
+def test_a_mount_placed_inside_the_folder_is_seen_and_walks(
+    store: MemoryStore,
+    write: WriteFile,
+    listings: list[str],
+    tmp_path: Path,
+    mounts: Mounts,
+    over: str,
+) -> None:
+    """A bind mount placed over a sub-folder or a topic file changes no folder's
+    entries: the mount table's change ends the watch's word. While a mount lies
+    below the folder it is walked (a write through the mount's source path is
+    reported to the source's folder), and after the unmount it is watched again."""
+    write("a.md", topic("A"), mtime=1_000)
+    b = write("sub/b.md", topic("B", body="below"), mtime=2_000)
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "b.md").write_text(topic("B", body="mounted"), encoding="utf-8")
+    os.utime(source / "b.md", (3_000, 3_000))
+    _warm(store, listings)
+    target, source_path = (b.parent, source) if over == "sub-folder" else (b, source / "b.md")
+    mounts.mount("--bind", source_path, target)
+    assert store.get("B").body.strip() == "mounted"
+    (source / "b.md").write_text(topic("B", body="edited at the source"), encoding="utf-8")
+    assert store.get("B").body.strip() == "edited at the source"
+    mounts.unmount(target)
+    assert store.get("B").body.strip() == "below"
+    assert _warm(store, listings) == ["sub/b.md", "a.md"]
+
+
+def test_a_change_of_the_mount_table_counts_only_at_or_below_the_folder(
+    store: MemoryStore,
+    write: WriteFile,
+    listings: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Any mount or unmount makes the next warm scan re-read the mount table (the
+    kernel's poll says one happened, not where); a mount elsewhere costs no walk, a
+    network file system mounted below the folder ends the watch."""
+    table = tmp_path / "mountinfo"
+    real_root = os.path.realpath(store.root)
+    table.write_text(f"27 1 254:0 / {os.path.dirname(real_root)} rw - ext4 /dev/vda rw\n")
+    monkeypatch.setattr(watch_module, "MOUNTINFO", str(table))
+    write("a.md", topic("A"))
+    _warm(store, listings)
+    instance = watch_module._inotify()
+    assert instance is not None
+
+    def mounted(line: str) -> None:
+        with table.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+        instance.mount_changes += 1  # what polling the real table reports
+
+    mounted("50 27 0:50 / /elsewhere rw - nfs4 server:/export rw")
+    assert [doc.rel_path for doc in store.scan()] == ["a.md"]
+    assert listings == [], "a mount elsewhere made the scan walk"
+    mounted(f"51 27 0:51 / {real_root}/sub rw - nfs4 server:/export rw")
+    store.scan()
+    listings.clear()
+    store.scan()
+    assert listings == [real_root], "a tree with a network mount below was trusted"
+
+
+def test_the_mounts_of_a_folder_are_its_own_and_those_below(tmp_path: Path) -> None:
+    """The mounts a tree depends on: the deepest one holding it, then the ones below."""
+    assert mounts_at("/home/me/nfs", MOUNTINFO) == (
+        ("40", "/home/me/nfs", "nfs4"),
+        ("41", "/home/me/nfs/local", "tmpfs"),
+    )
+    assert mounts_at("/home/me/nfsx", MOUNTINFO) == (("27", "/", "ext4"),)
+    assert mounts_at("/home/me", "garbage\n") == ()
+
+
+def test_an_overlay_folder_is_walked_and_sees_edits_to_its_layers(
+    tmp_path: Path, listings: list[str], mounts: Mounts
+) -> None:
+    """A write made to an overlay's layer directly (the host editing a container's
+    folder) reaches no watch of the merged folder: overlay folders are walked."""
+    layers = {name: tmp_path / name for name in ("lower", "upper", "work", "merged")}
+    for folder in layers.values():
+        folder.mkdir()
+    (layers["lower"] / "a.md").write_text(topic("A", body="first"), encoding="utf-8")
+    options = f"lowerdir={layers['lower']},upperdir={layers['upper']},workdir={layers['work']}"
+    mounts.mount("-t", "overlay", "overlay", "-o", options, layers["merged"])
+    store = MemoryStore(layers["merged"])
+    store.scan()
+    listings.clear()
+    store.scan()
+    assert listings, "an overlay folder was trusted to the watch"
+    (layers["lower"] / "a.md").write_text(topic("A", body="second, longer"), encoding="utf-8")
+    assert store.get("A").body.strip() == "second, longer"
 
 
 def test_a_root_path_that_now_leads_elsewhere_is_walked_again(

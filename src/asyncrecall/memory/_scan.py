@@ -223,6 +223,8 @@ class Scanner:
                     if stat.S_ISREG(info.st_mode):
                         path = entry.path
                         found.append(_Candidate(path, rel, path, info.st_size, info.st_mtime_ns))
+                        if info.st_nlink > 1 and watch is not None:
+                            watch.distrust()  # a write through its other name is unseen
         return found
 
     def _unusual(

@@ -9,12 +9,26 @@ descriptor. Everything else walks as before:
 - another system (no inotify), or ``ASYNCRECALL_FOLDER_WATCH=off``;
 - a folder on a file system where inotify misses changes made elsewhere (NFS, SMB,
   9p, FUSE ...: only the local file systems of :data:`LOCAL_FILE_SYSTEMS` are
-  trusted), or whose tree crosses into another mount;
-- a tree with a link among its topic files (its target's folder is not watched);
+  trusted). Overlay file systems are not trusted either: a write made to one of its
+  layers directly (the host editing a container's lower or upper folder) reaches no
+  watch of the merged folder;
+- a tree with another mount below its root (a bind mount over a sub-folder or a file:
+  writes through the mount's source path are reported to the source's folder);
+- a tree with a link among its topic files (its target's folder is not watched), or
+  a topic file with more than one name (a hard link: a write through the other name
+  is reported to that name's folder only);
 - the kernel's watch limits reached, or its event queue overflowed (one walk, then
   watching again).
 
-What inotify cannot see is a write through a memory map; no editor writes that way.
+The mount table is part of the answer: a mount or unmount anywhere in the process's
+namespace (``poll`` on ``/proc/self/mountinfo`` says so, one system call) makes the
+next scan re-read the table, and walk when a mount at or below the folder changed.
+The watches of folders that left the tree (moved or deleted) are removed after the
+walk that no longer finds them, so writes in a folder moved elsewhere cost nothing.
+
+What inotify cannot see is a write through a memory map; no editor writes that way,
+nor a hard link made to a topic file after the walk (it changes no folder of the
+tree) until something in the tree changes and the next walk counts its names.
 Events are queued by the system call that changes the file, before it returns, so a
 recall that starts after another process finished writing sees the change.
 
@@ -25,6 +39,7 @@ starts its own.
 from __future__ import annotations
 
 import os
+import select
 import struct
 import threading
 from collections import deque
@@ -33,16 +48,19 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     import ctypes
 
-__all__ = ["LOCAL_FILE_SYSTEMS", "FolderWatch", "file_system_type"]
+__all__ = ["LOCAL_FILE_SYSTEMS", "MOUNTINFO", "FolderWatch", "file_system_type", "mounts_at"]
 
-#: File systems whose inotify events cover every change, local or not.
+#: File systems whose inotify events cover every change, local or not (not overlay:
+#: a write to one of its layers is not reported to the merged folder's watches).
 LOCAL_FILE_SYSTEMS: Final = frozenset(
     {
         "bcachefs", "btrfs", "exfat", "ext2", "ext3", "ext4", "f2fs", "hfsplus", "jfs",
-        "msdos", "nilfs2", "ntfs3", "overlay", "ramfs", "reiserfs", "tmpfs", "vfat",
-        "xfs", "zfs",
+        "msdos", "nilfs2", "ntfs3", "ramfs", "reiserfs", "tmpfs", "vfat", "xfs", "zfs",
     }
 )  # fmt: skip
+
+#: Where the mount table is read from (tests point it at a file of their own).
+MOUNTINFO = "/proc/self/mountinfo"
 
 _IN_MODIFY: Final = 0x002
 _IN_ATTRIB: Final = 0x004
@@ -69,9 +87,14 @@ _EVENT: Final = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes o
 class _Inotify:
     """The process's inotify instance: watch descriptors shared by every folder watch."""
 
-    def __init__(self, libc: ctypes.CDLL, fd: int) -> None:
+    def __init__(self, libc: ctypes.CDLL, fd: int, mounts_fd: int, ready: select.epoll) -> None:
         self._libc = libc
         self._fd = fd
+        # The mount table: polling it reports each change once (POLLPRI), counted here.
+        self._mounts_fd = mounts_fd
+        self.mount_changes = 0
+        # Both descriptors in one epoll set: "nothing happened" is one system call.
+        self._ready = ready
         self._lock = threading.Lock()
         self._owners: dict[int, set[FolderWatch]] = {}  # wd -> the watches using it
         # Watches whose scanner was collected: a finalizer may run in the middle of any
@@ -102,8 +125,16 @@ class _Inotify:
         while self._abandoned:
             self._release(self._abandoned.popleft())
 
+    def forget(self, owner: FolderWatch, wds: set[int]) -> None:
+        """``owner`` no longer needs ``wds`` (folders that left its tree)."""
+        with self._lock:
+            self._forget(owner, wds)
+
     def _release(self, owner: FolderWatch) -> None:
-        wds, owner._wds = owner._wds, set()
+        wds, owner._wds, owner._previous = owner._wds | owner._previous, set(), set()
+        self._forget(owner, wds)
+
+    def _forget(self, owner: FolderWatch, wds: set[int]) -> None:
         for wd in wds:
             owners = self._owners.get(wd)
             if owners is None:
@@ -118,7 +149,21 @@ class _Inotify:
         """Read every queued event and mark the watches they concern as changed."""
         with self._lock:
             self._release_abandoned()
-            while self._fd >= 0:
+            if self._fd < 0:
+                return
+            try:
+                ready = self._ready.poll(0)
+            except OSError:
+                ready = [(self._fd, 0), (self._mounts_fd, 0)]  # assume both changed
+            if not ready:
+                return
+            events = False
+            for fd, _mask in ready:
+                if fd == self._mounts_fd:
+                    self.mount_changes += 1
+                else:
+                    events = True
+            while events:
                 try:
                     data = os.read(self._fd, 65536)
                 except BlockingIOError:
@@ -183,10 +228,23 @@ def _open_inotify() -> _Inotify | None:
         return None  # not Linux
     libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
     libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
+    try:
+        mounts_fd = os.open("/proc/self/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # no /proc: mounts could change unseen
     fd = init(_IN_NONBLOCK | _IN_CLOEXEC)
     if fd < 0:
+        os.close(mounts_fd)
         return None  # the per-user instance limit
-    return _Inotify(libc, fd)
+    try:
+        ready = select.epoll()
+        ready.register(fd, select.EPOLLIN)
+        ready.register(mounts_fd, select.EPOLLPRI)
+    except OSError:
+        os.close(fd)
+        os.close(mounts_fd)
+        return None
+    return _Inotify(libc, fd, mounts_fd, ready)
 
 
 def _forget_after_fork() -> None:
@@ -201,7 +259,9 @@ def _forget_after_fork() -> None:
         old._owners.clear()
         old._lock = threading.Lock()
         os.close(old._fd)
-        old._fd = -1  # the number may be reused: never read it again
+        os.close(old._mounts_fd)  # its poll state is shared with the parent's
+        old._ready.close()  # and so is the epoll set
+        old._fd = old._mounts_fd = -1  # the numbers may be reused: never read them again
 
 
 if hasattr(os, "register_at_fork"):
@@ -213,14 +273,18 @@ class FolderWatch:
 
     Used by one scanner under its own lock: :meth:`rewatch` before the walk (so a
     change during the walk counts as a change), :meth:`add` for every folder the walk
-    lists, before listing it; :meth:`unchanged` afterwards.
+    lists, before listing it; :meth:`unchanged` afterwards (which also drops the
+    watches of folders the walk no longer listed).
     """
 
     def __init__(self, inotify: _Inotify, real_root: str) -> None:
         self._inotify = inotify
         self.real_root = real_root
         self._root_id = (-1, -1)  # (device, inode) of the root at the last walk
-        self._wds: set[int] = set()
+        self._wds: set[int] = set()  # the folders the last walk listed
+        self._previous: set[int] = set()  # the walk before: released after this one
+        self._mounts: tuple[tuple[str, ...], ...] | None = None  # mounts_at(), last read
+        self._mount_changes = -1  # the instance's count when they were read
         self.changed = True  # set by the instance's event dispatch
         self.usable = False  # the last walk watched all it saw
         self.orphaned = False  # forked: this process has a new instance
@@ -239,15 +303,23 @@ class FolderWatch:
         """Start a walk: earlier events are read and forgotten, new ones count."""
         if self.orphaned:
             return
+        self._forget_previous()
         self._inotify.poll()
         self.changed = False
+        self._previous, self._wds = self._wds, set()
         try:
             info = os.stat(self.real_root)
         except OSError:
             self.usable = False
             return
         self._root_id = (info.st_dev, info.st_ino)
-        self.usable = not self.orphaned
+        if self._mount_changes != self._inotify.mount_changes or self._mounts is None:
+            self._mount_changes = self._inotify.mount_changes
+            self._mounts = mounts_at(self.real_root)
+        # One mount, of a trusted type: the root's own (nothing mounted below it).
+        mounts = self._mounts
+        trusted = len(mounts) == 1 and mounts[0][2] in LOCAL_FILE_SYSTEMS
+        self.usable = trusted and not self.orphaned
 
     def add(self, directory: str) -> None:
         """Watch a folder the walk is about to list (on the root's device only)."""
@@ -271,9 +343,16 @@ class FolderWatch:
         """True when nothing below the folder changed since the last complete walk."""
         if not self.usable:
             return False
-        self._inotify.poll()
+        self._forget_previous()
+        inotify = self._inotify
+        inotify.poll()
         if self.changed:
             return False
+        if inotify.mount_changes != self._mount_changes:
+            # Something was mounted or unmounted somewhere: here?
+            if mounts_at(self.real_root) != self._mounts:
+                return False  # the walk re-reads the table and decides
+            self._mount_changes = inotify.mount_changes
         try:
             info = os.stat(root)  # the path may now lead to another folder
         except OSError:
@@ -289,37 +368,66 @@ class FolderWatch:
         else:
             self._inotify.release(self)
 
+    def _forget_previous(self) -> None:
+        """After a walk: release the folders the walk before listed and this one did
+        not (moved out of the tree, or deleted), so their events are no change."""
+        if self._previous:
+            gone, self._previous = self._previous - self._wds, set()
+            if gone:
+                self._inotify.forget(self, gone)
+
     def _lost(self, wd: int) -> None:
         self._wds.discard(wd)
+        self._previous.discard(wd)
         self.changed = True
 
     def _orphan(self) -> None:
         self._wds.clear()
+        self._previous.clear()
         self.usable = False
         self.changed = True
         self.orphaned = True
 
 
-def file_system_type(path: str, mountinfo: str | None = None) -> str | None:
-    """The type of the file system ``path`` (a real path) lives on, from
-    ``/proc/self/mountinfo`` (or the given text), or ``None`` when unknown."""
+def _read_mountinfo() -> str | None:
+    try:
+        with open(MOUNTINFO, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def mounts_at(path: str, mountinfo: str | None = None) -> tuple[tuple[str, ...], ...]:
+    """The mounts a folder tree depends on: the deepest mount holding ``path`` (a real
+    path), then every mount below it, each as (mount id, mount point, file system
+    type), from :data:`MOUNTINFO` (or the given text); ``()`` when unknown."""
     if mountinfo is None:
-        try:
-            with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
-                mountinfo = handle.read()
-        except OSError:
-            return None
-    best: tuple[int, str] | None = None
+        mountinfo = _read_mountinfo()
+        if mountinfo is None:
+            return ()
+    best: tuple[str, ...] | None = None
+    below: list[tuple[str, ...]] = []
+    prefix = path.rstrip("/") + "/"
     for line in mountinfo.splitlines():
         fields, _, rest = line.partition(" - ")
         parts = fields.split()
         if len(parts) < 5 or not rest:
             continue
         point = _unescape(parts[4])
-        inside = path == point or path.startswith(point.rstrip("/") + "/")
-        if inside and (best is None or len(point) >= best[0]):
-            best = (len(point), rest.split()[0])
-    return best[1] if best else None
+        mount = (parts[0], point, rest.split()[0])
+        if path == point or path.startswith(point.rstrip("/") + "/"):
+            if best is None or len(point) >= len(best[1]):
+                best = mount  # later lines are mounted on top of earlier ones
+        elif point.startswith(prefix):
+            below.append(mount)
+    return (best, *sorted(below)) if best else ()
+
+
+def file_system_type(path: str, mountinfo: str | None = None) -> str | None:
+    """The type of the file system ``path`` (a real path) lives on, from
+    :data:`MOUNTINFO` (or the given text), or ``None`` when unknown."""
+    mounts = mounts_at(path, mountinfo)
+    return mounts[0][2] if mounts else None
 
 
 def _unescape(field: str) -> str:
