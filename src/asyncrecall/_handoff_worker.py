@@ -179,7 +179,7 @@ async def _work(directory: HandoffDir, config: WorkerConfig, own: tuple[str, int
     try:
         extractor = MemoryExtractor(store, model)
         tried: set[str] = set()
-        claim = own
+        claim = own or _next_stale(directory, tried)
         while claim is not None:
             session, fd = claim
             tried.add(session)
