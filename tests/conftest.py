@@ -90,7 +90,9 @@ def local_server(_local_server_session: LocalServer) -> LocalServer:
     """The suite's :class:`LocalServer`, with scripts and records cleared for this test, and
     what OpenAI models learned about its endpoints forgotten (it is one server for all)."""
     from asyncrecall.models._openai import forget_endpoints
+    from asyncrecall.models._traffic import forget_traffic
 
     forget_endpoints()
+    forget_traffic()
     _local_server_session.reset()
     return _local_server_session

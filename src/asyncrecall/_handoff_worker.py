@@ -35,6 +35,7 @@ from asyncrecall.agent._handoff import Handoff, HandoffDir
 from asyncrecall.memory import MemoryExtractor, MemoryStore, MemoryStoreProtocol
 from asyncrecall.memory._consolidate import consolidation_gate
 from asyncrecall.models import Model
+from asyncrecall.models._traffic import background_requests
 
 __all__ = ["MAX_ATTEMPTS", "WorkerConfig", "hand_off", "main", "release_workers", "start_worker"]
 
@@ -216,7 +217,8 @@ async def _run_one(
         directory.complete(session, fd)
         return
     try:
-        await extractor.extract(handoff.session_id, handoff.turns, end=handoff.end)
+        with background_requests():
+            await extractor.extract(handoff.session_id, handoff.turns, end=handoff.end)
     except AsyncRecallError as exc:
         attempts = handoff.attempts + (0 if is_preempted(exc) else 1)
         if attempts >= MAX_ATTEMPTS:

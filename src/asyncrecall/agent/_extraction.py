@@ -54,6 +54,7 @@ from asyncrecall.agent._handoff import Handoff
 from asyncrecall.memory import MemoryExtractor, TranscriptTurn, consolidate
 from asyncrecall.memory._consolidate import Gate
 from asyncrecall.models import Model
+from asyncrecall.models._traffic import SideRequestYielded, background_requests
 
 __all__ = [
     "DEFAULT_DRAIN_TIMEOUT",
@@ -268,7 +269,8 @@ class ExtractionScheduler:
                 turns = [t for t in self.transcript if t.offset not in self._covered]
                 self._emit(MemoryExtractionStartedEvent(session_id=self.session_id, end=end))
                 try:
-                    result = await self.extractor.extract(self.session_id, turns, end=end)
+                    with background_requests():  # never over a main turn (issue 20)
+                        result = await self.extractor.extract(self.session_id, turns, end=end)
                 except asyncio.CancelledError:
                     self._emit(
                         MemoryExtractionSkippedEvent(
@@ -352,7 +354,8 @@ async def maybe_consolidate(
         return
     completed = False
     try:
-        result = await consolidate(extractor.store, extractor.model, backend=extractor.backend)
+        with background_requests():
+            result = await consolidate(extractor.store, extractor.model, backend=extractor.backend)
         completed = True
         if emit is not None:
             emit(
@@ -367,8 +370,12 @@ async def maybe_consolidate(
 
 
 def is_preempted(error: BaseException) -> bool:
-    """Whether ``error`` is the embedded engine's "a main turn needs me" (checked without
-    importing it). The cursor has not moved: the next extraction covers those turns."""
+    """Whether ``error`` is a side query giving way to a main turn: the embedded engine's
+    "a main turn needs me" (checked without importing it), or an endpoint's that cuts a
+    stream for a second request (``SideRequestYielded``). The cursor has not moved: the
+    next extraction covers those turns."""
+    if isinstance(error, SideRequestYielded):
+        return True
     engine = sys.modules.get("asyncrecall.models._local_engine")
     return engine is not None and isinstance(error, engine.Preempted)
 
