@@ -45,6 +45,8 @@ logger = logging.getLogger("asyncrecall.agent")
 #: given up, with a warning in the log; a worker that died does not count.
 MAX_ATTEMPTS: Final = 3
 MODULE: Final = "asyncrecall._handoff_worker"
+#: Times one worker asks again after its side query gave way to a main turn.
+_GIVE_WAY_ROUNDS: Final = 5
 # The worker starts at a low priority, before its imports (half a second of CPU): the
 # command that started it is still ending, and the user's next one comes first.
 _NICE: Final = ("nice", "-n", "10") if shutil.which("nice") else ()
@@ -217,8 +219,14 @@ async def _run_one(
         directory.complete(session, fd)
         return
     try:
-        with background_requests():
-            await extractor.extract(handoff.session_id, handoff.turns, end=handoff.end)
+        for round_ in range(_GIVE_WAY_ROUNDS):
+            try:
+                with background_requests():  # it waits while main turns of ours stream
+                    await extractor.extract(handoff.session_id, handoff.turns, end=handoff.end)
+                break
+            except AsyncRecallError as exc:
+                if not is_preempted(exc) or round_ == _GIVE_WAY_ROUNDS - 1:
+                    raise
     except AsyncRecallError as exc:
         attempts = handoff.attempts + (0 if is_preempted(exc) else 1)
         if attempts >= MAX_ATTEMPTS:
@@ -269,7 +277,10 @@ def _side_model(spec: Any) -> Model:
         local: Model = LocalModel()
         return local
     from asyncrecall.models import OpenAIModel
+    from asyncrecall.models._traffic import traffic
 
+    if spec.get("interrupts"):  # the command saw it cut a stream for a second request
+        traffic(str(spec["base_url"])).interrupts = True
     return OpenAIModel(
         model=str(spec["model"]), base_url=str(spec["base_url"]), api_key=spec.get("api_key")
     )

@@ -219,6 +219,11 @@ def _handoff_for(
     directory = HandoffDir(handoff_dir(extractor, cache=settings.home / "handoff"))
 
     def handoff(owed: Handoff | None) -> None:
+        side = config["side"]
+        if "base_url" in side:  # what this process learned: the worker is as careful
+            from asyncrecall.models._traffic import traffic
+
+            side["interrupts"] = traffic(side["base_url"]).interrupts
         hand_off(directory, owed, config)
 
     return handoff

@@ -123,7 +123,7 @@ async def test_a_cut_with_none_of_ours_out_is_the_error_it_is(
     local_server.script("other", Reply(text="theirs", gate=threading.Event()))
     theirs = subprocess.Popen(  # noqa: ASYNC220 - another client of the server: no marker held
         [sys.executable, "-c", WORKER.replace("fcntl.flock(fd, fcntl.LOCK_SH)", ""),
-         traffic(local_server.base_url).marker_path, f"{local_server.base_url}/chat/completions"],
+         traffic(local_server.base_url).marker_path(), f"{local_server.base_url}/chat/completions"],
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -215,7 +215,7 @@ async def test_a_background_query_of_another_process_counts_as_ours(
     """A stream cut while another process of ours has a background side query out (its
     marker held, as the extraction worker of an earlier command holds it) is sent
     again; the same cut with nobody's marker held is an error (previous test)."""
-    marker = traffic(local_server.base_url).marker_path
+    marker = traffic(local_server.base_url).marker_path()
     local_server.script("main", Reply(text="cut", interrupt=True), "the answer")
     local_server.script("other", Reply(text="theirs", gate=threading.Event()))
     worker = subprocess.Popen(  # noqa: ASYNC220 - holds the marker, then its request waits at the server
@@ -281,3 +281,42 @@ async def test_text_of_the_cut_stream_is_not_part_of_the_answer(tmp_path: Any) -
     types = [e.type for e in events if e.type in ("content", "request_retried")]
     assert types == ["content", "request_retried", "content"]
     assert model.streams == 2
+
+
+async def test_a_background_query_waits_while_another_process_streams_a_main_turn(
+    local_server: LocalServer, side: OpenAIModel
+) -> None:
+    """On an endpoint that interrupts, a background side query (the extraction worker's)
+    is not sent while another process of ours streams a main turn there (its ``main``
+    marker held), and is sent once that ends."""
+    traffic(local_server.base_url).interrupts = True
+    local_server.set_default("side", Reply(json={"answer": "ok"}))
+    holder = subprocess.Popen(  # noqa: ASYNC220 - a process streaming a main turn
+        [sys.executable, "-c", HOLDER, traffic(local_server.base_url).marker_path("main")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert await asyncio.to_thread(holder.stdout.readline) == "held\n"
+        with background_requests():
+            waiting = side_query(side)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done() and traffic(local_server.base_url).side_requests == 0
+        assert not [r for r in local_server.requests if is_side(r)]
+    finally:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.close()  # it releases the marker and ends
+        holder.wait()
+        holder.stdout.close()
+    assert await waiting == {"answer": "ok"}
+
+
+HOLDER = """
+import fcntl, os, sys
+os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_SH)
+print("held", flush=True)
+sys.stdin.read()
+"""

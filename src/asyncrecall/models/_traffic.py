@@ -15,11 +15,14 @@ URL) and per process:
 * on an endpoint that has shown it interrupts, a *background* side query (made inside
   :func:`background_requests`: extraction) never overlaps a main turn: it waits until
   no main stream runs before it is sent, and gives way as soon as one starts;
-* background side queries also hold a shared ``flock`` on a per-endpoint marker file
-  (in the temporary folder, per user) while in flight, so that a main stream cut by
-  another process of ours (the detached extraction worker of an earlier command) is
-  recognised as ours too, and sent again. That one cannot be made to give way from
-  here; the main request waits behind it on the server.
+* across processes of this user, through ``flock`` on two marker files per endpoint
+  (in the temporary folder): a main stream holds a shared lock on the ``main`` marker
+  while it runs, a background side query one on the ``background`` marker while it is
+  out. A main stream cut while another process of ours has a background query out
+  (the detached extraction worker of an earlier command) counts that one as ours and
+  is sent again; and on an endpoint that interrupts, a background query waits while
+  any process of ours streams a main turn there, and gives way when one starts (looked
+  at every :data:`POLL_S` while it is out).
 
 Nothing here knows what a side query is for; the agent decides what is background.
 """
@@ -53,6 +56,8 @@ __all__ = [
 ]
 
 _GIVE_WAY: Final = "asyncrecall: side query gave way to the main turn"
+#: Seconds between two looks at other processes' main streams (background queries only).
+POLL_S: Final = 0.1
 _BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "asyncrecall_background_requests", default=False
 )
@@ -100,6 +105,7 @@ class Traffic:
     main_streams: int = 0
     _sides: set[_Side] = field(default_factory=set)
     _quiet: list[asyncio.Future[None]] = field(default_factory=list)
+    _main_fd: int | None = None  # the main marker, shared-locked while we stream
 
     @property
     def side_requests(self) -> int:
@@ -111,6 +117,8 @@ class Traffic:
         """Register a streamed main turn while it runs; on an endpoint that interrupts,
         background side queries in flight give way at once."""
         self.main_streams += 1
+        if self.main_streams == 1:
+            self._lock_main(True)
         if self.interrupts:
             self._give_way(background_only=True)
         try:
@@ -118,6 +126,7 @@ class Traffic:
         finally:
             self.main_streams -= 1
             if self.main_streams == 0:
+                self._lock_main(False)
                 waiters, self._quiet = self._quiet, []
                 for waiter in waiters:
                     with contextlib.suppress(RuntimeError):  # its loop is closed
@@ -129,14 +138,23 @@ class Traffic:
         endpoint that interrupts first waits for the main turns to end. Our give-way
         cancel becomes :class:`SideRequestYielded`; anyone else's propagates."""
         background = _BACKGROUND.get()
-        while background and self.interrupts and self.main_streams:
-            waiter = asyncio.get_running_loop().create_future()
-            self._quiet.append(waiter)
-            await waiter
+        careful = background and self.interrupts
+        while careful and (self.main_streams or self._held_elsewhere("main")):
+            if self.main_streams:
+                waiter = asyncio.get_running_loop().create_future()
+                self._quiet.append(waiter)
+                await waiter
+            else:
+                await asyncio.sleep(POLL_S)
         task = asyncio.current_task()
         side = _Side(task, background)
         self._sides.add(side)
         marker = self._mark() if background else None
+        watch = (
+            asyncio.get_running_loop().create_task(self._watch(side), name="asyncrecall-give-way")
+            if careful
+            else None
+        )
         try:
             yield
         except asyncio.CancelledError as exc:
@@ -153,32 +171,56 @@ class Traffic:
             self._sides.discard(side)
             if marker is not None:
                 os.close(marker)
+            if watch is not None:
+                watch.cancel()
+                await asyncio.gather(watch, return_exceptions=True)
+
+    async def _watch(self, side: _Side) -> None:
+        """A background query's look-out: it gives way when another process of ours
+        starts a main stream on the endpoint."""
+        while not side.gave_way:
+            await asyncio.sleep(POLL_S)
+            if self._held_elsewhere("main") and not self.main_streams:
+                self._give_way(background_only=True)
 
     def cut(self) -> int:
         """A main stream ended without a finish reason: how many side queries of ours were
         in flight, this process's (they give way) plus one when another process of ours
         has a background one out; the endpoint is then known to interrupt."""
-        count = len(self._sides) + (1 if self._marked_elsewhere() else 0)
+        count = len(self._sides) + (1 if self._held_elsewhere("background") else 0)
         if count:
             self.interrupts = True
             self._give_way(background_only=False)
         return count
 
-    @property
-    def marker_path(self) -> str:
+    def _give_way(self, *, background_only: bool) -> None:
+        for side in list(self._sides):
+            if background_only and not side.background:
+                continue
+            if not side.gave_way and side.task is not None and not side.task.done():
+                side.gave_way = True
+                side.task.cancel(_GIVE_WAY)
+
+    def marker_path(self, kind: str = "background") -> str:
+        """The ``main`` or ``background`` marker file of this endpoint."""
         digest = hashlib.sha256(self.base_url.encode()).hexdigest()[:16]
         folder = os.path.join(tempfile.gettempdir(), f"asyncrecall-{os.getuid()}")
-        return os.path.join(folder, f"background-{digest}.lock")
+        return os.path.join(folder, f"{kind}-{digest}.lock")
 
-    def _mark(self) -> int | None:
-        """A shared lock on the endpoint's marker (``None`` where it cannot be had)."""
+    def _open_marker(self, kind: str) -> int | None:
         if fcntl is None:  # pragma: no cover
             return None
-        path = self.marker_path
+        path = self.marker_path(kind)
         try:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError:
+            return None
+
+    def _mark(self) -> int | None:
+        """A shared lock on the background marker (``None`` where it cannot be had)."""
+        fd = self._open_marker("background")
+        if fd is None:
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -187,13 +229,27 @@ class Traffic:
             return None
         return fd
 
-    def _marked_elsewhere(self) -> bool:
-        """Whether a background side query (of any process of ours) is out: its marker is
-        held. Only asked when a stream was cut, never on a request's way out."""
+    def _lock_main(self, streaming: bool) -> None:
+        """Hold (``streaming``) or drop the shared lock on the main marker (one open file
+        for the process, opened on its first main stream)."""
+        if self._main_fd is None:
+            if not streaming:
+                return
+            self._main_fd = self._open_marker("main")
+            if self._main_fd is None:
+                return
+        with contextlib.suppress(OSError):
+            fcntl.flock(
+                self._main_fd, fcntl.LOCK_SH | fcntl.LOCK_NB if streaming else fcntl.LOCK_UN
+            )
+
+    def _held_elsewhere(self, kind: str) -> bool:
+        """Whether some process of ours holds the ``kind`` marker (another open file of
+        this process counts too: the caller knows its own)."""
         if fcntl is None:  # pragma: no cover
             return False
         try:
-            fd = os.open(self.marker_path, os.O_RDWR)
+            fd = os.open(self.marker_path(kind), os.O_RDWR)
         except OSError:
             return False
         try:
@@ -203,14 +259,6 @@ class Traffic:
         finally:
             os.close(fd)
         return False
-
-    def _give_way(self, *, background_only: bool) -> None:
-        for side in list(self._sides):
-            if background_only and not side.background:
-                continue
-            if not side.gave_way and side.task is not None and not side.task.done():
-                side.gave_way = True
-                side.task.cancel(_GIVE_WAY)
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
