@@ -277,7 +277,9 @@ def _side_model(spec: Any) -> Model:
         local: Model = LocalModel()
         return local
     from asyncrecall.models import OpenAIModel
-    from asyncrecall.models._traffic import traffic
+    from asyncrecall.models._traffic import enable_cross_process, traffic
+
+    enable_cross_process()  # a main turn cut by our extraction is sent again (see there)
 
     if spec.get("interrupts"):  # the command saw it cut a stream for a second request
         traffic(str(spec["base_url"])).interrupts = True

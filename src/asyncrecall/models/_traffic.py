@@ -16,13 +16,15 @@ URL) and per process:
   :func:`background_requests`: extraction) never overlaps a main turn: it waits until
   no main stream runs before it is sent, and gives way as soon as one starts;
 * across processes of this user, through ``flock`` on two marker files per endpoint
-  (in the temporary folder): a main stream holds a shared lock on the ``main`` marker
-  while it runs, a background side query one on the ``background`` marker while it is
-  out. A main stream cut while another process of ours has a background query out
-  (the detached extraction worker of an earlier command) counts that one as ours and
-  is sent again; and on an endpoint that interrupts, a background query waits while
-  any process of ours streams a main turn there, and gives way when one starts (looked
-  at every :data:`POLL_S` while it is out).
+  (in the temporary folder), made only by a process that did
+  :func:`enable_cross_process` (the extraction worker): a main stream holds a shared
+  lock on the ``main`` marker while it runs (when the file exists), such a process's
+  background side query one on the ``background`` marker while it is out. A main
+  stream cut while another process of ours has a background query out (the detached
+  extraction worker of an earlier command) counts that one as ours and is sent again;
+  and on an endpoint that interrupts, a background query waits while any process of
+  ours streams a main turn there, and gives way when one starts (looked at every
+  :data:`POLL_S` while it is out).
 
 Nothing here knows what a side query is for; the agent decides what is background.
 """
@@ -51,6 +53,7 @@ __all__ = [
     "SideRequestYielded",
     "Traffic",
     "background_requests",
+    "enable_cross_process",
     "forget_traffic",
     "traffic",
 ]
@@ -58,9 +61,16 @@ __all__ = [
 _GIVE_WAY: Final = "asyncrecall: side query gave way to the main turn"
 #: Seconds between two looks at other processes' main streams (background queries only).
 POLL_S: Final = 0.1
+_CROSS: dict[str, bool] = {"on": False}
 _BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "asyncrecall_background_requests", default=False
 )
+
+
+def enable_cross_process() -> None:
+    """This process's background side queries are seen by the other processes of this
+    user (the extraction worker: see the module doc); it makes the marker files."""
+    _CROSS["on"] = True
 
 
 class SideRequestYielded(ModelError):
@@ -207,19 +217,25 @@ class Traffic:
         folder = os.path.join(tempfile.gettempdir(), f"asyncrecall-{os.getuid()}")
         return os.path.join(folder, f"{kind}-{digest}.lock")
 
-    def _open_marker(self, kind: str) -> int | None:
+    def _open_marker(self, kind: str, *, create: bool) -> int | None:
+        """The marker file (made only when ``create``), ``None`` when absent."""
         if fcntl is None:  # pragma: no cover
             return None
         path = self.marker_path(kind)
         try:
+            if not create:
+                return os.open(path, os.O_RDWR)
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
             return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError:
             return None
 
     def _mark(self) -> int | None:
-        """A shared lock on the background marker (``None`` where it cannot be had)."""
-        fd = self._open_marker("background")
+        """A shared lock on the background marker (``None`` where it cannot be had, or
+        this process does not make markers)."""
+        if not _CROSS["on"]:
+            return None
+        fd = self._open_marker("background", create=True)
         if fd is None:
             return None
         try:
@@ -235,7 +251,8 @@ class Traffic:
         if self._main_fd is None:
             if not streaming:
                 return
-            self._main_fd = self._open_marker("main")
+            # Only when a worker made the file: a plain process leaves no file behind.
+            self._main_fd = self._open_marker("main", create=_CROSS["on"])
             if self._main_fd is None:
                 return
         with contextlib.suppress(OSError):
@@ -246,11 +263,10 @@ class Traffic:
     def _held_elsewhere(self, kind: str) -> bool:
         """Whether some process of ours holds the ``kind`` marker (another open file of
         this process counts too: the caller knows its own)."""
-        if fcntl is None:  # pragma: no cover
-            return False
-        try:
-            fd = os.open(self.marker_path(kind), os.O_RDWR)
-        except OSError:
+        # A worker makes the main marker on its first look, so main streams that
+        # start from then on hold it.
+        fd = self._open_marker(kind, create=_CROSS["on"] and kind == "main")
+        if fd is None:
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
