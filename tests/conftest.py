@@ -5,6 +5,10 @@ Keep this file small and generic; fixtures for one area live in that area's conf
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,6 +45,40 @@ def _isolated_env(
     monkeypatch.setenv("ASYNCRECALL_HOME", str(home))
 
 
+#: How long a test's hand-off workers may go on after it (then they are killed).
+WORKER_GUARD_S = 30.0
+
+
+def handoff_workers(marker: str) -> list[int]:
+    """Pids of extraction hand-off workers (``asyncrecall._handoff_worker``) whose
+    command line contains ``marker`` (a folder of the test's)."""
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "asyncrecall._handoff_worker" in cmdline and marker in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No hand-off worker a test's CLI started outlives the test: it would answer to
+    the next test's scripts on the shared server. They are waited for, then killed."""
+    yield
+    marker = str(tmp_path_factory.getbasetemp())
+    deadline = time.monotonic() + WORKER_GUARD_S
+    while (pids := handoff_workers(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.fixture(scope="session")
 def _local_server_session() -> Iterator[LocalServer]:
     with LocalServer() as server:
@@ -52,7 +90,9 @@ def local_server(_local_server_session: LocalServer) -> LocalServer:
     """The suite's :class:`LocalServer`, with scripts and records cleared for this test, and
     what OpenAI models learned about its endpoints forgotten (it is one server for all)."""
     from asyncrecall.models._openai import forget_endpoints
+    from asyncrecall.models._traffic import forget_traffic
 
     forget_endpoints()
+    forget_traffic()
     _local_server_session.reset()
     return _local_server_session

@@ -18,6 +18,7 @@ from asyncrecall._memory_config import build_memory_manager
 from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry, build_system_prompt
 from asyncrecall.agent._extraction import ExtractionScheduler, is_embedded
+from asyncrecall.agent._handoff import HANDOFF_SUPPORTED, Handoff, HandoffDir, handoff_dir
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,
@@ -72,8 +73,11 @@ class Session:
             await asyncio.gather(asyncio.to_thread(self._load_embedded), self._warming)
 
     async def aclose(self) -> None:
-        """Cancel (never await) any pending recall, then release connections."""
-        if self.extraction is not None:  # issue 14: drain (2 s at most), then cancel
+        """Cancel (never await) any pending recall, then release connections. Background
+        extraction is handed on to a worker process when the session was opened with
+        ``handoff`` (``run`` and ``chat``: exit waits for nothing), else drained for at
+        most 2 s, then cancelled."""
+        if self.extraction is not None:
             await self.extraction.aclose()
         warming, self._warming = self._warming, None
         if warming is not None and not warming.done():
@@ -109,8 +113,15 @@ def open_session(
     model: Model | None = None,
     side_model: Model | None = None,
     control: CancelSignal | None = None,
+    handoff: bool = False,
 ) -> Session:
-    """Wire a session. Without ``model``, the OpenAI-compatible endpoint of ``settings``."""
+    """Wire a session. Without ``model``, the OpenAI-compatible endpoint of ``settings``.
+
+    ``handoff`` (the command line's ``run`` and ``chat``): at exit, extraction that is
+    owed goes to a detached worker process instead of being drained (see
+    ``asyncrecall._handoff_worker``); only with a side model a worker can rebuild (an
+    endpoint's or the embedded one).
+    """
     closers: list[Callable[[], Awaitable[None]]] = []
     notice = None
     embedded = model is None and settings.base_url is None
@@ -158,6 +169,8 @@ def open_session(
     )
     agent = Agent(client, tools, max_turns=settings.max_turns)
     extraction = build_extraction(settings, memory, side_model, control)  # issue 14
+    if extraction is not None and handoff:
+        extraction.handoff = _handoff_for(settings, extraction, side_model)
     if extraction is not None:
         agent.extraction = extraction
         client.reset_hooks.append(extraction.cancel)
@@ -171,6 +184,49 @@ def open_session(
         _closers=closers,
         _load_embedded=getattr(model, "load", None) if embedded else None,
     )
+
+
+def _handoff_for(
+    settings: Settings, scheduler: ExtractionScheduler, side_model: Model | None
+) -> Callable[[Handoff | None], None] | None:
+    """The exit hand-off of ``scheduler``: writes what it owes and starts a worker (or
+    one for stale hand-offs); ``None`` where a worker could not rebuild the store or the
+    side model (then exit drains, as a library session does)."""
+    if not HANDOFF_SUPPORTED:
+        return None
+    from asyncrecall._handoff_worker import WorkerConfig, hand_off
+    from asyncrecall.memory import MemoryStore
+
+    extractor = scheduler.extractor
+    store = extractor.store
+    config = WorkerConfig()
+    if isinstance(store, MemoryStore):
+        config["store"] = {"folder": str(store.root)}
+    elif settings.store and getattr(store, "namespace", None):
+        config["store"] = {"url": settings.store, "namespace": store.namespace}  # type: ignore[attr-defined]
+    else:
+        return None
+    if is_embedded(side_model) if side_model is not None else False:
+        config["side"] = {"local": True}
+    elif side_model is not None and hasattr(side_model, "base_url"):
+        config["side"] = {
+            "base_url": side_model.base_url,
+            "model": side_model.name,
+            "api_key": settings.api_key,
+        }
+    else:
+        return None
+    directory = HandoffDir(handoff_dir(extractor, cache=settings.home / "handoff"))
+
+    def handoff(owed: Handoff | None) -> None:
+        side = config["side"]
+        if "base_url" in side:  # what this process learned: the worker is as careful
+            from asyncrecall.models._traffic import traffic
+
+            side["interrupts"] = traffic(side["base_url"]).interrupts
+        hand_off(directory, owed, config)
+
+    return handoff
 
 
 def _local_model(settings: Settings) -> Model:

@@ -320,3 +320,35 @@ def test_piped_chat_separates_answers_and_reports_a_failed_query(
     assert [line for line in done.stderr.splitlines() if line.startswith("asyncrecall:")] == [
         "asyncrecall: the model returned an empty answer"
     ]
+
+
+def test_run_answers_when_the_server_cuts_its_stream_for_our_side_query(
+    local_server: LocalServer, project: Path, memory_dir: Path, tmp_path: Path
+) -> None:
+    """A one-slot server that ends the main stream when our recall side query arrives
+    (llama-cpp-python's ``interrupt_requests``, simulated): ``run`` exits 0 with the
+    answer of the request it sent again, and the side query was hung up."""
+    go = threading.Event()
+    local_server.script("main", Reply(text="cut", interrupt=True, gate=go), "the answer")
+    local_server.set_default("side", Reply(json={"selected_memories": []}, gate=threading.Event()))
+
+    def release() -> None:
+        local_server.wait_for(lambda r: r.model == "side", timeout=HANG_GUARD)
+        local_server.wait_for(lambda r: r.model == "main", timeout=HANG_GUARD)
+        go.set()
+
+    threading.Thread(target=release, daemon=True).start()
+    done = subprocess.run(
+        [*command(local_server, project, memory_dir, "run", "how do we deploy?"),
+         "--selector", "model", "--output-format", "stream-json"],
+        capture_output=True, text=True, env=clean_env(tmp_path), timeout=HANG_GUARD,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    lines = events(done.stdout)
+    assert [e["type"] for e in lines].count("request_retried") == 1
+    assert [e["text"] for e in lines if e["type"] == "finished"] == ["the answer"]
+    mains = [r for r in local_server.requests if r.model == "main"]
+    assert [r.interrupted for r in mains] == [True, False]
+    [side] = [r for r in local_server.requests if r.model == "side"]
+    local_server.wait_disconnected(side, timeout=HANG_GUARD)

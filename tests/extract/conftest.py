@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
 from asyncrecall.memory import MemoryStore
 from asyncrecall.memory._extract import SCHEMA_NAME
+from asyncrecall.memory._extract_state import default_state_dir
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+from conftest import handoff_workers
 
 # The PostgreSQL cluster fixtures of the store's own tests, for test_postgres.py (one
 # throw-away cluster per run, started only when a test asks for it).
@@ -67,6 +70,29 @@ def kill_mid_extraction(
         process.kill()
         process.communicate()
     server.wait_disconnected(killed, timeout=HANG_GUARD)
+
+
+def handoff_dir(memory_dir: Path) -> Path:
+    return default_state_dir(memory_dir) / "handoff"
+
+
+def handoffs(memory_dir: Path) -> list[str]:
+    folder = handoff_dir(memory_dir)
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def wait_until_handed_off_work_is_done(memory_dir: Path) -> None:
+    """Poll (a hang guard) until no hand-off of the folder is left and no worker runs."""
+    deadline = time.monotonic() + HANG_GUARD
+    while handoffs(memory_dir) or handoff_workers(str(memory_dir)):
+        if time.monotonic() > deadline:
+            log = handoff_dir(memory_dir) / "worker.log"
+            raise TimeoutError(f"hand-offs left: {handoffs(memory_dir)}; log: {_text(log)}")
+        time.sleep(0.02)
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.is_file() else "(none)"
 
 
 def memory(

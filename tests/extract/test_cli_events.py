@@ -4,6 +4,7 @@ against the local server)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from asyncrecall.agent import (
 from asyncrecall.cli._render import EventPrinter
 from asyncrecall.testing import LocalServer, Reply
 
-from .conftest import HANG_GUARD, SideModel, is_extraction, memory
+from .conftest import HANG_GUARD, SideModel, memory, wait_until_handed_off_work_is_done
 
 EXTRACTION_TYPES = {
     "memory_extraction_started",
@@ -52,6 +54,28 @@ def chat(
     )  # fmt: skip
 
 
+def extraction_committed(memory_dir: Path) -> threading.Event:
+    """An event set once an extraction of the folder has moved its cursor past the first
+    query (its writes committed). A main reply gated on it holds the next query until
+    then: chat's exit at the end of its input would hand a running extraction on to a
+    worker instead (``test_handoff.py``), and its events would not be this process's."""
+    committed = threading.Event()
+    cursors = memory_dir.with_name(f"{memory_dir.name}.state") / "extract"
+
+    def watch() -> None:
+        deadline = time.monotonic() + HANG_GUARD
+        while time.monotonic() < deadline:
+            for cursor in cursors.glob("*.json") if cursors.is_dir() else ():
+                with contextlib.suppress(OSError, ValueError):
+                    if json.loads(cursor.read_text()).get("offset", 0) >= 2:
+                        committed.set()
+                        return
+            time.sleep(0.005)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return committed
+
+
 def json_lines(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
@@ -63,7 +87,8 @@ def test_stream_json_adds_one_line_per_extraction_event_and_changes_nothing_else
     filtered out, the stream is the one ``--no-extract`` gives (same types, same
     order): existing consumers see what they saw before, plus lines they can skip."""
     side.add(memory("Deploy day", [0, 1], content="We deploy on fridays."))
-    local_server.script("main", "noted", "ok")
+    held = extraction_committed(tmp_path / "on" / "memory")
+    local_server.script("main", "noted", Reply(text="ok", gate=held))
     on = chat(local_server, tmp_path / "on", "we deploy on fridays\nthanks\n",
               "--output-format", "stream-json")  # fmt: skip
     assert on.returncode == 0, on.stderr
@@ -91,24 +116,19 @@ def test_text_shows_a_dim_line_on_stderr_and_json_shows_nothing(
     """Text: the answers on stdout as before, ``memory: saved 1 (deploy-day.md)`` on
     stderr. json: one result object per query, no extraction object among them."""
     side.add(memory("Deploy day", [0, 1], content="We deploy on fridays."))
-    local_server.script("main", "noted")
-    text = chat(local_server, tmp_path / "text", "we deploy on fridays\n")
+    held = extraction_committed(tmp_path / "text" / "memory")
+    local_server.script("main", "noted", Reply(text="ok", gate=held))
+    text = chat(local_server, tmp_path / "text", "we deploy on fridays\nthanks\n")
     assert text.returncode == 0, text.stderr
-    assert text.stdout == "noted\n"
+    assert text.stdout == "noted\n\nok\n"
     assert "· memory: saved 1 (deploy-day.md)" in text.stderr
+    wait_until_handed_off_work_is_done(tmp_path / "text" / "memory")  # the second query's
 
     # json: the second answer waits until the first query's extraction was answered, so
     # its events happen while the second query runs; they stay out of its object.
     side.add(memory("Deploy day", [0, 1], content="We deploy on fridays."))
-    extracted = threading.Event()
-    local_server.script("main", "noted", Reply(text="ok", gate=extracted))
-
-    def release() -> None:
-        local_server.wait_for(lambda r: is_extraction(r) and r.finished_at is not None,
-                              timeout=HANG_GUARD)  # fmt: skip
-        extracted.set()
-
-    threading.Thread(target=release, daemon=True).start()
+    held = extraction_committed(tmp_path / "json" / "memory")
+    local_server.script("main", "noted", Reply(text="ok", gate=held))
     two = chat(local_server, tmp_path / "json", "we deploy on fridays\nthanks\n",
                "--output-format", "json")  # fmt: skip
     assert two.returncode == 0, two.stderr

@@ -3,9 +3,6 @@ one, ``--no-extract`` / ``--extract`` and ``ASYNCRECALL_EXTRACT`` decide when gi
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,10 +10,10 @@ import pytest
 from asyncrecall._session import build_extraction, open_session
 from asyncrecall._settings import Settings, load_settings
 from asyncrecall.agent._extraction import is_embedded
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, read_source_offsets
-from asyncrecall.testing import LocalServer, ScriptedModel
+from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
+from asyncrecall.testing import ScriptedModel
 
-from .conftest import HANG_GUARD, SideModel, memory
+from .conftest import SideModel
 
 
 def test_flags_and_environment(tmp_path: Path) -> None:
@@ -56,27 +53,3 @@ def test_off_with_the_embedded_model_unless_forced(tmp_path: Path) -> None:
     forced = settings.with_overrides(extract=True)
     assert build_extraction(forced, memory_manager, local) is not None
     assert build_extraction(settings, memory_manager, ScriptedModel()) is not None
-
-
-def test_run_extracts_before_it_exits(
-    local_server: LocalServer, side: SideModel, settings: Settings, tmp_path: Path
-) -> None:
-    """``asyncrecall run`` (a real process): the extraction after the query is drained at
-    exit, so the memory file is there when the command returns."""
-    side.add(memory("Deploy day", [0, 1], content="We deploy on fridays."))
-    local_server.script("main", "noted")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
-    env["ASYNCRECALL_HOME"] = str(tmp_path / "home")
-    done = subprocess.run(
-        [sys.executable, "-m", "asyncrecall", "run", "we deploy on fridays",
-         "--base-url", local_server.base_url, "--api-key", "test", "--model", "main",
-         "--side-model", "side", "--project", str(settings.project),
-         "--memory-dir", str(settings.memory_dir), "--output-format", "json"],
-        capture_output=True, text=True, env=env, timeout=HANG_GUARD,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "noted" in done.stdout
-    (doc,) = MemoryStore(settings.memory_dir).scan()  # type: ignore[arg-type]
-    assert doc.name == "Deploy day"
-    (offsets,) = read_source_offsets(doc.path).values()
-    assert offsets == (0, 1)

@@ -38,7 +38,9 @@ def server(llama_server: LlamaServer) -> LlamaServer:
     """The session's server with the proxy's records cleared and what models learned
     about endpoints forgotten (each test starts as a fresh process would)."""
     from asyncrecall.models._openai import forget_endpoints
+    from asyncrecall.models._traffic import forget_traffic
 
     forget_endpoints()
+    forget_traffic()
     llama_server.proxy.clear()
     return llama_server

@@ -18,6 +18,7 @@ from asyncrecall.agent._events import (
     MaxSessionTurnsEvent,
     MaxTurnsEvent,
     MemoryInjectedEvent,
+    RequestRetriedEvent,
     SessionTokenLimitEvent,
     StoppedEvent,
     ToolCallEvent,
@@ -121,6 +122,7 @@ class Agent:
                 calls: list[FunctionCall] = []
                 ended: str | None = None
                 terminal: AgentEvent | None = None
+                before = len(answer)  # a retried request's cut text is dropped from here
                 async with aclosing(
                     self.client.send_message_stream(
                         request, cancel, prompt_id, message_type, turns=turns_left
@@ -135,6 +137,8 @@ class Agent:
                             calls.append(FunctionCall(event.id, event.name, event.args))
                         elif isinstance(event, MemoryInjectedEvent):
                             memory_paths.extend(event.paths)
+                        elif isinstance(event, RequestRetriedEvent):
+                            del answer[before:]
                         elif event.terminal:
                             ended, terminal = event.type, event
                 if ended is None and turns_left > 0:

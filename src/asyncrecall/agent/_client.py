@@ -38,6 +38,7 @@ from asyncrecall.agent._events import (
     MaxTurnsEvent,
     MemoryDiscardedEvent,
     MemoryInjectedEvent,
+    RequestRetriedEvent,
     RequestSentEvent,
     SessionTokenLimitEvent,
     StoppedEvent,
@@ -47,7 +48,7 @@ from asyncrecall.agent._events import (
 )
 from asyncrecall.agent._options import ClientOptions
 from asyncrecall.agent._slot import RecallSlot
-from asyncrecall.agent._stream import TurnCancelled, cancellable_stream
+from asyncrecall.agent._stream import StreamRestarted, TurnCancelled, cancellable_stream
 from asyncrecall.memory import MemoryManager, RecallResult, Selector
 from asyncrecall.models import (
     Content,
@@ -339,6 +340,12 @@ class AgentClient:
                             prompt_tokens=item.prompt_tokens,
                             completion_tokens=item.completion_tokens,
                             estimated=item.estimated,
+                        )
+                    elif isinstance(item, StreamRestarted):  # issue 20: sent again, once
+                        text.clear()
+                        calls.clear()
+                        yield RequestRetriedEvent(
+                            message_type=message_type.value, reason=item.reason
                         )
                     elif isinstance(item, Finished):
                         pass

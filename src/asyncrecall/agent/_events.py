@@ -35,6 +35,7 @@ __all__ = [
     "MemoryDiscardedEvent",
     "MemoryInjectedEvent",
     "MemoryRecallStartedEvent",
+    "RequestRetriedEvent",
     "RequestSentEvent",
     "SessionTokenLimitEvent",
     "StoppedEvent",
@@ -81,6 +82,17 @@ class RequestSentEvent(_Event):
     type: ClassVar[str] = "request_sent"
     message_type: str
     with_memory: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRetriedEvent(_Event):
+    """The server cut the main request's stream to serve our own side query (a
+    one-request-at-a-time server); the request is sent again, once. Text streamed
+    before this event belongs to the cut answer: drop it."""
+
+    type: ClassVar[str] = "request_retried"
+    message_type: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +192,7 @@ AgentEvent: TypeAlias = (
     | ToolCallEvent
     | ToolResultEvent
     | RequestSentEvent
+    | RequestRetriedEvent
     | UsageEvent
     | MemoryRecallStartedEvent
     | MemoryInjectedEvent

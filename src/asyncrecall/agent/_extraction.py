@@ -15,9 +15,12 @@ part in a background task. Its promises:
   trailing run covers every turn up to the newest query;
 - a new user query never cancels a running extraction (it is about the past) and
   shares no lock with the turn: the main request goes out while it runs;
-- :meth:`cancel` (reset, the session's control signal) and :meth:`aclose` (exit, after
-  draining at most ``drain_timeout``, default 2 s) cancel it; the cursor stays where the
-  last completed extraction put it, so nothing is processed twice or skipped;
+- :meth:`cancel` (reset, the session's control signal) and :meth:`aclose` (exit) cancel
+  it; the cursor stays where the last completed extraction put it, so nothing is
+  processed twice or skipped. With a ``handoff`` (the command line's: see
+  :mod:`asyncrecall.agent._handoff`) exit waits for nothing: what was requested and not
+  done is handed on (reason ``handed_off``); without one, exit first lets a running
+  extraction finish for at most ``drain_timeout`` (default 2 s);
 - errors never reach the user's query: they are logged as warnings on
   ``asyncrecall.agent`` and reported as ``memory_extraction_skipped`` (reason ``error``);
 - on the embedded model (``--extract`` forces it there) extraction's side query holds
@@ -47,9 +50,11 @@ from asyncrecall.agent._extraction_events import (
     MemoryExtractionSkippedEvent,
     MemoryExtractionStartedEvent,
 )
+from asyncrecall.agent._handoff import Handoff
 from asyncrecall.memory import MemoryExtractor, TranscriptTurn, consolidate
 from asyncrecall.memory._consolidate import Gate
 from asyncrecall.models import Model
+from asyncrecall.models._traffic import SideRequestYielded, background_requests
 
 __all__ = [
     "DEFAULT_DRAIN_TIMEOUT",
@@ -57,6 +62,7 @@ __all__ = [
     "QueryWatch",
     "is_embedded",
     "is_preempted",
+    "maybe_consolidate",
 ]
 
 logger = logging.getLogger("asyncrecall.agent")
@@ -105,8 +111,16 @@ class ExtractionScheduler:
         control: CancelSignal | None = None,
         on_event: Callable[[ExtractionEvent], None] | None = None,
         consolidation: Gate | None = None,
+        handoff: Callable[[Handoff | None], None] | None = None,
     ) -> None:
         self.extractor = extractor
+        #: Called at exit with what was requested and not done, ``None`` when nothing
+        #: is owed (the callback may still look for others' work); unset: drain instead.
+        self.handoff = handoff
+        #: With a ``handoff``: requests are only recorded, nothing runs here; what they
+        #: ask is handed on at exit (``run``: one query, then the process ends, so an
+        #: extraction started here would only be dropped).
+        self.deferred = False
         #: Automatic consolidation after an extraction, when due (``None``: never).
         self.consolidation = consolidation
         self._session_noted = False
@@ -114,6 +128,10 @@ class ExtractionScheduler:
         self.drain_timeout = drain_timeout
         self.transcript: list[TranscriptTurn] = []
         self._covered: set[int] = set()
+        # The end of the newest request, and of the newest extraction that ended other
+        # than cancelled: what lies between is owed (handed on at exit).
+        self._requested_to = 0
+        self._attempted_to = 0
         self._listeners: list[Callable[[ExtractionEvent], None]] = []
         if on_event is not None:
             self._listeners.append(on_event)
@@ -176,6 +194,9 @@ class ExtractionScheduler:
         """Ask for an extraction of everything up to now (needs a running event loop)."""
         if self._closed:
             return
+        self._requested_to = self._end()
+        if self.deferred and self.handoff is not None:
+            return
         if self.running:
             if self._trailing:
                 self._emit(
@@ -199,11 +220,32 @@ class ExtractionScheduler:
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
+    def owed(self) -> Handoff | None:
+        """What was requested and has not run to an end (``None``: nothing): the
+        session's uncovered turns up to the newest request's end."""
+        if self._requested_to <= self._attempted_to:
+            return None
+        turns = tuple(t for t in self.transcript if t.offset not in self._covered)
+        if not any(t.offset >= self._attempted_to for t in turns):
+            return None  # only turns save_memory covered: nothing to ask anyone
+        return Handoff(self.session_id, self._requested_to, turns, noted=self._session_noted)
+
     async def aclose(self, *, drain: float | None = None) -> None:
-        """Let a running extraction finish for at most ``drain`` seconds (default
-        ``drain_timeout``), then cancel it and wait for it to end. No new requests."""
+        """End the scheduler; no new requests.
+
+        With a ``handoff``: cancel a running extraction at once (it ends within
+        milliseconds: a side query is dropped, a write step is finished), then hand on
+        :meth:`owed`. Without: let it finish for at most ``drain`` seconds (default
+        ``drain_timeout``), then cancel it and wait for it to end.
+        """
         self._closed = True
         task = self._task
+        if self.handoff is not None:
+            if task is not None and not task.done():
+                self.cancel("handed_off")
+                await asyncio.wait({task})
+            self.handoff(self.owed())
+            return
         if task is None or task.done():
             return
         limit = self.drain_timeout if drain is None else drain
@@ -223,11 +265,12 @@ class ExtractionScheduler:
         async with _folder_lock(self.extractor.backend.key):
             while True:
                 self._trailing = False
-                end = self.transcript[-1].offset + 1 if self.transcript else 0
+                end = self._end()
                 turns = [t for t in self.transcript if t.offset not in self._covered]
                 self._emit(MemoryExtractionStartedEvent(session_id=self.session_id, end=end))
                 try:
-                    result = await self.extractor.extract(self.session_id, turns, end=end)
+                    with background_requests():  # never over a main turn (issue 20)
+                        result = await self.extractor.extract(self.session_id, turns, end=end)
                 except asyncio.CancelledError:
                     self._emit(
                         MemoryExtractionSkippedEvent(
@@ -242,9 +285,11 @@ class ExtractionScheduler:
                             MemoryExtractionSkippedEvent(reason="preempted", detail=str(exc))
                         )
                     else:
+                        self._attempted_to = max(self._attempted_to, end)
                         logger.warning("memory extraction failed: %s", exc)
                         self._emit(MemoryExtractionSkippedEvent(reason="error", detail=str(exc)))
                 else:
+                    self._attempted_to = max(self._attempted_to, end)
                     if not result.asked_model:
                         self._emit(MemoryExtractionSkippedEvent(reason="nothing_new"))
                     else:
@@ -269,30 +314,11 @@ class ExtractionScheduler:
         gate = self.consolidation
         if gate is None:
             return
-        try:
-            if not self._session_noted:
-                self._session_noted = True
-                await asyncio.to_thread(gate.note_session)
-            if not await asyncio.to_thread(gate.due) or not await asyncio.to_thread(gate.acquire):
-                return
-        except AsyncRecallError as exc:
-            logger.warning("memory consolidation skipped: %s", exc)
-            return
-        completed = False
-        try:
-            result = await consolidate(
-                self.extractor.store, self.extractor.model, backend=self.extractor.backend
-            )
-            completed = True
-            self._emit(
-                MemoryConsolidatedEvent(
-                    written=result.written, removed=result.removed, actions=len(result.actions)
-                )
-            )
-        except AsyncRecallError as exc:
-            logger.warning("memory consolidation failed: %s", exc)
-        finally:
-            await asyncio.to_thread(gate.release, completed=completed)
+        note, self._session_noted = not self._session_noted, True
+        await maybe_consolidate(self.extractor, gate, note_session=note, emit=self._emit)
+
+    def _end(self) -> int:
+        return self.transcript[-1].offset + 1 if self.transcript else 0
 
     def _done(self, task: asyncio.Task[None]) -> None:
         if self._task is task:
@@ -309,9 +335,47 @@ class ExtractionScheduler:
                 logger.exception("extraction event listener failed")
 
 
+async def maybe_consolidate(
+    extractor: MemoryExtractor,
+    gate: Gate,
+    *,
+    note_session: bool,
+    emit: Callable[[ExtractionEvent], None] | None = None,
+) -> None:
+    """Count a session (``note_session``), then consolidate when due and the gate's lock
+    is ours; failures are warnings on ``asyncrecall.agent``, never raised."""
+    try:
+        if note_session:
+            await asyncio.to_thread(gate.note_session)
+        if not await asyncio.to_thread(gate.due) or not await asyncio.to_thread(gate.acquire):
+            return
+    except AsyncRecallError as exc:
+        logger.warning("memory consolidation skipped: %s", exc)
+        return
+    completed = False
+    try:
+        with background_requests():
+            result = await consolidate(extractor.store, extractor.model, backend=extractor.backend)
+        completed = True
+        if emit is not None:
+            emit(
+                MemoryConsolidatedEvent(
+                    written=result.written, removed=result.removed, actions=len(result.actions)
+                )
+            )
+    except AsyncRecallError as exc:
+        logger.warning("memory consolidation failed: %s", exc)
+    finally:
+        await asyncio.to_thread(gate.release, completed=completed)
+
+
 def is_preempted(error: BaseException) -> bool:
-    """Whether ``error`` is the embedded engine's "a main turn needs me" (checked without
-    importing it). The cursor has not moved: the next extraction covers those turns."""
+    """Whether ``error`` is a side query giving way to a main turn: the embedded engine's
+    "a main turn needs me" (checked without importing it), or an endpoint's that cuts a
+    stream for a second request (``SideRequestYielded``). The cursor has not moved: the
+    next extraction covers those turns."""
+    if isinstance(error, SideRequestYielded):
+        return True
     engine = sys.modules.get("asyncrecall.models._local_engine")
     return engine is not None and isinstance(error, engine.Preempted)
 

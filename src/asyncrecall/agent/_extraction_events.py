@@ -26,6 +26,7 @@ ExtractionSkipReason: TypeAlias = Literal[
     "superseded",  # a trailing request replaced by a newer one
     "nothing_new",  # no unprocessed turn (the model was not asked)
     "cancelled",  # reset, the session's cancel, or exit after the drain time
+    "handed_off",  # exit: the extraction goes on in a worker process (see _handoff)
     "preempted",  # a main turn needed the embedded engine; the turns wait for the next run
     "error",  # the side model failed or answered something unusable; see detail
 ]

@@ -4,21 +4,35 @@ The stream is iterated inside one producer task (HTTP clients keep per-task stat
 so the stream must not hop between tasks); a cancel signal cancels that task, which
 closes the request. Our own cancel becomes :class:`TurnCancelled`; a cancellation of
 the consuming task itself propagates untouched.
+
+The main turn wins on one-request-at-a-time servers: a stream the server cut while a
+side query of ours was in flight to it (``ModelStreamCut.ours_in_flight``; those side
+queries have given way) is opened again, once; a :class:`StreamRestarted` item tells
+the consumer that what the cut stream yielded is void.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.models import StreamEvent
+from asyncrecall.models._traffic import ModelStreamCut
 
-__all__ = ["TurnCancelled", "cancellable_stream"]
+__all__ = ["StreamRestarted", "TurnCancelled", "cancellable_stream"]
 
 
 class TurnCancelled(Exception):
     """The caller's cancel signal stopped the model stream."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRestarted:
+    """The stream was cut for our side query and is sent again: drop what it yielded."""
+
+    reason: str
 
 
 def _cancel_task(task: asyncio.Task[None]) -> None:
@@ -35,15 +49,25 @@ _END = _End()
 async def cancellable_stream(
     open_stream: Callable[[], AsyncIterator[StreamEvent]],
     cancel: CancelSignal,
-) -> AsyncGenerator[StreamEvent, None]:
-    """Yield the stream's events until it ends, fails, or ``cancel`` fires."""
+) -> AsyncGenerator[StreamEvent | StreamRestarted, None]:
+    """Yield the stream's events until it ends, fails, or ``cancel`` fires; a stream cut
+    for our own side query is opened once more (after a :class:`StreamRestarted`)."""
     if cancel.cancelled:
         raise TurnCancelled
-    queue: asyncio.Queue[StreamEvent | _End | BaseException] = asyncio.Queue()
+    queue: asyncio.Queue[StreamEvent | StreamRestarted | _End | BaseException] = asyncio.Queue()
 
     async def produce() -> None:
-        async for event in open_stream():
-            queue.put_nowait(event)
+        retried = False
+        while True:
+            try:
+                async for event in open_stream():
+                    queue.put_nowait(event)
+                return
+            except ModelStreamCut as exc:
+                if retried or not exc.ours_in_flight:
+                    raise
+                retried = True
+                queue.put_nowait(StreamRestarted(str(exc)))
 
     def on_done(task: asyncio.Task[None]) -> None:
         # A done-callback, not an except clause: a task cancelled before its first

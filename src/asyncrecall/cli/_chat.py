@@ -20,7 +20,7 @@ from typing import Any
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._common import exit_soon, settings_from_args
 from asyncrecall.cli._render import EventPrinter, exit_code
 
 __all__ = ["register"]
@@ -39,7 +39,10 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 def _handle(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     # Built before the loop runs: importing the OpenAI SDK would block it for ~0.5 s.
-    return asyncio.run(chat(open_session(settings), settings))
+    try:
+        return asyncio.run(chat(open_session(settings, handoff=True), settings))
+    finally:
+        exit_soon()
 
 
 class _LineReader:

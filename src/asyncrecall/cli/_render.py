@@ -28,6 +28,7 @@ from asyncrecall.agent import (
     MemoryExtractedEvent,
     MemoryExtractionSkippedEvent,
     MemoryInjectedEvent,
+    RequestRetriedEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
@@ -144,6 +145,14 @@ class EventPrinter:
             self.err.print(
                 f"[dim]· memory: {', '.join(event.paths)} ({where}, "
                 f"recall {event.recall_ms:.0f} ms)[/dim]"
+            )
+        elif isinstance(event, RequestRetriedEvent):
+            if self._wrote_text:  # the cut answer's start stays; the new one on its own line
+                self.out.write("\n")
+                self.out.flush()
+                self._wrote_text = False
+            self.err.print(
+                "[dim]· the server cut the answer to serve our side query: sent again[/dim]"
             )
         elif isinstance(event, ErrorEvent):
             pass  # the command prints the one-line reason once, on stderr

@@ -9,7 +9,7 @@ from typing import Any
 
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._common import exit_soon, settings_from_args
 from asyncrecall.cli._render import EXIT_CANCELLED, EventPrinter, exit_code
 
 __all__ = ["register"]
@@ -39,7 +39,14 @@ def _handle(args: argparse.Namespace) -> int:
         return 2
     # The session is built before the event loop runs: importing the OpenAI SDK takes
     # about half a second, which would otherwise block the loop.
-    return asyncio.run(run_once(open_session(settings), settings, prompt))
+    session = open_session(settings, handoff=True)
+    if session.extraction is not None:
+        # One query, then exit: its extraction goes straight to the worker process.
+        session.extraction.deferred = True
+    try:
+        return asyncio.run(run_once(session, settings, prompt))
+    finally:
+        exit_soon()
 
 
 async def run_once(session: Session, settings: Settings, prompt: str) -> int:

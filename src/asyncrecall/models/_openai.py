@@ -47,6 +47,7 @@ from asyncrecall.models._convert import contents_to_messages, tools_to_openai, v
 from asyncrecall.models._openai_errors import error_text, map_error, one_line, short_model_name
 from asyncrecall.models._protocol import Finished, StreamEvent, TextDelta, ToolCallReady, Usage
 from asyncrecall.models._side_http import SideHTTP
+from asyncrecall.models._traffic import ModelStreamCut, traffic
 from asyncrecall.models._types import Content, FunctionCall, ToolSpec
 
 __all__ = [
@@ -163,6 +164,8 @@ class OpenAIModel:
         )
         self._validate = validate_history
         self._endpoint = _endpoint(self._base_url, model)
+        # What this process has in flight on the server, whichever model it names.
+        self._traffic = traffic(self._base_url)
 
     @property
     def name(self) -> str:
@@ -242,6 +245,13 @@ class OpenAIModel:
             params["tools"] = wire_tools
         if tool_choice is not None:
             params["tool_choice"] = _tool_choice(tool_choice)
+        with self._traffic.main_stream():
+            async for event in self._stream(params, messages, wire_tools):
+                yield event
+
+    async def _stream(
+        self, params: dict[str, Any], messages: list[Any], wire_tools: list[Any]
+    ) -> AsyncGenerator[StreamEvent, None]:
         try:
             response: openai.AsyncStream[Any] = await self._send(
                 cast(Callable[..., Awaitable[Any]], self._client.chat.completions.create), params
@@ -336,10 +346,14 @@ class OpenAIModel:
                 "is the prompt over the server's context size?",
                 model=self._model,
             )
-        return ModelProtocolError(
+        # A one-request-at-a-time server (llama-cpp-python's interrupt_requests) ends the
+        # stream so when our side query arrives: those give way, the caller may resend.
+        ours = self._traffic.cut()
+        return ModelStreamCut(
             f"{self._where()} ended the stream before the answer finished "
             f"(no finish reason after {chunks} chunk(s))",
             model=self._model,
+            ours_in_flight=ours,
         )
 
     async def _send(self, create: Callable[..., Awaitable[_T]], params: dict[str, Any]) -> _T:
@@ -443,6 +457,24 @@ class OpenAIModel:
         (default :data:`SIDE_QUERY_MAX_TOKENS`). Raises :class:`~asyncrecall.ModelProtocolError`
         when the answer is not JSON.
         """
+        async with self._traffic.side_request(self._model):
+            return await self._generate_json(
+                system=system,
+                prompt=prompt,
+                schema=schema,
+                schema_name=schema_name,
+                max_tokens=max_tokens,
+            )
+
+    async def _generate_json(
+        self,
+        *,
+        system: str,
+        prompt: str,
+        schema: Mapping[str, Any],
+        schema_name: str,
+        max_tokens: int | None,
+    ) -> Any:
         user = {"role": "user", "content": prompt}
         cap = SIDE_QUERY_MAX_TOKENS if max_tokens is None else max_tokens
         if self._endpoint.json_schema:

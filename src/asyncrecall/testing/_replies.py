@@ -112,6 +112,10 @@ class Reply:
     """Answer a refusal (OpenAI's ``refusal`` field, content null) instead of content."""
     calls_in_one_chunk: bool = False
     """Stream each tool call whole (id, name, all arguments) in one chunk, as Ollama does."""
+    interrupt: bool = False
+    """Behave as llama-cpp-python's one-slot server with ``interrupt_requests``: after
+    each streamed chunk, when another request is unanswered at the server, end the
+    stream with ``[DONE]`` and no finish reason (tests order requests with gates)."""
 
     def __post_init__(self) -> None:
         if self.chunk_size is not None and self.chunk_size < 1:
@@ -148,6 +152,8 @@ class RecordedRequest:
     status: int | None = None
     """The status answered (``None`` if the client left before any answer)."""
     reply: Reply | None = None
+    interrupted: bool = False
+    """The server ended this stream for a later request (``Reply.interrupt``)."""
 
     def __repr__(self) -> str:
         return (

@@ -373,6 +373,14 @@ class LocalServer:
             return 404, f"model '{record.model}' has no scripted reply left"
         return _as_reply(default(record) if callable(default) else default)
 
+    def _waiting_behind(self, record: RecordedRequest) -> bool:
+        """Whether another request is unanswered at the server (the one slot is wanted)."""
+        with self._lock:
+            return any(
+                r is not record and r.finished_at is None and not r.disconnected
+                for r in self._requests
+            )
+
     @staticmethod
     def _rejects(reply: Reply, record: RecordedRequest) -> bool:
         return rejection(reply, record) is not None
@@ -445,6 +453,10 @@ class LocalServer:
             if n:
                 await connection.sleep(reply.chunk_delay)
             await connection.send_chunk(event.encode())
+            if reply.interrupt and self._waiting_behind(record):
+                self._update(record, finished_at=time.monotonic(), interrupted=True)
+                await connection.send_chunk(b"data: [DONE]\n\n", last=True)
+                return http.keep_alive
         self._update(record, finished_at=time.monotonic())
         if reply.end_after is not None:  # a cut answer ends without [DONE] too
             await connection.send_chunk(b"", last=True)

@@ -1,0 +1,322 @@
+"""The main turn wins on one-request-at-a-time servers (issue 20): the local server cuts
+a main stream (``Reply.interrupt``, as llama-cpp-python's ``interrupt_requests`` does)
+while another request is unanswered; real HTTP, the agent's client and its models."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from asyncrecall.agent import (
+    Agent,
+    AgentClient,
+    ContentEvent,
+    ErrorEvent,
+    FinishedEvent,
+    RequestRetriedEvent,
+    ToolRegistry,
+)
+from asyncrecall.agent._events import AgentEvent
+from asyncrecall.models import Finished, OpenAIModel, TextDelta
+from asyncrecall.models._traffic import (
+    ModelStreamCut,
+    SideRequestYielded,
+    background_requests,
+    traffic,
+)
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+
+GUARD = 30.0
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
+
+
+@pytest.fixture
+async def side(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
+    async with OpenAIModel(model="side", base_url=local_server.base_url, max_retries=0) as m:
+        yield m
+
+
+@pytest.fixture
+async def main(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
+    async with OpenAIModel(model="main", base_url=local_server.base_url, max_retries=0) as m:
+        yield m
+
+
+def side_query(model: OpenAIModel) -> asyncio.Task[Any]:
+    return asyncio.ensure_future(
+        model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="answer")
+    )
+
+
+def is_main(record: RecordedRequest) -> bool:
+    return record.model == "main"
+
+
+def is_side(record: RecordedRequest) -> bool:
+    return record.model == "side"
+
+
+async def collect(client: AgentClient, text: str = "hi") -> list[AgentEvent]:
+    return [event async for event in client.send_message_stream(text)]
+
+
+def release_when(server: LocalServer, gate: threading.Event, predicate: Any) -> None:
+    """Set ``gate`` (in a thread) once a request matching ``predicate`` has arrived."""
+
+    def wait() -> None:
+        server.wait_for(predicate, timeout=GUARD)
+        gate.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+
+
+async def test_a_stream_cut_while_our_side_query_is_out_is_sent_again_once(
+    local_server: LocalServer, main: OpenAIModel, side: OpenAIModel
+) -> None:
+    """The server cuts the main stream while our side query is unanswered: the side
+    query gives way (``SideRequestYielded``, its connection hung up), the main request
+    goes again, and its answer is the turn's; the cut one's text is dropped."""
+    go = threading.Event()
+    local_server.script("main", Reply(text="cut short", chunk_size=3, interrupt=True, gate=go),
+                        "the answer")  # fmt: skip
+    local_server.script("side", Reply(json={"answer": "late"}, gate=threading.Event()))
+    ours = side_query(side)
+    await local_server.await_for(is_side, timeout=GUARD)
+    release_when(local_server, go, is_main)
+
+    events = await collect(AgentClient(model=main))
+
+    with pytest.raises(SideRequestYielded):
+        await ours
+    mains = [r for r in local_server.requests if is_main(r)]
+    assert [r.interrupted for r in mains] == [True, False]
+    assert [type(e) for e in events if isinstance(e, RequestRetriedEvent | ErrorEvent)] == [
+        RequestRetriedEvent
+    ]
+    texts = [e.text for e in events if isinstance(e, ContentEvent)]
+    assert "".join(texts) == "the answer"  # the cut came after its first (role) chunk
+    [side_request] = [r for r in local_server.requests if is_side(r)]
+    await local_server.await_disconnected(side_request, timeout=GUARD)
+    assert traffic(local_server.base_url).interrupts
+
+
+async def test_a_cut_with_none_of_ours_out_is_the_error_it_is(
+    local_server: LocalServer, main: OpenAIModel
+) -> None:
+    """Cut by someone else's request (not ours): not sent again, the turn fails with
+    the one-line reason, and the endpoint is not marked as one that interrupts."""
+    go = threading.Event()
+    local_server.script("main", Reply(text="cut short", chunk_size=3, interrupt=True, gate=go),
+                        "never sent")  # fmt: skip
+    local_server.script("other", Reply(text="theirs", gate=threading.Event()))
+    theirs = subprocess.Popen(  # noqa: ASYNC220 - another client of the server: no marker held
+        [sys.executable, "-c", WORKER.replace("fcntl.flock(fd, fcntl.LOCK_SH)", ""),
+         traffic(local_server.base_url).marker_path(), f"{local_server.base_url}/chat/completions"],
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        await local_server.await_for(lambda r: r.model == "other", timeout=GUARD)
+        release_when(local_server, go, is_main)
+        events = await collect(AgentClient(model=main))
+    finally:
+        theirs.kill()
+        theirs.wait()
+    [error] = [e for e in events if isinstance(e, ErrorEvent)]
+    assert "ended the stream before the answer finished" in error.message
+    assert not any(isinstance(e, RequestRetriedEvent) for e in events)
+    assert len([r for r in local_server.requests if is_main(r)]) == 1
+    assert not traffic(local_server.base_url).interrupts
+
+
+async def test_only_one_retry_even_when_ours_is_out_again(
+    local_server: LocalServer, main: OpenAIModel, side: OpenAIModel
+) -> None:
+    """A second cut of the same request, with another side query of ours out again, is
+    not sent a third time: the turn fails, after exactly two main requests."""
+    first, second = threading.Event(), threading.Event()
+    local_server.script(
+        "main",
+        Reply(text="cut short", chunk_size=3, interrupt=True, gate=first),
+        Reply(text="cut again", chunk_size=3, interrupt=True, gate=second),
+        "never sent",
+    )
+    local_server.set_default("side", Reply(json={"answer": "late"}, gate=threading.Event()))
+    one = side_query(side)
+    await local_server.await_for(is_side, timeout=GUARD)
+    release_when(local_server, first, is_main)
+    turn = asyncio.ensure_future(collect(AgentClient(model=main)))
+    with pytest.raises(SideRequestYielded):
+        await one
+    await local_server.await_for(lambda r: is_main(r) and r.index > 1, timeout=GUARD)
+    two = side_query(side)
+    await local_server.await_for(lambda r: is_side(r) and r.index > 2, timeout=GUARD)
+    second.set()
+
+    events = await turn
+
+    with pytest.raises(SideRequestYielded):
+        await two
+    assert len([r for r in local_server.requests if is_main(r)]) == 2
+    assert [type(e) for e in events if isinstance(e, RequestRetriedEvent | ErrorEvent)] == [
+        RequestRetriedEvent,
+        ErrorEvent,
+    ]
+
+
+async def test_background_side_queries_never_overlap_a_main_turn_once_it_interrupts(
+    local_server: LocalServer, main: OpenAIModel, side: OpenAIModel
+) -> None:
+    """Once the endpoint has shown it interrupts: a background side query (extraction)
+    in flight gives way when a main stream starts, and one asked for while a main
+    stream runs is not sent until that stream has ended."""
+    traffic(local_server.base_url).interrupts = True  # learned as in the first test
+    local_server.set_default("side", Reply(json={"answer": "ok"}))
+    local_server.script("side", Reply(json={"answer": "held"}, gate=threading.Event()))
+    with background_requests():
+        held = side_query(side)
+    await local_server.await_for(is_side, timeout=GUARD)
+    go = threading.Event()
+    local_server.script("main", Reply(text="a long answer", chunk_size=2, gate=go))
+    stream = asyncio.ensure_future(collect(AgentClient(model=main)))
+    with pytest.raises(SideRequestYielded):  # gave way as the main stream started
+        await held
+    await local_server.await_for(is_main, timeout=GUARD)
+    with background_requests():
+        waiting = side_query(side)
+    for _ in range(5):  # the loop turns; the background query stays unsent
+        await asyncio.sleep(0)
+    assert not waiting.done() and traffic(local_server.base_url).side_requests == 0
+    assert len([r for r in local_server.requests if is_side(r)]) == 1
+    go.set()
+    events = await stream
+    assert not any(isinstance(e, ErrorEvent) for e in events)
+    assert await waiting == {"answer": "ok"}
+    sides = [r for r in local_server.requests if is_side(r)]
+    [main_request] = [r for r in local_server.requests if is_main(r)]
+    assert main_request.finished_at is not None
+    assert sides[-1].arrived_at >= main_request.finished_at
+
+
+async def test_a_background_query_of_another_process_counts_as_ours(
+    local_server: LocalServer, main: OpenAIModel
+) -> None:
+    """A stream cut while another process of ours has a background side query out (its
+    marker held, as the extraction worker of an earlier command holds it) is sent
+    again; the same cut with nobody's marker held is an error (previous test)."""
+    marker = traffic(local_server.base_url).marker_path()
+    local_server.script("main", Reply(text="cut", interrupt=True), "the answer")
+    local_server.script("other", Reply(text="theirs", gate=threading.Event()))
+    worker = subprocess.Popen(  # noqa: ASYNC220 - holds the marker, then its request waits at the server
+        [sys.executable, "-c", WORKER, marker, f"{local_server.base_url}/chat/completions"],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await local_server.await_for(lambda r: r.model == "other", timeout=GUARD)
+        events = await collect(AgentClient(model=main))
+    finally:
+        worker.kill()
+        worker.wait()
+    assert [type(e) for e in events if isinstance(e, RequestRetriedEvent | ErrorEvent)] == [
+        RequestRetriedEvent
+    ]
+    assert len([r for r in local_server.requests if is_main(r)]) == 2
+    probe = os.open(marker, os.O_RDONLY)  # released when its holder died
+    try:
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(probe)
+
+
+WORKER = """
+import fcntl, os, sys, urllib.request as u
+os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_SH)
+body = b'{"model": "other", "messages": []}'
+u.urlopen(u.Request(sys.argv[2], data=body, headers={"Content-Type": "application/json"}))
+"""
+
+
+class CutAfterText:
+    """A main model whose first stream yields text, then is cut with ours in flight (as
+    ``OpenAIModel`` reports it); the second streams the answer."""
+
+    name = "cut-after-text"
+
+    def __init__(self) -> None:
+        self.streams = 0
+
+    async def stream(self, contents: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        self.streams += 1
+        if self.streams == 1:
+            yield TextDelta("Half an ")
+            raise ModelStreamCut("cut", model=self.name, ours_in_flight=1)
+        yield TextDelta("The answer.")
+        yield Finished("stop")
+
+    async def generate_json(self, **kwargs: Any) -> Any:
+        raise AssertionError("not used")
+
+
+async def test_text_of_the_cut_stream_is_not_part_of_the_answer(tmp_path: Any) -> None:
+    """Text streamed before the cut is announced void (``request_retried``) and left out
+    of the query's answer: the answer is the retried request's alone."""
+    model = CutAfterText()
+    agent = Agent(AgentClient(model=model), ToolRegistry(tmp_path), max_turns=3)  # type: ignore[arg-type]
+    events = [event async for event in agent.run_query("hi")]
+    [finished] = [e for e in events if isinstance(e, FinishedEvent)]
+    assert finished.text == "The answer." and finished.reason == "stop"
+    types = [e.type for e in events if e.type in ("content", "request_retried")]
+    assert types == ["content", "request_retried", "content"]
+    assert model.streams == 2
+
+
+async def test_a_background_query_waits_while_another_process_streams_a_main_turn(
+    local_server: LocalServer, side: OpenAIModel
+) -> None:
+    """On an endpoint that interrupts, a background side query (the extraction worker's)
+    is not sent while another process of ours streams a main turn there (its ``main``
+    marker held), and is sent once that ends."""
+    traffic(local_server.base_url).interrupts = True
+    local_server.set_default("side", Reply(json={"answer": "ok"}))
+    holder = subprocess.Popen(  # noqa: ASYNC220 - a process streaming a main turn
+        [sys.executable, "-c", HOLDER, traffic(local_server.base_url).marker_path("main")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert await asyncio.to_thread(holder.stdout.readline) == "held\n"
+        with background_requests():
+            waiting = side_query(side)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done() and traffic(local_server.base_url).side_requests == 0
+        assert not [r for r in local_server.requests if is_side(r)]
+    finally:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.close()  # it releases the marker and ends
+        holder.wait()
+        holder.stdout.close()
+    assert await waiting == {"answer": "ok"}
+
+
+HOLDER = """
+import fcntl, os, sys
+os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_SH)
+print("held", flush=True)
+sys.stdin.read()
+"""
