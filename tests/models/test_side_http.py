@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -335,18 +336,25 @@ async def test_the_switch_keeps_the_sdk(
     assert _sent_by_the_sdk(local_server)
 
 
-def test_an_environment_proxy_keeps_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SDK's HTTP library honours proxy variables; the stream writer does not, so it
-    stands aside when one applies to the endpoint (and only then)."""
+@pytest.mark.parametrize(
+    "variable", ["HTTP_PROXY", "https_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY", "Http_Proxy"]
+)
+def test_any_proxy_variable_keeps_the_sdk(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    """The SDK's HTTP library honours proxy variables by rules of its own (``NO_PROXY``
+    matching included), so the stream writer stands aside whenever any of them is set,
+    in any case, whatever the endpoint; a blank one is no proxy (for the SDK too)."""
     from asyncrecall.models._side_http import SideHTTP
 
+    for name in list(os.environ):
+        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+            monkeypatch.delenv(name)
     client = openai.AsyncOpenAI(base_url="http://10.1.2.3:8000/v1", api_key="k")
-    monkeypatch.setenv("http_proxy", "http://proxy.example:3128")
-    monkeypatch.setenv("no_proxy", "localhost")
-    assert SideHTTP.for_client(client, "http://10.1.2.3:8000/v1", timeout=None) is None
     assert SideHTTP.for_client(client, "http://localhost:8000/v1", timeout=None) is not None
-    monkeypatch.delenv("http_proxy")
-    assert SideHTTP.for_client(client, "http://10.1.2.3:8000/v1", timeout=None) is not None
+    monkeypatch.setenv(variable, " ")
+    assert SideHTTP.for_client(client, "http://localhost:8000/v1", timeout=None) is not None
+    monkeypatch.setenv(variable, "localhost" if "no" in variable.lower() else "http://p.example:1")
+    assert SideHTTP.for_client(client, "http://localhost:8000/v1", timeout=None) is None
+    assert SideHTTP.for_client(client, "http://10.1.2.3:8000/v1", timeout=None) is None
 
 
 @pytest.fixture
