@@ -131,6 +131,11 @@ def _connection_reason(exc: BaseException) -> str:
         chain.append(current)
         current = current.__cause__ or current.__context__
     for link in chain:
+        if "illegal header value" in str(link).lower():  # h11's words: they hold the value
+            return (
+                "a header holds a control character (CR, LF or another): "
+                "check the API key and the default headers"
+            )
         if isinstance(link, ConnectionRefusedError) or "refused" in str(link).lower():
             return "connection refused"
         if isinstance(link, socket.gaierror):
