@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,8 @@ class RawServer:
     close_after_answer: bool = False
     #: This request (1-based) gets no answer: the server closes its connection instead.
     drop: int = 0
+    #: When set, answers wait for it.
+    hold: asyncio.Event | None = None
     connections: int = 0
     #: Connections the server has not seen closed yet.
     open: int = 0
@@ -90,6 +93,8 @@ class RawServer:
                 await self._notify()
                 if len(self.requests) == self.drop:
                     break
+                if self.hold is not None:
+                    await self.hold.wait()
                 writer.write(self.answer(len(self.requests)))
                 await writer.drain()
                 if self.close_after_answer:
@@ -612,9 +617,16 @@ async def test_an_answer_over_1_mib_is_a_protocol_error(raw: RawServer, encoding
 
     sent = encode(_padded(2 << 20) if encoding == "identity" else big)
     raw.answer = lambda n: _ok(sent, f"Content-Encoding: {encoding}")
-    with pytest.raises(ModelProtocolError) as caught:
-        await _ask(raw.base_url)
+    del big
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelProtocolError) as caught:
+            await _ask(raw.base_url)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     assert "over 1 MiB" in str(caught.value)
+    assert peak < 8 << 20  # never the 64 MiB inflated
     at_cap = encode(_padded(1 << 20))
     raw.answer = lambda n: _ok(at_cap, f"Content-Encoding: {encoding}")
     assert await _ask(raw.base_url) == {"ok": True}
@@ -673,3 +685,22 @@ async def test_a_closed_transport_opens_nothing(raw: RawServer, tmp_path: Path) 
         await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
     await raw.until(lambda: raw.open == 0)
     assert raw.connections == 1
+
+
+async def test_an_answer_that_comes_after_close_does_not_keep_its_connection(
+    raw: RawServer,
+) -> None:
+    """A side query still out when the model is closed gets its answer, and its
+    connection is then closed, not kept for a later query that cannot come."""
+    raw.answer = lambda n: _ok(_completion('{"ok": true}'))
+    raw.hold = asyncio.Event()
+    model = OpenAIModel(model="side", base_url=raw.base_url, max_retries=0)
+    query = asyncio.create_task(
+        model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+    )
+    await raw.until(lambda: bool(raw.requests))
+    await model.aclose()
+    raw.hold.set()
+    async with asyncio.timeout(GUARD):
+        assert await query == {"ok": True}
+    await raw.until(lambda: raw.open == 0)
