@@ -32,6 +32,7 @@ from asyncrecall import (
     CancelSignal,
     ModelAuthError,
     ModelConnectionError,
+    ModelError,
     ModelNotFoundError,
     ModelProtocolError,
     RecallPrefetcher,
@@ -704,3 +705,30 @@ async def test_an_answer_that_comes_after_close_does_not_keep_its_connection(
     async with asyncio.timeout(GUARD):
         assert await query == {"ok": True}
     await raw.until(lambda: raw.open == 0)
+
+
+def test_the_cli_error_line_does_not_show_the_base_urls_credentials(tmp_path: Path) -> None:
+    """The real CLI, its endpoint refusing connections: the error line names the base
+    URL without ``alice:s3cret@``."""
+    base_url = f"http://alice:s3cret@127.0.0.1:{_closed_port()}/v1"
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "run", "hi", "--base-url", base_url,
+         "--model", "m", "--memory-dir", str(tmp_path / "memory")],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "cannot reach http://127.0.0.1:" in done.stderr
+    assert "s3cret" not in done.stderr + done.stdout and "alice" not in done.stderr
+
+
+async def test_a_url_with_credentials_in_the_servers_message_is_not_repeated(
+    local_server: LocalServer, side_path: str
+) -> None:
+    """A server's error message that names a URL with credentials (a proxy naming its
+    upstream) is reported without them."""
+    message = "upstream http://bob:hunter2@10.0.0.1/v1 failed"
+    local_server.script("side", Reply(status=502, error_message=message))
+    with pytest.raises(ModelError) as caught:
+        await _ask(local_server.base_url)
+    assert "upstream http://10.0.0.1/v1 failed" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
