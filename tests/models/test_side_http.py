@@ -11,11 +11,15 @@ connection reuse, and where the SDK stays in charge (a caller's client, a proxy,
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import json
+import logging
+import os
 import shutil
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +28,15 @@ from typing import Any
 import openai
 import pytest
 
-from asyncrecall import CancelSignal, ModelConnectionError, ModelNotFoundError, RecallPrefetcher
+from asyncrecall import (
+    CancelSignal,
+    ModelAuthError,
+    ModelConnectionError,
+    ModelError,
+    ModelNotFoundError,
+    ModelProtocolError,
+    RecallPrefetcher,
+)
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
@@ -47,6 +59,8 @@ class RawServer:
     close_after_answer: bool = False
     #: This request (1-based) gets no answer: the server closes its connection instead.
     drop: int = 0
+    #: When set, answers wait for it.
+    hold: asyncio.Event | None = None
     connections: int = 0
     #: Connections the server has not seen closed yet.
     open: int = 0
@@ -80,6 +94,8 @@ class RawServer:
                 await self._notify()
                 if len(self.requests) == self.drop:
                     break
+                if self.hold is not None:
+                    await self.hold.wait()
                 writer.write(self.answer(len(self.requests)))
                 await writer.drain()
                 if self.close_after_answer:
@@ -335,18 +351,25 @@ async def test_the_switch_keeps_the_sdk(
     assert _sent_by_the_sdk(local_server)
 
 
-def test_an_environment_proxy_keeps_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SDK's HTTP library honours proxy variables; the stream writer does not, so it
-    stands aside when one applies to the endpoint (and only then)."""
+@pytest.mark.parametrize(
+    "variable", ["HTTP_PROXY", "https_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY", "Http_Proxy"]
+)
+def test_any_proxy_variable_keeps_the_sdk(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    """The SDK's HTTP library honours proxy variables by rules of its own (``NO_PROXY``
+    matching included), so the stream writer stands aside whenever any of them is set,
+    in any case, whatever the endpoint; a blank one is no proxy (for the SDK too)."""
     from asyncrecall.models._side_http import SideHTTP
 
+    for name in list(os.environ):
+        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+            monkeypatch.delenv(name)
     client = openai.AsyncOpenAI(base_url="http://10.1.2.3:8000/v1", api_key="k")
-    monkeypatch.setenv("http_proxy", "http://proxy.example:3128")
-    monkeypatch.setenv("no_proxy", "localhost")
-    assert SideHTTP.for_client(client, "http://10.1.2.3:8000/v1", timeout=None) is None
     assert SideHTTP.for_client(client, "http://localhost:8000/v1", timeout=None) is not None
-    monkeypatch.delenv("http_proxy")
-    assert SideHTTP.for_client(client, "http://10.1.2.3:8000/v1", timeout=None) is not None
+    monkeypatch.setenv(variable, " ")
+    assert SideHTTP.for_client(client, "http://localhost:8000/v1", timeout=None) is not None
+    monkeypatch.setenv(variable, "localhost" if "no" in variable.lower() else "http://p.example:1")
+    assert SideHTTP.for_client(client, "http://localhost:8000/v1", timeout=None) is None
+    assert SideHTTP.for_client(client, "http://10.1.2.3:8000/v1", timeout=None) is None
 
 
 @pytest.fixture
@@ -401,3 +424,311 @@ async def test_https_side_queries_trust_ssl_cert_file_and_load_it_once_off_the_l
     assert len(loads) == 2  # certifi's, then SSL_CERT_FILE's: each once
     assert threading.current_thread().name not in loads
     assert len(state.requests) == 2
+
+
+# -- issue 21: where the stream writer must agree with the SDK, or stand aside ---------
+
+
+@pytest.fixture(params=["fast", "sdk"])
+def side_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test using it runs twice: side queries on the stream writer, then through the
+    SDK (``ASYNCRECALL_SIDE_HTTP=sdk``); where they must agree, both runs pass alike."""
+    monkeypatch.setenv("ASYNCRECALL_SIDE_HTTP", "" if request.param == "fast" else "sdk")
+    for name in list(os.environ):
+        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+            monkeypatch.delenv(name)
+    return str(request.param)
+
+
+def _raw_by_sdk(request: bytes) -> bool:
+    """The SDK's HTTP library asks for compressed answers; the stream writer never does."""
+    return b"\r\naccept-encoding:" in request.lower()
+
+
+async def test_a_redirect_is_followed_as_the_sdk_follows_it(raw: RawServer, side_path: str) -> None:
+    """A 307 (the endpoint moved) is followed, the body sent again to the new place, as
+    the SDK does; the stream writer hands that query, and every later one, to the SDK."""
+    port = raw.port
+
+    def answer(n: int) -> bytes:
+        if raw.requests[n - 1].startswith(b"POST /v1/"):
+            location = f"http://127.0.0.1:{port}/v2/chat/completions"
+            return (
+                f"HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\n"
+                "Content-Length: 0\r\n\r\n"
+            ).encode()
+        return _ok(_completion('{"ok": true}'))
+
+    raw.answer = answer
+    assert await _ask_twice(raw.base_url) == [{"ok": True}] * 2
+    lines = [request.split(b"\r\n", 1)[0] for request in raw.requests]
+    v1, v2 = b"POST /v1/chat/completions HTTP/1.1", b"POST /v2/chat/completions HTTP/1.1"
+    # The stream writer's first query meets the 307 and hands itself to the SDK whole.
+    handed = [v1] if side_path == "fast" else []
+    assert lines == [*handed, v1, v2, v1, v2]
+    bodies = [json.loads(request.split(b"\r\n\r\n", 1)[1]) for request in raw.requests]
+    assert all(body == bodies[0] for body in bodies)  # the body went again each time
+    by_sdk = [_raw_by_sdk(request) for request in raw.requests]
+    assert by_sdk == [side_path == "sdk"] + [True] * (len(lines) - 1)
+
+
+async def test_credentials_in_the_base_url_are_sent_as_basic_auth(
+    local_server: LocalServer, side_path: str
+) -> None:
+    """``http://alice:s3cret@host/v1``: the side query carries them as Basic
+    authorisation, as the SDK sends them (not the placeholder key as Bearer: a server
+    checking them answers 401)."""
+    base_url = local_server.base_url.replace("http://", "http://alice:s3cret@")
+    local_server.script("side", Reply(json={"ok": True}))
+    assert await _ask(base_url) == {"ok": True}
+    expected = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+    assert [r.headers.get("authorization") for r in local_server.requests] == [expected]
+    assert _sent_by_the_sdk(local_server)  # the SDK's own Basic authorisation
+
+
+async def test_no_error_log_line_or_repr_shows_the_base_urls_credentials(
+    local_server: LocalServer, side_path: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No text a user may see or log names ``alice:s3cret``: the model's repr, a 401's
+    error line, a recall's fallback warning, a refused connection's error line."""
+    base_url = local_server.base_url.replace("http://", "http://alice:s3cret@")
+    local_server.script("side", Reply(status=401), Reply(status=500))
+    texts: list[str] = []
+    async with OpenAIModel(model="side", base_url=base_url, max_retries=0) as model:
+        texts.append(repr(model))
+        with pytest.raises(ModelAuthError) as caught:
+            await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+        texts.append(str(caught.value))
+        store = MemoryStore(tmp_path / "memory")
+        store.save_memory("note", "a note", "project", "body")
+        manager = MemoryManager(store, ModelSelector(model))
+        with caplog.at_level(logging.WARNING):
+            await manager.recall("q")
+    warnings = [r.getMessage() for r in caplog.records if "fell back" in r.getMessage()]
+    assert len(warnings) == 1 and "HTTP 500" in warnings[0]
+    texts += warnings
+    with pytest.raises(ModelConnectionError) as refused:
+        await _ask(f"http://alice:s3cret@127.0.0.1:{_closed_port()}/v1")
+    texts.append(str(refused.value))
+    assert texts[1].startswith(local_server.base_url + " refused the API key")
+    for text in texts:
+        assert "s3cret" not in text and "alice" not in text, text
+
+
+def _closed_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_no_proxy_is_read_as_the_sdk_reads_it(
+    raw: RawServer, side_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``NO_PROXY=.localhost`` with an HTTP proxy set: the SDK's HTTP library exempts
+    only sub-domains of ``localhost``, so a side query to ``localhost`` itself goes
+    through the proxy (the server here), on either path (the standard library would
+    have exempted it, and the stream writer gone straight to a closed port)."""
+    raw.answer = lambda n: _ok(_completion('{"ok": true}'))
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{raw.port}")
+    monkeypatch.setenv("NO_PROXY", ".localhost")
+    endpoint = f"localhost:{_closed_port()}"
+    assert await _ask(f"http://{endpoint}/v1") == {"ok": True}
+    (request,) = raw.requests
+    assert request.startswith(f"POST http://{endpoint}/v1/chat/completions HTTP/1.1".encode())
+
+
+async def test_a_control_character_in_a_header_is_refused_before_sending(
+    raw: RawServer, side_path: str
+) -> None:
+    """An API key holding CR/LF would inject a header of its own: the side query is
+    refused with a connection error naming the header, not its value (the key), and
+    nothing reaches the server, as with the SDK."""
+    raw.answer = lambda n: _ok(_completion('{"ok": true}'))
+    key = "sk-secret\r\nX-Injected: 1"
+    async with OpenAIModel(model="side", base_url=raw.base_url, api_key=key, max_retries=0) as m:
+        with pytest.raises(ModelConnectionError) as caught:
+            async with asyncio.timeout(GUARD):
+                await m.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+    assert raw.requests == []
+    if side_path == "fast":
+        assert raw.connections == 0  # refused before connecting
+    assert "holds a control character (CR, LF or another)" in str(caught.value)
+    assert "sk-secret" not in str(caught.value)
+
+
+def _head(*lines: str) -> bytes:
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+_BODY = _completion('{"ok": true}')
+_MALFORMED = {
+    # Two lengths that disagree (a request-smuggling shape): which is the body?
+    "longer-length-last": _head(
+        "HTTP/1.1 200 OK", f"Content-Length: {len(_BODY)}", f"Content-Length: {len(_BODY) + 50}"
+    )
+    + _BODY,
+    "shorter-length-last": _head(
+        "HTTP/1.1 200 OK", f"Content-Length: {len(_BODY) + 50}", f"Content-Length: {len(_BODY)}"
+    )
+    + _BODY,
+    "negative-chunk-size": _head("HTTP/1.1 200 OK", "Transfer-Encoding: chunked")
+    + b"-1\r\n"
+    + _BODY
+    + b"\r\n0\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_MALFORMED))
+async def test_malformed_framing_is_a_connection_error_at_once(
+    raw: RawServer, side_path: str, shape: str
+) -> None:
+    """An answer whose framing is not valid HTTP/1.1 (conflicting Content-Length
+    headers, a negative chunk size) is a connection error
+    at once, on either path: not read one way or the other, not waited on until the
+    deadline, not a bare ValueError."""
+    raw.answer = lambda n: _MALFORMED[shape]
+    with pytest.raises(ModelConnectionError):
+        await _ask(raw.base_url)
+
+
+def _padded(size: int) -> bytes:
+    """A valid completion of about ``size`` bytes (JSON whitespace makes up the rest)."""
+    body = _completion('{"ok": true}')
+    return body[:-1] + b" " * (size - len(body)) + b"}"
+
+
+@pytest.mark.parametrize("encoding", ["identity", "gzip", "deflate"])
+async def test_an_answer_over_1_mib_is_a_protocol_error(raw: RawServer, encoding: str) -> None:
+    """A side query's answer is capped at 256 tokens, so one over 1 MiB (sent so, or
+    inflating to it: a 64 MiB body gzips to 64 KiB) is refused as malformed, without
+    being inflated whole on the event loop; 1 MiB itself is read."""
+    import zlib
+
+    big = _padded(64 << 20)
+
+    def encode(body: bytes) -> bytes:
+        if encoding == "gzip":
+            return gzip.compress(body, compresslevel=1)
+        if encoding == "deflate":
+            return zlib.compress(body, 1)
+        return body
+
+    sent = encode(_padded(2 << 20) if encoding == "identity" else big)
+    raw.answer = lambda n: _ok(sent, f"Content-Encoding: {encoding}")
+    del big
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelProtocolError) as caught:
+            await _ask(raw.base_url)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "over 1 MiB" in str(caught.value)
+    assert peak < 8 << 20  # never the 64 MiB inflated
+    at_cap = encode(_padded(1 << 20))
+    raw.answer = lambda n: _ok(at_cap, f"Content-Encoding: {encoding}")
+    assert await _ask(raw.base_url) == {"ok": True}
+
+
+async def test_an_endless_answer_is_cut_at_1_mib() -> None:
+    """A server that never ends its chunked answer: the side query fails once 1 MiB
+    came, and hangs up (the server sees its writes fail well before 100 MiB)."""
+    sent = 0
+    gone = asyncio.Event()
+
+    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal sent
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(_head("HTTP/1.1 200 OK", "Transfer-Encoding: chunked"))
+        chunk = b"10000\r\n" + b" " * 0x10000 + b"\r\n"
+        try:
+            while sent < 100 << 20:
+                writer.write(chunk)
+                await writer.drain()
+                sent += len(chunk)
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+            gone.set()
+
+    server = await asyncio.start_server(endless, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        with pytest.raises(ModelProtocolError, match="over 1 MiB"):
+            await _ask(f"http://127.0.0.1:{port}/v1")
+        async with asyncio.timeout(GUARD):
+            await gone.wait()
+    assert sent < 100 << 20
+
+
+async def test_a_closed_transport_opens_nothing(raw: RawServer, tmp_path: Path) -> None:
+    """After ``aclose()`` nothing opens a connection: not the replacement for a side
+    query dropped afterwards (its task is never made), not a later side query (a
+    connection error)."""
+    raw.answer = _selection
+    model = OpenAIModel(model="side", base_url=raw.base_url, max_retries=0)
+    store = MemoryStore(tmp_path / "memory")
+    store.save_memory("note", "a note", "project", "body")
+    manager = MemoryManager(store, ModelSelector(model, fallback=None))
+    signal = CancelSignal()
+    recall = asyncio.create_task(manager.recall("q", cancel=signal))
+    await raw.until(lambda: bool(raw.requests))
+    await model.aclose()
+    signal.cancel("new user message")  # the query is out: dropping it aborts its connection
+    assert (await recall).prompt == ""
+    spares = [t for t in asyncio.all_tasks() if t.get_name() == "asyncrecall-side-connection"]
+    assert spares == []
+    with pytest.raises(ModelConnectionError):
+        await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+    await raw.until(lambda: raw.open == 0)
+    assert raw.connections == 1
+
+
+async def test_an_answer_that_comes_after_close_does_not_keep_its_connection(
+    raw: RawServer,
+) -> None:
+    """A side query still out when the model is closed gets its answer, and its
+    connection is then closed, not kept for a later query that cannot come."""
+    raw.answer = lambda n: _ok(_completion('{"ok": true}'))
+    raw.hold = asyncio.Event()
+    model = OpenAIModel(model="side", base_url=raw.base_url, max_retries=0)
+    query = asyncio.create_task(
+        model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+    )
+    await raw.until(lambda: bool(raw.requests))
+    await model.aclose()
+    raw.hold.set()
+    async with asyncio.timeout(GUARD):
+        assert await query == {"ok": True}
+    await raw.until(lambda: raw.open == 0)
+
+
+def test_the_cli_error_line_does_not_show_the_base_urls_credentials(tmp_path: Path) -> None:
+    """The real CLI, its endpoint refusing connections: the error line names the base
+    URL without ``alice:s3cret@``."""
+    base_url = f"http://alice:s3cret@127.0.0.1:{_closed_port()}/v1"
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "run", "hi", "--base-url", base_url,
+         "--model", "m", "--memory-dir", str(tmp_path / "memory")],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "cannot reach http://127.0.0.1:" in done.stderr
+    assert "s3cret" not in done.stderr + done.stdout and "alice" not in done.stderr
+
+
+async def test_a_url_with_credentials_in_the_servers_message_is_not_repeated(
+    local_server: LocalServer, side_path: str
+) -> None:
+    """A server's error message that names a URL with credentials (a proxy naming its
+    upstream) is reported without them."""
+    message = "upstream http://bob:hunter2@10.0.0.1/v1 failed"
+    local_server.script("side", Reply(status=502, error_message=message))
+    with pytest.raises(ModelError) as caught:
+        await _ask(local_server.base_url)
+    assert "upstream http://10.0.0.1/v1 failed" in str(caught.value)
+    assert "hunter2" not in str(caught.value)

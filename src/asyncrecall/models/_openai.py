@@ -21,7 +21,8 @@ second request. Answers that look like success but are not (an empty or cut
 stream, an error object inside an HTTP 200) are errors too. See ``docs/servers.md``.
 
 Errors come out as the :class:`~asyncrecall.ModelError` family, with a one-line
-reason naming the base URL and the model, raised ``from`` the SDK's exception.
+reason naming the base URL (without credentials) and the model, raised ``from`` the
+SDK's exception.
 Cancelling the task running :meth:`OpenAIModel.stream` or
 :meth:`OpenAIModel.generate_json` closes the HTTP connection (the response is
 closed in a ``finally``), and the cancellation propagates.
@@ -44,7 +45,13 @@ from openai import AsyncOpenAI
 
 from asyncrecall._exceptions import ModelError, ModelProtocolError, ModelServerError
 from asyncrecall.models._convert import contents_to_messages, tools_to_openai, validate_messages
-from asyncrecall.models._openai_errors import error_text, map_error, one_line, short_model_name
+from asyncrecall.models._openai_errors import (
+    error_text,
+    map_error,
+    one_line,
+    public_url,
+    short_model_name,
+)
 from asyncrecall.models._protocol import Finished, StreamEvent, TextDelta, ToolCallReady, Usage
 from asyncrecall.models._side_http import SideHTTP
 from asyncrecall.models._traffic import ModelStreamCut, traffic
@@ -208,7 +215,7 @@ class OpenAIModel:
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"OpenAIModel(model={self._model!r}, base_url={self._base_url!r})"
+        return f"OpenAIModel(model={self._model!r}, base_url={public_url(self._base_url)!r})"
 
     # -- streaming turn --------------------------------------------------------------
 
@@ -573,7 +580,7 @@ class OpenAIModel:
     # -- errors --------------------------------------------------------------------------
 
     def _where(self) -> str:
-        return f"{self._base_url} (model `{short_model_name(self._model)}`)"
+        return f"{public_url(self._base_url)} (model `{short_model_name(self._model)}`)"
 
     def _map_error(self, exc: Exception, *, streaming: bool = False) -> ModelError:
         return map_error(exc, base_url=self._base_url, model=self._model, streaming=streaming)

@@ -1,12 +1,14 @@
 """SDK exceptions → the :class:`~asyncrecall.ModelError` family, with one-line reasons.
 
-Every reason names the base URL and the model, and says what to check. The caller
-raises the result ``from`` the SDK's exception, so the cause stays attached.
+Every reason names the base URL (never the ``user:password@`` it may carry: see
+:func:`public_url`) and the model, and says what to check. The caller raises the
+result ``from`` the SDK's exception, so the cause stays attached.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Mapping
 from pathlib import PurePosixPath
@@ -23,14 +25,32 @@ from asyncrecall._exceptions import (
     ModelServerError,
 )
 
-__all__ = ["error_text", "map_error", "one_line", "short_model_name"]
+__all__ = [
+    "error_text",
+    "map_error",
+    "one_line",
+    "public_url",
+    "short_model_name",
+    "without_credentials",
+]
+
+# `scheme://user:password@`: the credentials part of a URL anywhere in a text.
+_CREDENTIALS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@\s]*@")
 
 
 def map_error(exc: Exception, *, base_url: str, model: str, streaming: bool = False) -> ModelError:
     """The ModelError for an SDK (or decoding) exception raised by a request to ``base_url``.
 
-    ``streaming`` says the exception came while reading a stream that had started.
+    ``streaming`` says the exception came while reading a stream that had started. No
+    credentials of a URL (``user:password@``) are in the reason.
     """
+    error = _map_error(exc, base_url=public_url(base_url), model=model, streaming=streaming)
+    if len(error.args) == 1 and isinstance(error.args[0], str):
+        error.args = (without_credentials(error.args[0]),)
+    return error
+
+
+def _map_error(exc: Exception, *, base_url: str, model: str, streaming: bool) -> ModelError:
     name = short_model_name(model)
     where = f"{base_url} (model `{name}`)"
     if isinstance(exc, openai.APITimeoutError):
@@ -111,12 +131,27 @@ def _connection_reason(exc: BaseException) -> str:
         chain.append(current)
         current = current.__cause__ or current.__context__
     for link in chain:
+        if "illegal header value" in str(link).lower():  # h11's words: they hold the value
+            return (
+                "a header holds a control character (CR, LF or another): "
+                "check the API key and the default headers"
+            )
         if isinstance(link, ConnectionRefusedError) or "refused" in str(link).lower():
             return "connection refused"
         if isinstance(link, socket.gaierror):
             return f"host not found ({one_line(str(link))})"
     deepest = chain[-1]
     return one_line(str(deepest) or type(deepest).__name__)
+
+
+def public_url(url: str) -> str:
+    """``url`` without the ``user:password@`` it may carry, for error texts and logs."""
+    return without_credentials(url)
+
+
+def without_credentials(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it taken out."""
+    return _CREDENTIALS.sub(r"\1", text)
 
 
 def one_line(text: str, limit: int = 240) -> str:
