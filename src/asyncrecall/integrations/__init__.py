@@ -16,8 +16,15 @@ the one the app already started for that conversation key), never waits for it, 
 the memory block before the user's text if the recall settled before the first model
 request, else after all the tool results of the first later request it has settled
 for, at most once, and cancels the recall on every end of the run.
+
+:func:`start_recall` is what an app calls when the message arrives, to start the recall
+earlier than the run does: a run adopts the key's pending recall only if it was started
+for the same message text (one started with ``prefetcher.start`` directly, whose text
+the adapters cannot see, is adopted by the first run only).
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from asyncrecall.integrations._common import start_recall
+
+__all__ = ["start_recall"]

@@ -1,21 +1,59 @@
-"""What the adapters share: the text of a user prompt, and the end-of-run reason."""
+"""What the adapters share: which recall a run may adopt, the text of a user prompt, and
+the end-of-run reason."""
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
 from asyncrecall.prefetch import DiscardReason, PendingRecall, RecallPrefetcher
 
-__all__ = ["adopt_or_start", "end_reason", "finish", "prompt_text"]
+__all__ = ["adopt_or_start", "end_reason", "finish", "prompt_text", "start_recall"]
+
+# The prefetcher does not record which message a recall is for; the adapters do, on top
+# of its public API. A recall started here is known by its query; one the app started
+# with ``prefetcher.start`` is not, and is adopted by the first run that asks only.
+_queries: weakref.WeakKeyDictionary[PendingRecall, str] = weakref.WeakKeyDictionary()
+_adopted: weakref.WeakSet[PendingRecall] = weakref.WeakSet()
+
+
+def start_recall(prefetcher: RecallPrefetcher, key: str, query: str) -> PendingRecall | None:
+    """Start the key's recall for the user message ``query`` and remember that message.
+
+    What an app calls when the message arrives (instead of ``prefetcher.start``) so that
+    a run adopts the recall only if it is for the same message.
+    """
+    prefetcher.start(key, query)
+    recall = prefetcher.pending(key)
+    if recall is not None:
+        _queries[recall] = query
+    return recall
 
 
 def adopt_or_start(prefetcher: RecallPrefetcher, key: str, query: str) -> PendingRecall | None:
-    """The key's recall for this run: the one the app started already, or a new one."""
-    if prefetcher.pending(key) is None:
-        prefetcher.start(key, query)
-    return prefetcher.pending(key)
+    """The key's recall for this run's message ``query``: the pending one if it was
+    started for this message, else a new one (which supersedes it).
+
+    A pending recall is for this message when it was started for the same query text;
+    one of unknown query (the app's own ``prefetcher.start``) when no run adopted it yet.
+    A recall left behind by an earlier run (cancelled before it could clean up, or run
+    without the adapter's wrapper) is never given to the next message.
+    """
+    recall = prefetcher.pending(key)
+    if recall is None or not _for_message(recall, query):
+        recall = start_recall(prefetcher, key, query)
+    if recall is not None:
+        _adopted.add(recall)
+    return recall
+
+
+def _for_message(recall: PendingRecall, query: str) -> bool:
+    known = _queries.get(recall)
+    if known is not None:
+        return known == query
+    return recall not in _adopted
 
 
 def finish(
