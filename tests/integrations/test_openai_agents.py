@@ -306,6 +306,8 @@ async def test_a_run_cancelled_before_it_starts_leaves_no_recall_for_the_next_me
             await task
         assert prefetcher.pending(KEY) is None
 
+        start_recall(prefetcher, KEY, "what do you know about me?")
+        assert await prefetcher.wait_settled(KEY, 5)  # (only so the test knows where it lands)
         await recall.run(
             prefetcher, agent, "what do you know about me?", key=KEY, run_config=CONFIG
         )
