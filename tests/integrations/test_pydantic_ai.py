@@ -215,10 +215,11 @@ async def test_memory_the_app_did_not_resend_is_shown_again(
     paths: dict[str, str],
 ) -> None:
     """A block counts as shown only while it stays in the history the next call sends:
-    when the next run is given a history without it, its files are offered again and
-    the next request carries the memory again, once; never neither."""
+    when the next run is given a history without it, its files are offered again (a
+    recall the app started for that message without them is started again) and the
+    next request carries the memory again, once; never neither."""
     db = paths["db-testing"]
-    local_server.script("side", side_reply(db), side_reply(db))
+    local_server.set_default("side", lambda request: side_reply(db))
     local_server.script("main", Reply(text="one"), tool_round("a.py"), Reply(text="two"))
 
     async def settle() -> None:  # the second run's recall lands after its tool round
@@ -230,10 +231,12 @@ async def test_memory_the_app_did_not_resend_is_shown_again(
     first = await agent.run("how do I test the db layer?", conversation_id=KEY)
     assert len(memory_indexes(main_requests(local_server)[0].body["messages"])) == 1
     history = None if resent == "no history" else without_memory(first.all_messages())
+    start_recall(slow, KEY, "and for the api layer?")  # the app starts it on arrival
     await agent.run("and for the api layer?", conversation_id=KEY, message_history=history)
 
-    _one, two = side_requests(local_server)
-    assert db in text_of(two.body["messages"][-1])
+    last_side = side_requests(local_server)[-1]
+    assert "api layer" in text_of(last_side.body["messages"][-1])
+    assert db in text_of(last_side.body["messages"][-1])
     last = main_requests(local_server)[2].body["messages"]  # before or after its tools
     (at,) = memory_indexes(last)
     assert db in text_of(last[at])
