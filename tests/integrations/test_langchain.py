@@ -286,12 +286,18 @@ def answer_by_query(server: LocalServer, paths: dict[str, str]) -> None:
     server.set_default("side", pick)
 
 
+@pytest.mark.parametrize("started_by", ["the run", "the app's prefetcher.start"])
 async def test_a_failed_run_without_the_wrapper_leaves_its_recall_to_no_other_message(
-    local_server: LocalServer, http: Any, slow: RecallPrefetcher, paths: dict[str, str]
+    started_by: str,
+    local_server: LocalServer,
+    http: Any,
+    slow: RecallPrefetcher,
+    paths: dict[str, str],
 ) -> None:
     """An agent invoked without the wrapper (or the callback handler) that fails leaves
-    its recall pending; the thread's next message is never given that recall's memory:
-    its run starts its own recall, for its own text."""
+    its recall pending (started by the run, or by the app with ``prefetcher.start`` and
+    adopted by that run); the thread's next message is never given that recall's
+    memory: its run starts its own recall, for its own text."""
     answer_by_query(local_server, paths)
     local_server.script(
         "main",
@@ -305,6 +311,8 @@ async def test_a_failed_run_without_the_wrapper_leaves_its_recall_to_no_other_me
 
     recall = AsyncRecallMiddleware(slow)
     agent = make_agent(local_server, http, recall, settle)
+    if started_by != "the run":
+        slow.start(KEY, "how do I deploy?")
     with pytest.raises(openai.BadRequestError):
         await agent.ainvoke(user("how do I deploy?"), CONFIG)  # no wrapper: nothing cleans up
     assert await slow.wait_settled(KEY, 5)  # the left-over recall has its answer
