@@ -242,25 +242,37 @@ async def test_framework_accepts_what_we_inject(
     assert [len(memory_indexes(m)) for m in requests] == [0, 1, 1]
 
 
+@pytest.mark.parametrize("shown_at", ["first call", "after tools"])
 async def test_memory_the_app_did_not_resend_is_shown_again(
-    local_server: LocalServer, http: Any, slow: RecallPrefetcher, paths: dict[str, str]
+    shown_at: str,
+    local_server: LocalServer,
+    http: Any,
+    slow: RecallPrefetcher,
+    paths: dict[str, str],
 ) -> None:
     """A block counts as shown only while it stays in the history the next call sends:
     an agent without a checkpointer, whose app re-sends its own chat history (without
-    the block), gets the block's files offered again and the memory again, once."""
+    the block, shown on the first call or after a tool round), gets the block's files
+    offered again and the memory again, once."""
     db = paths["db-testing"]
-    local_server.script("side", side_reply(db), side_reply(db))
-    local_server.script("main", Reply(text="one"), tool_round("a.py"), Reply(text="two"))
+    gate = threading.Event()
+    local_server.script("side", side_reply(db, gate=gate), side_reply(db))
+    first_run = [Reply(text="one")] if shown_at == "first call" else [tool_round("x.py"), "one"]
+    local_server.script("main", *first_run, tool_round("a.py"), Reply(text="two"))
 
-    async def settle() -> None:  # the second run's recall lands by its tool round
+    async def settle() -> None:  # a recall still out lands by this tool round
+        gate.set()
         assert await slow.wait_settled(KEY, 5)
 
     recall = AsyncRecallMiddleware(slow)
     agent = make_agent(local_server, http, recall, settle, checkpointer=None)
     start_recall(slow, KEY, "how do I test the db layer?")
-    assert await slow.wait_settled(KEY, 5)
+    if shown_at == "first call":
+        gate.set()
+        assert await slow.wait_settled(KEY, 5)
     await recall.ainvoke(agent, user("how do I test the db layer?"), CONFIG)
-    assert len(memory_indexes(main_requests(local_server)[0].body["messages"])) == 1
+    first_sent = main_requests(local_server)[len(first_run) - 1].body["messages"]
+    assert len(memory_indexes(first_sent)) == 1
     chat = [
         {"role": "user", "content": "how do I test the db layer?"},
         {"role": "assistant", "content": "one"},
@@ -270,7 +282,7 @@ async def test_memory_the_app_did_not_resend_is_shown_again(
 
     _one, two = side_requests(local_server)
     assert db in text_of(two.body["messages"][-1])
-    last = main_requests(local_server)[2].body["messages"]
+    last = main_requests(local_server)[-1].body["messages"]
     (at,) = memory_indexes(last)
     assert db in text_of(last[at])
     assert_valid_chat(last)
