@@ -5,8 +5,8 @@ framework):
 
 * :mod:`asyncrecall.integrations.pydantic_ai` — :class:`AsyncRecall`, a Pydantic AI
   capability (``pip install 'asyncrecall[pydantic-ai]'``);
-* :mod:`asyncrecall.integrations.openai_agents` — ``run_with_recall`` /
-  ``run_streamed_with_recall`` around the OpenAI Agents SDK's ``Runner``
+* :mod:`asyncrecall.integrations.openai_agents` — ``run`` /
+  ``run_streamed`` around the OpenAI Agents SDK's ``Runner``
   (``asyncrecall[openai-agents]``);
 * :mod:`asyncrecall.integrations.langchain` — ``AsyncRecallMiddleware`` for LangChain v1
   ``create_agent`` (``asyncrecall[langchain]``).
