@@ -21,9 +21,10 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
+from asyncrecall.integrations import start_recall
 from asyncrecall.integrations.langchain import AsyncRecallMiddleware
 from asyncrecall.prefetch import RecallPrefetcher
-from asyncrecall.testing import LocalServer, Reply
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 from .conftest import (
     MEMORY_MARK,
@@ -53,6 +54,8 @@ def make_agent(
     http: Any,
     middleware: AsyncRecallMiddleware,
     tool_hook: Callable[[], Awaitable[None]] | None = None,
+    *,
+    checkpointer: Any = "memory",
 ) -> Any:
     @tool
     async def read_file(path: str) -> str:
@@ -73,7 +76,7 @@ def make_agent(
         tools=[read_file],
         system_prompt="You are terse.",
         middleware=[middleware],
-        checkpointer=InMemorySaver(),
+        checkpointer=InMemorySaver() if checkpointer == "memory" else checkpointer,
     )
 
 
@@ -184,13 +187,14 @@ async def test_second_run_does_not_reoffer_surfaced_files(
     local_server: LocalServer, http: Any, slow: RecallPrefetcher, paths: dict[str, str]
 ) -> None:
     """(d) The app starts the recall when the message arrives (the run adopts it); the
-    thread's next run never offers the files the first one showed."""
+    checkpointed thread keeps the block, so the thread's next run never offers the files
+    the first one showed, and its request carries the block from the thread."""
     local_server.script("side", side_reply(paths["db-testing"]), side_reply())
     local_server.script("main", Reply(text="one"), Reply(text="two"))
     recall = AsyncRecallMiddleware(slow)
     agent = make_agent(local_server, http, recall)
 
-    slow.start(KEY, "how do I test the db layer?")
+    start_recall(slow, KEY, "how do I test the db layer?")
     assert await slow.wait_settled(KEY, 5)
     await recall.ainvoke(agent, user("how do I test the db layer?"), CONFIG)
     assert len(side_requests(local_server)) == 1  # adopted, not restarted
@@ -236,3 +240,99 @@ async def test_framework_accepts_what_we_inject(
         assert_valid_chat(messages)
         assert [m["role"] for m in messages].count("system") == 1
     assert [len(memory_indexes(m)) for m in requests] == [0, 1, 1]
+
+
+@pytest.mark.parametrize("shown_at", ["first call", "after tools"])
+async def test_memory_the_app_did_not_resend_is_shown_again(
+    shown_at: str,
+    local_server: LocalServer,
+    http: Any,
+    slow: RecallPrefetcher,
+    paths: dict[str, str],
+) -> None:
+    """A block counts as shown only while it stays in the history the next call sends:
+    an agent without a checkpointer, whose app re-sends its own chat history (without
+    the block, shown on the first call or after a tool round), gets the block's files
+    offered again and the memory again, once."""
+    db = paths["db-testing"]
+    gate = threading.Event()
+    local_server.script("side", side_reply(db, gate=gate), side_reply(db))
+    first_run = [Reply(text="one")] if shown_at == "first call" else [tool_round("x.py"), "one"]
+    local_server.script("main", *first_run, tool_round("a.py"), Reply(text="two"))
+
+    async def settle() -> None:  # a recall still out lands by this tool round
+        gate.set()
+        assert await slow.wait_settled(KEY, 5)
+
+    recall = AsyncRecallMiddleware(slow)
+    agent = make_agent(local_server, http, recall, settle, checkpointer=None)
+    start_recall(slow, KEY, "how do I test the db layer?")
+    if shown_at == "first call":
+        gate.set()
+        assert await slow.wait_settled(KEY, 5)
+    await recall.ainvoke(agent, user("how do I test the db layer?"), CONFIG)
+    first_sent = main_requests(local_server)[len(first_run) - 1].body["messages"]
+    assert len(memory_indexes(first_sent)) == 1
+    chat = [
+        {"role": "user", "content": "how do I test the db layer?"},
+        {"role": "assistant", "content": "one"},
+        {"role": "user", "content": "and for the api layer?"},
+    ]
+    await recall.ainvoke(agent, {"messages": chat}, CONFIG)
+
+    _one, two = side_requests(local_server)
+    assert db in text_of(two.body["messages"][-1])
+    last = main_requests(local_server)[-1].body["messages"]
+    (at,) = memory_indexes(last)
+    assert db in text_of(last[at])
+    assert_valid_chat(last)
+
+
+def answer_by_query(server: LocalServer, paths: dict[str, str]) -> None:
+    """The side model picks deploy-flow for a question about deploys, else user-role."""
+
+    def pick(request: RecordedRequest) -> Reply:
+        asked = text_of(request.body["messages"][-1])
+        return side_reply(paths["deploy-flow" if "deploy?" in asked else "user-role"])
+
+    server.set_default("side", pick)
+
+
+@pytest.mark.parametrize("started_by", ["the run", "the app's prefetcher.start"])
+async def test_a_failed_run_without_the_wrapper_leaves_its_recall_to_no_other_message(
+    started_by: str,
+    local_server: LocalServer,
+    http: Any,
+    slow: RecallPrefetcher,
+    paths: dict[str, str],
+) -> None:
+    """An agent invoked without the wrapper (or the callback handler) that fails leaves
+    its recall pending (started by the run, or by the app with ``prefetcher.start`` and
+    adopted by that run); the thread's next message is never given that recall's
+    memory: its run starts its own recall, for its own text."""
+    answer_by_query(local_server, paths)
+    local_server.script(
+        "main",
+        Reply(status=400, error_message="bad request"),
+        tool_round("a.py"),
+        Reply(text="who you are"),
+    )
+
+    async def settle() -> None:
+        assert await slow.wait_settled(KEY, 5)
+
+    recall = AsyncRecallMiddleware(slow)
+    agent = make_agent(local_server, http, recall, settle)
+    if started_by != "the run":
+        slow.start(KEY, "how do I deploy?")
+    with pytest.raises(openai.BadRequestError):
+        await agent.ainvoke(user("how do I deploy?"), CONFIG)  # no wrapper: nothing cleans up
+    assert await slow.wait_settled(KEY, 5)  # the left-over recall has its answer
+
+    await recall.ainvoke(agent, user("what do you know about me?"), CONFIG)
+
+    sent = [r.body["messages"] for r in main_requests(local_server)[1:]]
+    assert paths["deploy-flow"] not in str(sent)
+    (at,) = memory_indexes(sent[-1])
+    assert paths["user-role"] in text_of(sent[-1][at])
+    assert "about me" in text_of(side_requests(local_server)[-1].body["messages"][-1])

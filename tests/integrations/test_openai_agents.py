@@ -24,8 +24,11 @@ from agents.exceptions import AgentsException
 from openai import AsyncOpenAI, BadRequestError
 
 from asyncrecall.integrations import openai_agents as recall
-from asyncrecall.prefetch import RecallPrefetcher
-from asyncrecall.testing import LocalServer, Reply
+from asyncrecall.integrations import start_recall
+from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.models import OpenAIModel
+from asyncrecall.prefetch import MemoryRecallStartedEvent, PrefetchEvent, RecallPrefetcher
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 from .conftest import (
     Ending,
@@ -91,6 +94,17 @@ def tool_round(*files: str) -> Reply:
 
 
 MODES = pytest.mark.parametrize("mode", ["run", "streamed"])
+
+
+def answer_by_query(server: LocalServer, paths: dict[str, str]) -> None:
+    """The side model picks deploy-flow for a question about deploys, else user-role
+    (whichever recall reaches the server first)."""
+
+    def pick(request: RecordedRequest) -> Reply:
+        asked = text_of(request.body["messages"][-1])
+        return side_reply(paths["deploy-flow" if "deploy?" in asked else "user-role"])
+
+    server.set_default("side", pick)
 
 
 @MODES
@@ -190,37 +204,49 @@ async def test_side_query_hangs_up_however_the_run_ends(
     )
 
 
-async def test_second_run_does_not_reoffer_surfaced_files(
+async def test_app_started_recall_is_adopted_and_its_files_offered_again(
     local_server: LocalServer, client: AsyncOpenAI, slow: RecallPrefetcher, paths: dict[str, str]
 ) -> None:
-    """(d) The app starts the recall when the message arrives (the run adopts it); the
-    next run of the conversation never offers the files the first one showed."""
-    local_server.script("side", side_reply(paths["db-testing"]), side_reply())
+    """(d) The app starts the recall when the message arrives (the run adopts it, no
+    second side query); the SDK keeps the block in no history, so the next message's
+    recall offers the files the first run showed again, and its request carries them."""
+    local_server.script("side", side_reply(paths["db-testing"]), side_reply(paths["db-testing"]))
     local_server.script("main", Reply(text="one"), Reply(text="two"))
     agent = make_agent(client)
 
-    slow.start(KEY, "how do I test the db layer?")
+    start_recall(slow, KEY, "how do I test the db layer?")
     assert await slow.wait_settled(KEY, 5)
     first = await recall.run(slow, agent, "how do I test the db layer?", key=KEY, run_config=CONFIG)
     assert len(side_requests(local_server)) == 1  # adopted, not restarted
+    assert slow.surfaced(KEY) == frozenset()
     history = [*first.to_input_list(), {"role": "user", "content": "and for the api layer?"}]
     await recall.run(slow, agent, history, key=KEY, run_config=CONFIG)
 
     one, two = side_requests(local_server)
     assert paths["db-testing"] in text_of(one.body["messages"][-1])
     assert "api layer" in text_of(two.body["messages"][-1])
-    assert paths["db-testing"] not in text_of(two.body["messages"][-1])
-    assert paths["deploy-flow"] in text_of(two.body["messages"][-1])
+    assert paths["db-testing"] in text_of(two.body["messages"][-1])
+    second = main_requests(local_server)[1].body["messages"]
+    assert len(memory_indexes(second)) == 1
 
 
-async def test_sdk_accepts_what_we_inject(
-    local_server: LocalServer, client: AsyncOpenAI, slow: RecallPrefetcher, paths: dict[str, str]
+@pytest.mark.parametrize("history", ["to_input_list", "session"])
+async def test_memory_the_sdk_did_not_keep_is_shown_again(
+    history: str,
+    local_server: LocalServer,
+    client: AsyncOpenAI,
+    slow: RecallPrefetcher,
+    paths: dict[str, str],
 ) -> None:
-    """(e) The SDK's own input handling accepts the injected item: the run's input list
-    round-trips into a second run (our block is not saved in it, by design), and every
-    request on the wire has one system message and no orphan tool message."""
+    """(e) The SDK's own history (``to_input_list()`` or a Session) does not keep the
+    injected item, and accepts what we inject: the next message's request never lacks
+    the memory the first run showed, it carries it again (re-offered, re-injected once);
+    every request on the wire has one system message and no orphan tool message."""
+    from agents import SQLiteSession
+
     gate = threading.Event()
-    local_server.script("side", side_reply(paths["deploy-flow"], gate=gate), side_reply())
+    deploy = paths["deploy-flow"]
+    local_server.script("side", side_reply(deploy, gate=gate), side_reply(deploy))
     local_server.script("main", tool_round("a.py"), Reply(text="one"), Reply(text="two"))
 
     async def release_recall() -> None:
@@ -228,18 +254,88 @@ async def test_sdk_accepts_what_we_inject(
         assert await slow.wait_settled(KEY, 5)
 
     agent = make_agent(client, release_recall)
-    first = await recall.run(slow, agent, "how do I deploy?", key=KEY, run_config=CONFIG)
-    history = first.to_input_list()
-    assert not any("## Relevant memory" in str(item) for item in history)
-    await recall.run(
-        slow, agent, [*history, {"role": "user", "content": "thanks"}], key=KEY, run_config=CONFIG
+    session = SQLiteSession("conversation") if history == "session" else None
+    first = await recall.run(
+        slow, agent, "how do I deploy?", key=KEY, run_config=CONFIG, session=session
     )
+    if session is None:
+        kept: Any = [*first.to_input_list(), {"role": "user", "content": "and to prod?"}]
+    else:
+        kept = "and to prod?"
+        assert not any("## Relevant memory" in str(i) for i in await session.get_items())
+    assert not any("## Relevant memory" in str(item) for item in first.to_input_list())
+    await recall.run(slow, agent, kept, key=KEY, run_config=CONFIG, session=session)
 
     requests = [r.body["messages"] for r in main_requests(local_server)]
     for messages in requests:
         assert_valid_chat(messages)
         assert [m["role"] for m in messages].count("system") == 1
-    assert [len(memory_indexes(m)) for m in requests] == [0, 1, 0]
+    assert [len(memory_indexes(m)) for m in requests] == [0, 1, 1]
+    assert "and to prod?" in text_of(requests[2][-1])
+    assert deploy in text_of(side_requests(local_server)[1].body["messages"][-1])
+    if session is not None:
+        session.close()
+
+
+async def test_a_run_cancelled_before_it_starts_leaves_no_recall_for_the_next_message(
+    local_server: LocalServer,
+    client: AsyncOpenAI,
+    store: MemoryStore,
+    side_model: OpenAIModel,
+    paths: dict[str, str],
+) -> None:
+    """A run cancelled at the loop tick right after it started the recall leaves nothing
+    pending: the next message gets its own recall, never the cancelled message's memory."""
+    answer_by_query(local_server, paths)
+    local_server.script("main", Reply(text="who you are"))
+    agent = make_agent(client)
+    started = asyncio.Event()
+
+    def on_event(event: PrefetchEvent) -> None:
+        if isinstance(event, MemoryRecallStartedEvent):
+            started.set()
+
+    memory = MemoryManager(store, ModelSelector(side_model))
+    async with RecallPrefetcher(memory, on_event=on_event) as prefetcher:
+        task = asyncio.create_task(
+            recall.run(prefetcher, agent, "how do I deploy?", key=KEY, run_config=CONFIG)
+        )
+        await started.wait()  # the run started its recall and is at its one tick
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert prefetcher.pending(KEY) is None
+
+        start_recall(prefetcher, KEY, "what do you know about me?")
+        assert await prefetcher.wait_settled(KEY, 5)  # (only so the test knows where it lands)
+        await recall.run(
+            prefetcher, agent, "what do you know about me?", key=KEY, run_config=CONFIG
+        )
+
+    (request,) = main_requests(local_server)
+    messages = request.body["messages"]
+    (at,) = memory_indexes(messages)
+    assert paths["user-role"] in text_of(messages[at])
+    assert paths["deploy-flow"] not in str(messages)
+    assert "about me" in text_of(side_requests(local_server)[-1].body["messages"][-1])
+
+
+async def test_a_recall_started_for_another_message_is_not_adopted(
+    local_server: LocalServer, client: AsyncOpenAI, slow: RecallPrefetcher, paths: dict[str, str]
+) -> None:
+    """A recall the app started for an earlier message it never ran is not adopted by
+    the run of a later message: that run starts its own recall for its own text."""
+    answer_by_query(local_server, paths)
+    local_server.script("main", Reply(text="ok"))
+
+    start_recall(slow, KEY, "how do I deploy?")
+    assert await slow.wait_settled(KEY, 5)
+    await recall.run(slow, make_agent(client), "who am I?", key=KEY, run_config=CONFIG)
+
+    messages = main_requests(local_server)[0].body["messages"]
+    (at,) = memory_indexes(messages)
+    assert paths["user-role"] in text_of(messages[at])
+    assert paths["deploy-flow"] not in str(messages)
 
 
 async def test_a_filter_of_the_app_still_runs_first(

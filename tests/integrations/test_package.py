@@ -9,7 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from asyncrecall.integrations._common import end_reason, prompt_text
+from asyncrecall.integrations import _common
+from asyncrecall.integrations._common import end_reason, prompt_text, record_shown
+from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
+from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
 
 
 def test_importing_the_package_imports_no_framework() -> None:
@@ -46,3 +49,16 @@ def test_end_reason_names_how_a_run_ended() -> None:
     assert end_reason(asyncio.CancelledError()) == "cancelled"
     assert end_reason(GeneratorExit()) == "cancelled"
     assert end_reason(ValueError("x")) == "error"
+
+
+async def test_shown_block_records_never_outgrow_the_prefetchers_conversations(
+    store: MemoryStore,
+) -> None:
+    """The record of blocks shown per conversation drops the conversations the
+    prefetcher holds nothing surfaced for (reset, evicted, per-run keys), so it stays
+    bounded in a long-lived server."""
+    async with RecallPrefetcher(MemoryManager(store, LexicalSelector())) as prefetcher:
+        block = MemoryBlock("## Relevant memory", ("a.md",), "user_query", 0.0, "lexical")
+        for i in range(1000):
+            record_shown(prefetcher, f"run-{i}", block)  # none of them has anything surfaced
+        assert len(_common._shown[prefetcher]) < 64

@@ -7,6 +7,7 @@ is asyncrecall's model selector on the same server. Assertions read the wire.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,13 +16,16 @@ import pytest
 from openai import AsyncOpenAI
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
+from asyncrecall.integrations import start_recall
 from asyncrecall.integrations.pydantic_ai import AsyncRecall
-from asyncrecall.prefetch import RecallPrefetcher
-from asyncrecall.testing import LocalServer, Reply
+from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.models import OpenAIModel
+from asyncrecall.prefetch import MemoryRecallStartedEvent, PrefetchEvent, RecallPrefetcher
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 from .conftest import (
     MEMORY_MARK,
@@ -143,12 +147,13 @@ async def test_second_run_does_not_reoffer_surfaced_files(
     local_server: LocalServer, client: AsyncOpenAI, slow: RecallPrefetcher, paths: dict[str, str]
 ) -> None:
     """(d) The app starts the recall before the run (adopted, not restarted); a second run
-    of the same conversation never offers the files the first one showed."""
+    given the first one's history (which keeps the block) never offers the files the
+    first one showed, and its request carries the block from that history."""
     local_server.script("side", side_reply(paths["db-testing"]), side_reply())
     local_server.script("main", Reply(text="one"), Reply(text="two"))
     agent = make_agent(client, slow)
 
-    slow.start(KEY, "how do I test the db layer?")  # the message arrived: start at once
+    start_recall(slow, KEY, "how do I test the db layer?")  # the message arrived
     assert await slow.wait_settled(KEY, 5)  # (only so the test knows where it lands)
     first = await agent.run("how do I test the db layer?", conversation_id=KEY)
     assert len(side_requests(local_server)) == 1  # adopted: no second side query
@@ -188,3 +193,116 @@ async def test_framework_accepts_the_injected_history(
     assert [m["role"] for m in last].count("system") == 1
     assert len(memory_indexes(last)) == 1
     assert sum(MEMORY_MARK in str(m) for m in history) == 1
+
+
+def without_memory(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """The history as an app that stores only the chat keeps it: no memory part."""
+    kept: list[ModelMessage] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            parts = [p for p in message.parts if MEMORY_MARK not in str(p)]
+            message = dataclasses.replace(message, parts=parts)
+        kept.append(message)
+    return kept
+
+
+@pytest.mark.parametrize("resent", ["no history", "history without the block"])
+async def test_memory_the_app_did_not_resend_is_shown_again(
+    resent: str,
+    local_server: LocalServer,
+    client: AsyncOpenAI,
+    slow: RecallPrefetcher,
+    paths: dict[str, str],
+) -> None:
+    """A block counts as shown only while it stays in the history the next call sends:
+    when the next run is given a history without it, its files are offered again (a
+    recall the app started for that message without them is started again) and the
+    next request carries the memory again, once; never neither."""
+    db = paths["db-testing"]
+    local_server.set_default("side", lambda request: side_reply(db))
+    local_server.script("main", Reply(text="one"), tool_round("a.py"), Reply(text="two"))
+
+    async def settle() -> None:  # the second run's recall lands after its tool round
+        assert await slow.wait_settled(KEY, 5)
+
+    agent = make_agent(client, slow, settle)
+    start_recall(slow, KEY, "how do I test the db layer?")
+    assert await slow.wait_settled(KEY, 5)
+    first = await agent.run("how do I test the db layer?", conversation_id=KEY)
+    assert len(memory_indexes(main_requests(local_server)[0].body["messages"])) == 1
+    history = None if resent == "no history" else without_memory(first.all_messages())
+    start_recall(slow, KEY, "and for the api layer?")  # the app starts it on arrival
+    await agent.run("and for the api layer?", conversation_id=KEY, message_history=history)
+
+    last_side = side_requests(local_server)[-1]
+    assert "api layer" in text_of(last_side.body["messages"][-1])
+    assert db in text_of(last_side.body["messages"][-1])
+    last = main_requests(local_server)[2].body["messages"]  # before or after its tools
+    (at,) = memory_indexes(last)
+    assert db in text_of(last[at])
+    assert_valid_chat(last)
+
+
+def answer_by_query(server: LocalServer, paths: dict[str, str]) -> None:
+    """The side model picks deploy-flow for a question about deploys, else user-role."""
+
+    def pick(request: RecordedRequest) -> Reply:
+        asked = text_of(request.body["messages"][-1])
+        return side_reply(paths["deploy-flow" if "deploy?" in asked else "user-role"])
+
+    server.set_default("side", pick)
+
+
+async def test_a_run_cancelled_at_its_first_tick_leaves_no_recall_for_the_next_message(
+    local_server: LocalServer,
+    client: AsyncOpenAI,
+    store: MemoryStore,
+    side_model: OpenAIModel,
+    paths: dict[str, str],
+) -> None:
+    """A run cancelled at the loop tick right after it started the recall leaves nothing
+    pending: the next message gets its own recall, never the cancelled message's memory."""
+    answer_by_query(local_server, paths)
+    local_server.script("main", Reply(text="who you are"))
+    started = asyncio.Event()
+
+    def on_event(event: PrefetchEvent) -> None:
+        if isinstance(event, MemoryRecallStartedEvent):
+            started.set()
+
+    memory = MemoryManager(store, ModelSelector(side_model))
+    async with RecallPrefetcher(memory, on_event=on_event) as prefetcher:
+        agent = make_agent(client, prefetcher)
+        task = asyncio.create_task(agent.run("how do I deploy?", conversation_id=KEY))
+        await started.wait()  # the run started its recall and is at its one tick
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert prefetcher.pending(KEY) is None
+        start_recall(prefetcher, KEY, "what do you know about me?")
+        assert await prefetcher.wait_settled(KEY, 5)  # (only so the test knows where it lands)
+        await agent.run("what do you know about me?", conversation_id=KEY)
+
+    (request,) = main_requests(local_server)
+    messages = request.body["messages"]
+    (at,) = memory_indexes(messages)
+    assert paths["user-role"] in text_of(messages[at])
+    assert paths["deploy-flow"] not in str(messages)
+
+
+async def test_a_recall_started_for_another_message_is_not_adopted(
+    local_server: LocalServer, client: AsyncOpenAI, slow: RecallPrefetcher, paths: dict[str, str]
+) -> None:
+    """A recall the app started for an earlier message it never ran is not adopted by
+    the run of a later message: that run starts its own recall for its own text."""
+    answer_by_query(local_server, paths)
+    local_server.script("main", Reply(text="ok"))
+
+    start_recall(slow, KEY, "how do I deploy?")
+    assert await slow.wait_settled(KEY, 5)
+    await make_agent(client, slow).run("who am I?", conversation_id=KEY)
+
+    messages = main_requests(local_server)[0].body["messages"]
+    (at,) = memory_indexes(messages)
+    assert paths["user-role"] in text_of(messages[at])
+    assert paths["deploy-flow"] not in str(messages)

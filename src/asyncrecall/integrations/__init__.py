@@ -5,8 +5,8 @@ framework):
 
 * :mod:`asyncrecall.integrations.pydantic_ai` — :class:`AsyncRecall`, a Pydantic AI
   capability (``pip install 'asyncrecall[pydantic-ai]'``);
-* :mod:`asyncrecall.integrations.openai_agents` — ``run_with_recall`` /
-  ``run_streamed_with_recall`` around the OpenAI Agents SDK's ``Runner``
+* :mod:`asyncrecall.integrations.openai_agents` — ``run`` /
+  ``run_streamed`` around the OpenAI Agents SDK's ``Runner``
   (``asyncrecall[openai-agents]``);
 * :mod:`asyncrecall.integrations.langchain` — ``AsyncRecallMiddleware`` for LangChain v1
   ``create_agent`` (``asyncrecall[langchain]``).
@@ -16,8 +16,15 @@ the one the app already started for that conversation key), never waits for it, 
 the memory block before the user's text if the recall settled before the first model
 request, else after all the tool results of the first later request it has settled
 for, at most once, and cancels the recall on every end of the run.
+
+:func:`start_recall` is what an app calls when the message arrives, to start the recall
+earlier than the run does: a run adopts the key's pending recall only if it was started
+for the same message text (one started with ``prefetcher.start`` directly, whose text
+the adapters cannot see, is adopted by the first run only).
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from asyncrecall.integrations._common import start_recall
+
+__all__ = ["start_recall"]

@@ -1,21 +1,121 @@
-"""What the adapters share: the text of a user prompt, and the end-of-run reason."""
+"""What the adapters share: which recall a run may adopt, the text of a user prompt, and
+the end-of-run reason."""
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from asyncrecall.prefetch import DiscardReason, PendingRecall, RecallPrefetcher
+from asyncrecall.prefetch import DiscardReason, MemoryBlock, PendingRecall, RecallPrefetcher
 
-__all__ = ["adopt_or_start", "end_reason", "finish", "prompt_text"]
+__all__ = [
+    "adopt_or_start",
+    "end_reason",
+    "finish",
+    "forget_unsent",
+    "prompt_text",
+    "record_shown",
+    "start_recall",
+]
+
+# The prefetcher does not record which message a recall is for; the adapters do, on top
+# of its public API. A recall started here is known by its query; one the app started
+# with ``prefetcher.start`` is not, and is adopted by the first run that asks only.
+_queries: weakref.WeakKeyDictionary[PendingRecall, str] = weakref.WeakKeyDictionary()
+_adopted: weakref.WeakSet[PendingRecall] = weakref.WeakSet()
+# The blocks each conversation was shown by an adapter whose framework keeps them in the
+# history it returns: the app re-sends that history, or the files are shown again.
+_shown: weakref.WeakKeyDictionary[RecallPrefetcher, dict[str, list[MemoryBlock]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def adopt_or_start(prefetcher: RecallPrefetcher, key: str, query: str) -> PendingRecall | None:
-    """The key's recall for this run: the one the app started already, or a new one."""
-    if prefetcher.pending(key) is None:
-        prefetcher.start(key, query)
-    return prefetcher.pending(key)
+def start_recall(prefetcher: RecallPrefetcher, key: str, query: str) -> PendingRecall | None:
+    """Start the key's recall for the user message ``query`` and remember that message.
+
+    What an app calls when the message arrives (instead of ``prefetcher.start``) so that
+    a run adopts the recall only if it is for the same message.
+    """
+    prefetcher.start(key, query)
+    recall = prefetcher.pending(key)
+    if recall is not None:
+        _queries[recall] = query
+    return recall
+
+
+def adopt_or_start(
+    prefetcher: RecallPrefetcher,
+    key: str,
+    query: str,
+    *,
+    history: Iterable[str] | None = None,
+) -> PendingRecall | None:
+    """The key's recall for this run's message ``query``: the pending one if it was
+    started for this message, else a new one (which supersedes it).
+
+    A pending recall is for this message when it was started for the same query text;
+    one of unknown query (the app's own ``prefetcher.start``) when no run adopted it yet.
+    A recall left behind by an earlier run (cancelled before it could clean up, or run
+    without the adapter's wrapper) is never given to the next message.
+
+    ``history`` is the text of the messages this run re-sends (for adapters whose
+    framework keeps the block in its history): the files of every block shown earlier
+    that it no longer holds are un-surfaced first (:func:`forget_unsent`), and a pending
+    recall, which left them out, is started afresh.
+    """
+    unsent = history is not None and forget_unsent(prefetcher, key, history)
+    recall = prefetcher.pending(key)
+    if recall is None or unsent or not _for_message(recall, query):
+        recall = start_recall(prefetcher, key, query)
+    if recall is not None:
+        _adopted.add(recall)
+    return recall
+
+
+def _for_message(recall: PendingRecall, query: str) -> bool:
+    known = _queries.get(recall)
+    if known is not None:
+        return known == query
+    return recall not in _adopted
+
+
+def record_shown(prefetcher: RecallPrefetcher, key: str, block: MemoryBlock) -> None:
+    """Remember that ``block`` went into the key's history (see :func:`forget_unsent`).
+
+    Conversations the prefetcher no longer holds anything surfaced for (reset, evicted)
+    are dropped now and then (when the count reaches a power of two from 64 on), so
+    records never outgrow the prefetcher's own conversations.
+    """
+    keys = _shown.setdefault(prefetcher, {})
+    keys.setdefault(key, []).append(block)
+    count = len(keys)
+    if count >= 64 and count & (count - 1) == 0:
+        for gone in [k for k in keys if k != key and not prefetcher.surfaced(k)]:
+            del keys[gone]
+
+
+def forget_unsent(prefetcher: RecallPrefetcher, key: str, history: Iterable[str]) -> bool:
+    """Un-surface the files of the blocks shown in the conversation that ``history`` (the
+    text of the messages the next call re-sends) no longer holds; whether any were.
+
+    A block counts as shown only while it stays in the history that the next call sends:
+    an app that re-sends a history without it (its own store of the chat, a trimmed
+    one, none) must get its files offered again, not lose them.
+    """
+    blocks = _shown.get(prefetcher, {}).get(key)
+    if not blocks:
+        return False
+    texts = list(history)
+    kept = [b for b in blocks if any(b.text in text for text in texts)]
+    kept_paths = {path for block in kept for path in block.paths}
+    unsent = {path for b in blocks if b not in kept for path in b.paths} - kept_paths
+    _shown[prefetcher][key] = kept
+    unsent &= prefetcher.surfaced(key)
+    if unsent:
+        prefetcher.unsurface(key, unsent)
+    return bool(unsent)
 
 
 def finish(

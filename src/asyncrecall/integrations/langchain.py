@@ -10,10 +10,14 @@ Usage::
     result = await recall.ainvoke(agent, {"messages": [{"role": "user", "content": text}]}, config)
 
 The conversation key is the run's ``thread_id`` (``configurable``). The app may call
-``prefetcher.start(thread_id, text)`` as soon as the message arrives: the run adopts it.
+:func:`asyncrecall.integrations.start_recall` as soon as the message arrives: the run
+adopts that recall, since it is for the same message text (a recall pending for the
+thread but started for another message, such as one left by a failed run, is not).
 
 * ``abefore_agent`` (once per invocation): adopts or starts the recall, then gives the
-  loop one tick (a recall with no I/O settles there).
+  loop one tick (a recall with no I/O settles there). Blocks shown earlier in the thread
+  that the state no longer holds (no checkpointer, the app's own history) have their
+  files un-surfaced first: a block counts as shown only while it is re-sent.
 * ``abefore_model`` (before every model call, after tools too): if settled, the block
   goes into the state, so it is checkpointed and re-sent on later calls: on the first
   call it is put first in the user's message (same id, content ``[memory, *yours]``);
@@ -41,7 +45,13 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.config import get_config
 
-from asyncrecall.integrations._common import adopt_or_start, end_reason, finish, prompt_text
+from asyncrecall.integrations._common import (
+    adopt_or_start,
+    end_reason,
+    finish,
+    prompt_text,
+    record_shown,
+)
 from asyncrecall.prefetch import DiscardReason, PendingRecall, RecallPrefetcher
 
 __all__ = ["AsyncRecallMiddleware", "RecallState"]
@@ -67,12 +77,12 @@ class AsyncRecallMiddleware(AgentMiddleware[RecallState, Any, Any]):
         self._recalls: dict[str, PendingRecall | None] = {}
 
     async def abefore_agent(self, state: RecallState, runtime: Any) -> dict[str, Any] | None:
-        """Adopt or start the conversation's recall; never wait for it."""
+        """Adopt the recall started for this message, or start one; never wait for it."""
         key = _configured_key() or f"run-{uuid.uuid4().hex}"
-        query = next(
-            (prompt_text(m.content) for m in reversed(state["messages"]) if _is_human(m)), ""
-        )
-        self._recalls[key] = adopt_or_start(self.prefetcher, key, query)
+        messages = state["messages"]
+        query = next((prompt_text(m.content) for m in reversed(messages) if _is_human(m)), "")
+        history = [prompt_text(m.content) for m in messages]
+        self._recalls[key] = adopt_or_start(self.prefetcher, key, query, history=history)
         await asyncio.sleep(0)  # one tick: a recall with no I/O settles here
         return {"asyncrecall_key": key}
 
@@ -87,12 +97,14 @@ class AsyncRecallMiddleware(AgentMiddleware[RecallState, Any, Any]):
             block = self.prefetcher.take(key, "tool_result")
             if block is None:
                 return None
+            record_shown(self.prefetcher, key, block)
             memory = HumanMessage(content=block.text, id=f"asyncrecall-{uuid.uuid4().hex}")
             return {"messages": [memory]}  # add_messages appends: after every tool message
         if _is_human(last):
             block = self.prefetcher.take(key, "user_query")
             if block is None:
                 return None
+            record_shown(self.prefetcher, key, block)
             # Same id: add_messages replaces the user's message in place, memory first.
             content = [{"type": "text", "text": block.text}, *_blocks(last.content)]
             return {"messages": [last.model_copy(update={"content": content})]}

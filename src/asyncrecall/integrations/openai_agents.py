@@ -10,17 +10,22 @@ Usage::
 
 The SDK has no run-start or run-end hook that can edit the input, so :func:`run` and
 :func:`run_streamed` wrap ``Runner.run`` / ``Runner.run_streamed``: they adopt the
-recall the app already started for ``key`` (``prefetcher.start(key, text)`` as soon as
-the message arrives) or start one, and cancel it however the run ends (``finally``;
-the run task's done-callback for a streamed run).
+recall the app already started for ``key`` and this message
+(:func:`asyncrecall.integrations.start_recall` as soon as the message arrives) or start
+one, and cancel it however the run ends (``finally``; the run task's done-callback for a
+streamed run).
 
 Before every model call, :class:`RecallInputFilter` (the run's
 ``RunConfig.call_model_input_filter``, chained after yours) takes the settled block
 once: before the user's message on the first call, or after the last tool output of a
 later call. The SDK does not keep what a filter returns, so the block is put back at
 the same anchor on every later call of the run; when the anchor is absent (server-
-managed conversations send only the new items), nothing is re-inserted. The block is
-not saved in a session: the next user message recalls afresh.
+managed conversations send only the new items), nothing is re-inserted.
+
+The block is in no history the next message sends (neither ``result.to_input_list()``
+nor a session), so at run end its files are taken back out of the conversation's
+surfaced set: the next message's recall may offer them again, and the model is never
+left with memory it was shown once and then lost.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from agents import Agent, RunConfig, Runner, RunResult, RunResultStreaming
 from agents.run_config import CallModelData, ModelInputData
 
 from asyncrecall.integrations._common import adopt_or_start, end_reason, finish, prompt_text
-from asyncrecall.prefetch import InjectionPoint, RecallPrefetcher
+from asyncrecall.prefetch import InjectionPoint, MemoryBlock, PendingRecall, RecallPrefetcher
 
 __all__ = ["TOOL_OUTPUT_TYPES", "RecallInputFilter", "run", "run_streamed"]
 
@@ -67,6 +72,8 @@ class RecallInputFilter:
         self.prefetcher = prefetcher
         self.key = key
         self.inner = inner
+        #: The block this run showed, if any (the files go back to unshown at run end).
+        self.block: MemoryBlock | None = None
         self._memory: dict[str, Any] | None = None
         self._anchor: tuple[Literal["before", "after"], Any] | None = None
 
@@ -80,6 +87,7 @@ class RecallInputFilter:
             point = _point(items)
             block = self.prefetcher.take(self.key, point) if point is not None else None
             if block is not None:
+                self.block = block
                 self._memory = {"role": "user", "content": block.text}
                 last = items[-1]
                 self._anchor = (
@@ -102,17 +110,18 @@ async def run(
     **kwargs: Any,
 ) -> RunResult:
     """``Runner.run`` with background recall for conversation ``key``."""
-    recall = adopt_or_start(prefetcher, key, _user_text(input))
-    config = _config(prefetcher, key, run_config)
-    await asyncio.sleep(0)  # one tick: a recall with no I/O settles here
+    config, shown = _config(prefetcher, key, run_config)
+    recall = None
     error: BaseException | None = None
     try:
+        recall = adopt_or_start(prefetcher, key, _user_text(input))
+        await asyncio.sleep(0)  # one tick: a recall with no I/O settles here
         return await Runner.run(starting_agent, input, run_config=config, **kwargs)
     except BaseException as exc:
         error = exc
         raise
     finally:
-        finish(prefetcher, key, recall, end_reason(error))
+        _end(prefetcher, key, recall, shown, error)
 
 
 def run_streamed(
@@ -129,32 +138,49 @@ def run_streamed(
     Needs a running event loop. The recall is cancelled when the run's task ends:
     completed, failed, or cancelled (``result.cancel()``).
     """
-    recall = adopt_or_start(prefetcher, key, _user_text(input))
-    config = _config(prefetcher, key, run_config)
+    config, shown = _config(prefetcher, key, run_config)
+    recall = None
     try:
+        recall = adopt_or_start(prefetcher, key, _user_text(input))
         result = Runner.run_streamed(starting_agent, input, run_config=config, **kwargs)
     except BaseException as exc:
-        finish(prefetcher, key, recall, end_reason(exc))
+        _end(prefetcher, key, recall, shown, exc)
         raise
     task = result.run_loop_task
     if task is None:  # pragma: no cover - the SDK always starts the run's task
-        finish(prefetcher, key, recall, "error")
+        _end(prefetcher, key, recall, shown, RuntimeError("no run task"))
         return result
 
     def done(task: asyncio.Task[Any]) -> None:
         error = asyncio.CancelledError() if task.cancelled() else task.exception()
-        finish(prefetcher, key, recall, end_reason(error))
+        _end(prefetcher, key, recall, shown, error)
 
     task.add_done_callback(done)
     return result
 
 
-def _config(prefetcher: RecallPrefetcher, key: str, run_config: RunConfig | None) -> RunConfig:
+def _config(
+    prefetcher: RecallPrefetcher, key: str, run_config: RunConfig | None
+) -> tuple[RunConfig, RecallInputFilter]:
     base = run_config if run_config is not None else RunConfig()
     inner = base.call_model_input_filter
-    return dataclasses.replace(
-        base, call_model_input_filter=RecallInputFilter(prefetcher, key, inner=inner)
-    )
+    shown = RecallInputFilter(prefetcher, key, inner=inner)
+    return dataclasses.replace(base, call_model_input_filter=shown), shown
+
+
+def _end(
+    prefetcher: RecallPrefetcher,
+    key: str,
+    recall: PendingRecall | None,
+    shown: RecallInputFilter,
+    error: BaseException | None,
+) -> None:
+    """The run is over: drop its recall, and take the files of the block it showed back
+    out of the surfaced set, since the SDK kept the block in no history that the next
+    message sends (neither ``to_input_list()`` nor a session)."""
+    finish(prefetcher, key, recall, end_reason(error))
+    if shown.block is not None:
+        prefetcher.unsurface(key, shown.block.paths)
 
 
 def _user_text(input: Any) -> str:

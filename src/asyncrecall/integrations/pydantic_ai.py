@@ -10,18 +10,25 @@ Usage::
 
 The conversation key is the run's ``conversation_id`` (pass your own with
 ``conversation_id=``, or ``key=`` a function of the run context). The app may call
-``prefetcher.start(key, text)`` as soon as the message arrives, before ``agent.run``:
-the run adopts that recall instead of starting one.
+:func:`asyncrecall.integrations.start_recall` as soon as the message arrives, before
+``agent.run``: the run adopts that recall (it is for the same message text) instead of
+starting one.
 
-* ``wrap_run``: adopts or starts the recall, gives the loop one tick (a recall with no
-  I/O settles there), and in its ``finally`` cancels the recall however the run ends
-  (success, error, cancel, breaking out of ``iter()``).
+* ``wrap_run``: adopts the recall started for this message or starts one, gives the
+  loop one tick (a recall with no I/O settles there), and in its ``finally`` cancels the
+  recall however the run ends (success, error, cancel, breaking out of ``iter()``).
 * ``before_model_request``: if settled, the block goes into the request's
   :class:`~pydantic_ai.messages.ModelRequest` as a ``UserPromptPart``: before the
   user's prompt on the first request, after every tool return on a later one. The part
   is added to the request object the run's history holds, so it stays in
   ``result.all_messages()`` and is re-sent on later requests (the prompt-cache prefix
   stays stable).
+
+A block counts as shown only while it stays in the history the next call sends: the app
+passes ``message_history=result.all_messages()`` to the next run. When the history a run
+is given lacks a block shown earlier in the conversation (none given, the app's own
+store of the chat, trimmed), that block's files are un-surfaced at the run's start, so
+its recall may offer them again.
 
 Not for durable execution (Temporal, DBOS, Prefect): a background task is not
 deterministic workflow code.
@@ -37,10 +44,22 @@ from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelRequest, RetryPromptPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    RetryPromptPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models import ModelRequestContext
 
-from asyncrecall.integrations._common import adopt_or_start, end_reason, finish, prompt_text
+from asyncrecall.integrations._common import (
+    adopt_or_start,
+    end_reason,
+    finish,
+    prompt_text,
+    record_shown,
+)
 from asyncrecall.prefetch import InjectionPoint, RecallPrefetcher
 
 __all__ = ["AsyncRecall"]
@@ -67,10 +86,12 @@ class AsyncRecall(AbstractCapability[Any]):
         key = self._key_for(ctx)
         self._run_key = key
         prefetcher = self.prefetcher
-        recall = adopt_or_start(prefetcher, key, prompt_text(ctx.prompt))
-        await asyncio.sleep(0)  # one tick: a recall with no I/O settles here
+        recall = None
         error: BaseException | None = None
         try:
+            history = _history_text(ctx.messages)
+            recall = adopt_or_start(prefetcher, key, prompt_text(ctx.prompt), history=history)
+            await asyncio.sleep(0)  # one tick: a recall with no I/O settles here
             return await handler()
         except BaseException as exc:
             error = exc
@@ -102,6 +123,7 @@ class AsyncRecall(AbstractCapability[Any]):
             parts.append(memory)
         # The request object is the one the run's history holds: the part persists.
         request.parts = parts
+        record_shown(self.prefetcher, key, block)
         return request_context
 
     def _key_for(self, ctx: RunContext[Any]) -> str:
@@ -126,3 +148,14 @@ def _point(request: ModelRequest) -> InjectionPoint | None:
     if any(isinstance(p, UserPromptPart) for p in parts):
         return "user_query"
     return None
+
+
+def _history_text(messages: list[ModelMessage]) -> list[str]:
+    """The text of the user parts of the history the run was given (where blocks go)."""
+    return [
+        prompt_text(part.content)
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, UserPromptPart)
+    ]
