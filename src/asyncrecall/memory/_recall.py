@@ -8,10 +8,15 @@ query. Its promises:
 - excluded paths are never offered to a selector;
 - an :class:`~asyncrecall.memory.InstantSelector` whose ``inline`` is true (the
   lexical one) runs inline, scan included, so the recall completes without ever
-  suspending, but only when that costs well under a millisecond: every file's parse is
-  cached (:meth:`MemoryStore.scan_cached`) and the selector is :meth:`ready` for them.
-  Otherwise (a new process, new files) the scan, parse and tokenising run in a worker
-  thread: the event loop never pays for them;
+  suspending, but only when that costs about a millisecond at most: every file's parse
+  is cached (:meth:`MemoryStore.scan_cached`) and the selector is :meth:`ready` for
+  them, or what is not adds up to :data:`INLINE_BUDGET_BYTES` (4 KiB: a note or two
+  saved since the last recall, parsed and tokenised here in about 0.5 ms). Otherwise
+  (a new process before its warm-up is done, many new files) the scan, parse and
+  tokenising run in a worker thread: the event loop never pays for them;
+- :meth:`MemoryManager.start_warming` (no event loop needed: call it at import or at
+  start-up) reads the folder and prepares the selectors in a daemon thread now, so the
+  first recall finds them ready;
 - when the caller's :class:`~asyncrecall.CancelSignal` fires, the running step (the
   folder scan, or the selector's task: a side query's HTTP connection closes) is
   cancelled and drained, and recall returns :data:`EMPTY_RECALL` at once, logging
@@ -37,11 +42,12 @@ from typing import Any, TypeGuard, TypeVar
 from asyncrecall._cancel import SIGNAL_CANCEL, CancelSignal
 from asyncrecall.memory._prompt import format_memory_block
 from asyncrecall.memory._selector import InstantSelector, Selector
+from asyncrecall.memory._store import MemoryStore
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
 
-__all__ = ["DEFAULT_LIMIT", "MemoryManager"]
+__all__ = ["DEFAULT_LIMIT", "INLINE_BUDGET_BYTES", "MemoryManager"]
 
 _T = TypeVar("_T")
 
@@ -49,6 +55,9 @@ logger = logging.getLogger("asyncrecall.memory")
 
 #: Files put in one memory block at most.
 DEFAULT_LIMIT = 5
+#: What an instant recall may still read and tokenise inline, in bytes of notes (a 1.5
+#: KiB note: about 0.15 ms to parse and tokenise with PyStemmer on this machine).
+INLINE_BUDGET_BYTES = 4096
 
 
 class MemoryManager:
@@ -126,18 +135,51 @@ class MemoryManager:
         A selector with an instant ``fallback`` (the model selector's lexical one) has
         that fallback warmed.
         """
+        targets = self._warm_targets(selector)
+        await run_off_loop(lambda _stop: self._warm_now(targets), name="asyncrecall-warm")
+
+    def start_warming(self, *selectors: Selector) -> threading.Thread:
+        """Start :meth:`warm`'s work now in a daemon thread and return at once.
+
+        Needs no event loop: call it at import time or at the application's start-up,
+        so the folder is read while the rest of the program is still importing. The
+        recalls that come before it is done go their usual way (a worker thread, never
+        the event loop); the ones after run inline. ``selectors``: others to warm too
+        (an instant selector the prefetcher runs besides this manager's). The thread is
+        never joined (exit does not wait for it); calling again while it runs returns it.
+        """
+        if self._warming is not None and self._warming.is_alive():
+            return self._warming
+        targets = self._warm_targets(None)
+        for extra in selectors:
+            targets.extend(t for t in self._warm_targets(extra) if t not in targets)
+
+        def warm() -> None:
+            try:
+                self._warm_now(targets)
+            except Exception:
+                logger.warning(
+                    "warming the memory of %s failed", self.store.location, exc_info=True
+                )
+
+        self._warming = threading.Thread(target=warm, name="asyncrecall-warm", daemon=True)
+        self._warming.start()
+        return self._warming
+
+    def _warm_targets(self, selector: Selector | None) -> list[InstantSelector]:
+        """The instant selector to prepare for ``selector`` (itself, or its instant
+        ``fallback``: the model selector's lexical one)."""
         chosen: object = selector if selector is not None else self.selector
         if not _is_inline(chosen):
             chosen = getattr(chosen, "fallback", None)
-        target = chosen if _is_inline(chosen) else None
+        return [chosen] if _is_inline(chosen) else []
+
+    def _warm_now(self, targets: Sequence[InstantSelector]) -> None:
+        """Scan (from the folder's persisted index when there is one) and prepare."""
         store = self.store
-
-        def work(_stop: threading.Event) -> None:
-            docs = store.scan()
-            if target is not None:
-                target.prepare(docs)
-
-        await run_off_loop(work, name="asyncrecall-warm")
+        docs = store.warm_scan() if isinstance(store, MemoryStore) else store.scan()
+        for target in targets:
+            target.prepare(docs)
 
     def recall_instant(
         self,
@@ -168,11 +210,10 @@ class MemoryManager:
         """Scan and prepare ``selector`` in a daemon thread (one at a time, never joined)."""
         if self._warming is not None and self._warming.is_alive():
             return
-        store = self.store
 
         def warm() -> None:
             try:
-                selector.prepare(store.scan())
+                self._warm_now([selector])
             except Exception:
                 logger.warning("warming the %s selector failed", selector.name, exc_info=True)
 
@@ -183,8 +224,13 @@ class MemoryManager:
         self, selector: InstantSelector, query: str, excluded_paths: Collection[str], limit: int
     ) -> RecallResult | None:
         """Scan and rank without yielding to the event loop, when both are warm (200
-        files: about 0.6 ms); ``None`` when something would need reading or tokenising."""
-        docs = self.store.scan_cached()
+        files: about 0.6 ms) or what is missing fits :data:`INLINE_BUDGET_BYTES`;
+        ``None`` when more would need reading or tokenising."""
+        store = self.store
+        if isinstance(store, MemoryStore):
+            docs = store.scan_cached(budget_bytes=INLINE_BUDGET_BYTES)
+        else:
+            docs = store.scan_cached()
         if docs is None:
             return None
         excluded = frozenset(excluded_paths)
@@ -192,7 +238,9 @@ class MemoryManager:
         if not offered:
             return EMPTY_RECALL
         if not selector.ready(offered):
-            return None
+            count_within = getattr(selector, "count_within", None)
+            if count_within is None or not count_within(offered, INLINE_BUDGET_BYTES):
+                return None
         return self._result(selector.rank(query, offered, limit=limit), selector.name)
 
     def _result(
