@@ -33,9 +33,11 @@ query. Its promises:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, TypeGuard, TypeVar
 
@@ -73,7 +75,6 @@ class MemoryManager:
         self.store = store
         self.selector = selector
         self._clock = clock
-        self._warming: threading.Thread | None = None
 
     def __repr__(self) -> str:
         return f"MemoryManager({self.store!r}, {self.selector!r})"
@@ -148,8 +149,9 @@ class MemoryManager:
         (an instant selector the prefetcher runs besides this manager's). The thread is
         never joined (exit does not wait for it); calling again while it runs returns it.
         """
-        if self._warming is not None and self._warming.is_alive():
-            return self._warming
+        running = _warming_now(self.store)
+        if running is not None:
+            return running
         targets = self._warm_targets(None)
         for extra in selectors:
             targets.extend(t for t in self._warm_targets(extra) if t not in targets)
@@ -162,9 +164,7 @@ class MemoryManager:
                     "warming the memory of %s failed", self.store.location, exc_info=True
                 )
 
-        self._warming = threading.Thread(target=warm, name="asyncrecall-warm", daemon=True)
-        self._warming.start()
-        return self._warming
+        return _start_warming(self.store, warm)
 
     def _warm_targets(self, selector: Selector | None) -> list[InstantSelector]:
         """The instant selector to prepare for ``selector`` (itself, or its instant
@@ -208,8 +208,8 @@ class MemoryManager:
 
     def _warm(self, selector: InstantSelector) -> None:
         """Scan and prepare ``selector`` in a daemon thread (one at a time, never joined)."""
-        if self._warming is not None and self._warming.is_alive():
-            return
+        if _warming_now(self.store) is not None:
+            return  # a warm-up of this store runs (maybe another manager's, at start-up)
 
         def warm() -> None:
             try:
@@ -217,8 +217,7 @@ class MemoryManager:
             except Exception:
                 logger.warning("warming the %s selector failed", selector.name, exc_info=True)
 
-        self._warming = threading.Thread(target=warm, name="asyncrecall-warm", daemon=True)
-        self._warming.start()
+        _start_warming(self.store, warm)
 
     def _recall_inline(
         self, selector: InstantSelector, query: str, excluded_paths: Collection[str], limit: int
@@ -249,6 +248,29 @@ class MemoryManager:
         docs = tuple(selected)
         prompt = format_memory_block(docs, now=self._clock()) if docs else ""
         return RecallResult(prompt, docs, strategy, fallback_reason=fallback_reason)
+
+
+#: The warm-up thread of each store, while it runs (one at a time per store, whichever
+#: manager started it: starting a thread holds the event loop until it runs).
+_WARMING: weakref.WeakKeyDictionary[MemoryStoreProtocol, threading.Thread] = (
+    weakref.WeakKeyDictionary()
+)
+_WARMING_LOCK = threading.Lock()
+
+
+def _warming_now(store: MemoryStoreProtocol) -> threading.Thread | None:
+    with _WARMING_LOCK, contextlib.suppress(TypeError):  # TypeError: no weak reference
+        thread = _WARMING.get(store)
+        return thread if thread is not None and thread.is_alive() else None
+    return None
+
+
+def _start_warming(store: MemoryStoreProtocol, work: Callable[[], None]) -> threading.Thread:
+    thread = threading.Thread(target=work, name="asyncrecall-warm", daemon=True)
+    with _WARMING_LOCK, contextlib.suppress(TypeError):  # a store without weak references
+        _WARMING[store] = thread
+    thread.start()
+    return thread
 
 
 #: Types already seen to be instant selectors (``isinstance`` against a runtime protocol
