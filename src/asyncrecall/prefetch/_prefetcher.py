@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -274,13 +275,13 @@ class RecallPrefetcher:
 
     # -- lifetime -------------------------------------------------------------------
 
-    def start_warming(self) -> None:
-        """Start the memory's cold work now, in a daemon thread, and return at once
+    def start_warming(self) -> threading.Thread:
+        """Start the memory's cold work now, in a daemon thread, and return it at once
         (:meth:`MemoryManager.start_warming
         <asyncrecall.memory.MemoryManager.start_warming>`, the instant selector
         included). Needs no event loop: call it at import or at start-up."""
         extra = (self.instant_selector,) if self.instant_selector is not None else ()
-        self.memory.start_warming(*extra)
+        return self.memory.start_warming(*extra)
 
     async def warm(self) -> None:
         """Do the memory's cold work now, in a worker thread: scan the folder and load
