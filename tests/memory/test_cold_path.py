@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import asyncrecall.memory._lexical as lexical_module
+import asyncrecall.memory._recall as _recall_module
 import asyncrecall.memory._scan as scan_module
 from asyncrecall.memory import LexicalSelector, MemoryDoc, MemoryManager, MemoryStore
 from asyncrecall.memory._recall import INLINE_BUDGET_BYTES
@@ -253,7 +254,7 @@ async def test_the_instant_pass_never_reads_and_answers_once_warm(
     manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
     assert manager.recall_instant("postgres migrations") is None
     assert work.on_loop(threading.current_thread()) == []
-    warming = manager._warming
+    warming = _recall_module._warming_now(folder)
     assert warming is not None
     warming.join(30)  # hang guard
     result = manager.recall_instant("postgres migrations")
@@ -314,3 +315,23 @@ async def test_a_warm_folder_offers_its_candidates_without_a_thread(
     assert threads == ["asyncrecall-scan"] * 2
     assert changed[0].rel_path == "db.md" and "managed" in changed[0].body
     assert work.parsed and work.on_loop(threading.current_thread()) == []
+
+
+async def test_warm_on_a_warm_folder_starts_no_thread(
+    folder: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """warm() when the folder and its selector are warm already (the folder was read at
+    start-up) returns without starting a thread: starting one holds the event loop."""
+    manager = MemoryManager(folder, LexicalSelector())
+    await manager.warm()
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(self.name)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    await manager.warm()
+    assert started == []
+    folder.scan()  # still answers: nothing was left half-done

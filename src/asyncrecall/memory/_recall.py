@@ -137,6 +137,10 @@ class MemoryManager:
         that fallback warmed.
         """
         targets = self._warm_targets(selector)
+        if self.store.inline_scan:
+            docs = self.store.scan_cached()  # never waits for a scan in another thread
+            if docs is not None and all(target.ready(docs) for target in targets):
+                return  # warm already (read at start-up): starting a thread costs the loop
         await run_off_loop(lambda _stop: self._warm_now(targets), name="asyncrecall-warm")
 
     def start_warming(self, *selectors: Selector) -> threading.Thread:
