@@ -369,12 +369,12 @@ class Scanner:
             if not isinstance(data, tuple) or len(data) != 2 or data[0] != _INDEX_HEADER:
                 return
             cache = self._cache
-            join = os.path.join
+            base = Path(real_root)  # a child of it parses only its own relative part
             for rel, size, mtime_ns, name, description, kind, body in data[1]:
                 if rel in cache or kind not in _TYPES:
                     continue
                 doc = MemoryDoc(
-                    path=Path(join(real_root, *rel.split("/"))),
+                    path=base / rel,
                     rel_path=str(rel),
                     name=str(name),
                     description=str(description),
