@@ -37,6 +37,7 @@ import heapq
 import logging
 import marshal
 import math
+import operator
 import os
 import re
 import sys
@@ -243,6 +244,7 @@ class LexicalSelector:
         self._stats: dict[Path, _DocStats] = {}
         self._preparing = threading.Lock()
         self._loaded: set[Path | None] = set()  # folders whose persisted counts were read
+        self._last: tuple[tuple[MemoryDoc, ...], list[_DocStats]] | None = None
 
     def __repr__(self) -> str:
         return f"LexicalSelector(k1={self._k1}, b={self._b}, abstain={self.abstain})"
@@ -262,14 +264,26 @@ class LexicalSelector:
     def ready(self, docs: Sequence[MemoryDoc]) -> bool:
         """Whether ranking ``docs`` would tokenise nothing but the query (no file I/O,
         no import, no document tokenised): then it costs well under a millisecond."""
-        if _stemmer is None:
-            return False
+        return _stemmer is not None and self._cached_stats(docs) is not None
+
+    def _cached_stats(self, docs: Sequence[MemoryDoc]) -> list[_DocStats] | None:
+        """Each document's counts when all are cached, else ``None`` (nothing is
+        tokenised). The last answer is kept with the documents it was for: an unchanged
+        folder hands back the same document objects, and then checking them is one
+        identity comparison each (the instant pass asks twice per query: ``ready`` and
+        ``rank``; about 0.1 ms each over 200 files otherwise)."""
+        last = self._last
+        if last is not None and len(last[0]) == len(docs) and all(map(operator.is_, last[0], docs)):
+            return last[1]
         stats = self._stats
+        found: list[_DocStats] = []
         for doc in docs:
             cached = stats.get(doc.path)
             if cached is None or cached.key != doc.fingerprint:
-                return False
-        return True
+                return None
+            found.append(cached)
+        self._last = (tuple(docs), found)
+        return found
 
     def count_within(self, docs: Sequence[MemoryDoc], budget_bytes: int) -> bool:
         """Tokenise, here and now, the documents :meth:`ready` lacks when their sizes add
@@ -346,8 +360,10 @@ class LexicalSelector:
         df: dict[str, int] = dict.fromkeys(terms, 0)
         if not terms or not docs:
             return [0.0] * len(docs), df
-        stats = [self._doc_stats(doc) for doc in docs]
-        self._prune(docs)
+        stats = self._cached_stats(docs)
+        if stats is None:
+            stats = [self._doc_stats(doc) for doc in docs]
+            self._prune(docs)
         count = len(stats)
         average = sum(s.length for s in stats) / count or 1.0
         k1, b = self._k1, self._b
