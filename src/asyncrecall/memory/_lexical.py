@@ -174,6 +174,29 @@ class _DocStats:
     length: int
 
 
+@dataclass(slots=True)
+class _Snapshot:
+    """The counts of one list of documents (the folder's last scan, as offered), their
+    BM25 length norms and, once built, each term's postings ``[(position, count)]``."""
+
+    docs: tuple[MemoryDoc, ...]
+    stats: list[_DocStats]
+    norms: list[float]
+    postings: dict[str, list[tuple[int, int]]] | None
+
+
+def _postings(stats: Sequence[_DocStats]) -> dict[str, list[tuple[int, int]]]:
+    index: dict[str, list[tuple[int, int]]] = {}
+    for position, doc_stats in enumerate(stats):
+        for term, count in doc_stats.counts.items():
+            found = index.get(term)
+            if found is None:
+                index[term] = [(position, count)]
+            else:
+                found.append((position, count))
+    return index
+
+
 def _count(doc: MemoryDoc) -> _DocStats:
     tokens = tokenize(f"{doc.title}\n{doc.description}\n{doc.type}\n{doc.body}")
     return _DocStats(doc.fingerprint, dict(Counter(tokens)), len(tokens))
@@ -244,7 +267,7 @@ class LexicalSelector:
         self._stats: dict[Path, _DocStats] = {}
         self._preparing = threading.Lock()
         self._loaded: set[Path | None] = set()  # folders whose persisted counts were read
-        self._last: tuple[tuple[MemoryDoc, ...], list[_DocStats]] | None = None
+        self._last: _Snapshot | None = None
 
     def __repr__(self) -> str:
         return f"LexicalSelector(k1={self._k1}, b={self._b}, abstain={self.abstain})"
@@ -272,9 +295,22 @@ class LexicalSelector:
         folder hands back the same document objects, and then checking them is one
         identity comparison each (the instant pass asks twice per query: ``ready`` and
         ``rank``; about 0.1 ms each over 200 files otherwise)."""
+        snapshot = self._snapshot(docs)
+        return snapshot.stats if snapshot is not None else None
+
+    def _snapshot(self, docs: Sequence[MemoryDoc], *, index: bool = False) -> _Snapshot | None:
+        """The counts of ``docs`` as one :class:`_Snapshot` (the last one when ``docs``
+        are its very objects), or ``None`` when any is missing; ``index``: with the
+        term postings built (the warm-up thread asks, so that queries need not)."""
         last = self._last
-        if last is not None and len(last[0]) == len(docs) and all(map(operator.is_, last[0], docs)):
-            return last[1]
+        if (
+            last is not None
+            and len(last.docs) == len(docs)
+            and all(map(operator.is_, last.docs, docs))
+        ):
+            if index and last.postings is None:
+                last.postings = _postings(last.stats)
+            return last
         stats = self._stats
         found: list[_DocStats] = []
         for doc in docs:
@@ -282,8 +318,12 @@ class LexicalSelector:
             if cached is None or cached.key != doc.fingerprint:
                 return None
             found.append(cached)
-        self._last = (tuple(docs), found)
-        return found
+        average = sum(s.length for s in found) / len(found) if found else 0.0
+        k1, b = self._k1, self._b
+        norms = [k1 * (1.0 - b + b * s.length / (average or 1.0)) for s in found]
+        snapshot = _Snapshot(tuple(docs), found, norms, _postings(found) if index else None)
+        self._last = snapshot
+        return snapshot
 
     def count_within(self, docs: Sequence[MemoryDoc], budget_bytes: int) -> bool:
         """Tokenise, here and now, the documents :meth:`ready` lacks when their sizes add
@@ -309,10 +349,12 @@ class LexicalSelector:
         every few documents (:class:`~asyncrecall.memory._threads.Stopped`).
         """
         tokenize("")  # loads the stemmer
-        if all(self._fresh(doc) for doc in docs):
-            return
-        with self._preparing:  # one thread prepares; the next finds the work done
-            self._prepare(docs, stop)
+        if not all(self._fresh(doc) for doc in docs):
+            with self._preparing:  # one thread prepares; the next finds the work done
+                self._prepare(docs, stop)
+        # The postings of these very documents, built here (off the loop): the queries
+        # over an unchanged folder then read each term's postings, not every document.
+        self._snapshot(docs, index=True)
 
     def _prepare(self, docs: Sequence[MemoryDoc], stop: threading.Event | None) -> None:
         folders: dict[Path | None, list[MemoryDoc]] = {}
@@ -360,17 +402,24 @@ class LexicalSelector:
         df: dict[str, int] = dict.fromkeys(terms, 0)
         if not terms or not docs:
             return [0.0] * len(docs), df
-        stats = self._cached_stats(docs)
-        if stats is None:
-            stats = [self._doc_stats(doc) for doc in docs]
+        k1 = self._k1
+        snapshot = self._snapshot(docs)
+        if snapshot is None:  # something to tokenise: counted here, nothing kept
+            snapshot = _Snapshot((), [self._doc_stats(doc) for doc in docs], [], None)
             self._prune(docs)
+            average = sum(s.length for s in snapshot.stats) / len(docs) or 1.0
+            snapshot.norms = [
+                k1 * (1.0 - self._b + self._b * s.length / average) for s in snapshot.stats
+            ]
+        stats, norms, index = snapshot.stats, snapshot.norms, snapshot.postings
         count = len(stats)
-        average = sum(s.length for s in stats) / count or 1.0
-        k1, b = self._k1, self._b
-        norms = [k1 * (1.0 - b + b * s.length / average) for s in stats]
         scores = [0.0] * count
+        counts = [s.counts for s in stats] if index is None else []
         for term in terms:
-            postings = [(i, f) for i, s in enumerate(stats) if (f := s.counts.get(term))]
+            if index is not None:
+                postings = index.get(term, ())
+            else:
+                postings = [(i, f) for i, c in enumerate(counts) if (f := c.get(term))]
             if not postings:
                 continue
             df[term] = found = len(postings)
