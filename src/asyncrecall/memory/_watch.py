@@ -24,11 +24,12 @@ starts its own.
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     import ctypes
@@ -64,19 +65,33 @@ _MASK: Final = (
     | _IN_DELETE | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR | _IN_DONT_FOLLOW
 )  # fmt: skip
 _EVENT: Final = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
+_DEV_INO: Final = struct.Struct("QQ")  # st_dev, st_ino: the head of struct stat
+_STAT_MACHINES: Final = frozenset({"x86_64", "aarch64"})
 
 
 class _Inotify:
     """The process's inotify instance: watch descriptors shared by every folder watch."""
 
-    def __init__(self, libc: ctypes.CDLL, fd: int) -> None:
+    def __init__(self, libc: ctypes.CDLL, fd: int, read: _GilRead | None = None) -> None:
         self._libc = libc
         self._fd = fd
+        self._read = read
         self._lock = threading.Lock()
         self._owners: dict[int, set[FolderWatch]] = {}  # wd -> the watches using it
         # Watches whose scanner was collected: a finalizer may run in the middle of any
         # method, lock held, so it only queues; the next call under the lock releases.
         self._abandoned: deque[FolderWatch] = deque()
+
+    def identity(self, path: str) -> tuple[int, int] | None:
+        """``(st_dev, st_ino)`` of ``path``, ``None`` when it cannot be stat'ed; without
+        releasing the GIL where :class:`_GilRead` can (see there)."""
+        if self._read is not None:
+            return self._read.identity(path)
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino)
 
     def add(self, owner: FolderWatch, directory: str) -> int | None:
         """Watch ``directory`` for ``owner``; ``None`` when the kernel refuses."""
@@ -119,12 +134,20 @@ class _Inotify:
         with self._lock:
             self._release_abandoned()
             while self._fd >= 0:
-                try:
-                    data = os.read(self._fd, 65536)
-                except BlockingIOError:
-                    return
-                except OSError:
-                    self._overflow()  # never trust a queue we cannot read
+                if self._read is not None:
+                    data = self._read(self._fd)
+                    if data is None:
+                        return
+                else:
+                    try:
+                        data = os.read(self._fd, 65536)
+                    except BlockingIOError:
+                        return
+                    except OSError:
+                        self._overflow()  # never trust a queue we cannot read
+                        return
+                if not data:
+                    self._overflow()
                     return
                 self._dispatch(data)
 
@@ -186,7 +209,74 @@ def _open_inotify() -> _Inotify | None:
     fd = init(_IN_NONBLOCK | _IN_CLOEXEC)
     if fd < 0:
         return None  # the per-user instance limit
-    return _Inotify(libc, fd)
+    return _Inotify(libc, fd, _GilRead.open())
+
+
+class _GilRead:
+    """``read(2)`` of the non-blocking inotify descriptor without releasing the GIL.
+
+    ``os.read`` releases the interpreter lock around the call; on a loop whose process
+    has another busy thread (a server, a worker), getting it back can take the switch
+    interval (5 ms), and the instant pass polls the watch on every user message. The
+    read of a non-blocking descriptor returns at once, so holding the lock costs
+    nothing: ctypes' ``PyDLL`` calls keep it. ``None`` (use ``os.read``) where libc's
+    ``read`` cannot be had so.
+    """
+
+    def __init__(self, read: Any, stat: Any, buffer: Any) -> None:
+        self._call = read
+        self._stat = stat
+        self._buffer = buffer
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls) -> _GilRead | None:
+        import ctypes
+        import platform
+
+        try:
+            libc = ctypes.PyDLL(None, use_errno=True)
+            read = libc.read
+        except (OSError, AttributeError):
+            return None
+        read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+        read.restype = ctypes.c_ssize_t
+        # stat(2) the same way, where ``struct stat`` starts with 64-bit st_dev and
+        # st_ino (x86_64 and aarch64) and libc exports ``stat`` (glibc 2.33 and later).
+        stat = getattr(libc, "stat", None) if platform.machine() in _STAT_MACHINES else None
+        if stat is not None:
+            stat.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+            stat.restype = ctypes.c_int
+        return cls(read, stat, ctypes.create_string_buffer(65536))
+
+    def identity(self, path: str) -> tuple[int, int] | None:
+        """``(st_dev, st_ino)`` of ``path`` (``os.stat`` where libc's cannot be used)."""
+        if self._stat is None:
+            try:
+                info = os.stat(path)
+            except OSError:
+                return None
+            return (info.st_dev, info.st_ino)
+        import ctypes
+
+        buffer = ctypes.create_string_buffer(256)  # struct stat: 144 bytes (x86_64), 128 (aarch64)
+        if self._stat(os.fsencode(path), buffer) != 0:
+            return None
+        device, inode = _DEV_INO.unpack_from(buffer.raw)
+        return (int(device), int(inode))
+
+    def __call__(self, fd: int) -> bytes | None:
+        """The events queued, ``None`` when there are none; ``b""`` on an error."""
+        import ctypes
+
+        with self._lock:  # one buffer
+            while True:
+                size = self._call(fd, self._buffer, 65536)
+                if size >= 0:
+                    return bytes(self._buffer.raw[:size])
+                code = ctypes.get_errno()
+                if code != errno.EINTR:
+                    return None if code in (errno.EAGAIN, errno.EWOULDBLOCK) else b""
 
 
 def _forget_after_fork() -> None:
@@ -241,12 +331,11 @@ class FolderWatch:
             return
         self._inotify.poll()
         self.changed = False
-        try:
-            info = os.stat(self.real_root)
-        except OSError:
+        identity = self._inotify.identity(self.real_root)
+        if identity is None:
             self.usable = False
             return
-        self._root_id = (info.st_dev, info.st_ino)
+        self._root_id = identity
         self.usable = not self.orphaned
 
     def add(self, directory: str) -> None:
@@ -274,11 +363,8 @@ class FolderWatch:
         self._inotify.poll()
         if self.changed:
             return False
-        try:
-            info = os.stat(root)  # the path may now lead to another folder
-        except OSError:
-            return False
-        return (info.st_dev, info.st_ino) == self._root_id
+        identity = self._inotify.identity(root)  # the path may now lead to another folder
+        return identity is not None and identity == self._root_id
 
     def close(self, *, later: bool = False) -> None:
         """Remove this watch's folder watches (the ones no other scanner shares);
