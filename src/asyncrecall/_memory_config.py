@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import assert_never
 
 from asyncrecall._exceptions import ConfigError
+from asyncrecall._prewarm import adopt
 from asyncrecall._settings import Settings
 from asyncrecall.memory import (
     EmbeddingSelector,
@@ -26,7 +27,7 @@ from asyncrecall.memory import (
 )
 from asyncrecall.models import Model
 
-__all__ = ["build_memory_manager", "memory_dir_for", "open_memory_store"]
+__all__ = ["build_memory_manager", "memory_dir_for", "open_memory_store", "shared_lexical"]
 
 
 def memory_dir_for(settings: Settings) -> Path:
@@ -45,7 +46,9 @@ def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
     """
     url = settings.store
     if not url:
-        return MemoryStore(memory_dir_for(settings))
+        root = memory_dir_for(settings)
+        warmup = adopt(root)  # read since the process started: adopt its caches
+        return warmup.store if warmup is not None else MemoryStore(root)
     if not is_postgres_url(url):
         raise ConfigError(
             f"--store must be a postgresql:// URL, got {url.split('://')[0]!r}; "
@@ -68,14 +71,14 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
     name = settings.effective_selector
     selector: Selector
     if name == "lexical":
-        selector = LexicalSelector()
+        selector = shared_lexical(store)
     elif name == "model":
         if side_model is None:
             raise ConfigError(
                 "the model selector needs a side model: configure an endpoint "
                 "(--base-url, --model or --side-model) or pass --selector lexical"
             )
-        selector = ModelSelector(side_model)
+        selector = ModelSelector(side_model, fallback=shared_lexical(store))
     elif name == "embedding" or name == "hybrid":
         if not embedding_available():
             raise ConfigError(
@@ -85,3 +88,13 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
     else:
         assert_never(name)
     return MemoryManager(store, selector)
+
+
+def shared_lexical(store: MemoryStoreProtocol) -> LexicalSelector:
+    """The lexical selector of ``store``'s folder warm-up (its term counts are loaded
+    or on their way), else a new one. The instant pass and the model selector's
+    fallback share it."""
+    warmup = adopt(store.root) if isinstance(store, MemoryStore) else None
+    if warmup is not None and warmup.store is store:
+        return warmup.lexical
+    return LexicalSelector()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._memory_config import build_memory_manager
+from asyncrecall._memory_config import build_memory_manager, shared_lexical
 from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry, build_system_prompt
 from asyncrecall.agent._extraction import ExtractionScheduler, is_embedded
@@ -165,7 +165,7 @@ def open_session(
             recall_mode=recall_mode,
         ),
         control=control,
-        instant_selector=LexicalSelector() if recall_mode == "async+lexical" else None,
+        instant_selector=_instant_selector(memory) if recall_mode == "async+lexical" else None,
     )
     agent = Agent(client, tools, max_turns=settings.max_turns)
     extraction = build_extraction(settings, memory, side_model, control)  # issue 14
@@ -227,6 +227,18 @@ def _handoff_for(
         hand_off(directory, owed, config)
 
     return handoff
+
+
+def _instant_selector(memory: MemoryManager | None) -> LexicalSelector:
+    """The instant pass's selector: the manager's own when it is lexical, else the
+    folder's shared one (warm when the process read the folder at entry)."""
+    if memory is None:
+        return LexicalSelector()
+    selector = memory.selector
+    if isinstance(selector, LexicalSelector):
+        return selector
+    fallback = getattr(selector, "fallback", None)
+    return fallback if isinstance(fallback, LexicalSelector) else shared_lexical(memory.store)
 
 
 def _local_model(settings: Settings) -> Model:

@@ -10,7 +10,15 @@ import asyncio
 from pathlib import Path
 
 from asyncrecall import CancelSignal, ModelServerError
-from asyncrecall.agent import Agent, AgentClient, MemoryInjectedEvent, MessageType, ToolRegistry
+from asyncrecall.agent import (
+    Agent,
+    AgentClient,
+    ClientOptions,
+    MemoryInjectedEvent,
+    MessageType,
+    RequestSentEvent,
+    ToolRegistry,
+)
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import (
     FunctionCall,
@@ -497,4 +505,34 @@ async def test_leaving_the_agent_loop_between_turns_cancels_the_kept_recall(
     await stream.aclose()
 
     await assert_recall_cancelled(client, side)
+    await client.aclose()
+
+
+async def test_the_user_query_point_never_hands_the_loop_to_others_first(
+    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+) -> None:
+    """async+lexical, warm: between the user's message and its first request the client
+    never yields to the event loop, so work other sessions have queued on the loop
+    cannot run first and delay the request, and the instant pass still rides on it."""
+    side.add_json(selection(paths["deploy-flow"]), gate=asyncio.Event())  # never answers
+    main.add_turn("ok")
+    memory = MemoryManager(store, ModelSelector(side))
+    instant = LexicalSelector()
+    client = AgentClient(
+        model=main,
+        memory=memory,
+        options=ClientOptions(recall_mode="async+lexical"),
+        instant_selector=instant,
+    )
+    await client.warm_memory()
+    others: list[str] = []
+    asyncio.get_running_loop().call_soon(others.append, "another session ran")
+
+    stream = client.send_message_stream("how do we deploy to staging?", CancelSignal(), "p1")
+    async for event in stream:
+        if isinstance(event, RequestSentEvent):
+            assert others == []  # the request was built before any other callback ran
+            assert event.with_memory
+            break
+    await stream.aclose()
     await client.aclose()

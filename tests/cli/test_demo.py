@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,13 +12,15 @@ import pytest
 
 from asyncrecall.bench._measure import QueryTrace
 from asyncrecall.cli._demo import verdict
-from asyncrecall.demo import SCRIPT, ModeRun
+from asyncrecall.demo import DEFAULT_MODE, DEMO_MODES, SCRIPT, ModeRun
 
 
 @pytest.mark.slow
 def test_demo_runs_offline_shows_timelines_and_a_verdict_and_cleans_up(tmp_path: Path) -> None:
-    """Exit 0 with no endpoint, key or network configured; a timeline per query and the
-    verdict line; nothing left in the temporary folder; no traceback on stderr."""
+    """Exit 0 with no endpoint, key or network configured; a timeline per query in each
+    of the three modes (blocking, async and the default async+lexical) and the verdict
+    line, about the default; no error line anywhere (stderr holds only the progress
+    lines); nothing left in the temporary folder."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
@@ -34,12 +37,17 @@ def test_demo_runs_offline_shows_timelines_and_a_verdict_and_cleans_up(tmp_path:
     out = done.stdout
     for n, query in enumerate(SCRIPT, 1):
         assert f"Q{n}. {query.text}" in out
-    assert out.count("blocking ") >= len(SCRIPT) and out.count("async ") >= len(SCRIPT)
+    assert DEMO_MODES == ("blocking", "async", "async+lexical") and DEFAULT_MODE == "async+lexical"
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith("  ") and line.split()]
+    for mode in DEMO_MODES:
+        assert rows.count(mode) == len(SCRIPT), mode  # one timeline row per query and mode
     verdicts = [line for line in out.splitlines() if line.startswith("Verdict: ")]
     assert len(verdicts) == 1
-    assert "async mode sent the first request" in verdicts[0]
+    assert "async+lexical mode sent the first request" in verdicts[0]
     assert f"of {len(SCRIPT)} queries vs" in verdicts[0]
-    assert "Traceback" not in done.stderr and "Exception" not in done.stderr
+    progress = re.compile(r"^(blocking|async|async\+lexical) mode: user query \d+$")
+    assert [line for line in done.stderr.splitlines() if not progress.match(line)] == []
+    assert not re.search(r"(?i)\b(error|failed|traceback|exception)\b", out)
     assert list(scratch.iterdir()) == []  # the throw-away project is gone
     assert not (tmp_path / "home").exists()  # the user's memory home was never touched
 
@@ -56,9 +64,9 @@ def _run(mode: str, waits: list[float], delivered: list[bool]) -> ModeRun:
 def test_the_verdict_is_computed_from_the_traces() -> None:
     """Averages of the measured waits, and delivery counts, both ways round."""
     blocking = _run("blocking", [900.0, 100.0], [True, True])
-    async_ = _run("async", [1.0, 1.0], [True, False])
+    async_ = _run("async+lexical", [1.0, 1.0], [True, False])
     line = verdict(blocking, async_)
-    assert line.startswith("Verdict: async mode sent the first request 499 ms sooner")
-    assert "(500 ms in blocking mode, 1.0 ms in async mode)" in line
+    assert line.startswith("Verdict: async+lexical mode sent the first request 499 ms sooner")
+    assert "(500 ms in blocking mode, 1.0 ms in async+lexical mode)" in line
     assert line.endswith("delivered memory in 1 of 2 queries vs 2 of 2.")
     assert "ms later per query" in verdict(async_, blocking)

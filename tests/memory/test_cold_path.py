@@ -7,7 +7,7 @@ Timings are in ``benchmarks/scan.py --cold``; these tests check *where* the work
 from __future__ import annotations
 
 import asyncio
-import json
+import marshal
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 import asyncrecall.memory._lexical as lexical_module
+import asyncrecall.memory._recall as _recall_module
 import asyncrecall.memory._scan as scan_module
 from asyncrecall.memory import LexicalSelector, MemoryDoc, MemoryManager, MemoryStore
+from asyncrecall.memory._recall import INLINE_BUDGET_BYTES
 
 from .conftest import WriteFile, topic
 
@@ -102,13 +104,33 @@ async def test_a_warm_lexical_recall_settles_inline_without_reading(
     assert work.parsed == [] and work.counted == []
 
 
-async def test_a_changed_file_sends_the_recall_off_the_loop_again(
+async def test_a_small_change_is_read_inline_within_the_budget(
     folder: MemoryStore, write: WriteFile, work: Work
 ) -> None:
-    """A file written since the last scan is parsed and tokenised in a worker thread."""
+    """A file written since the last scan whose size fits INLINE_BUDGET_BYTES is parsed
+    and tokenised inline: the recall settles in its first step, with that file."""
     manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
     await manager.recall("postgres")
     write("db.md", topic("Database", body="postgres moved to a managed service"), mtime=NOW + 5)
+    work.parsed.clear()
+    work.counted.clear()
+    task, settled = await _first_step(manager, "managed postgres")
+    assert settled
+    assert task.result().paths[0] == "db.md"  # type: ignore[attr-defined]
+    loop_thread = threading.current_thread().name
+    assert work.parsed == [loop_thread] and work.counted == [loop_thread]
+
+
+async def test_a_change_over_the_budget_sends_the_recall_off_the_loop_again(
+    folder: MemoryStore, write: WriteFile, work: Work
+) -> None:
+    """Changed files whose sizes add up to more than INLINE_BUDGET_BYTES are parsed and
+    tokenised in a worker thread."""
+    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    await manager.recall("postgres")
+    filler = " ".join(f"word{i}" for i in range(INLINE_BUDGET_BYTES // 6))
+    body = f"postgres moved to a managed service. {filler}"
+    write("db.md", topic("Database", body=body), mtime=NOW + 5)
     work.parsed.clear()
     work.counted.clear()
     task, settled = await _first_step(manager, "managed postgres")
@@ -124,9 +146,9 @@ async def test_a_new_process_reuses_the_folders_persisted_counts(
     """The term counts persist in the folder's hidden cache: a new selector (a new
     process) tokenises nothing that did not change, and only the changed file again."""
     await MemoryManager(folder, LexicalSelector()).recall("postgres")
-    cache = folder.root / ".cache" / "lexical-v1.jsonl"
+    cache = folder.root / ".cache" / lexical_module._CACHE_NAME
     assert cache.is_file()
-    assert [p.name for p in cache.parent.iterdir()] == ["lexical-v1.jsonl"]  # no temp file left
+    assert [p.name for p in cache.parent.iterdir()] == [cache.name]  # no temp file left
     assert all(not d.rel_path.startswith(".cache") for d in folder.scan())
     counted_first = len(work.counted)
     assert counted_first == 13
@@ -142,20 +164,33 @@ async def test_a_new_process_reuses_the_folders_persisted_counts(
     assert work.counted == []
 
 
+_HEADER = lexical_module._CACHE_HEADER
+_VALID_ROW = ["db.md", 10, 1.0, 2, {"postgr": 1}]
+
+
 @pytest.mark.parametrize(
-    "content", [b"{not json", b'{"format": 1}\n["x.md", 3]\n', b"[]", b'{"format": 1}\n{not json']
+    "content",
+    [
+        b"not marshal at all",
+        b'{"format": 1}\n["x.md", 3]\n',  # the first version's JSON lines
+        marshal.dumps(((*_HEADER[:3], (3, 0)), [_VALID_ROW])),  # another Python wrote it
+        marshal.dumps((_HEADER, [["db.md", 10, 1.0, 2, ["not", "a", "dict"]]])),
+        marshal.dumps((_HEADER, [["db.md", 10]])),
+        marshal.dumps((_HEADER, [_VALID_ROW] * 3))[:-7],  # cut short
+    ],
 )
 async def test_an_unusable_cache_file_is_rebuilt(
     folder: MemoryStore, work: Work, content: bytes
 ) -> None:
     """A damaged cache costs a re-tokenise, never a wrong answer or an error."""
     (folder.root / ".cache").mkdir()
-    (folder.root / ".cache" / "lexical-v1.jsonl").write_bytes(content)
+    cache = folder.root / ".cache" / lexical_module._CACHE_NAME
+    cache.write_bytes(content)
     result = await MemoryManager(folder, LexicalSelector()).recall("postgres")
     assert result.paths == ("db.md",)
     assert len(work.counted) == 13
-    lines = (folder.root / ".cache" / "lexical-v1.jsonl").read_text().splitlines()
-    assert json.loads(lines[0]) == {"format": 1} and len(lines) == 1 + 13
+    header, rows = marshal.loads(cache.read_bytes())
+    assert header == _HEADER and len(rows) == 13
 
 
 async def test_a_read_only_folder_still_recalls(
@@ -169,7 +204,7 @@ async def test_a_read_only_folder_still_recalls(
     monkeypatch.setattr(lexical_module.tempfile, "mkstemp", refuse)
     result = await MemoryManager(folder, LexicalSelector()).recall("postgres")
     assert result.paths == ("db.md",)
-    assert not (folder.root / ".cache" / "lexical-v1.jsonl").exists()
+    assert not (folder.root / ".cache" / lexical_module._CACHE_NAME).exists()
 
 
 class _NotInline:
@@ -219,7 +254,7 @@ async def test_the_instant_pass_never_reads_and_answers_once_warm(
     manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
     assert manager.recall_instant("postgres migrations") is None
     assert work.on_loop(threading.current_thread()) == []
-    warming = manager._warming
+    warming = _recall_module._warming_now(folder)
     assert warming is not None
     warming.join(30)  # hang guard
     result = manager.recall_instant("postgres migrations")
@@ -280,3 +315,23 @@ async def test_a_warm_folder_offers_its_candidates_without_a_thread(
     assert threads == ["asyncrecall-scan"] * 2
     assert changed[0].rel_path == "db.md" and "managed" in changed[0].body
     assert work.parsed and work.on_loop(threading.current_thread()) == []
+
+
+async def test_warm_on_a_warm_folder_starts_no_thread(
+    folder: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """warm() when the folder and its selector are warm already (the folder was read at
+    start-up) returns without starting a thread: starting one holds the event loop."""
+    manager = MemoryManager(folder, LexicalSelector())
+    await manager.warm()
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(self.name)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    await manager.warm()
+    assert started == []
+    folder.scan()  # still answers: nothing was left half-done

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -149,3 +150,36 @@ def test_names_are_capitalised_words_after_the_first_but_not_dates() -> None:
     # ("Format amounts for German customers") does not silence it.
     chosen = LexicalSelector().rank("Tea every morning in Berlin?", DOCS, limit=1)
     assert chosen[0].rel_path == "tea.md"
+
+
+def test_pystemmer_stems_as_snowballstemmer_does() -> None:
+    """The C stemmer the selector prefers (PyStemmer) gives the pure-Python Snowball
+    stemmer's stems, so persisted counts and quality figures hold with either."""
+    stemmer_module = pytest.importorskip("Stemmer")
+    from snowballstemmer.english_stemmer import EnglishStemmer
+
+    from asyncrecall.bench._corpus import MEMORIES, QUERIES
+
+    text = " ".join(
+        [*(f"{m.name} {m.description} {m.content}" for m in MEMORIES), *(q.text for q in QUERIES)]
+    )
+    words = sorted({w for w in re.findall(r"[^\W_]{2,}", text.lower())})
+    c, python = stemmer_module.Stemmer("english"), EnglishStemmer()
+    assert len(words) > 300
+    assert [c.stemWord(w) for w in words] == [python.stemWord(w) for w in words]
+
+
+def test_the_last_answers_counts_serve_only_the_same_documents() -> None:
+    """The counts kept for the last set of documents answer only for those very
+    objects: a document rewritten since (a new object, a new fingerprint, the same
+    path) is not ready and is ranked on its new text."""
+    docs = [_doc(f"m{i}.md", f"filler text number {i}") for i in range(20)]
+    docs.append(_doc("kafka.md", "the event bus is kafka", name="Bus"))
+    selector = LexicalSelector(abstain=False)
+    selector.prepare(docs)
+    assert selector.ready(docs) and selector.rank("kafka bus", docs, limit=1) == [docs[-1]]
+    rewritten = replace(docs[-1], body="the event bus is now rabbitmq", size=29)
+    changed = [*docs[:-1], rewritten]
+    assert not selector.ready(changed)
+    assert selector.rank("rabbitmq", changed, limit=1) == [rewritten]
+    assert selector.rank("kafka", changed, limit=1) == []

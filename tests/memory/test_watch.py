@@ -486,3 +486,33 @@ def test_a_network_file_system_is_never_watched(
     assert FolderWatch.open(str(root)) is not None
     monkeypatch.setenv("ASYNCRECALL_FOLDER_WATCH", "off")
     assert FolderWatch.open(str(root)) is None
+
+
+def test_the_gil_holding_stat_and_read_agree_with_the_os_module(tmp_path: Path) -> None:
+    """Where libc's ``read``/``stat`` are called without releasing the GIL, the folder
+    identity they give is ``os.stat``'s, a missing path has none, and a non-blocking
+    read of an empty queue says so (``None``), never an error."""
+    from asyncrecall.memory._watch import _GilRead, _inotify
+
+    inotify = _inotify()
+    if inotify is None:
+        pytest.skip("no inotify here")
+    info = os.stat(tmp_path)
+    assert inotify.identity(str(tmp_path)) == (info.st_dev, info.st_ino)
+    assert inotify.identity(str(tmp_path / "missing")) is None
+    gil_read = _GilRead.open()
+    assert gil_read is not None
+    fd = os.open(tmp_path, os.O_RDONLY)  # a directory: read() fails with EISDIR
+    try:
+        assert gil_read(fd) == b""  # an error: the caller distrusts the queue
+    finally:
+        os.close(fd)
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    try:
+        assert gil_read(read_end) is None  # nothing queued
+        os.write(write_end, b"event")
+        assert gil_read(read_end) == b"event"
+    finally:
+        os.close(read_end)
+        os.close(write_end)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import threading
 
 import pytest
 
@@ -261,16 +262,45 @@ async def test_aclose_cancels_and_drains_every_recall(
         prefetcher.start("a", "again")
 
 
-async def test_a_lexical_recall_settles_within_one_loop_tick(store: MemoryStore) -> None:
-    """A recall with no I/O (the lexical selector) has settled after one loop tick,
-    so it rides on the first request."""
-    async with RecallPrefetcher(MemoryManager(store, LexicalSelector())) as prefetcher:
+async def test_a_warm_lexical_recall_is_settled_when_start_returns(store: MemoryStore) -> None:
+    """A warm recall with no I/O (the lexical selector, and the instant pass) is
+    computed inside start(): the take() right after it, with no loop tick in between,
+    gets its block, and nothing was left for the loop to run first."""
+    instant = LexicalSelector()
+    async with RecallPrefetcher(
+        MemoryManager(store, LexicalSelector()), instant_selector=instant
+    ) as prefetcher:
         await prefetcher.warm()  # warm: a lexical recall then settles inline
         prefetcher.start(KEY, "how do deploys reach the staging cluster?")
-        await asyncio.sleep(0)
+        handle = prefetcher.pending(KEY)
+        assert handle is not None and handle.settled and prefetcher.tasks == frozenset()
         block = prefetcher.take(KEY, "user_query")
 
     assert block is not None and block.strategy == "lexical"
+
+
+async def test_start_warming_needs_no_loop_and_makes_the_first_start_settle(
+    store: MemoryStore,
+) -> None:
+    """start_warming() reads the folder and prepares the instant selector in a thread,
+    from outside any event loop; once it is done, the first start() is settled at once."""
+    instant = LexicalSelector()
+    prefetcher = RecallPrefetcher(
+        MemoryManager(store, ModelSelector(ScriptedModel(name="side"))), instant_selector=instant
+    )
+    thread = await asyncio.to_thread(_warm_from_a_thread_without_a_loop, prefetcher)
+    await asyncio.to_thread(thread.join, 30)
+    assert not thread.is_alive()
+    async with prefetcher:
+        prefetcher.start(KEY, "how do deploys reach the staging cluster?")
+        block = prefetcher.take(KEY, "user_query")
+    assert block is not None and block.strategy == "instant-lexical"
+
+
+def _warm_from_a_thread_without_a_loop(prefetcher: RecallPrefetcher) -> threading.Thread:
+    with pytest.raises(RuntimeError):
+        asyncio.get_running_loop()  # truly no loop here
+    return prefetcher.start_warming()
 
 
 async def test_start_is_safe_under_the_eager_task_factory(store: MemoryStore) -> None:

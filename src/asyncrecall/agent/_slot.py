@@ -88,11 +88,10 @@ class RecallSlot:
         prefetcher = self._prefetcher
         if prefetcher is None:
             return
-        if prefetcher.start(_KEY, query, cancel=cancel, prompt_id=prompt_id):
-            # One loop tick (not a wait on the recall): a recall with no I/O (the
-            # lexical selector, the instant pass) settles here and rides on the first
-            # request; the CPU it uses would be spent at the request's first await anyway.
-            await asyncio.sleep(0)
+        # No loop tick: a warm recall with no I/O (the lexical selector, the instant
+        # pass) is computed inside start() and rides on the first request, however many
+        # other sessions share the loop.
+        prefetcher.start(_KEY, query, cancel=cancel, prompt_id=prompt_id)
         for event in self._take_events():
             yield event
 

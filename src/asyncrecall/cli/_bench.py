@@ -19,6 +19,7 @@ _KINDS = {
     "recall": "end to end on LoCoMo: added latency, gold and junk delivered, per mode",
     "frameworks": "framework adapters vs the awaited-recall pattern, in each agent loop",
     "extract": "memories written by extraction, judged by LoCoMo questions (issue 14)",
+    "cli": "new `asyncrecall run` processes: memory on the first request, start-up, exit",
 }
 
 

@@ -16,6 +16,7 @@ from importlib import import_module
 
 from asyncrecall import __version__
 from asyncrecall._exceptions import AsyncRecallError, ConfigError
+from asyncrecall._prewarm import start_reading_memory
 from asyncrecall.cli._common import common_parser
 
 __all__ = ["main"]
@@ -53,6 +54,9 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Before the command's imports (the OpenAI SDK: about half a second): the memory
+    # folder is read meanwhile, in a thread (see asyncrecall._prewarm).
+    start_reading_memory(argv)
     parser = _build_parser(argv)
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)

@@ -1,4 +1,5 @@
-"""``asyncrecall demo``: the same scripted coding session in blocking and async mode.
+"""``asyncrecall demo``: the same scripted coding session in blocking, async and the
+default async+lexical mode.
 
 Offline: a throw-away project and memory folder in a temporary directory, and a
 :class:`~asyncrecall.testing.LocalServer` on 127.0.0.1 playing the models. The CLI
@@ -7,7 +8,16 @@ Offline: a throw-away project and memory folder in a temporary directory, and a
 
 from __future__ import annotations
 
-from asyncrecall.demo._run import DEMO_MODES, DemoResult, ModeRun, run_demo
+from asyncrecall.demo._run import DEFAULT_MODE, DEMO_MODES, DemoResult, ModeRun, run_demo
 from asyncrecall.demo._scenario import SCRIPT, DemoQuery, ToolStep
 
-__all__ = ["DEMO_MODES", "SCRIPT", "DemoQuery", "DemoResult", "ModeRun", "ToolStep", "run_demo"]
+__all__ = [
+    "DEFAULT_MODE",
+    "DEMO_MODES",
+    "SCRIPT",
+    "DemoQuery",
+    "DemoResult",
+    "ModeRun",
+    "ToolStep",
+    "run_demo",
+]

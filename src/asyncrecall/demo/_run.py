@@ -1,4 +1,5 @@
-"""Run the demo session in blocking and in async mode and keep what was measured."""
+"""Run the demo session in each mode (blocking, async, the default async+lexical) and
+keep what was measured."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from asyncrecall.demo._scenario import SCRIPT, DemoQuery, build_project, install
 from asyncrecall.models import open_openai_models
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
-__all__ = ["DEMO_MODES", "DemoResult", "ModeRun", "run_demo"]
+__all__ = ["DEFAULT_MODE", "DEMO_MODES", "DemoResult", "ModeRun", "run_demo"]
 
-DEMO_MODES: tuple[RecallMode, ...] = ("blocking", "async")
+#: The old design, the design alone, and the default (the design plus the instant pass).
+DEMO_MODES: tuple[RecallMode, ...] = ("blocking", "async", "async+lexical")
+#: The mode the verdict compares with blocking: the default.
+DEFAULT_MODE: RecallMode = "async+lexical"
 _SETTLE_GUARD_S = 5.0
 
 
@@ -85,6 +89,9 @@ async def _run_mode(
         recall_mode=mode,
         project=project,
         home=project.parent / "home",
+        # The demo shows recall; extraction (writing memories after each query) would
+        # send side queries the script does not play, and write into the folder.
+        extract=False,
     )
     traces = []
     async with open_openai_models(
@@ -92,6 +99,9 @@ async def _run_mode(
     ) as pair:
         session = open_session(settings, model=pair.main, side_model=pair.side)
         try:
+            # As `asyncrecall run` reads the folder while it imports: warm before the
+            # first query, so the default mode's instant pass is ready for it.
+            await session.client.warm_memory()
             for n, query in enumerate(SCRIPT, 1):
                 on_query(mode, n)
                 traces.append(await trace_query(session.agent, query.text))

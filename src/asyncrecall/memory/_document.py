@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ __all__ = [
     "ParsedDocument",
     "front_matter",
     "parse_document",
+    "parser_loaded",
     "render_document",
     "safe_file_stem",
 ]
@@ -65,6 +67,12 @@ def _split(text: str) -> tuple[list[str], str]:
             header = [line.rstrip("\r\n") for line in lines[1:index]]
             return header, "".join(lines[index + 1 :])
     raise FrontMatterError("front matter block is not closed by a --- line")
+
+
+def parser_loaded() -> bool:
+    """Whether parsing a file costs only the parse: the YAML parser is imported (its
+    import takes 10-40 ms, too long for an event loop)."""
+    return "yaml" in sys.modules
 
 
 def _load_yaml(header: list[str]) -> Mapping[str, Any] | None:

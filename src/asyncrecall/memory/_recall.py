@@ -8,10 +8,15 @@ query. Its promises:
 - excluded paths are never offered to a selector;
 - an :class:`~asyncrecall.memory.InstantSelector` whose ``inline`` is true (the
   lexical one) runs inline, scan included, so the recall completes without ever
-  suspending, but only when that costs well under a millisecond: every file's parse is
-  cached (:meth:`MemoryStore.scan_cached`) and the selector is :meth:`ready` for them.
-  Otherwise (a new process, new files) the scan, parse and tokenising run in a worker
-  thread: the event loop never pays for them;
+  suspending, but only when that costs about a millisecond at most: every file's parse
+  is cached (:meth:`MemoryStore.scan_cached`) and the selector is :meth:`ready` for
+  them, or what is not adds up to :data:`INLINE_BUDGET_BYTES` (4 KiB: a note or two
+  saved since the last recall, parsed and tokenised here in about 0.5 ms). Otherwise
+  (a new process before its warm-up is done, many new files) the scan, parse and
+  tokenising run in a worker thread: the event loop never pays for them;
+- :meth:`MemoryManager.start_warming` (no event loop needed: call it at import or at
+  start-up) reads the folder and prepares the selectors in a daemon thread now, so the
+  first recall finds them ready;
 - when the caller's :class:`~asyncrecall.CancelSignal` fires, the running step (the
   folder scan, or the selector's task: a side query's HTTP connection closes) is
   cancelled and drained, and recall returns :data:`EMPTY_RECALL` at once, logging
@@ -28,20 +33,23 @@ query. Its promises:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, TypeGuard, TypeVar
 
 from asyncrecall._cancel import SIGNAL_CANCEL, CancelSignal
 from asyncrecall.memory._prompt import format_memory_block
 from asyncrecall.memory._selector import InstantSelector, Selector
+from asyncrecall.memory._store import MemoryStore
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
 
-__all__ = ["DEFAULT_LIMIT", "MemoryManager"]
+__all__ = ["DEFAULT_LIMIT", "INLINE_BUDGET_BYTES", "MemoryManager"]
 
 _T = TypeVar("_T")
 
@@ -49,6 +57,9 @@ logger = logging.getLogger("asyncrecall.memory")
 
 #: Files put in one memory block at most.
 DEFAULT_LIMIT = 5
+#: What an instant recall may still read and tokenise inline, in bytes of notes (a 1.5
+#: KiB note: about 0.15 ms to parse and tokenise with PyStemmer on this machine).
+INLINE_BUDGET_BYTES = 4096
 
 
 class MemoryManager:
@@ -64,7 +75,6 @@ class MemoryManager:
         self.store = store
         self.selector = selector
         self._clock = clock
-        self._warming: threading.Thread | None = None
 
     def __repr__(self) -> str:
         return f"MemoryManager({self.store!r}, {self.selector!r})"
@@ -126,18 +136,54 @@ class MemoryManager:
         A selector with an instant ``fallback`` (the model selector's lexical one) has
         that fallback warmed.
         """
+        targets = self._warm_targets(selector)
+        if self.store.inline_scan:
+            docs = self.store.scan_cached()  # never waits for a scan in another thread
+            if docs is not None and all(target.ready(docs) for target in targets):
+                return  # warm already (read at start-up): starting a thread costs the loop
+        await run_off_loop(lambda _stop: self._warm_now(targets), name="asyncrecall-warm")
+
+    def start_warming(self, *selectors: Selector) -> threading.Thread:
+        """Start :meth:`warm`'s work now in a daemon thread and return at once.
+
+        Needs no event loop: call it at import time or at the application's start-up,
+        so the folder is read while the rest of the program is still importing. The
+        recalls that come before it is done go their usual way (a worker thread, never
+        the event loop); the ones after run inline. ``selectors``: others to warm too
+        (an instant selector the prefetcher runs besides this manager's). The thread is
+        never joined (exit does not wait for it); calling again while it runs returns it.
+        """
+        running = _warming_now(self.store)
+        if running is not None:
+            return running
+        targets = self._warm_targets(None)
+        for extra in selectors:
+            targets.extend(t for t in self._warm_targets(extra) if t not in targets)
+
+        def warm() -> None:
+            try:
+                self._warm_now(targets)
+            except Exception:
+                logger.warning(
+                    "warming the memory of %s failed", self.store.location, exc_info=True
+                )
+
+        return _start_warming(self.store, warm)
+
+    def _warm_targets(self, selector: Selector | None) -> list[InstantSelector]:
+        """The instant selector to prepare for ``selector`` (itself, or its instant
+        ``fallback``: the model selector's lexical one)."""
         chosen: object = selector if selector is not None else self.selector
         if not _is_inline(chosen):
             chosen = getattr(chosen, "fallback", None)
-        target = chosen if _is_inline(chosen) else None
+        return [chosen] if _is_inline(chosen) else []
+
+    def _warm_now(self, targets: Sequence[InstantSelector]) -> None:
+        """Scan (from the folder's persisted index when there is one) and prepare."""
         store = self.store
-
-        def work(_stop: threading.Event) -> None:
-            docs = store.scan()
-            if target is not None:
-                target.prepare(docs)
-
-        await run_off_loop(work, name="asyncrecall-warm")
+        docs = store.warm_scan() if isinstance(store, MemoryStore) else store.scan()
+        for target in targets:
+            target.prepare(docs)
 
     def recall_instant(
         self,
@@ -166,25 +212,28 @@ class MemoryManager:
 
     def _warm(self, selector: InstantSelector) -> None:
         """Scan and prepare ``selector`` in a daemon thread (one at a time, never joined)."""
-        if self._warming is not None and self._warming.is_alive():
-            return
-        store = self.store
+        if _warming_now(self.store) is not None:
+            return  # a warm-up of this store runs (maybe another manager's, at start-up)
 
         def warm() -> None:
             try:
-                selector.prepare(store.scan())
+                self._warm_now([selector])
             except Exception:
                 logger.warning("warming the %s selector failed", selector.name, exc_info=True)
 
-        self._warming = threading.Thread(target=warm, name="asyncrecall-warm", daemon=True)
-        self._warming.start()
+        _start_warming(self.store, warm)
 
     def _recall_inline(
         self, selector: InstantSelector, query: str, excluded_paths: Collection[str], limit: int
     ) -> RecallResult | None:
         """Scan and rank without yielding to the event loop, when both are warm (200
-        files: about 0.6 ms); ``None`` when something would need reading or tokenising."""
-        docs = self.store.scan_cached()
+        files: about 0.6 ms) or what is missing fits :data:`INLINE_BUDGET_BYTES`;
+        ``None`` when more would need reading or tokenising."""
+        store = self.store
+        if isinstance(store, MemoryStore):
+            docs = store.scan_cached(budget_bytes=INLINE_BUDGET_BYTES)
+        else:
+            docs = store.scan_cached()
         if docs is None:
             return None
         excluded = frozenset(excluded_paths)
@@ -192,7 +241,9 @@ class MemoryManager:
         if not offered:
             return EMPTY_RECALL
         if not selector.ready(offered):
-            return None
+            count_within = getattr(selector, "count_within", None)
+            if count_within is None or not count_within(offered, INLINE_BUDGET_BYTES):
+                return None
         return self._result(selector.rank(query, offered, limit=limit), selector.name)
 
     def _result(
@@ -201,6 +252,29 @@ class MemoryManager:
         docs = tuple(selected)
         prompt = format_memory_block(docs, now=self._clock()) if docs else ""
         return RecallResult(prompt, docs, strategy, fallback_reason=fallback_reason)
+
+
+#: The warm-up thread of each store, while it runs (one at a time per store, whichever
+#: manager started it: starting a thread holds the event loop until it runs).
+_WARMING: weakref.WeakKeyDictionary[MemoryStoreProtocol, threading.Thread] = (
+    weakref.WeakKeyDictionary()
+)
+_WARMING_LOCK = threading.Lock()
+
+
+def _warming_now(store: MemoryStoreProtocol) -> threading.Thread | None:
+    with _WARMING_LOCK, contextlib.suppress(TypeError):  # TypeError: no weak reference
+        thread = _WARMING.get(store)
+        return thread if thread is not None and thread.is_alive() else None
+    return None
+
+
+def _start_warming(store: MemoryStoreProtocol, work: Callable[[], None]) -> threading.Thread:
+    thread = threading.Thread(target=work, name="asyncrecall-warm", daemon=True)
+    with _WARMING_LOCK, contextlib.suppress(TypeError):  # a store without weak references
+        _WARMING[store] = thread
+    thread.start()
+    return thread
 
 
 #: Types already seen to be instant selectors (``isinstance`` against a runtime protocol

@@ -19,26 +19,40 @@ Rules (issue 3):
   file (recall uses it to decide whether it may run on the event loop);
 - where the kernel can say that nothing changed since the last walk (Linux, a local
   file system: :mod:`._watch`), a warm scan does not even stat: it returns the last
-  walk's answer.
+  walk's answer;
+- the parses persist per folder in ``.cache/scan-v1.marshal`` (written by
+  ``scan(persist=True)``, atomically, when anything was parsed): a new scanner's first
+  walk starts from them, so a new process on an unchanged folder parses nothing (200
+  files: the index loads in about 0.3 ms; a changed file is parsed again, as its size
+  or modification time tell). ``marshal``, not JSON (about 4 ms for 200 files): the
+  file is ours, in a hidden folder, and starts with a header naming its format and the
+  Python that wrote it; anything else is ignored;
+- ``scan_cached(budget_bytes=N)`` may parse, inline, files not cached whose sizes add
+  up to at most ``N`` bytes (once the YAML parser is loaded), where a cached-only scan
+  would answer ``None``: a note or two saved since the last walk.
 
 The scanner is thread-safe (recall runs scans in a worker thread).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import marshal
 import operator
 import os
 import re
 import stat
+import sys
+import tempfile
 import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from asyncrecall.memory._document import FrontMatterError, parse_document
-from asyncrecall.memory._types import MemoryDoc
+from asyncrecall.memory._document import FrontMatterError, parse_document, parser_loaded
+from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc
 from asyncrecall.memory._watch import FolderWatch
 
 __all__ = ["INDEX_NAME", "MAX_FILE_BYTES", "SCAN_LIMIT", "Scanner"]
@@ -49,8 +63,13 @@ INDEX_NAME: Final = "MEMORY.md"
 SCAN_LIMIT: Final = 200
 MAX_FILE_BYTES: Final = 1024 * 1024
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+_TYPES: Final = frozenset(MEMORY_TYPES)
 _REL_PATH: Final = operator.itemgetter(1)
 _MTIME: Final = operator.itemgetter(4)
+#: Where the parses persist (a hidden folder: never walked).
+_INDEX_DIR: Final = ".cache"
+_INDEX_NAME: Final = "scan-v1.marshal"
+_INDEX_HEADER: Final = ("asyncrecall-scan", 1, marshal.version, sys.version_info[:2])
 
 
 class _Candidate(NamedTuple):
@@ -88,54 +107,82 @@ class Scanner:
         self._watch_refused: str | None = None if watch else "*"
         self._walked: list[_Candidate] | None = None
         self._answers: dict[int | None, list[MemoryDoc]] = {}
+        self._index_read = False  # the persisted parses were read (or found missing)
+        self._index_dirty = False  # parsed since the index was last read or written
+        self._budget = 0  # bytes the current cached-only scan may still parse
         weakref.finalize(self, _close_watch, self._watch_slot)
 
-    def scan(self, *, limit: int | None = SCAN_LIMIT) -> list[MemoryDoc]:
-        """The valid documents, newest first, at most ``limit`` (``None``: all)."""
-        docs = self._scan(limit, cached_only=False)
+    def scan(self, *, limit: int | None = SCAN_LIMIT, persist: bool = False) -> list[MemoryDoc]:
+        """The valid documents, newest first, at most ``limit`` (``None``: all).
+
+        ``persist``: write the folder's parse index when anything was parsed (warm-up
+        paths ask for it; the write paths do not pay for it)."""
+        docs = self._scan(limit, cached_only=False, persist=persist)
         assert docs is not None
         return docs
 
-    def scan_cached(self, *, limit: int | None = SCAN_LIMIT) -> list[MemoryDoc] | None:
+    def scan_cached(
+        self, *, limit: int | None = SCAN_LIMIT, budget_bytes: int = 0
+    ) -> list[MemoryDoc] | None:
         """What :meth:`scan` returns when every file's parse is cached (a walk and a stat
         per file, nothing read: well under a millisecond for 200 files; nothing at all
         when the folder watch says nothing changed), else ``None`` without reading any
-        file."""
-        return self._scan(limit, cached_only=True)
+        file. ``budget_bytes``: files up to that many bytes in all may be parsed here.
 
-    def _scan(self, limit: int | None, *, cached_only: bool) -> list[MemoryDoc] | None:
-        if cached_only and not self._scanned:
+        Never waits: while another thread scans, ``None`` at once."""
+        if not self._scanned:
             return None  # a new scanner: no need to walk to know that
+        if not self._lock.acquire(blocking=False):
+            return None  # a scan runs in a worker thread: the caller must not block on it
+        try:
+            self._budget = budget_bytes if budget_bytes > 0 and parser_loaded() else 0
+            return self._scan_locked(limit, cached_only=True, persist=False)
+        finally:
+            self._budget = 0
+            self._lock.release()
+
+    def _scan(
+        self, limit: int | None, *, cached_only: bool, persist: bool
+    ) -> list[MemoryDoc] | None:
         with self._lock:
-            watch = self._watch_slot[0]
-            walked = self._walked
-            if walked is not None and watch is not None and watch.unchanged(str(self._root)):
-                answer = self._answers.get(limit)
-                if answer is not None:
-                    return list(answer)
-                return self._documents(walked, limit, cached_only=cached_only)
-            try:
-                real_root = os.path.realpath(self._root)
-            except OSError:
-                return []
-            if not os.path.isdir(real_root):
-                return []
-            watch = self._watch_for(real_root)
-            if watch is not None:
-                watch.rewatch()  # before the walk: a change during it counts
-            candidates = self._walk(real_root, watch)
-            # Newest first, then by path: two stable sorts with C-level keys.
-            candidates.sort(key=_REL_PATH)
-            candidates.sort(key=_MTIME, reverse=True)
-            self._walked, self._answers = candidates, {}
-            docs = self._documents(candidates, limit, cached_only=cached_only)
-            if docs is None:
-                return None
-            self._scanned = True
-            if len(self._cache) > 4 * max(len(candidates), SCAN_LIMIT):
-                live = {c.rel_path for c in candidates}
-                self._cache = {k: v for k, v in self._cache.items() if k in live}
-            return docs
+            return self._scan_locked(limit, cached_only=cached_only, persist=persist)
+
+    def _scan_locked(
+        self, limit: int | None, *, cached_only: bool, persist: bool
+    ) -> list[MemoryDoc] | None:
+        watch = self._watch_slot[0]
+        walked = self._walked
+        if walked is not None and watch is not None and watch.unchanged(str(self._root)):
+            answer = self._answers.get(limit)
+            if answer is not None:
+                return list(answer)
+            return self._documents(walked, limit, cached_only=cached_only)
+        try:
+            real_root = os.path.realpath(self._root)
+        except OSError:
+            return []
+        if not os.path.isdir(real_root):
+            return []
+        if not self._index_read and not cached_only:
+            self._read_index(real_root)
+        watch = self._watch_for(real_root)
+        if watch is not None:
+            watch.rewatch()  # before the walk: a change during it counts
+        candidates = self._walk(real_root, watch)
+        # Newest first, then by path: two stable sorts with C-level keys.
+        candidates.sort(key=_REL_PATH)
+        candidates.sort(key=_MTIME, reverse=True)
+        self._walked, self._answers = candidates, {}
+        docs = self._documents(candidates, limit, cached_only=cached_only)
+        if docs is None:
+            return None
+        self._scanned = True
+        if len(self._cache) > 4 * max(len(candidates), SCAN_LIMIT):
+            live = {c.rel_path for c in candidates}
+            self._cache = {k: v for k, v in self._cache.items() if k in live}
+        if persist and self._index_dirty:
+            self._write_index(real_root, candidates)
+        return docs
 
     def _documents(
         self, candidates: list[_Candidate], limit: int | None, *, cached_only: bool
@@ -150,9 +197,11 @@ class Scanner:
             cached = cache.get(candidate.rel_path)
             if cached is not None and cached.key == (candidate.size, candidate.mtime_ns):
                 doc = cached.doc
-            elif cached_only:
+            elif cached_only and candidate.size > self._budget:
                 return None
             else:
+                if cached_only:
+                    self._budget -= candidate.size
                 doc = self._load(candidate)
             if doc is not None:
                 docs.append(doc)
@@ -270,6 +319,7 @@ class Scanner:
             return cached.doc
         doc, reason = self._parse(candidate)
         self._cache[candidate.rel_path] = _Entry(key, doc, reason)
+        self._index_dirty = True
         if reason is not None:
             logger.warning("skipping memory file %s: %s", candidate.rel_path, reason)
         return doc
@@ -308,6 +358,74 @@ class Scanner:
             size=candidate.size,
         )
         return doc, None
+
+    # -- the persisted parses -----------------------------------------------------------
+
+    def _read_index(self, real_root: str) -> None:
+        """Seed the parse cache from the folder's index (each entry still checked against
+        the walk's size and modification time before it is used)."""
+        self._index_read = True
+        try:
+            with open(os.path.join(real_root, _INDEX_DIR, _INDEX_NAME), "rb") as handle:
+                data = marshal.loads(handle.read())
+            if not isinstance(data, tuple) or len(data) != 2 or data[0] != _INDEX_HEADER:
+                return
+            cache = self._cache
+            base = Path(real_root)  # a child of it parses only its own relative part
+            for rel, size, mtime_ns, name, description, kind, body in data[1]:
+                if rel in cache or kind not in _TYPES:
+                    continue
+                doc = MemoryDoc(
+                    path=base / rel,
+                    rel_path=str(rel),
+                    name=str(name),
+                    description=str(description),
+                    type=kind,
+                    body=str(body),
+                    mtime=mtime_ns / 1e9,
+                    size=int(size),
+                )
+                cache[rel] = _Entry((int(size), int(mtime_ns)), doc, None)
+        except (OSError, ValueError, TypeError, EOFError, AttributeError):
+            return  # missing, from another Python, or edited: parsed again, rewritten
+
+    def _write_index(self, real_root: str, candidates: list[_Candidate]) -> None:
+        """Write the parses of the walk's valid files, atomically; a folder we cannot
+        write is left alone."""
+        cache = self._cache
+        rows = []
+        for candidate in candidates:
+            entry = cache.get(candidate.rel_path)
+            if entry is None or entry.doc is None:
+                continue
+            doc = entry.doc
+            rows.append(
+                (
+                    doc.rel_path,
+                    entry.key[0],
+                    entry.key[1],
+                    doc.name,
+                    doc.description,
+                    doc.type,
+                    doc.body,
+                )
+            )
+        directory = os.path.join(real_root, _INDEX_DIR)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{_INDEX_NAME}.", suffix=".tmp")
+        except OSError:
+            logger.debug("cannot write the scan index of %s", real_root, exc_info=True)
+            return
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(marshal.dumps((_INDEX_HEADER, rows)))
+            os.replace(tmp, os.path.join(directory, _INDEX_NAME))
+            self._index_dirty = False
+        except OSError:
+            logger.debug("cannot write the scan index of %s", real_root, exc_info=True)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
     def _warn_once(self, rel: str, reason: str, kind: str) -> None:
         if (rel, kind) in self._warned_links:

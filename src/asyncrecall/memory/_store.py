@@ -115,9 +115,17 @@ class MemoryStore:
         """
         return self._scanner.scan(limit=limit)
 
-    def scan_cached(self, *, limit: int | None = SCAN_LIMIT) -> list[MemoryDoc] | None:
-        """:meth:`scan` when no file needs reading (every parse is cached), else ``None``."""
-        return self._scanner.scan_cached(limit=limit)
+    def scan_cached(
+        self, *, limit: int | None = SCAN_LIMIT, budget_bytes: int = 0
+    ) -> list[MemoryDoc] | None:
+        """:meth:`scan` when no file needs reading (every parse is cached, or those that
+        are not add up to ``budget_bytes`` at most), else ``None``."""
+        return self._scanner.scan_cached(limit=limit, budget_bytes=budget_bytes)
+
+    def warm_scan(self) -> list[MemoryDoc]:
+        """:meth:`scan` for warm-up paths: a new store starts from the folder's persisted
+        parses, and they are written back when anything had to be parsed."""
+        return self._scanner.scan(persist=True)
 
     def get(self, name_or_rel_path: str) -> MemoryDoc:
         """The memory with this relative path or name, or :class:`MemoryStoreError`.

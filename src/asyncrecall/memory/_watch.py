@@ -38,12 +38,13 @@ starts its own.
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import struct
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     import ctypes
@@ -82,24 +83,46 @@ _MASK: Final = (
     | _IN_DELETE | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR | _IN_DONT_FOLLOW
 )  # fmt: skip
 _EVENT: Final = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
+_DEV_INO: Final = struct.Struct("QQ")  # st_dev, st_ino: the head of struct stat
+_STAT_MACHINES: Final = frozenset({"x86_64", "aarch64"})
 
 
 class _Inotify:
     """The process's inotify instance: watch descriptors shared by every folder watch."""
 
-    def __init__(self, libc: ctypes.CDLL, fd: int, mounts_fd: int, ready: select.epoll) -> None:
+    def __init__(
+        self,
+        libc: ctypes.CDLL,
+        fd: int,
+        mounts_fd: int,
+        ready: select.epoll,
+        read: _GilRead | None = None,
+    ) -> None:
         self._libc = libc
         self._fd = fd
         # The mount table: polling it reports each change once (POLLPRI), counted here.
         self._mounts_fd = mounts_fd
         self.mount_changes = 0
-        # Both descriptors in one epoll set: "nothing happened" is one system call.
+        # Both descriptors in one epoll set: "nothing happened" is one system call (or,
+        # with ``read``, one poll(2) that keeps the GIL: see :class:`_GilRead`).
         self._ready = ready
+        self._read = read
         self._lock = threading.Lock()
         self._owners: dict[int, set[FolderWatch]] = {}  # wd -> the watches using it
         # Watches whose scanner was collected: a finalizer may run in the middle of any
         # method, lock held, so it only queues; the next call under the lock releases.
         self._abandoned: deque[FolderWatch] = deque()
+
+    def identity(self, path: str) -> tuple[int, int] | None:
+        """``(st_dev, st_ino)`` of ``path``, ``None`` when it cannot be stat'ed; without
+        releasing the GIL where :class:`_GilRead` can (see there)."""
+        if self._read is not None:
+            return self._read.identity(path)
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino)
 
     def add(self, owner: FolderWatch, directory: str) -> int | None:
         """Watch ``directory`` for ``owner``; ``None`` when the kernel refuses."""
@@ -151,27 +174,44 @@ class _Inotify:
             self._release_abandoned()
             if self._fd < 0:
                 return
-            try:
-                ready = self._ready.poll(0)
-            except OSError:
-                ready = [(self._fd, 0), (self._mounts_fd, 0)]  # assume both changed
+            ready = self._ready_fds()
             if not ready:
                 return
             events = False
-            for fd, _mask in ready:
+            for fd in ready:
                 if fd == self._mounts_fd:
                     self.mount_changes += 1
                 else:
                     events = True
             while events:
-                try:
-                    data = os.read(self._fd, 65536)
-                except BlockingIOError:
-                    return
-                except OSError:
-                    self._overflow()  # never trust a queue we cannot read
+                if self._read is not None:
+                    data = self._read(self._fd)
+                    if data is None:
+                        return
+                else:
+                    try:
+                        data = os.read(self._fd, 65536)
+                    except BlockingIOError:
+                        return
+                    except OSError:
+                        self._overflow()  # never trust a queue we cannot read
+                        return
+                if not data:
+                    self._overflow()
                     return
                 self._dispatch(data)
+
+    def _ready_fds(self) -> list[int]:
+        """The descriptors with something to read (inotify) or a change (the mount
+        table), asked without waiting."""
+        if self._read is not None:
+            found = self._read.poll(self._fd, self._mounts_fd)
+            if found is not None:
+                return found
+        try:
+            return [fd for fd, _mask in self._ready.poll(0)]
+        except OSError:
+            return [self._fd, self._mounts_fd]  # cannot tell: assume both changed
 
     def _dispatch(self, data: bytes) -> None:
         offset = 0
@@ -244,7 +284,100 @@ def _open_inotify() -> _Inotify | None:
         os.close(fd)
         os.close(mounts_fd)
         return None
-    return _Inotify(libc, fd, mounts_fd, ready)
+    return _Inotify(libc, fd, mounts_fd, ready, _GilRead.open())
+
+
+class _GilRead:
+    """``read(2)`` of the non-blocking inotify descriptor without releasing the GIL.
+
+    ``os.read`` releases the interpreter lock around the call; on a loop whose process
+    has another busy thread (a server, a worker), getting it back can take the switch
+    interval (5 ms), and the instant pass polls the watch on every user message. The
+    read of a non-blocking descriptor returns at once, so holding the lock costs
+    nothing: ctypes' ``PyDLL`` calls keep it. ``None`` (use ``os.read``) where libc's
+    ``read`` cannot be had so.
+    """
+
+    def __init__(self, read: Any, stat: Any, buffer: Any, poll: Any = None) -> None:
+        self._call = read
+        self._stat = stat
+        self._buffer = buffer
+        self._poll = poll
+        self._lock = threading.Lock()
+
+    def poll(self, events_fd: int, mounts_fd: int) -> list[int] | None:
+        """Of ``events_fd`` (readable) and ``mounts_fd`` (a mount-table change,
+        ``POLLPRI``), the ones ready now, by ``poll(2)`` with a zero timeout and the GIL
+        kept; ``None`` where libc's ``poll`` cannot be had so (or on an error)."""
+        if self._poll is None:
+            return None
+        import ctypes
+
+        call, fds_type = self._poll
+        fds = fds_type(events_fd, select.POLLIN, 0, mounts_fd, select.POLLPRI, 0)
+        if call(ctypes.byref(fds), 2, 0) < 0:
+            return None
+        return [fd for fd, revents in ((fds.fd0, fds.revents0), (fds.fd1, fds.revents1)) if revents]
+
+    @classmethod
+    def open(cls) -> _GilRead | None:
+        import ctypes
+        import platform
+
+        try:
+            libc = ctypes.PyDLL(None, use_errno=True)
+            read = libc.read
+        except (OSError, AttributeError):
+            return None
+        read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+        read.restype = ctypes.c_ssize_t
+        poll = getattr(libc, "poll", None)
+        if poll is not None:
+            poll.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int]
+            poll.restype = ctypes.c_int
+
+        class PollFds(ctypes.Structure):  # struct pollfd[2]: the events, the mount table
+            _fields_ = (
+                ("fd0", ctypes.c_int), ("events0", ctypes.c_short), ("revents0", ctypes.c_short),
+                ("fd1", ctypes.c_int), ("events1", ctypes.c_short), ("revents1", ctypes.c_short),
+            )  # fmt: skip
+
+        # stat(2) the same way, where ``struct stat`` starts with 64-bit st_dev and
+        # st_ino (x86_64 and aarch64) and libc exports ``stat`` (glibc 2.33 and later).
+        stat = getattr(libc, "stat", None) if platform.machine() in _STAT_MACHINES else None
+        if stat is not None:
+            stat.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+            stat.restype = ctypes.c_int
+        return cls(read, stat, ctypes.create_string_buffer(65536), poll and (poll, PollFds))
+
+    def identity(self, path: str) -> tuple[int, int] | None:
+        """``(st_dev, st_ino)`` of ``path`` (``os.stat`` where libc's cannot be used)."""
+        if self._stat is None:
+            try:
+                info = os.stat(path)
+            except OSError:
+                return None
+            return (info.st_dev, info.st_ino)
+        import ctypes
+
+        buffer = ctypes.create_string_buffer(256)  # struct stat: 144 bytes (x86_64), 128 (aarch64)
+        if self._stat(os.fsencode(path), buffer) != 0:
+            return None
+        device, inode = _DEV_INO.unpack_from(buffer.raw)
+        return (int(device), int(inode))
+
+    def __call__(self, fd: int) -> bytes | None:
+        """The events queued, ``None`` when there are none; ``b""`` on an error."""
+        import ctypes
+
+        with self._lock:  # one buffer
+            while True:
+                size = self._call(fd, self._buffer, 65536)
+                if size >= 0:
+                    return bytes(self._buffer.raw[:size])
+                code = ctypes.get_errno()
+                if code != errno.EINTR:
+                    return None if code in (errno.EAGAIN, errno.EWOULDBLOCK) else b""
 
 
 def _forget_after_fork() -> None:
@@ -307,12 +440,11 @@ class FolderWatch:
         self._inotify.poll()
         self.changed = False
         self._previous, self._wds = self._wds, set()
-        try:
-            info = os.stat(self.real_root)
-        except OSError:
+        identity = self._inotify.identity(self.real_root)
+        if identity is None:
             self.usable = False
             return
-        self._root_id = (info.st_dev, info.st_ino)
+        self._root_id = identity
         if self._mount_changes != self._inotify.mount_changes or self._mounts is None:
             self._mount_changes = self._inotify.mount_changes
             self._mounts = mounts_at(self.real_root)
@@ -353,11 +485,8 @@ class FolderWatch:
             if mounts_at(self.real_root) != self._mounts:
                 return False  # the walk re-reads the table and decides
             self._mount_changes = inotify.mount_changes
-        try:
-            info = os.stat(root)  # the path may now lead to another folder
-        except OSError:
-            return False
-        return (info.st_dev, info.st_ino) == self._root_id
+        identity = self._inotify.identity(root)  # the path may now lead to another folder
+        return identity is not None and identity == self._root_id
 
     def close(self, *, later: bool = False) -> None:
         """Remove this watch's folder watches (the ones no other scanner shares);

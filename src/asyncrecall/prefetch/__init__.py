@@ -17,9 +17,11 @@ The pattern (from Qwen Code's asynchronous memory recall):
 
 Example::
 
-    async with RecallPrefetcher(memory) as recall:
-        recall.start("thread-1", user_text)
-        await asyncio.sleep(0)              # one tick: an instant recall settles now
+    recall = RecallPrefetcher(memory, instant_selector=LexicalSelector())
+    recall.start_warming()                  # at start-up: read the folder in a thread
+    ...
+    async with recall:
+        recall.start("thread-1", user_text)  # a warm instant recall is computed here
         block = recall.take("thread-1", "user_query")
         ...                                 # send the request (with block.text if any)
         block = recall.take("thread-1", "tool_result")

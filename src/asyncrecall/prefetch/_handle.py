@@ -37,13 +37,15 @@ class PendingRecall:
 
     def __init__(
         self,
-        recall: Callable[[CancelSignal], Awaitable[RecallResult]],
+        recall: Callable[[CancelSignal], Awaitable[RecallResult]] | RecallResult,
         *,
         prompt_id: str,
         caller_cancel: CancelSignal | None,
         owner: set[asyncio.Task[RecallResult]],
         clock: Callable[[], float],
     ) -> None:
+        """``recall``: the recall to run in a task, or its result, computed already (an
+        inline recall: the handle is settled from the start, no task runs)."""
         self.prompt_id = prompt_id
         #: Cancelled when the recall is dropped; the caller's cancel signal is bridged to it.
         self.control = CancelSignal()
@@ -55,16 +57,24 @@ class PendingRecall:
         self._clock = clock
         self._owner = owner
         self._unbridge: Callable[[], None] = _noop
+        if isinstance(recall, RecallResult):
+            done: asyncio.Future[RecallResult] = asyncio.get_running_loop().create_future()
+            done.set_result(recall)
+            self.settled_at = self.started_at
+            #: The recall's task (a finished future for a recall computed inline).
+            self.task: asyncio.Future[RecallResult] = done
+            return
         if caller_cancel is not None:
             self._unbridge = caller_cancel.add_listener(lambda: self.control.cancel("caller"))
         # Everything the task's body and callback read exists before the task does: under
         # asyncio.eager_task_factory (3.12+) the body runs inside create_task, and a recall
         # with no I/O (the lexical selector) even finishes there.
-        self.task: asyncio.Task[RecallResult] = asyncio.get_running_loop().create_task(
+        task = asyncio.get_running_loop().create_task(
             self._run(recall), name=f"memory-prefetch-{prompt_id}"
         )
-        owner.add(self.task)
-        self.task.add_done_callback(self._on_done)
+        self.task = task
+        owner.add(task)
+        task.add_done_callback(self._on_done)
 
     def __repr__(self) -> str:
         state = "settled" if self.settled else "running"

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
+    EMPTY_RECALL,
     MemoryManager,
     RecallResult,
     Selector,
@@ -31,6 +34,8 @@ from asyncrecall.prefetch._events import (
 from asyncrecall.prefetch._handle import PendingRecall
 
 __all__ = ["INSTANT_STRATEGY", "MemoryBlock", "RecallPrefetcher"]
+
+logger = logging.getLogger("asyncrecall.prefetch")
 
 #: ``MemoryBlock.strategy`` of a block found by the instant pass.
 INSTANT_STRATEGY = "instant-lexical"
@@ -84,11 +89,17 @@ class RecallPrefetcher:
     settled by the user-query point, that pass's block goes there instead, and the
     main recall can still land at a tool result with the files the pass did not show.
 
-    **One loop tick.** A recall runs in a task: one that needs no I/O (the lexical
-    selector) finishes in the task's first step. Give the loop one tick between
-    :meth:`start` and the first :meth:`take` (``await asyncio.sleep(0)`` in an async
-    hook) and such a recall, and the instant pass, ride on the first request. Under
-    ``asyncio.eager_task_factory`` they finish inside :meth:`start` already.
+    **No loop tick needed.** A recall that needs no I/O and is warm (the lexical
+    selector, the instant pass: see :meth:`MemoryManager.recall_instant
+    <asyncrecall.memory.MemoryManager.recall_instant>`) is computed inside
+    :meth:`start`, so the :meth:`take` right after it finds it settled: nothing
+    depends on the event loop running the recall first, which other conversations on
+    the same loop could delay. Any other recall (a side query, a cold folder) runs in
+    a task, and a worker thread for the cold work.
+
+    **Warming at start-up.** :meth:`start_warming` (no event loop needed: at import or
+    application start-up) reads the folder and prepares the lexical term counts in a
+    daemon thread, so the first message's instant pass is computed in :meth:`start`.
 
     ``on_event`` receives :class:`~asyncrecall.prefetch.MemoryRecallStartedEvent`,
     :class:`~asyncrecall.prefetch.MemoryInjectedEvent` and
@@ -152,10 +163,14 @@ class RecallPrefetcher:
         memory, limit = self.memory, self.limit
         excluded = frozenset(conversation.surfaced)
         prompt_id = prompt_id or f"recall-{next(self._ids)}"
-        conversation.pending = PendingRecall(
-            lambda control: memory.recall(
+        main: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]] | None
+        main = _inline(memory, query, excluded, limit, None)
+        if main is None:
+            main = lambda control: memory.recall(  # noqa: E731
                 query, excluded_paths=excluded, limit=limit, cancel=control
-            ),
+            )
+        conversation.pending = PendingRecall(
+            main,
             prompt_id=prompt_id,
             caller_cancel=cancel,
             owner=self._tasks,
@@ -164,14 +179,18 @@ class RecallPrefetcher:
         self._emit(MemoryRecallStartedEvent(prompt_id=prompt_id))
         instant, instant_limit = self.instant_selector, self.instant_limit
         if instant is not None and instant_limit > 0:
-            conversation.instant = PendingRecall(
-                lambda control: memory.recall(
+            pass_: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]] | None
+            pass_ = _inline(memory, query, excluded, instant_limit, instant)
+            if pass_ is None:
+                pass_ = lambda control: memory.recall(  # noqa: E731
                     query,
                     excluded_paths=excluded,
                     limit=instant_limit,
                     cancel=control,
                     selector=instant,
-                ),
+                )
+            conversation.instant = PendingRecall(
+                pass_,
                 prompt_id=f"{prompt_id}-instant",
                 caller_cancel=cancel,
                 owner=self._tasks,
@@ -256,14 +275,22 @@ class RecallPrefetcher:
 
     # -- lifetime -------------------------------------------------------------------
 
+    def start_warming(self) -> threading.Thread:
+        """Start the memory's cold work now, in a daemon thread, and return it at once
+        (:meth:`MemoryManager.start_warming
+        <asyncrecall.memory.MemoryManager.start_warming>`, the instant selector
+        included). Needs no event loop: call it at import or at start-up."""
+        extra = (self.instant_selector,) if self.instant_selector is not None else ()
+        return self.memory.start_warming(*extra)
+
     async def warm(self) -> None:
         """Do the memory's cold work now, in a worker thread: scan the folder and load
         or build the lexical term counts (for the instant selector too).
 
         Until then a lexical recall runs in a thread and settles later (it never blocks
-        the loop); once warm it settles inline, within the one loop tick after
-        :meth:`start`, and rides on the first request. Call it at start-up, as a task
-        you own or awaited; cancelling it stops the wait, never a recall.
+        the loop); once warm it is computed inside :meth:`start` and rides on the first
+        request. Call it at start-up, as a task you own or awaited; cancelling it stops
+        the wait, never a recall. :meth:`start_warming` does the same without a loop.
         """
         await self.memory.warm()
         if self.instant_selector is not None:
@@ -338,3 +365,31 @@ class RecallPrefetcher:
     def _emit(self, event: PrefetchEvent) -> None:
         if self._on_event is not None:
             self._on_event(event)
+
+
+def _inline(
+    memory: MemoryManager,
+    query: str,
+    excluded: frozenset[str],
+    limit: int,
+    selector: Selector | None,
+) -> RecallResult | None:
+    """The recall computed now when it is an instant selector's and warm (else ``None``:
+    it runs in a task). A blank query never gets here."""
+    chosen = selector if selector is not None else memory.selector
+    if getattr(chosen, "inline", None) is not True or not memory.store.inline_scan:
+        return None
+    try:
+        return memory.recall_instant(
+            query,
+            excluded_paths=excluded,
+            limit=limit,
+            selector=chosen,  # type: ignore[arg-type]
+        )
+    except TypeError:
+        return None  # ``inline`` set on something that is not an instant selector
+    except Exception:
+        # As a recall's task does: a failure is logged and gives no memory, never
+        # an error of the turn.
+        logger.warning("memory prefetch failed; continuing without memory", exc_info=True)
+        return EMPTY_RECALL

@@ -1,0 +1,72 @@
+"""``asyncrecall bench cli``: new ``asyncrecall run`` processes against a local server.
+
+A smoke run with tiny figures (one case, one pair of processes): the wire is read
+right, the pairing holds, bad flags are one-line errors. No duration is asserted."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from asyncrecall import ConfigError
+from asyncrecall.bench._cli import (
+    GOLD,
+    CliBenchConfig,
+    build_folder,
+    config_from_args,
+    measure,
+    rewrite_notes,
+)
+from asyncrecall.memory import MemoryStore
+
+
+@pytest.mark.slow
+def test_a_tiny_run_reads_memory_and_times_off_the_wire() -> None:
+    """One known-folder case, one memory-on process paired with one --no-memory one:
+    both answer (exit 0); the memory-on process's first request carries the relevant
+    memory (the folder of 12 notes is read during the process's imports: its read
+    takes a few ms, the imports hundreds); the --no-memory one carries none; every
+    figure is present."""
+    config = CliBenchConfig(runs=1, files=(12,), states=("known",), tools=(False,))
+    report = measure(config)
+    (case,) = report.cases
+    (on,), (off,) = case.on, case.off
+    assert on.memory and not off.memory
+    assert on.exit_code == 0 and off.exit_code == 0
+    assert on.memory_first and on.gold_first and on.gold_answer
+    assert not off.memory_first and not off.gold_answer
+    assert on.first_request_ms > 0 and off.first_request_ms > 0
+    data = report.as_json()["cases"][0]
+    assert data["runs"] == 1 and data["errors"] == 0
+    assert set(data["first_request_ms"]) == {"memory_on_p50", "memory_off_p50", "added_p50"}
+    assert set(data["exit_ms"]) == {"memory_on_p50", "memory_off_p50"}
+
+
+def test_the_folder_has_the_relevant_memory_newest_and_english_notes(tmp_path: Path) -> None:
+    """build_folder: files - 1 notes and the relevant memory, newest; a rewrite changes
+    every note's text and modification time."""
+    gold = build_folder(tmp_path / "m", 30, seed=1)
+    docs = MemoryStore(tmp_path / "m").scan()
+    assert len(docs) == 30 and docs[0].rel_path == gold and docs[0].name == GOLD.name
+    before = {d.rel_path: (d.body, d.mtime) for d in docs[1:]}
+    rewrite_notes(tmp_path / "m", 29, seed=1, generation=1)
+    after = {d.rel_path: (d.body, d.mtime) for d in MemoryStore(tmp_path / "m").scan()[1:]}
+    assert before.keys() == after.keys()
+    assert all(before[k][0] != after[k][0] for k in before)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"runs": 0}, "--runs must be 1 or more"),
+        ({"files": "200,x"}, "--files must be numbers"),
+        ({"files": "1"}, "--files must be 2 or more"),
+        ({"source": Path("/nonexistent")}, "holds no asyncrecall package"),
+    ],
+)
+def test_bad_flags_are_config_errors(flags: dict[str, object], message: str) -> None:
+    args = argparse.Namespace(**{"runs": None, "files": None, "source": None, **flags})
+    with pytest.raises(ConfigError, match=message):
+        config_from_args(args)

@@ -1,0 +1,147 @@
+"""Reading the memory folder at process entry (``asyncrecall._prewarm``, issue 20).
+
+The CLI starts reading the folder before the command's heavy imports, in a daemon
+thread, and the session adopts what it read; with memory off nothing starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asyncrecall import _prewarm
+from asyncrecall._memory_config import build_memory_manager, open_memory_store
+from asyncrecall._session import open_session
+from asyncrecall._settings import Settings
+from asyncrecall.memory import MemoryStore, ModelSelector
+from asyncrecall.testing import ScriptedModel
+
+_CHILD = """
+import json, sys
+from asyncrecall._prewarm import start_reading_memory
+warmup = start_reading_memory(sys.argv[1:])
+before_sdk = "openai" not in sys.modules and "asyncrecall.agent" not in sys.modules
+warmup.thread.join(60)
+docs = warmup.store.scan_cached()
+print(json.dumps({
+    "started_before_the_sdk": before_sdk,
+    "daemon": warmup.thread.daemon,
+    "scanned": None if docs is None else [d.rel_path for d in docs],
+    "lexical_ready": docs is not None and warmup.lexical.ready(docs),
+}))
+"""
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    store = MemoryStore(tmp_path / "memory")
+    store.ensure()
+    store.save_memory("ci hang", "CI hangs on real sockets", "project", "Use fake_bank.")
+    return store.root
+
+
+@pytest.fixture(autouse=True)
+def forget_warmups() -> None:
+    _prewarm._started.clear()
+
+
+def test_the_folder_is_read_before_the_commands_imports(folder: Path, tmp_path: Path) -> None:
+    """In a new process, `run`'s entry starts a daemon thread that scans the folder and
+    prepares the lexical counts before the OpenAI SDK or the agent is imported."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCRECALL_", "OPENAI_"))}
+    env["ASYNCRECALL_HOME"] = str(tmp_path / "home")
+    argv = ["run", "a question", "--memory-dir", str(folder), "--project", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    seen = json.loads(done.stdout)
+    assert seen == {
+        "started_before_the_sdk": True,
+        "daemon": True,
+        "scanned": ["ci-hang.md"],
+        "lexical_ready": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["run", "q", "--no-memory"], {}),
+        (["chat", "--no-memory"], {}),
+        (["run", "q"], {"ASYNCRECALL_MEMORY": "0"}),
+        (["run", "q"], {"ASYNCRECALL_STORE": "postgresql://localhost/x"}),
+        (["memory", "list"], {}),
+        (["bench", "latency"], {}),
+        (["--version"], {}),
+        (["run", "q", "--memory-dir"], {}),  # a flag without its value: left to argparse
+        (["run", "q", "--project", "/does/not/exist"], {}),  # a ConfigError: reported later
+    ],
+)
+def test_nothing_starts_when_the_command_will_not_recall(
+    argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Memory off (flag, environment), a database store, a command that does not recall,
+    or a command line the quick reading does not understand: no thread, no folder read."""
+    monkeypatch.setenv("ASYNCRECALL_HOME", str(tmp_path / "home"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    assert _prewarm.start_reading_memory(argv) is None
+    assert _prewarm._started == {}
+
+
+def test_the_session_adopts_the_store_and_the_selector_read_at_entry(
+    folder: Path, tmp_path: Path
+) -> None:
+    """The store, the model selector's lexical fallback and the instant pass's selector
+    of the session are the very ones the entry warm-up prepared."""
+    warmup = _prewarm.warm_folder(folder)
+    warmup.thread.join(60)
+    settings = Settings(home=tmp_path, project=tmp_path, memory_dir=folder, base_url="http://x/v1")
+    side = ScriptedModel(name="side")
+    assert open_memory_store(settings) is warmup.store
+    manager = build_memory_manager(settings, side_model=side)
+    assert manager.store is warmup.store
+    assert isinstance(manager.selector, ModelSelector)
+    assert manager.selector.fallback is warmup.lexical
+    session = open_session(settings, model=ScriptedModel(name="main"), side_model=side)
+    assert session.memory is not None and session.memory.store is warmup.store
+    prefetcher = session.client._slot._prefetcher
+    assert prefetcher is not None and prefetcher.instant_selector is warmup.lexical
+
+
+def test_another_folder_is_not_adopted(folder: Path, tmp_path: Path) -> None:
+    """A warm-up of one folder is never used for another."""
+    _prewarm.warm_folder(folder).thread.join(60)
+    other = Settings(home=tmp_path, project=tmp_path, memory_dir=tmp_path / "other")
+    assert open_memory_store(other) is not _prewarm.adopt(folder).store  # type: ignore[union-attr]
+
+
+def test_the_cli_starts_reading_before_it_imports_the_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``asyncrecall.cli.main`` starts the read before building its parser, which is
+    where the chosen command's module (the agent, the OpenAI SDK) is imported."""
+    import asyncrecall.cli._main as cli_main
+
+    order: list[str] = []
+
+    def build_parser(argv: object) -> object:
+        order.append("import the command")
+        raise SystemExit(0)
+
+    monkeypatch.setattr(cli_main, "start_reading_memory", lambda argv: order.append("read"))
+    monkeypatch.setattr(cli_main, "_build_parser", build_parser)
+    with pytest.raises(SystemExit):
+        cli_main.main(["run", "q"])
+    assert order == ["read", "import the command"]
