@@ -77,7 +77,8 @@ def warm_folder(root: Path) -> FolderWarmup:
         found = _started.get(key)
         if found is not None:
             return found
-        store, lexical = MemoryStore(key), LexicalSelector()
+        # No postings: building them costs the start-up more than a query or two saves.
+        store, lexical = MemoryStore(key), LexicalSelector(postings=False)
         thread = MemoryManager(store, lexical).start_warming()
         found = _started[key] = FolderWarmup(store, lexical, thread)
         return found

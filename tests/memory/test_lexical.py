@@ -183,3 +183,17 @@ def test_the_last_answers_counts_serve_only_the_same_documents() -> None:
     assert not selector.ready(changed)
     assert selector.rank("rabbitmq", changed, limit=1) == [rewritten]
     assert selector.rank("kafka", changed, limit=1) == []
+
+
+def test_the_postings_built_at_prepare_rank_as_the_counts_do() -> None:
+    """prepare() builds each term's postings for its documents (``postings=True``, the
+    default); ranking from them gives exactly the scores ranking from every document's
+    counts gives (``postings=False``, what the CLI's entry warm-up uses)."""
+    docs = [_doc(f"m{i}.md", f"note {i} about kafka topics and {i % 3} retries") for i in range(30)]
+    with_postings, without = LexicalSelector(abstain=False), LexicalSelector(postings=False)
+    with_postings.prepare(docs)
+    without.prepare(docs)
+    assert with_postings._last is not None and with_postings._last.postings is not None
+    assert without._last is None or without._last.postings is None
+    for query in ("kafka retries", "note 7", "topics 2", "nothing here"):
+        assert with_postings.scores(query, docs) == without.scores(query, docs)

@@ -257,6 +257,7 @@ class LexicalSelector:
         persist: bool = True,
         abstain: bool = True,
         min_coverage: float = MIN_COVERAGE,
+        postings: bool = True,
     ) -> None:
         self._k1 = k1
         self._b = b
@@ -268,6 +269,10 @@ class LexicalSelector:
         self._preparing = threading.Lock()
         self._loaded: set[Path | None] = set()  # folders whose persisted counts were read
         self._last: _Snapshot | None = None
+        #: :meth:`prepare` also builds each term's postings for the documents it got (a
+        #: few ms per 200 files, off the loop), so a query reads only its own terms'
+        #: postings. A process that ranks once (``asyncrecall run``) does without.
+        self.postings = postings
 
     def __repr__(self) -> str:
         return f"LexicalSelector(k1={self._k1}, b={self._b}, abstain={self.abstain})"
@@ -354,7 +359,8 @@ class LexicalSelector:
                 self._prepare(docs, stop)
         # The postings of these very documents, built here (off the loop): the queries
         # over an unchanged folder then read each term's postings, not every document.
-        self._snapshot(docs, index=True)
+        if self.postings:
+            self._snapshot(docs, index=True)
 
     def _prepare(self, docs: Sequence[MemoryDoc], stop: threading.Event | None) -> None:
         folders: dict[Path | None, list[MemoryDoc]] = {}

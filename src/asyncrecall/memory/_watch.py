@@ -322,7 +322,6 @@ class _GilRead:
     @classmethod
     def open(cls) -> _GilRead | None:
         import ctypes
-        import platform
 
         try:
             libc = ctypes.PyDLL(None, use_errno=True)
@@ -344,7 +343,7 @@ class _GilRead:
 
         # stat(2) the same way, where ``struct stat`` starts with 64-bit st_dev and
         # st_ino (x86_64 and aarch64) and libc exports ``stat`` (glibc 2.33 and later).
-        stat = getattr(libc, "stat", None) if platform.machine() in _STAT_MACHINES else None
+        stat = getattr(libc, "stat", None) if os.uname().machine in _STAT_MACHINES else None
         if stat is not None:
             stat.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
             stat.restype = ctypes.c_int
