@@ -28,6 +28,12 @@ Example::
         ...
         recall.cancel("thread-1", "turn_ended")
 
+A block taken counts as shown: its files are not offered again in the conversation.
+So keep the block in the history your loop sends with the next requests (as the
+message you put it in); if the request that carried it fails, or your loop drops it
+from the history, call ``recall.unsurface("thread-1", block.paths)`` so recall offers
+those files again.
+
 :mod:`asyncrecall.integrations` carries this into Pydantic AI, the OpenAI Agents SDK
 and LangChain. This package knows memory, not the agent.
 """
