@@ -404,3 +404,56 @@ async def test_events_in_order_with_the_agent_json_shape(
         },
     ]
     assert all(not e.terminal for e in events)
+
+
+async def test_conversations_are_bounded_by_count_and_idle_time(
+    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """A long-lived prefetcher whose framework makes a new key per run does not grow
+    without bound: beyond ``max_conversations`` the least recently used idle one is
+    forgotten, and one unused for ``idle_seconds`` goes at the next start; a forgotten
+    conversation's files can be offered again. The one just started always stays."""
+    now = [0.0]
+    async with RecallPrefetcher(
+        MemoryManager(store, LexicalSelector()),
+        clock=lambda: now[0],
+        max_conversations=3,
+        idle_seconds=100.0,
+    ) as prefetcher:
+        for i in range(5):
+            now[0] += 1
+            prefetcher.start(f"run-{i}", "how do I test the db layer?")
+            await settle(prefetcher, f"run-{i}")
+            prefetcher.take(f"run-{i}", "user_query")
+        assert not prefetcher.surfaced("run-0") and not prefetcher.surfaced("run-1")
+        assert all(prefetcher.surfaced(f"run-{i}") for i in (2, 3, 4))
+        assert "conversations=3" in repr(prefetcher)
+
+        now[0] += 101  # every conversation idle: the next start forgets them
+        prefetcher.start("fresh", "how do I test the db layer?")
+        assert not any(prefetcher.surfaced(f"run-{i}") for i in (2, 3, 4))
+        assert "conversations=1" in repr(prefetcher)
+
+
+async def test_a_conversation_with_a_pending_recall_is_never_evicted(
+    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """The bound is soft: a conversation whose recall is still running stays, however
+    idle, so its recall can still be taken."""
+    now = [0.0]
+    gate = asyncio.Event()
+    side.add_json(selection(paths["db-testing"]), gate=gate)
+    async with RecallPrefetcher(
+        MemoryManager(store, ModelSelector(side)),
+        clock=lambda: now[0],
+        max_conversations=1,
+        idle_seconds=1.0,
+    ) as prefetcher:
+        prefetcher.start("slow", "how do I test the db layer?")
+        now[0] += 10
+        side.add_json(selection())
+        prefetcher.start("other", "anything else?")
+        gate.set()
+        await settle(prefetcher, "slow")
+        block = prefetcher.take("slow", "tool_result")
+        assert block is not None and block.paths == (paths["db-testing"],)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Final
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.memory import (
@@ -59,9 +60,17 @@ class MemoryBlock:
     strategy: str
 
 
+#: Conversations kept at most, and how long one may sit unused (seconds), before the
+#: least recently used idle ones are forgotten (see :class:`RecallPrefetcher`).
+MAX_CONVERSATIONS: Final = 10_000
+IDLE_SECONDS: Final = 3_600.0
+
+
 @dataclass
 class _Conversation:
     surfaced: set[str] = field(default_factory=set)
+    #: When :meth:`RecallPrefetcher.start` or ``take`` last used it (the clock's time).
+    used_at: float = 0.0
     pending: PendingRecall | None = None
     #: The instant pass for the pending user message, usable at its user-query point only.
     instant: PendingRecall | None = None
@@ -106,6 +115,12 @@ class RecallPrefetcher:
     :class:`~asyncrecall.prefetch.MemoryDiscardedEvent`, synchronously, after the state
     change they report; an exception it raises propagates to the caller.
 
+    **Bounded.** A conversation is forgotten (its surfaced set with it: its files can be
+    offered again) once it has not been used for ``idle_seconds``, or when more than
+    ``max_conversations`` exist and it is the least recently used; never while it has a
+    recall pending. So a long-lived server whose framework makes a new key per run does
+    not grow without bound. :meth:`reset` forgets one at once.
+
     Use it as an async context manager, or call :meth:`aclose`: every recall is
     cancelled and drained, and :meth:`start` refuses afterwards.
     """
@@ -120,8 +135,14 @@ class RecallPrefetcher:
         on_event: Callable[[PrefetchEvent], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        max_conversations: int = MAX_CONVERSATIONS,
+        idle_seconds: float = IDLE_SECONDS,
     ) -> None:
+        if max_conversations < 1:
+            raise ValueError("max_conversations must be at least 1")
         self.memory = memory
+        self.max_conversations = max_conversations
+        self.idle_seconds = idle_seconds
         self.limit = limit
         self.instant_selector = instant_selector
         self.instant_limit = instant_limit
@@ -156,7 +177,9 @@ class RecallPrefetcher:
         if self._closed:
             raise RuntimeError("RecallPrefetcher is closed: start() after aclose()")
         asyncio.get_running_loop()  # fail here, clearly, outside a loop
-        conversation = self._conversations.setdefault(key, _Conversation())
+        found = self._conversations.pop(key, None)
+        conversation = self._touch(key, found if found is not None else _Conversation())
+        self._evict(conversation.used_at)
         self._discard(conversation, "superseded")
         if not query.strip():
             return False
@@ -210,6 +233,7 @@ class RecallPrefetcher:
         conversation = self._conversations.get(key)
         if conversation is None:
             return None
+        conversation.used_at = self._clock()
         block: MemoryBlock | None = None
         handle = conversation.pending
         if handle is not None and handle.settled and not handle.consumed:
@@ -319,6 +343,25 @@ class RecallPrefetcher:
         await self.aclose()
 
     # -- internals ------------------------------------------------------------------
+
+    def _touch(self, key: str, conversation: _Conversation) -> _Conversation:
+        """``conversation`` as the most recently used (the dict keeps use order)."""
+        conversation.used_at = self._clock()
+        self._conversations[key] = conversation
+        return conversation
+
+    def _evict(self, now: float) -> None:
+        """Forget the least recently used conversations while they are idle too long or
+        too many; stops at the first one with a recall pending (the bound is soft)."""
+        conversations = self._conversations
+        while len(conversations) > 1:
+            key, oldest = next(iter(conversations.items()))
+            too_many = len(conversations) > self.max_conversations
+            if not too_many and now - oldest.used_at <= self.idle_seconds:
+                return
+            if oldest.pending is not None or oldest.instant is not None:
+                return
+            del conversations[key]
 
     def _discard(self, conversation: _Conversation, reason: DiscardReason) -> None:
         instant, conversation.instant = conversation.instant, None
