@@ -99,15 +99,6 @@ SOURCES_SQL: Final[LiteralString] = """
 SELECT sources FROM asyncrecall_sources WHERE namespace = %(ns)s AND name = %(name)s
 """
 
-SET_SOURCES_SQL: Final[LiteralString] = """
-INSERT INTO asyncrecall_sources (namespace, name, sources) VALUES (%(ns)s, %(name)s, %(sources)s)
-ON CONFLICT (namespace, name) DO UPDATE SET sources = EXCLUDED.sources
-"""
-
-DROP_SOURCES_SQL: Final[LiteralString] = """
-DELETE FROM asyncrecall_sources WHERE namespace = %(ns)s AND name = %(name)s
-"""
-
 # Every memory of the namespace with all it carries, in the index's order (an export).
 RECORDS_SQL: Final[LiteralString] = """
 SELECT m.name, m.rel_path, m.description, m.type, m.body, m.size, m.version,
@@ -279,24 +270,6 @@ class PostgresBackend:
             "read the history",
             lambda conn: history_records(conn, namespace=self._db.ns, name=name, after=seq),
         )
-
-    def set_source_offsets(self, name: str, source_offsets: SourceOffsets | None) -> None:
-        """Record (or, empty, drop) a memory's provenance; a memory removed meanwhile by
-        another process keeps none."""
-        params: dict[str, Any] = {"ns": self._db.ns, "name": name}
-
-        def write(conn: Connection[Any]) -> None:
-            if not source_offsets:
-                conn.execute(DROP_SOURCES_SQL, params)
-                return
-            sources = {k: sorted(set(v)) for k, v in source_offsets.items()}
-            try:
-                with conn.transaction():
-                    conn.execute(SET_SOURCES_SQL, params | {"sources": Jsonb(sources)})
-            except psycopg.errors.ForeignKeyViolation:
-                pass  # forgotten since: its provenance goes with it
-
-        self._db.run("record memory provenance", write)
 
     def forget(
         self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "extraction"
