@@ -21,7 +21,7 @@ import hashlib
 import re
 import sys
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -32,6 +32,7 @@ __all__ = [
     "FrontMatterError",
     "ParsedDocument",
     "front_matter",
+    "name_in_any_case",
     "parse_document",
     "parser_loaded",
     "render_document",
@@ -41,6 +42,8 @@ __all__ = [
 _FENCE = re.compile(r"^---[ \t]*$")
 _KEY_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)[ \t]*:[ \t]?(.*)$")
 _MAX_STEM = 64
+#: Names an ambiguity error lists at most.
+_SHOWN_CANDIDATES = 5
 
 
 class FrontMatterError(ValueError):
@@ -182,6 +185,22 @@ def checked_fields(name: str, description: str, type: str) -> tuple[str, str, Me
             f"invalid memory type {type!r}: expected one of {', '.join(MEMORY_TYPES)}"
         )
     return name, description, type
+
+
+def name_in_any_case(key: str, names: Iterable[str], *, where: str) -> str | None:
+    """The one name among ``names`` that is ``key`` in another letter case (``casefold``),
+    ``None`` when none is; several are a :class:`MemoryStoreError` listing them. Every
+    store looks keys up this way after the exact path and the exact name."""
+    folded = key.casefold()
+    found = [name for name in names if name.casefold() == folded]
+    if len(found) <= 1:
+        return found[0] if found else None
+    shown = ", ".join(repr(name) for name in found[:_SHOWN_CANDIDATES])
+    more = f" and {len(found) - _SHOWN_CANDIDATES} more" if len(found) > _SHOWN_CANDIDATES else ""
+    raise MemoryStoreError(
+        f"memory name {key!r} is ambiguous in {where}: {len(found)} memories have it "
+        f"in another case ({shown}{more}); give the exact name"
+    )
 
 
 def safe_file_stem(name: str) -> str:

@@ -19,7 +19,12 @@ from psycopg import Connection
 from psycopg.types.json import Jsonb
 
 from asyncrecall._exceptions import MemoryStoreError
-from asyncrecall.memory._document import checked_fields, render_document, safe_file_stem
+from asyncrecall.memory._document import (
+    checked_fields,
+    name_in_any_case,
+    render_document,
+    safe_file_stem,
+)
 from asyncrecall.memory._extract_backend import parse_source_offsets
 from asyncrecall.memory._extract_state import SOURCE_OFFSETS_KEY
 from asyncrecall.memory._postgres_schema import CHANNEL
@@ -45,8 +50,6 @@ __all__ = [
 
 #: The unique constraint a save runs into when another name owns its file name.
 REL_PATH_KEY: Final = "asyncrecall_memories_namespace_rel_path_key"
-#: Names an ambiguity error lists at most.
-_SHOWN_CANDIDATES: Final = 5
 _STANDARD_KEYS: Final = frozenset({"name", "description", "type"})
 
 
@@ -158,22 +161,12 @@ def find_memory(
     row = conn.execute(GET_SQL + suffix, params).fetchone()
     if row is not None:
         return tuple(row)
-    folded = key.casefold()
     params["wide"] = not key.isascii()
     rows = conn.execute(FOLD_SQL, params).fetchall()
-    names = [name for (name,) in rows if name.casefold() == folded]
-    if not names:
+    name = name_in_any_case(key, (n for (n,) in rows), where=where)
+    if name is None:
         return None
-    if len(names) > 1:
-        shown = ", ".join(repr(name) for name in names[:_SHOWN_CANDIDATES])
-        more = (
-            f" and {len(names) - _SHOWN_CANDIDATES} more" if len(names) > _SHOWN_CANDIDATES else ""
-        )
-        raise MemoryStoreError(
-            f"memory name {key!r} is ambiguous in {where}: {len(names)} memories have it "
-            f"in another case ({shown}{more}); give the exact name"
-        )
-    found = conn.execute(GET_BY_NAME_SQL + suffix, {"ns": namespace, "key": names[0]}).fetchone()
+    found = conn.execute(GET_BY_NAME_SQL + suffix, {"ns": namespace, "key": name}).fetchone()
     return tuple(found) if found is not None else None
 
 

@@ -31,7 +31,12 @@ from typing import Any, Final
 
 from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._atomic import atomic_write
-from asyncrecall.memory._document import checked_fields, render_document, safe_file_stem
+from asyncrecall.memory._document import (
+    checked_fields,
+    name_in_any_case,
+    render_document,
+    safe_file_stem,
+)
 from asyncrecall.memory._history import (
     FolderHistory,
     HistoryRecord,
@@ -399,15 +404,10 @@ def find_memory(docs: Sequence[MemoryDoc], key: str, *, where: str) -> MemoryDoc
         found = next((d for d in docs if d.name == key), None)
     if found is not None:
         return found
-    folded = [d for d in docs if d.name.casefold() == key.casefold()]
-    if len(folded) == 1:
-        return folded[0]
-    if folded:
-        names = ", ".join(repr(d.name) for d in folded[:5])
-        raise MemoryStoreError(
-            f"{key!r} could name several memories ({names}): give the exact name"
-        )
-    raise MemoryStoreError(f"no memory named {key!r} in {where}")
+    name = name_in_any_case(key, (d.name for d in docs), where=where)
+    if name is None:
+        raise MemoryStoreError(f"no memory named {key!r} in {where}")
+    return next(d for d in docs if d.name == name)
 
 
 _LINK = re.compile(r"\]\(([^)\s]+\.md)\)")
