@@ -93,6 +93,6 @@ def local_server(_local_server_session: LocalServer) -> LocalServer:
     from asyncrecall.models._traffic import forget_traffic
 
     forget_endpoints()
-    forget_traffic()
+    forget_traffic(_local_server_session.base_url)
     _local_server_session.reset()
     return _local_server_session

@@ -282,7 +282,7 @@ def _side_model(spec: Any) -> Model:
     enable_cross_process()  # a main turn cut by our extraction is sent again (see there)
 
     if spec.get("interrupts"):  # the command saw it cut a stream for a second request
-        traffic(str(spec["base_url"])).interrupts = True
+        traffic(str(spec["base_url"])).learn_interrupts()
     return OpenAIModel(
         model=str(spec["model"]), base_url=str(spec["base_url"]), api_key=spec.get("api_key")
     )

@@ -41,6 +41,6 @@ def server(llama_server: LlamaServer) -> LlamaServer:
     from asyncrecall.models._traffic import forget_traffic
 
     forget_endpoints()
-    forget_traffic()
+    forget_traffic(llama_server.base_url)
     llama_server.proxy.clear()
     return llama_server

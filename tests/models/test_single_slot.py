@@ -25,6 +25,7 @@ from asyncrecall.agent import (
     ToolRegistry,
 )
 from asyncrecall.agent._events import AgentEvent
+from asyncrecall.agent._stream import RESENDS
 from asyncrecall.models import Finished, OpenAIModel, TextDelta
 from asyncrecall.models._traffic import (
     ModelStreamCut,
@@ -140,37 +141,37 @@ async def test_a_cut_with_none_of_ours_out_is_the_error_it_is(
     assert not traffic(local_server.base_url).interrupts
 
 
-async def test_only_one_retry_even_when_ours_is_out_again(
+async def test_resends_are_bounded_even_when_ours_is_out_again(
     local_server: LocalServer, main: OpenAIModel, side: OpenAIModel
 ) -> None:
-    """A second cut of the same request, with another side query of ours out again, is
-    not sent a third time: the turn fails, after exactly two main requests."""
-    first, second = threading.Event(), threading.Event()
+    """A request cut each time with another side query of ours out is sent again
+    ``RESENDS`` times, not once more: the turn fails after ``RESENDS + 1`` requests."""
+    gates = [threading.Event() for _ in range(RESENDS + 1)]
     local_server.script(
         "main",
-        Reply(text="cut short", chunk_size=3, interrupt=True, gate=first),
-        Reply(text="cut again", chunk_size=3, interrupt=True, gate=second),
+        *(Reply(text=f"cut {n}", chunk_size=3, interrupt=True, gate=g) for n, g in enumerate(gates)),
         "never sent",
     )
     local_server.set_default("side", Reply(json={"answer": "late"}, gate=threading.Event()))
     one = side_query(side)
     await local_server.await_for(is_side, timeout=GUARD)
-    release_when(local_server, first, is_main)
+    release_when(local_server, gates[0], is_main)
     turn = asyncio.ensure_future(collect(AgentClient(model=main)))
     with pytest.raises(SideRequestYielded):
         await one
-    await local_server.await_for(lambda r: is_main(r) and r.index > 1, timeout=GUARD)
-    two = side_query(side)
-    await local_server.await_for(lambda r: is_side(r) and r.index > 2, timeout=GUARD)
-    second.set()
+    for n, gate in enumerate(gates[1:], start=1):
+        await local_server.await_for(lambda r, n=n: is_main(r) and r.index > 2 * n - 1, timeout=GUARD)
+        again = side_query(side)
+        await local_server.await_for(lambda r, n=n: is_side(r) and r.index > 2 * n, timeout=GUARD)
+        gate.set()
+        with pytest.raises(SideRequestYielded):
+            await again
 
     events = await turn
 
-    with pytest.raises(SideRequestYielded):
-        await two
-    assert len([r for r in local_server.requests if is_main(r)]) == 2
+    assert len([r for r in local_server.requests if is_main(r)]) == RESENDS + 1
     assert [type(e) for e in events if isinstance(e, RequestRetriedEvent | ErrorEvent)] == [
-        RequestRetriedEvent,
+        *[RequestRetriedEvent] * RESENDS,
         ErrorEvent,
     ]
 
@@ -320,3 +321,27 @@ fcntl.flock(fd, fcntl.LOCK_SH)
 print("held", flush=True)
 sys.stdin.read()
 """
+
+
+def test_an_endpoint_seen_to_interrupt_is_known_to_the_processes_after(
+    local_server: LocalServer,
+) -> None:
+    """What one process learned (a cut for our side query) a new process knows from its
+    start, so that a worker it hands off is careful even when its own command saw no
+    cut; forgetting it is forgetting it for them too."""
+    url = local_server.base_url
+    known = traffic(url)
+    os.makedirs(os.path.dirname(known.marker_path()), mode=0o700, exist_ok=True)
+    ask = "import sys; from asyncrecall.models._traffic import traffic; "
+    ask += "print(traffic(sys.argv[1]).interrupts)"
+
+    def in_a_new_process() -> str:
+        done = subprocess.run([sys.executable, "-c", ask, f"{url}/"], capture_output=True,
+                              text=True, check=True, timeout=GUARD)  # fmt: skip
+        return done.stdout.strip()
+
+    assert in_a_new_process() == "False"
+    known.learn_interrupts()
+    assert in_a_new_process() == "True"
+    known.forget_interrupts()
+    assert in_a_new_process() == "False"

@@ -7,8 +7,9 @@ the consuming task itself propagates untouched.
 
 The main turn wins on one-request-at-a-time servers: a stream the server cut while a
 side query of ours was in flight to it (``ModelStreamCut.ours_in_flight``; those side
-queries have given way) is opened again, once; a :class:`StreamRestarted` item tells
-the consumer that what the cut stream yielded is void.
+queries have given way) is opened again, at most :data:`RESENDS` times (a second cut
+happens when a side query of another process of ours slipped in between); a
+:class:`StreamRestarted` item tells the consumer that what the cut stream yielded is void.
 """
 
 from __future__ import annotations
@@ -16,12 +17,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Final
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.models import StreamEvent
 from asyncrecall.models._traffic import ModelStreamCut
 
-__all__ = ["StreamRestarted", "TurnCancelled", "cancellable_stream"]
+__all__ = ["RESENDS", "StreamRestarted", "TurnCancelled", "cancellable_stream"]
+
+#: How many times one main request cut for our side queries is sent again.
+RESENDS: Final = 2
 
 
 class TurnCancelled(Exception):
@@ -51,22 +56,23 @@ async def cancellable_stream(
     cancel: CancelSignal,
 ) -> AsyncGenerator[StreamEvent | StreamRestarted, None]:
     """Yield the stream's events until it ends, fails, or ``cancel`` fires; a stream cut
-    for our own side query is opened once more (after a :class:`StreamRestarted`)."""
+    for our own side query is opened again, up to :data:`RESENDS` times (each after a
+    :class:`StreamRestarted`)."""
     if cancel.cancelled:
         raise TurnCancelled
     queue: asyncio.Queue[StreamEvent | StreamRestarted | _End | BaseException] = asyncio.Queue()
 
     async def produce() -> None:
-        retried = False
+        resent = 0
         while True:
             try:
                 async for event in open_stream():
                     queue.put_nowait(event)
                 return
             except ModelStreamCut as exc:
-                if retried or not exc.ours_in_flight:
+                if resent == RESENDS or not exc.ours_in_flight:
                     raise
-                retried = True
+                resent += 1
                 queue.put_nowait(StreamRestarted(str(exc)))
 
     def on_done(task: asyncio.Task[None]) -> None:

@@ -24,7 +24,12 @@ URL) and per process:
   extraction worker of an earlier command) counts that one as ours and is sent again;
   and on an endpoint that interrupts, a background query waits while any process of
   ours streams a main turn there, and gives way when one starts (looked at every
-  :data:`POLL_S` while it is out).
+  :data:`POLL_S` while it is out);
+* what one process learned is known to the next: an endpoint seen to interrupt leaves
+  a third file, ``interrupts-…``, beside the markers (written by a worker, or by any
+  process once a worker made the folder), and every process starts knowing it. A
+  command that saw no cut itself still hands a careful worker off: without it, that
+  worker's query would cut the next command's main turn.
 
 Nothing here knows what a side query is for; the agent decides what is background.
 """
@@ -199,9 +204,30 @@ class Traffic:
         has a background one out; the endpoint is then known to interrupt."""
         count = len(self._sides) + (1 if self._held_elsewhere("background") else 0)
         if count:
-            self.interrupts = True
+            self.learn_interrupts()
             self._give_way(background_only=False)
         return count
+
+    def learn_interrupts(self) -> None:
+        """The endpoint interrupts: known from now on here, and to the processes that
+        start later (the ``interrupts`` file, where markers are made; see the module)."""
+        self.interrupts = True
+        path = self.marker_path("interrupts")
+        if os.path.exists(path) or not (_CROSS["on"] or os.path.isdir(os.path.dirname(path))):
+            return
+        with contextlib.suppress(OSError):
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+
+    def remembered_interrupts(self) -> bool:
+        """Whether a process of ours saw this endpoint interrupt (its file is there)."""
+        return os.path.exists(self.marker_path("interrupts"))
+
+    def forget_interrupts(self) -> None:
+        """Forget, here and for later processes, that the endpoint interrupts."""
+        self.interrupts = False
+        with contextlib.suppress(OSError):
+            os.unlink(self.marker_path("interrupts"))
 
     def _give_way(self, *, background_only: bool) -> None:
         for side in list(self._sides):
@@ -212,7 +238,7 @@ class Traffic:
                 side.task.cancel(_GIVE_WAY)
 
     def marker_path(self, kind: str = "background") -> str:
-        """The ``main`` or ``background`` marker file of this endpoint."""
+        """The ``main``, ``background`` or ``interrupts`` file of this endpoint."""
         digest = hashlib.sha256(self.base_url.encode()).hexdigest()[:16]
         folder = os.path.join(tempfile.gettempdir(), f"asyncrecall-{os.getuid()}")
         return os.path.join(folder, f"{kind}-{digest}.lock")
@@ -255,10 +281,10 @@ class Traffic:
             self._main_fd = self._open_marker("main", create=_CROSS["on"])
             if self._main_fd is None:
                 return
+        # Blocking: the only exclusive lock ever taken is a look (_held_elsewhere), held
+        # for a few microseconds; a non-blocking try that met one would stream unseen.
         with contextlib.suppress(OSError):
-            fcntl.flock(
-                self._main_fd, fcntl.LOCK_SH | fcntl.LOCK_NB if streaming else fcntl.LOCK_UN
-            )
+            fcntl.flock(self._main_fd, fcntl.LOCK_SH if streaming else fcntl.LOCK_UN)
 
     def _held_elsewhere(self, kind: str) -> bool:
         """Whether some process of ours holds the ``kind`` marker (another open file of
@@ -291,9 +317,13 @@ def traffic(base_url: str) -> Traffic:
     found = _TRAFFIC.get(key)
     if found is None:
         found = _TRAFFIC[key] = Traffic(key)
+        found.interrupts = found.remembered_interrupts()
     return found
 
 
-def forget_traffic() -> None:
-    """Forget what every endpoint was seen to do (tests sharing one server)."""
+def forget_traffic(*urls: str) -> None:
+    """Forget what every endpoint was seen to do, here and in the ``interrupts`` files
+    of those known here and of ``urls`` (tests sharing one server)."""
+    for key in {*_TRAFFIC, *(url.rstrip("/") for url in urls)}:
+        Traffic(key).forget_interrupts()
     _TRAFFIC.clear()
