@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import gc
+import os
+import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from asyncrecall._settings import Settings, load_settings
 
 __all__ = [
     "agent_flags",
     "common_parser",
+    "end_process",
     "endpoint_flags",
     "exit_soon",
     "folder_flags",
@@ -142,5 +148,28 @@ def exit_soon() -> None:
     SDK made: 0.8-1.1 s of the 2-core machine, after the answer is complete. Frozen
     objects are skipped (the process frees its memory by ending), and ends in 30-70 ms.
     Call it only when the process is about to end: nothing is collected afterwards.
+    The command line's own process then ends through :func:`end_process`.
     """
     gc.freeze()
+    _ENDING["soon"] = True
+
+
+_ENDING: dict[str, bool] = {"soon": False}
+
+
+def end_process(code: int) -> NoReturn:
+    """End the command line's process with ``code`` once :func:`exit_soon` was called,
+    doing what the interpreter's exit does for others (threads joined, ``atexit``
+    handlers such as logging's and coverage's run, output flushed) and skipping its
+    teardown of the modules: 60-100 ms more of the 2-core machine after the answer. Any
+    other command returns through ``sys.exit`` as usual."""
+    if not _ENDING["soon"]:
+        sys.exit(code)
+    shutdown = getattr(threading, "_shutdown", None)  # what Py_FinalizeEx calls first
+    if shutdown is not None:
+        shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # closed, or a broken pipe
+            stream.flush()
+    os._exit(code)

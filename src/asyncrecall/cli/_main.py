@@ -17,7 +17,7 @@ from importlib import import_module
 from asyncrecall import __version__
 from asyncrecall._exceptions import AsyncRecallError, ConfigError
 from asyncrecall._prewarm import start_reading_memory
-from asyncrecall.cli._common import common_parser
+from asyncrecall.cli._common import common_parser, end_process
 
 __all__ = ["main"]
 
@@ -52,8 +52,16 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run the command line; returns the exit code. Called without ``argv`` (the
+    ``asyncrecall`` command, ``python -m asyncrecall``), ``run`` and ``chat`` end the
+    process themselves, as soon as the answer is complete (see :func:`end_process`)."""
+    if argv is None:
+        end_process(_main(sys.argv[1:]))
+    return _main(argv)
+
+
+def _main(argv: Sequence[str]) -> int:
+    argv = list(argv)
     # Before the command's imports (the OpenAI SDK: about half a second): the memory
     # folder is read meanwhile, in a thread (see asyncrecall._prewarm).
     start_reading_memory(argv)
