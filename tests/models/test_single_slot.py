@@ -149,7 +149,10 @@ async def test_resends_are_bounded_even_when_ours_is_out_again(
     gates = [threading.Event() for _ in range(RESENDS + 1)]
     local_server.script(
         "main",
-        *(Reply(text=f"cut {n}", chunk_size=3, interrupt=True, gate=g) for n, g in enumerate(gates)),
+        *(
+            Reply(text=f"cut {n}", chunk_size=3, interrupt=True, gate=gate)
+            for n, gate in enumerate(gates)
+        ),
         "never sent",
     )
     local_server.set_default("side", Reply(json={"answer": "late"}, gate=threading.Event()))
@@ -160,7 +163,8 @@ async def test_resends_are_bounded_even_when_ours_is_out_again(
     with pytest.raises(SideRequestYielded):
         await one
     for n, gate in enumerate(gates[1:], start=1):
-        await local_server.await_for(lambda r, n=n: is_main(r) and r.index > 2 * n - 1, timeout=GUARD)
+        # Request n of the main model is number 2n of the server, our side query 2n + 1.
+        await local_server.await_for(lambda r, n=n: is_main(r) and r.index >= 2 * n, timeout=GUARD)
         again = side_query(side)
         await local_server.await_for(lambda r, n=n: is_side(r) and r.index > 2 * n, timeout=GUARD)
         gate.set()
