@@ -315,6 +315,7 @@ class _Bench:
         ended = time.monotonic()
         if done.returncode != 0:
             self.log(f"  exit {done.returncode}: {done.stderr.strip()[-300:]}")
+        _drain(memory_dir)
         mains = [r for r in self.server.requests if r.model == main and r.stream]
         if not mains:
             return ProcessRun(memory, done.returncode or -1, float("nan"), False, False, False, 0.0)
@@ -330,6 +331,18 @@ class _Bench:
             gold_answer=gold in _delivered(last),
             exit_ms=(ended - last_byte) * 1000.0,
         )
+
+
+def _drain(memory_dir: Path) -> None:
+    """Wait until the run's extraction, handed off to a worker at its exit, is done: the
+    next process starts on a quiet machine, and no worker writes into the run's folder
+    while it is removed (a guard: :data:`_PROCESS_GUARD_S`)."""
+    handoff = memory_dir.with_name(f"{memory_dir.name}.state") / "handoff"
+    deadline = time.monotonic() + _PROCESS_GUARD_S
+    while handoff.is_dir() and any(p.suffix == ".json" for p in handoff.iterdir()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"extraction hand-offs left in {handoff}")
+        time.sleep(0.02)
 
 
 def _user_text(request: RecordedRequest) -> str:
@@ -355,7 +368,10 @@ def measure(
     started = time.monotonic()
     cases: list[CaseFigures] = []
     with (
-        tempfile.TemporaryDirectory(prefix="asyncrecall-bench-cli-") as tmp,
+        # A worker still ending may write into it as it goes: its figures are not lost.
+        tempfile.TemporaryDirectory(
+            prefix="asyncrecall-bench-cli-", ignore_cleanup_errors=True
+        ) as tmp,
         LocalServer() as server,
     ):
         bench = _Bench(config, server, Path(tmp), log)
