@@ -193,6 +193,16 @@ async def test_an_unusable_cache_file_is_rebuilt(
     assert header == _HEADER and len(rows) == 13
 
 
+async def test_an_earlier_tokenisers_cache_file_is_removed(folder: MemoryStore) -> None:
+    """Counts made by an earlier tokeniser are never read, so they are not kept."""
+    (folder.root / ".cache").mkdir()
+    for old in lexical_module._OLD_CACHE_NAMES:
+        (folder.root / ".cache" / old).write_bytes(b"old counts")
+    await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    names = [p.name for p in (folder.root / ".cache").iterdir()]
+    assert names == [lexical_module._CACHE_NAME]
+
+
 async def test_a_read_only_folder_still_recalls(
     folder: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

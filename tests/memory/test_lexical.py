@@ -45,6 +45,28 @@ def test_tokens_are_lowercased_stemmed_and_stop_words_dropped() -> None:
     ]
 
 
+def test_single_digits_are_words_and_single_letters_are_not() -> None:
+    assert tokenize("Worker 3 listens on port 8080, v2 of a x") == [
+        "worker",
+        "3",
+        "listen",
+        "port",
+        "8080",
+        "v2",
+    ]
+
+
+async def test_a_number_tells_two_otherwise_alike_notes_apart() -> None:
+    """ "worker 3 note 7" picks note 7, not the newer note 8 (issue 21, point 7: one-
+    character tokens were dropped, the two notes tied and the offered order won)."""
+    docs = [
+        _doc("note-8.md", "Worker 3 note 8: restart the queue after the deploy."),
+        _doc("note-7.md", "Worker 3 note 7: drain the queue before the deploy."),
+    ]
+    chosen = await LexicalSelector().select("worker 3 note 7", docs, limit=1)
+    assert [d.rel_path for d in chosen] == ["note-7.md"]
+
+
 async def test_best_matches_first_and_only_positive_scores() -> None:
     selector = LexicalSelector()
     chosen = await selector.select("how do we test the database?", DOCS, limit=5)

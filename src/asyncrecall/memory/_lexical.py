@@ -54,8 +54,9 @@ from asyncrecall.memory._types import MemoryDoc
 
 __all__ = ["MIN_COVERAGE", "NAMES_COVERAGE", "LexicalSelector", "named_terms", "tokenize"]
 
-# Words of two or more letters or digits; ``_`` separates, so snake_case splits.
-_WORD: Final = re.compile(r"[^\W_]{2,}")
+# Words of two or more letters or digits, and single digits ("worker 3", "note 7": ports,
+# versions and counts are what people remember); ``_`` separates, so snake_case splits.
+_WORD: Final = re.compile(r"[^\W_]{2,}|\d")
 
 # English stop words (the NLTK list's core): question words carry no topic.
 _STOP_TEXT: Final = """
@@ -76,11 +77,14 @@ logger = logging.getLogger("asyncrecall.memory")
 
 #: Where a folder's term counts persist (a hidden folder: the scan never reads it).
 _CACHE_DIR: Final = ".cache"
-#: The cache file; its name carries the tokeniser's version (stemmer, stop words).
-_CACHE_NAME: Final = "lexical-v2.marshal"
+#: The cache file; its name carries the tokeniser's version (stemmer, stop words, what a
+#: word is).
+_CACHE_NAME: Final = "lexical-v3.marshal"
+#: The files of earlier tokenisers, removed when the current one is written.
+_OLD_CACHE_NAMES: Final = ("lexical-v1.jsonl", "lexical-v2.marshal")
 #: What the file starts with: this format, and the Python that wrote it (``marshal``'s
 #: format may change between versions).
-_CACHE_HEADER: Final = ("asyncrecall-lexical", 2, marshal.version, sys.version_info[:2])
+_CACHE_HEADER: Final = ("asyncrecall-lexical", 3, marshal.version, sys.version_info[:2])
 #: Abstain unless at least this share of a query's terms occurs in some memory (one
 #: third: "Put the new checkout behind a flag" knows 2 of 5). Chosen on LoCoMo dev
 #: (``bench quality --negatives``) with the names gate: false injection 0.913 ->
@@ -236,7 +240,7 @@ class LexicalSelector:
     the offered order (newest first). Cheap to share: the cache is keyed by path.
 
     Term counts are cached in memory on (path, fingerprint) and, per memory folder, in
-    ``<folder>/.cache/lexical-v2.marshal`` (written atomically; a hidden folder the scan
+    ``<folder>/.cache/lexical-v3.marshal`` (written atomically; a hidden folder the scan
     never reads), so a new process does not tokenise the folder again.
     :meth:`ready` says whether a selection would tokenise nothing; recall runs the
     selector inline only then, and otherwise prepares it in a worker thread
@@ -534,3 +538,7 @@ class LexicalSelector:
             logger.debug("cannot write the lexical cache of %s", folder, exc_info=True)
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+            return
+        for old in _OLD_CACHE_NAMES:
+            with contextlib.suppress(OSError):
+                os.unlink(directory / old)
