@@ -99,7 +99,8 @@ def main() -> None:
             f"{statistics.median(s['ms']):.3f}"
         )
     print(f"import bm25s: {_import_ms('bm25s'):.0f} ms")
-    print(f"import asyncrecall.memory._lexical: {_import_ms('asyncrecall.memory._lexical'):.0f} ms")
+    lexical = "asyncrecall.memory.selectors._lexical"
+    print(f"import {lexical}: {_import_ms(lexical):.0f} ms")
     print(f"import snowballstemmer: {_import_ms('snowballstemmer'):.0f} ms")
 
 

@@ -269,8 +269,8 @@ def _time_end(worker: threading.Thread, ended: dict[int, float], sample: int) ->
 
 def measure_stop(tmp: Path, turns: Sequence[str], samples: int) -> dict[str, Any]:
     from asyncrecall.memory import EmbeddingSelector, HybridSelector
-    from asyncrecall.memory._embedding import WordLlamaEncoder
-    from asyncrecall.memory._lexical import tokenize
+    from asyncrecall.memory.selectors._embedding import WordLlamaEncoder
+    from asyncrecall.memory.selectors._lexical import tokenize
 
     real = WordLlamaEncoder()
     real.load()  # loading the model and importing the stemmer (once per process) are

@@ -44,8 +44,8 @@ def measure(store: Any, writes: int) -> dict[str, float]:
 
 @contextlib.contextmanager
 def postgres_store() -> Iterator[Any]:
-    from asyncrecall.memory._postgres import PostgresMemoryStore
-    from asyncrecall.memory._postgres_local import LocalPostgres
+    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+    from asyncrecall.testing._postgres import LocalPostgres
 
     server = LocalPostgres()
     server.start()

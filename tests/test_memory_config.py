@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from asyncrecall import ConfigError
-from asyncrecall._memory_config import build_memory_manager, memory_dir_for
+from asyncrecall._memory_config import build_memory_manager
 from asyncrecall._settings import Settings
 from asyncrecall.memory import LexicalSelector, ModelSelector
 from asyncrecall.testing import ScriptedModel
@@ -57,6 +57,6 @@ def test_embedding_selectors_are_built_when_installed(tmp_path: Path, name: str)
 
 def test_the_memory_folder_of_the_settings(tmp_path: Path) -> None:
     """``--memory-dir`` wins; else the project's folder under the home."""
-    assert memory_dir_for(_settings(tmp_path)) == tmp_path / "m"
+    assert _settings(tmp_path).memory_folder() == tmp_path / "m"
     plain = Settings(home=tmp_path / "home", project=tmp_path)
-    assert memory_dir_for(plain).parent.parent == tmp_path / "home" / "projects"
+    assert plain.memory_folder().parent.parent == tmp_path / "home" / "projects"

@@ -33,7 +33,7 @@ from asyncrecall._exceptions import AsyncRecallError
 from asyncrecall.agent._extraction import is_preempted, maybe_consolidate
 from asyncrecall.agent._handoff import Handoff, HandoffDir
 from asyncrecall.memory import MemoryExtractor, MemoryStore, MemoryStoreProtocol
-from asyncrecall.memory._consolidate import consolidation_gate
+from asyncrecall.memory.extraction._consolidate import consolidation_gate
 from asyncrecall.models import Model
 from asyncrecall.models._traffic import background_requests
 
@@ -265,7 +265,7 @@ def _gate(store: MemoryStoreProtocol) -> Any:
 def _open_store(spec: Any) -> MemoryStoreProtocol:
     if "folder" in spec:
         return MemoryStore(Path(spec["folder"]))
-    from asyncrecall.memory._postgres import PostgresMemoryStore
+    from asyncrecall.memory.postgres._store import PostgresMemoryStore
 
     return PostgresMemoryStore.open(str(spec["url"]), namespace=str(spec["namespace"]))
 

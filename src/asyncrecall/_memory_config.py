@@ -6,7 +6,6 @@ settings), and light: the ``memory`` commands use it without loading the agent.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import assert_never
 
 from asyncrecall._exceptions import ConfigError
@@ -23,18 +22,10 @@ from asyncrecall.memory import (
     Selector,
     embedding_available,
     is_postgres_url,
-    resolve_memory_dir,
 )
 from asyncrecall.models import Model
 
-__all__ = ["build_memory_manager", "memory_dir_for", "open_memory_store", "shared_lexical"]
-
-
-def memory_dir_for(settings: Settings) -> Path:
-    """The memory folder these settings name (not created: see ``MemoryStore.ensure``)."""
-    return resolve_memory_dir(
-        home=settings.home, project=settings.project, memory_dir=settings.memory_dir
-    )
+__all__ = ["build_memory_manager", "open_memory_store", "shared_lexical"]
 
 
 def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
@@ -46,7 +37,7 @@ def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
     """
     url = settings.store
     if not url:
-        root = memory_dir_for(settings)
+        root = settings.memory_folder()
         warmup = adopt(root)  # read since the process started: adopt its caches
         return warmup.store if warmup is not None else MemoryStore(root)
     if not is_postgres_url(url):
@@ -54,7 +45,7 @@ def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
             f"--store must be a postgresql:// URL, got {url.split('://')[0]!r}; "
             "for a folder use --memory-dir"
         )
-    from asyncrecall.memory._postgres import PostgresMemoryStore, default_namespace
+    from asyncrecall.memory.postgres._store import PostgresMemoryStore, default_namespace
 
     namespace = settings.namespace or default_namespace(settings.project)
     return PostgresMemoryStore.open(url, namespace=namespace)

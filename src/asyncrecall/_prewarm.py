@@ -63,9 +63,7 @@ def start_reading_memory(argv: Sequence[str]) -> FolderWarmup | None:
         return None  # the command reports it
     if not settings.memory_enabled or settings.store:
         return None
-    from asyncrecall._memory_config import memory_dir_for
-
-    return warm_folder(memory_dir_for(settings))
+    return warm_folder(settings.memory_folder())
 
 
 def warm_folder(root: Path) -> FolderWarmup:

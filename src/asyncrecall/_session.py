@@ -26,7 +26,7 @@ from asyncrecall.memory import (
     MemoryStoreProtocol,
     ModelSelector,
 )
-from asyncrecall.memory._consolidate import consolidation_gate
+from asyncrecall.memory.extraction._consolidate import consolidation_gate
 from asyncrecall.models import Model
 
 __all__ = ["Session", "build_extraction", "open_session"]
@@ -277,7 +277,7 @@ def build_extraction(
     if settings.extract is None and is_embedded(side_model):
         return None
     # The folder or the database: each keeps the cursors and the gate where it keeps
-    # the memories (see memory/_extract_backend.py).
+    # the memories (see memory/extraction/_backend.py).
     return ExtractionScheduler(
         MemoryExtractor(memory.store, side_model),
         control=control,

@@ -107,6 +107,12 @@ class Settings:
     def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
+    def memory_folder(self) -> Path:
+        """The memory folder these settings name (not created: see ``MemoryStore.ensure``)."""
+        from asyncrecall.memory._location import resolve_memory_dir
+
+        return resolve_memory_dir(home=self.home, project=self.project, memory_dir=self.memory_dir)
+
 
 def _installed(package: str) -> bool:
     """Whether ``package`` can be imported (found, not imported)."""

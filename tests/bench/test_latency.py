@@ -19,7 +19,7 @@ import pytest
 from rich.console import Console
 
 from asyncrecall.bench._corpus import MEMORIES, QUERIES, build_memory_folder
-from asyncrecall.bench._latency import MODES, LatencyConfig, LatencyReport, ModeResult
+from asyncrecall.bench._latency_data import MODES, LatencyConfig, LatencyReport, ModeResult
 from asyncrecall.bench._latency_report import render_report
 from asyncrecall.bench._measure import QueryTrace, percentile
 from asyncrecall.bench._workload import (

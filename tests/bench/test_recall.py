@@ -14,14 +14,8 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.bench._recall import (
-    MODES,
-    ModeFigures,
-    RecallBenchConfig,
-    RecallBenchReport,
-    delivered_paths,
-    draw_cases,
-)
+from asyncrecall.bench._recall import MODES, delivered_paths, draw_cases
+from asyncrecall.bench._recall_data import ModeFigures, RecallBenchConfig, RecallBenchReport
 from asyncrecall.cli import main
 from asyncrecall.memory import MemoryStore, format_memory_block
 from asyncrecall.testing import RecordedRequest
@@ -261,7 +255,8 @@ def test_figures_read_the_last_request_of_each_question(tmp_path: Path) -> None:
     question carries the whole history. Requests of other modes are not read."""
     from asyncrecall.bench._corpus import Query
     from asyncrecall.bench._measure import QueryTrace
-    from asyncrecall.bench._recall import Case, _figures, _Folders
+    from asyncrecall.bench._recall import _figures, _Folders
+    from asyncrecall.bench._recall_data import Case
     from asyncrecall.bench._workload import QueryPlan, main_model_name
 
     store = MemoryStore(tmp_path / "memory")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall.memory import MemoryStore, MemoryStoreProtocol
-from asyncrecall.memory._consolidate import apply_plan, validate_plan
+from asyncrecall.memory.extraction._consolidate import apply_plan, validate_plan
 
 
 def open_store(spec: str) -> tuple[MemoryStoreProtocol, Path | None]:

@@ -18,8 +18,8 @@ import pytest
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
 from asyncrecall.memory import MemoryStore
-from asyncrecall.memory._extract import SCHEMA_NAME
-from asyncrecall.memory._extract_state import default_state_dir
+from asyncrecall.memory.extraction._extract import SCHEMA_NAME
+from asyncrecall.memory.extraction._state import default_state_dir
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from conftest import handoff_workers

@@ -14,11 +14,8 @@ import pytest
 from asyncrecall import ModelProtocolError
 from asyncrecall.agent import ExtractionScheduler
 from asyncrecall.memory import MemoryExtractor, MemoryStore, read_source_offsets
-from asyncrecall.memory._consolidate import (
-    ConsolidationGate,
-    consolidate,
-    validate_plan,
-)
+from asyncrecall.memory.extraction._consolidate import consolidate, validate_plan
+from asyncrecall.memory.folder._extraction import ConsolidationGate
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
 

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from asyncrecall.memory import MemoryStore, read_source_offsets
-from asyncrecall.memory._extract_state import ExtractionState, default_state_dir
+from asyncrecall.memory.extraction._state import ExtractionState, default_state_dir
 from asyncrecall.testing import LocalServer
 
 from .conftest import (

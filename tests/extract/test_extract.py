@@ -11,7 +11,7 @@ import pytest
 
 from asyncrecall import ModelError
 from asyncrecall.memory import MemoryExtractor, MemoryStore, TranscriptTurn, read_source_offsets
-from asyncrecall.memory._extract import MAX_PROPOSALS, validate_proposals
+from asyncrecall.memory.extraction._extract import MAX_PROPOSALS, validate_proposals
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
 

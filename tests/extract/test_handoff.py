@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from asyncrecall.memory import MemoryStore, read_source_offsets
-from asyncrecall.memory._extract_state import ExtractionState, default_state_dir
+from asyncrecall.memory.extraction._state import ExtractionState, default_state_dir
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from conftest import handoff_workers
 

@@ -19,9 +19,9 @@ import pytest
 
 from asyncrecall import MemoryStoreError
 from asyncrecall.memory import MemoryExtractor, MemoryStore, MemoryStoreProtocol, TranscriptTurn
-from asyncrecall.memory._consolidate import apply_plan, consolidate, validate_plan
-from asyncrecall.memory._extract import ORPHAN_AGE_S
-from asyncrecall.memory._extract_backend import ExtractionBackend, extraction_backend
+from asyncrecall.memory.extraction._backend import ExtractionBackend, extraction_backend
+from asyncrecall.memory.extraction._consolidate import apply_plan, consolidate, validate_plan
+from asyncrecall.memory.extraction._extract import ORPHAN_AGE_S
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
 

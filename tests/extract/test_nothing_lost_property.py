@@ -44,19 +44,13 @@ from typing import Any
 import pytest
 
 from asyncrecall import MemoryStoreError, ModelProtocolError
-from asyncrecall.memory import (
-    MemoryExtractor,
-    MemoryStore,
-    TranscriptTurn,
-    _atomic,
-    _consolidate,
-    _extract,
-    _extract_state,
-    _history,
-    _store,
-)
-from asyncrecall.memory._consolidate import consolidate
-from asyncrecall.memory._extract import SCHEMA_NAME as EXTRACTION
+from asyncrecall.memory import MemoryExtractor, MemoryStore, TranscriptTurn, _atomic, _history
+from asyncrecall.memory.extraction import _extract
+from asyncrecall.memory.extraction import _state as _extract_state
+from asyncrecall.memory.extraction._consolidate import consolidate
+from asyncrecall.memory.extraction._extract import SCHEMA_NAME as EXTRACTION
+from asyncrecall.memory.folder import _extraction as _folder_extraction
+from asyncrecall.memory.folder import _store
 
 RUNS = int(os.environ.get("ASYNCRECALL_PROPERTY_RUNS") or 0) or (
     2_000 if os.environ.get("ASYNCRECALL_LONG_PROPERTY") == "1" else 15
@@ -117,7 +111,7 @@ def faults(monkeypatch: pytest.MonkeyPatch) -> Iterator[Faults]:
         (_store, "atomic_write"),
         (_history, "atomic_write"),
         (_extract_state, "_atomic_write"),
-        (_consolidate, "_atomic_write"),
+        (_folder_extraction, "atomic_write"),
     ):
         monkeypatch.setattr(module, attr, write)  # fmt: skip
     monkeypatch.setattr(_store, "os", _Os(faults))

@@ -27,12 +27,12 @@ from asyncrecall._session import open_session
 from asyncrecall._settings import Settings
 from asyncrecall.agent import ExtractionScheduler
 from asyncrecall.memory import MemoryExtractor, PostgresMemoryStore, TranscriptTurn
-from asyncrecall.memory._consolidate import consolidate, consolidation_gate
-from asyncrecall.memory._postgres_extract import PostgresBackend, PostgresConsolidationGate
-from asyncrecall.memory._postgres_local import LocalPostgres
-from asyncrecall.memory._postgres_schema import SCHEMA_VERSION
+from asyncrecall.memory.extraction._consolidate import consolidate, consolidation_gate
+from asyncrecall.memory.postgres._extraction import PostgresBackend, PostgresConsolidationGate
+from asyncrecall.memory.postgres._schema import SCHEMA_VERSION
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
+from asyncrecall.testing._postgres import LocalPostgres
 
 from .conftest import (
     HANG_GUARD,
@@ -361,7 +361,7 @@ def test_a_version_1_database_is_migrated_forward_keeping_its_memories(
 
 
 def _journal(session: str, end: int) -> Any:
-    from asyncrecall.memory._extract_state import Journal
+    from asyncrecall.memory.extraction._state import Journal
 
     return Journal(session, 0, end, ())
 

@@ -10,22 +10,21 @@ from typing import Any
 import pytest
 
 from asyncrecall import MemoryStoreError, ModelProtocolError
-from asyncrecall.memory import MemoryStore, TranscriptTurn
-from asyncrecall.memory._consolidate import apply_plan, trim_index, validate_plan
-from asyncrecall.memory._extract import (
+from asyncrecall.memory import INDEX_MAX_LINES, MemoryStore, TranscriptTurn
+from asyncrecall.memory.extraction._consolidate import apply_plan, validate_plan
+from asyncrecall.memory.extraction._extract import (
     _committed,
     confine_path,
     extraction_prompt,
-    read_source_offsets,
     validate_proposals,
 )
-from asyncrecall.memory._extract_state import (
+from asyncrecall.memory.extraction._state import (
     ExtractionState,
     Journal,
     JournalEntry,
     check_session_id,
 )
-from asyncrecall.memory._store import INDEX_MAX_LINES
+from asyncrecall.memory.folder._extraction import read_source_offsets, trim_index
 
 from .conftest import memory
 

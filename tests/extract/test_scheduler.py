@@ -14,7 +14,7 @@ from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
 from asyncrecall.agent import ExtractionEvent, ExtractionScheduler
 from asyncrecall.memory import MemoryExtractor, MemoryStore
-from asyncrecall.memory._extract_state import ExtractionState, default_state_dir
+from asyncrecall.memory.extraction._state import ExtractionState, default_state_dir
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import LocalServer, Reply
 

@@ -17,12 +17,12 @@ import pytest
 
 pytest.importorskip("numpy")
 
-from asyncrecall.memory._embedding import (
+from asyncrecall.memory.selectors._embedding import (
     EmbeddingSelector,
     HybridSelector,
     WordLlamaEncoder,
 )
-from asyncrecall.memory._lexical import LexicalSelector
+from asyncrecall.memory.selectors._lexical import LexicalSelector
 
 from .conftest import HashingEncoder, make_doc
 
@@ -95,7 +95,7 @@ async def test_hybrid_fuses_the_projects_bm25() -> None:
 def test_module_import_loads_no_numpy() -> None:
     """Importing the selectors costs nothing: numpy and the model load on first use."""
     code = (
-        "import sys, asyncrecall.memory._embedding as e; "
+        "import sys, asyncrecall.memory.selectors._embedding as e; "
         "e.EmbeddingSelector; assert 'numpy' not in sys.modules, 'numpy imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -117,7 +117,7 @@ def test_wordllama_loads_offline_from_the_installed_package() -> None:
         "def deny(*a, **k): raise OSError('network used')\n"
         "socket.socket.connect = deny\n"
         "socket.create_connection = deny\n"
-        "from asyncrecall.memory._embedding import WordLlamaEncoder\n"
+        "from asyncrecall.memory.selectors._embedding import WordLlamaEncoder\n"
         "v = WordLlamaEncoder().embed(['hello world'])\n"
         "assert v.shape == (1, 256), v.shape\n"
     )

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-import asyncrecall.memory._lexical as lexical_module
 import asyncrecall.memory._recall as _recall_module
-import asyncrecall.memory._scan as scan_module
+import asyncrecall.memory.folder._scan as scan_module
+import asyncrecall.memory.selectors._lexical as lexical_module
 from asyncrecall.memory import LexicalSelector, MemoryDoc, MemoryManager, MemoryStore
 from asyncrecall.memory._recall import INLINE_BUDGET_BYTES
 
@@ -304,7 +304,7 @@ async def test_a_warm_folder_offers_its_candidates_without_a_thread(
     straight from the cached scan: no worker thread is started (starting one blocks the
     loop until it runs); a file changed since is parsed in a worker thread, never on
     the loop."""
-    import asyncrecall.memory._store as store_module
+    import asyncrecall.memory.folder._store as store_module
 
     threads: list[str] = []
     real = store_module.run_off_loop

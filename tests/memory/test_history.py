@@ -11,8 +11,8 @@ import pytest
 
 from asyncrecall import MemoryConflictError, MemoryStoreError
 from asyncrecall.memory import MemoryStore
-from asyncrecall.memory import _store as store_module
-from asyncrecall.memory._consolidate import ConsolidationGate, trim_index
+from asyncrecall.memory.folder import _store as store_module
+from asyncrecall.memory.folder._extraction import ConsolidationGate, trim_index
 
 
 class Crash(BaseException):
@@ -143,7 +143,7 @@ def test_a_crashed_holder_leaves_the_lock_free(tmp_path: Path) -> None:
     """A process that dies holding the lock (kill -9: no release runs) does not block
     the next consolidation: the system drops its lock."""
     code = (
-        "import os, sys; from asyncrecall.memory._consolidate import ConsolidationGate; "
+        "import os, sys; from asyncrecall.memory import ConsolidationGate; "
         "g = ConsolidationGate(sys.argv[1]); assert g.acquire(); os._exit(9)"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

@@ -31,8 +31,8 @@ def test_all_is_sorted_and_complete() -> None:
 def test_memory_never_imports_the_agent_or_the_cli() -> None:
     """Layering: ``asyncrecall.memory`` knows nothing of ``agent`` or ``cli``."""
     code = (
-        "import sys, asyncrecall.memory, asyncrecall.memory._lexical;"
-        "asyncrecall.memory._lexical.tokenize('warm up');"
+        "import sys, asyncrecall.memory, asyncrecall.memory.selectors._lexical;"
+        "asyncrecall.memory.selectors._lexical.tokenize('warm up');"
         "bad = sorted(m for m in sys.modules"
         " if m.startswith(('asyncrecall.agent', 'asyncrecall.cli')));"
         "print(','.join(bad))"

@@ -1,7 +1,7 @@
 """Recall: when it asks nobody, what it offers, validation, fallback and cancellation.
 
 The side model here is the in-process :class:`~asyncrecall.testing.ScriptedModel`;
-``test_model_selector_http.py`` repeats the important cases over real HTTP.
+``selectors/test_model_selector.py`` repeats the important cases over real HTTP.
 """
 
 from __future__ import annotations

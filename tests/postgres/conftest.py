@@ -2,7 +2,7 @@
 
 The cluster is started from the machine's binaries (``pg_config --bindir``) on a private
 data and socket folder, as the ``postgres`` user when the suite runs as root (see
-``asyncrecall.memory._postgres_local``). Each test gets its own namespace. Without the
+``asyncrecall.testing._postgres``). Each test gets its own namespace. Without the
 binaries (or psycopg) the tests skip with the reason; with ``ASYNCRECALL_REQUIRE_POSTGRES=1``
 (set by ``.ci/run``) that skip is an error.
 """
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from asyncrecall.memory._postgres import PostgresMemoryStore
-    from asyncrecall.memory._postgres_local import LocalPostgres
+    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+    from asyncrecall.testing._postgres import LocalPostgres
 
 REQUIRE = os.environ.get("ASYNCRECALL_REQUIRE_POSTGRES") == "1"
 
@@ -36,7 +36,7 @@ def postgres_server() -> Iterator[LocalPostgres]:
         import psycopg  # noqa: F401
     except ImportError:
         _unavailable("psycopg is not installed (pip install 'asyncrecall[postgres]')")
-    from asyncrecall.memory._postgres_local import LocalPostgres, find_postgres_bindir
+    from asyncrecall.testing._postgres import LocalPostgres, find_postgres_bindir
 
     bindir = find_postgres_bindir()
     if bindir is None:
@@ -69,7 +69,7 @@ def namespace() -> str:
 @pytest.fixture
 def open_pg(pg_url: str) -> Iterator[Any]:
     """``open_pg(namespace=..., **options)``: a connected store, closed after the test."""
-    from asyncrecall.memory._postgres import PostgresMemoryStore
+    from asyncrecall.memory.postgres._store import PostgresMemoryStore
 
     stores: list[PostgresMemoryStore] = []
 

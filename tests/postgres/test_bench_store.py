@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from asyncrecall.memory._postgres_local import LocalPostgres
+from asyncrecall.testing._postgres import LocalPostgres
 
 
 @pytest.mark.timeout(300)

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from asyncrecall.memory import MemoryDoc, PostgresMemoryStore
-from asyncrecall.memory._postgres import StoreChange
-from asyncrecall.memory._postgres_writes import rel_path_lock
+from asyncrecall.memory.postgres._store import StoreChange
+from asyncrecall.memory.postgres._writes import rel_path_lock
 
 HANG_GUARD = 60.0
 

@@ -14,8 +14,8 @@ import pytest
 
 from asyncrecall import ConfigError, MemoryStoreError
 from asyncrecall.memory import LexicalSelector, MemoryManager, PostgresMemoryStore
-from asyncrecall.memory._postgres import StoreChange
-from asyncrecall.memory._postgres_local import LocalPostgres
+from asyncrecall.memory.postgres._store import StoreChange
+from asyncrecall.testing._postgres import LocalPostgres
 
 _NOWHERE = "postgresql:///postgres?host=/nonexistent-asyncrecall-socket&user=postgres"
 

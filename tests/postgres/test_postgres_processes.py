@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from asyncrecall.memory import PostgresMemoryStore
-from asyncrecall.memory._postgres import StoreChange
+from asyncrecall.memory.postgres._store import StoreChange
 
 _WRITER = """
 import json, sys

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from asyncrecall.memory import PostgresMemoryStore
-from asyncrecall.memory._postgres_local import LocalPostgres
+from asyncrecall.testing._postgres import LocalPostgres
 
 HANG_GUARD = 60.0
 
@@ -113,7 +113,7 @@ def test_a_save_that_postgres_aborts_in_a_deadlock_is_retried(
 ) -> None:
     """A save PostgreSQL picks as a deadlock's victim (40P01) is run again and lands,
     once: the server logged the deadlock, the save returned, the row moved one version."""
-    from asyncrecall.memory._postgres_writes import rel_path_lock
+    from asyncrecall.memory.postgres._writes import rel_path_lock
 
     before = pg_store.save_memory("Y", "first", "project", "one")
     rel_lock = rel_path_lock(pg_store.namespace, before.rel_path)
@@ -167,7 +167,7 @@ def test_serialisation_failures_are_retried_a_bounded_number_of_times(
     """A transaction the server rolls back with 40001 is run again, at most
     ``ROLLBACK_RETRIES`` times, then the error is the caller's; another 40xxx state
     (statement completion unknown) is never retried."""
-    from asyncrecall.memory._postgres import ROLLBACK_RETRIES
+    from asyncrecall.memory.postgres._store import ROLLBACK_RETRIES
 
     calls = 0
 

@@ -14,11 +14,11 @@ import pytest
 
 from asyncrecall import ConfigError, MemoryStoreError
 from asyncrecall.memory import SCAN_LIMIT, LexicalSelector, MemoryManager, PostgresMemoryStore
-from asyncrecall.memory._postgres import StoreChange, redact_url
-from asyncrecall.memory._postgres_local import LocalPostgres
-from asyncrecall.memory._postgres_schema import SCHEMA_VERSION
-from asyncrecall.memory._postgres_sql import NEWEST_FILL
-from asyncrecall.memory._postgres_text import text_array
+from asyncrecall.memory.postgres._schema import SCHEMA_VERSION
+from asyncrecall.memory.postgres._sql import NEWEST_FILL
+from asyncrecall.memory.postgres._store import StoreChange, redact_url
+from asyncrecall.memory.postgres._text import text_array
+from asyncrecall.testing._postgres import LocalPostgres
 
 
 def _scratch_database(server: LocalPostgres) -> str:

@@ -17,9 +17,9 @@ from typing import Any
 import psycopg
 
 from asyncrecall.memory import MemoryStore, PostgresMemoryStore
-from asyncrecall.memory._extract_backend import FolderBackend, read_source_offsets
-from asyncrecall.memory._postgres_extract import PostgresBackend
 from asyncrecall.memory._transfer import copy_memories, read_records
+from asyncrecall.memory.folder._extraction import FolderBackend, read_source_offsets
+from asyncrecall.memory.postgres._extraction import PostgresBackend
 
 
 def _cli(*args: str) -> Any:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from asyncrecall.memory import LexicalSelector, MemoryManager, PostgresMemoryStore
-from asyncrecall.memory._postgres import StoreChange
 from asyncrecall.memory._selector import Selector
+from asyncrecall.memory.postgres._store import StoreChange
 
 AT = 1_700_000_000.0  # a whole second: an import's kept modification time
 OLD = "The cat sleeps on the red sofa all afternoon."
@@ -24,7 +24,7 @@ NEW = "A dog barks at the old gate every night, now."
 
 
 def _selectors() -> list[Any]:
-    from asyncrecall.memory._embedding import EmbeddingSelector, embedding_available
+    from asyncrecall.memory.selectors._embedding import EmbeddingSelector, embedding_available
 
     found: list[Any] = [pytest.param(lambda: LexicalSelector(persist=False), id="lexical")]
     mark = pytest.mark.skipif(not embedding_available(), reason="wordllama is not installed")

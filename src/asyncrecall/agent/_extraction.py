@@ -52,7 +52,7 @@ from asyncrecall.agent._extraction_events import (
 )
 from asyncrecall.agent._handoff import Handoff
 from asyncrecall.memory import MemoryExtractor, TranscriptTurn, consolidate
-from asyncrecall.memory._consolidate import Gate
+from asyncrecall.memory.extraction._consolidate import Gate
 from asyncrecall.models import Model
 from asyncrecall.models._traffic import SideRequestYielded, background_requests
 

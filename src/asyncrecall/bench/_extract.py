@@ -47,7 +47,7 @@ from asyncrecall.memory import (
     TranscriptTurn,
     read_source_offsets,
 )
-from asyncrecall.memory._extract import TurnRole
+from asyncrecall.memory.extraction._extract import TurnRole
 from asyncrecall.models import Model
 
 __all__ = ["ExtractReport", "add_arguments", "evaluate", "replay_turns", "run", "scripted_answer"]

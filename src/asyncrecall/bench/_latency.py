@@ -30,10 +30,10 @@ import gc
 import json
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import Final, TypeAlias
 
 from openai import AsyncOpenAI
 from rich.console import Console
@@ -44,11 +44,19 @@ from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, RecallMode
 from asyncrecall.bench._corpus import QUERIES, build_memory_folder
+from asyncrecall.bench._latency_data import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_QUERIES,
+    DEFAULT_SEED,
+    MODES,
+    LatencyConfig,
+    LatencyReport,
+    ModeResult,
+)
 from asyncrecall.bench._latency_report import render_report
-from asyncrecall.bench._measure import QueryTrace, percentile, ticking, trace_query
+from asyncrecall.bench._measure import QueryTrace, ticking, trace_query
 from asyncrecall.bench._quiet import quiet_known_noise
 from asyncrecall.bench._workload import (
-    LatencyProfile,
     QueryPlan,
     ScriptedTools,
     draw_plans,
@@ -59,79 +67,12 @@ from asyncrecall.bench._workload import (
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest
 
-__all__ = ["MODES", "LatencyConfig", "LatencyReport", "ModeResult", "measure", "run"]
+__all__ = ["measure", "run"]
 
-MODES: Final[tuple[RecallMode, ...]] = ("blocking", "async", "async+wait100", "async+lexical")
-_DEFAULT_QUERIES: Final = 200
 _QUICK_QUERIES: Final = 8
-_DEFAULT_CONCURRENCY: Final = 16
-_DEFAULT_SEED: Final = 5
 _SETTLE_GUARD_S: Final = 10.0
 _TICK_S: Final = 0.005
 _STAGGER_S: Final = 0.02
-
-
-@dataclass(frozen=True, kw_only=True)
-class LatencyConfig:
-    """What one benchmark run does."""
-
-    queries: int = _DEFAULT_QUERIES
-    seed: int = _DEFAULT_SEED
-    concurrency: int = _DEFAULT_CONCURRENCY
-    profile: LatencyProfile = field(default_factory=LatencyProfile)
-    modes: tuple[RecallMode, ...] = MODES
-    #: Run the modes at the same time (``--quick``): faster, and more contention.
-    parallel_modes: bool = False
-
-
-@dataclass(frozen=True)
-class ModeResult:
-    """One mode's traces and what the server saw of its side queries."""
-
-    mode: str
-    traces: Sequence[QueryTrace]
-    side_queries: int
-    side_cancelled: int
-    #: The event loop's lag while the mode ran (a 5 ms ticker's oversleeps, ms).
-    loop_lag_ms: Sequence[float] = ()
-
-    def added_ms(self) -> list[float]:
-        return [trace.first_request_ms for trace in self.traces]
-
-    def landed(self) -> dict[str, int]:
-        counts = {"user_query": 0, "tool_result": 0, "missed": 0}
-        for trace in self.traces:
-            counts[trace.landed] += 1
-        return counts
-
-    def as_json(self) -> dict[str, Any]:
-        """The mode's object in ``--json``: exactly the documented keys."""
-        added = self.added_ms()
-        n = len(self.traces)
-        return {
-            "added_ms": {f"p{q}": round(percentile(added, q), 3) for q in (50, 95, 99)},
-            "delivered_share": round(sum(t.delivered for t in self.traces) / n, 4) if n else 0.0,
-            "landed": self.landed(),
-            "side_queries_cancelled": self.side_cancelled,
-            "wall_ms_per_query": round(sum(t.finished_ms for t in self.traces) / n, 1)
-            if n
-            else 0.0,
-        }
-
-
-@dataclass(frozen=True)
-class LatencyReport:
-    """Every mode's result, with the plans they all replayed."""
-
-    config: LatencyConfig
-    plans: Sequence[QueryPlan]
-    modes: Mapping[str, ModeResult]
-    memories: int
-    wall_s: float
-
-    def as_json(self) -> dict[str, Any]:
-        """``{"modes": {MODE: {...}}}``, nothing else."""
-        return {"modes": {mode: result.as_json() for mode, result in self.modes.items()}}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,16 +81,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--queries",
         type=int,
         metavar="N",
-        help=f"user queries per mode (default {_DEFAULT_QUERIES})",
+        help=f"user queries per mode (default {DEFAULT_QUERIES})",
     )
     parser.add_argument(
-        "--seed", type=int, default=_DEFAULT_SEED, help="seed of the drawn latencies"
+        "--seed", type=int, default=DEFAULT_SEED, help="seed of the drawn latencies"
     )
     parser.add_argument(
         "--concurrency",
         type=int,
         metavar="N",
-        help=f"sessions run at once within a mode (default {_DEFAULT_CONCURRENCY})",
+        help=f"sessions run at once within a mode (default {DEFAULT_CONCURRENCY})",
     )
     parser.add_argument(
         "--quick",
@@ -164,10 +105,10 @@ def config_from_args(args: argparse.Namespace) -> LatencyConfig:
     """The run's configuration; bad numbers are a :class:`ConfigError` (exit 2)."""
     queries: int = args.queries
     if queries is None:
-        queries = _QUICK_QUERIES if args.quick else _DEFAULT_QUERIES
+        queries = _QUICK_QUERIES if args.quick else DEFAULT_QUERIES
     concurrency: int = args.concurrency
     if concurrency is None:
-        concurrency = queries if args.quick else _DEFAULT_CONCURRENCY
+        concurrency = queries if args.quick else DEFAULT_CONCURRENCY
     if queries < 1:
         raise ConfigError(f"--queries must be 1 or more, got {queries}")
     if concurrency < 1:

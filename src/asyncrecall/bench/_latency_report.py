@@ -12,7 +12,7 @@ from rich.table import Table
 from asyncrecall.bench._measure import percentile
 
 if TYPE_CHECKING:
-    from asyncrecall.bench._latency import LatencyReport, ModeResult
+    from asyncrecall.bench._latency_data import LatencyReport, ModeResult
 
 __all__ = ["render_report"]
 

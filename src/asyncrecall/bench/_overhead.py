@@ -57,7 +57,7 @@ from asyncrecall.memory import (
     Selector,
     format_memory_block,
 )
-from asyncrecall.memory._model_selector import (
+from asyncrecall.memory.selectors._model import (
     SCHEMA_NAME,
     SYSTEM_PROMPT,
     selection_schema,

@@ -39,7 +39,7 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -50,15 +50,25 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall._session import BLOCKING_SELECTOR_TIMEOUT
 from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions
-from asyncrecall.agent._options import RecallMode
 from asyncrecall.bench._corpus import Query
-from asyncrecall.bench._measure import QueryTrace, percentile, trace_query
+from asyncrecall.bench._latency_data import MODES
+from asyncrecall.bench._measure import QueryTrace, trace_query
 from asyncrecall.bench._quality import _load, build_memory_folder, default_dataset, gold_files
 from asyncrecall.bench._quiet import quiet_known_noise
+from asyncrecall.bench._recall_data import (
+    DEFAULT_ACCURACY,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_QUESTIONS,
+    DEFAULT_SEED,
+    REFERENCE,
+    Case,
+    ModeFigures,
+    RecallBenchConfig,
+    RecallBenchReport,
+)
 from asyncrecall.bench._workload import (
     LatencyProfile,
     MainReply,
-    QueryPlan,
     ScriptedTools,
     draw_plan,
     main_model_name,
@@ -70,12 +80,6 @@ from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 __all__ = [
     "MODES",
-    "REFERENCE",
-    "ZERO_WAIT_MS",
-    "Case",
-    "ModeFigures",
-    "RecallBenchConfig",
-    "RecallBenchReport",
     "add_arguments",
     "delivered_paths",
     "embedded_selector",
@@ -83,19 +87,9 @@ __all__ = [
     "run",
 ]
 
-MODES: Final[tuple[RecallMode, ...]] = ("blocking", "async", "async+wait100", "async+lexical")
-#: The reference run: the same cases with memory off (the floor of ``added_ms``).
-REFERENCE: Final = "memory_off"
-_DEFAULT_QUESTIONS: Final = 120
 _QUICK_QUESTIONS: Final = 4
-_DEFAULT_CONCURRENCY: Final = 8
-_DEFAULT_ACCURACY: Final = 0.8
-_DEFAULT_SEED: Final = 5
 _LIMIT: Final = 5
 _STAGGER_S: Final = 0.02
-#: A mode waits for nothing when its added latency's median is within this of memory
-#: off's, measured side by side (ms): a shared machine's scheduling delays hit both.
-ZERO_WAIT_MS: Final = 20.0
 #: ``--quick``: every latency of the workload divided by this (a smoke run).
 _QUICK_SPEEDUP: Final = 4.0
 _HEADING: Final = re.compile(r"^### .* \(([^()\n]+\.md)\)$", re.MULTILINE)
@@ -111,115 +105,6 @@ def embedded_selector() -> Selector:
     return LexicalSelector()
 
 
-@dataclass(frozen=True, slots=True)
-class Case:
-    """One question asked against one memory folder, and what the stand-in model answers."""
-
-    plan: QueryPlan
-    folder: int
-    #: Gold files in that folder (empty for a negative question).
-    gold: frozenset[str]
-    negative: bool
-    #: The seeded model selector's answer (relative paths).
-    answer: tuple[str, ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class RecallBenchConfig:
-    """What one run does."""
-
-    dataset: Path
-    questions: int = _DEFAULT_QUESTIONS
-    seed: int = _DEFAULT_SEED
-    accuracy: float = _DEFAULT_ACCURACY
-    concurrency: int = _DEFAULT_CONCURRENCY
-    profile: LatencyProfile = field(default_factory=LatencyProfile)
-    quick: bool = False
-
-
-@dataclass(frozen=True)
-class ModeFigures:
-    """One mode's per-case outcomes."""
-
-    mode: str
-    added_ms: Sequence[float]
-    #: Per positive case: (gold delivered, junk only).
-    positive: Sequence[tuple[bool, bool]]
-    #: Per negative case: anything delivered.
-    negative: Sequence[bool]
-    errors: int
-
-    def as_json(self) -> dict[str, Any]:
-        pos, neg = len(self.positive), len(self.negative)
-        return {
-            "added_ms": {f"p{q}": round(percentile(self.added_ms, q), 3) for q in (50, 95, 99)},
-            "positive": {
-                "gold_delivered": _share(sum(g for g, _ in self.positive), pos),
-                "junk_delivered": _share(sum(j for _, j in self.positive), pos),
-            },
-            "negative": {"junk_delivered": _share(sum(self.negative), neg)},
-            "errors": self.errors,
-        }
-
-    def score(self) -> float:
-        """Gold delivered minus junk delivered (positive and negative questions)."""
-        data = self.as_json()
-        return float(
-            data["positive"]["gold_delivered"]
-            - data["positive"]["junk_delivered"]
-            - data["negative"]["junk_delivered"]
-        )
-
-
-def _share(count: int, total: int) -> float:
-    return round(count / total, 4) if total else 0.0
-
-
-@dataclass(frozen=True)
-class RecallBenchReport:
-    """Every mode's figures over the same cases."""
-
-    config: RecallBenchConfig
-    cases: Sequence[Case]
-    modes: Mapping[str, ModeFigures]
-    wall_s: float
-    #: ``added_ms`` of the same cases with memory off.
-    reference_ms: Sequence[float] = ()
-
-    def waits(self, figures: ModeFigures) -> bool:
-        """Whether a mode waits: its added median over memory off's by :data:`ZERO_WAIT_MS`
-        or more."""
-        floor = percentile(self.reference_ms, 50) if self.reference_ms else 0.0
-        return percentile(figures.added_ms, 50) - floor >= ZERO_WAIT_MS
-
-    def recommended(self) -> str:
-        """The mode that best combines zero wait, gold delivered and junk delivered:
-        the best :meth:`ModeFigures.score` among the modes that do not :meth:`wait`
-        (among all modes if every one does)."""
-        modes = list(self.modes.values())
-        waitless = [m for m in modes if not self.waits(m)] or modes
-        return max(waitless, key=lambda m: m.score()).mode  # ties: the first in MODES order
-
-    def as_json(self) -> dict[str, Any]:
-        positives = sum(not c.negative for c in self.cases)
-        return {
-            "questions": positives,
-            "negative_questions": len(self.cases) - positives,
-            "accuracy": self.config.accuracy,
-            "seed": self.config.seed,
-            "modes": {mode: figures.as_json() for mode, figures in self.modes.items()},
-            REFERENCE: {
-                "added_ms": {
-                    f"p{q}": round(percentile(self.reference_ms, q), 3) for q in (50, 95, 99)
-                }
-            },
-            "recommended": self.recommended(),
-        }
-
-
-# -- command line -------------------------------------------------------------------------
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``bench recall``. It always runs against its own local server."""
     parser.add_argument(
@@ -232,22 +117,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--questions",
         type=int,
         metavar="N",
-        help=f"questions sampled (each also asked as a negative; default {_DEFAULT_QUESTIONS})",
+        help=f"questions sampled (each also asked as a negative; default {DEFAULT_QUESTIONS})",
     )
     parser.add_argument(
         "--accuracy",
         type=float,
-        default=_DEFAULT_ACCURACY,
+        default=DEFAULT_ACCURACY,
         help=f"share of side queries the stand-in model answers right "
-        f"(default {_DEFAULT_ACCURACY:g})",
+        f"(default {DEFAULT_ACCURACY:g})",
     )
-    parser.add_argument("--seed", type=int, default=_DEFAULT_SEED, help="seed of every draw")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of every draw")
     parser.add_argument(
         "--concurrency",
         type=int,
         metavar="N",
         help=f"questions run at once per mode, the modes side by side "
-        f"(default {_DEFAULT_CONCURRENCY})",
+        f"(default {DEFAULT_CONCURRENCY})",
     )
     parser.add_argument(
         "--quick",
@@ -269,10 +154,10 @@ def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
         raise ConfigError(f"dataset {dataset} does not exist")
     questions: int = args.questions
     if questions is None:
-        questions = _QUICK_QUESTIONS if args.quick else _DEFAULT_QUESTIONS
+        questions = _QUICK_QUESTIONS if args.quick else DEFAULT_QUESTIONS
     concurrency: int = args.concurrency
     if concurrency is None:
-        concurrency = 2 * questions if args.quick else _DEFAULT_CONCURRENCY
+        concurrency = 2 * questions if args.quick else DEFAULT_CONCURRENCY
     if questions < 1:
         raise ConfigError(f"--questions must be 1 or more, got {questions}")
     if concurrency < 1:

@@ -97,7 +97,7 @@ class _Words:
 def _load_database(url: str, namespace: str, count: int) -> None:
     import psycopg
 
-    from asyncrecall.memory._postgres import PostgresMemoryStore
+    from asyncrecall.memory.postgres._store import PostgresMemoryStore
 
     PostgresMemoryStore.open(url, namespace=namespace, listen=False).close()  # the schema
     words = _Words(_SEED)
@@ -186,7 +186,7 @@ async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
     seen: dict[str, float] = {}
     store: Any
     if spec.url is not None:
-        from asyncrecall.memory._postgres import PostgresMemoryStore, StoreChange
+        from asyncrecall.memory.postgres._store import PostgresMemoryStore, StoreChange
 
         store = PostgresMemoryStore.open(
             spec.url, namespace=spec.namespace, max_size=spec.sessions + 1
@@ -356,7 +356,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     url = args.store or settings.store
     server = None
     if not url:
-        from asyncrecall.memory._postgres_local import LocalPostgres
+        from asyncrecall.testing._postgres import LocalPostgres
 
         server = LocalPostgres().start()
         url = server.url

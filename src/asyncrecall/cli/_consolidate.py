@@ -18,7 +18,7 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall._memory_config import open_memory_store
 from asyncrecall._settings import Settings
 from asyncrecall.memory import MemoryStoreProtocol
-from asyncrecall.memory._consolidate import ConsolidationResult, consolidate
+from asyncrecall.memory.extraction._consolidate import ConsolidationResult, consolidate
 
 __all__ = ["add_arguments", "run"]
 

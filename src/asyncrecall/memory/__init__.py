@@ -11,29 +11,18 @@ puts in front of the main model (:func:`format_memory_block`).
 
 from __future__ import annotations
 
-from asyncrecall.memory._consolidate import (  # issue 14
-    ConsolidationGate,
-    ConsolidationResult,
-    consolidate,
-)
 from asyncrecall.memory._document import safe_file_stem
-from asyncrecall.memory._embedding import EmbeddingSelector, HybridSelector, embedding_available
-from asyncrecall.memory._extract import (  # issue 14
-    ExtractionResult,
-    MemoryExtractor,
-    MemoryProposal,
-    Refusal,
-    TranscriptTurn,
-    read_source_offsets,
+from asyncrecall.memory._limits import (
+    INDEX_MAX_BYTES,
+    INDEX_MAX_LINES,
+    INDEX_NAME,
+    MAX_FILE_BYTES,
+    SCAN_LIMIT,
 )
-from asyncrecall.memory._lexical import LexicalSelector
 from asyncrecall.memory._location import canonical_project_root, resolve_memory_dir
-from asyncrecall.memory._model_selector import ModelSelector
 from asyncrecall.memory._prompt import BODY_LIMIT, format_manifest, format_memory_block
 from asyncrecall.memory._recall import DEFAULT_LIMIT, MemoryManager
-from asyncrecall.memory._scan import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT
 from asyncrecall.memory._selector import InstantSelector, Selector, validate_selection
-from asyncrecall.memory._store import INDEX_MAX_BYTES, INDEX_MAX_LINES, MemoryStore
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol, is_postgres_url
 from asyncrecall.memory._types import (
     EMPTY_RECALL,
@@ -42,6 +31,23 @@ from asyncrecall.memory._types import (
     MemoryType,
     RecallResult,
 )
+from asyncrecall.memory.extraction._consolidate import ConsolidationResult, consolidate
+from asyncrecall.memory.extraction._extract import (  # issue 14
+    ExtractionResult,
+    MemoryExtractor,
+    MemoryProposal,
+    Refusal,
+    TranscriptTurn,
+)
+from asyncrecall.memory.folder._extraction import ConsolidationGate, read_source_offsets
+from asyncrecall.memory.folder._store import MemoryStore
+from asyncrecall.memory.selectors._embedding import (
+    EmbeddingSelector,
+    HybridSelector,
+    embedding_available,
+)
+from asyncrecall.memory.selectors._lexical import LexicalSelector
+from asyncrecall.memory.selectors._model import ModelSelector
 
 __all__ = [
     "BODY_LIMIT",
@@ -90,7 +96,7 @@ def __getattr__(name: str) -> object:
     """``PostgresMemoryStore`` is imported on first use: psycopg is an optional extra."""
     if name == "PostgresMemoryStore":
         try:
-            from asyncrecall.memory._postgres import PostgresMemoryStore
+            from asyncrecall.memory.postgres._store import PostgresMemoryStore
         except ModuleNotFoundError as exc:  # pragma: no cover - the extra is installed in CI
             raise ImportError(
                 "PostgresMemoryStore needs psycopg: pip install 'asyncrecall[postgres]'"

@@ -44,7 +44,6 @@ from typing import Any, TypeGuard, TypeVar
 from asyncrecall._cancel import SIGNAL_CANCEL, CancelSignal
 from asyncrecall.memory._prompt import format_memory_block
 from asyncrecall.memory._selector import InstantSelector, Selector
-from asyncrecall.memory._store import MemoryStore
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
@@ -181,7 +180,7 @@ class MemoryManager:
     def _warm_now(self, targets: Sequence[InstantSelector]) -> None:
         """Scan (from the folder's persisted index when there is one) and prepare."""
         store = self.store
-        docs = store.warm_scan() if isinstance(store, MemoryStore) else store.scan()
+        docs = store.warm_scan()
         for target in targets:
             target.prepare(docs)
 
@@ -230,10 +229,7 @@ class MemoryManager:
         files: about 0.6 ms) or what is missing fits :data:`INLINE_BUDGET_BYTES`;
         ``None`` when more would need reading or tokenising."""
         store = self.store
-        if isinstance(store, MemoryStore):
-            docs = store.scan_cached(budget_bytes=INLINE_BUDGET_BYTES)
-        else:
-            docs = store.scan_cached()
+        docs = store.scan_cached(budget_bytes=INLINE_BUDGET_BYTES)
         if docs is None:
             return None
         excluded = frozenset(excluded_paths)

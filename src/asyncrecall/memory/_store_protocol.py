@@ -46,8 +46,16 @@ class MemoryStoreProtocol(Protocol):
         """The memories, newest first, at most ``limit`` (``None``: all)."""
         ...
 
-    def scan_cached(self, *, limit: int | None = ...) -> list[MemoryDoc] | None:
-        """:meth:`scan`'s answer if it needs no reading at all, else ``None`` (never reads)."""
+    def scan_cached(
+        self, *, limit: int | None = ..., budget_bytes: int = ...
+    ) -> list[MemoryDoc] | None:
+        """:meth:`scan`'s answer if it needs no reading beyond ``budget_bytes`` (0: none at
+        all), else ``None``."""
+        ...
+
+    def warm_scan(self) -> list[MemoryDoc]:
+        """:meth:`scan` for warm-up paths (a folder starts from its persisted parses and
+        writes them back)."""
         ...
 
     def get(self, name_or_rel_path: str) -> MemoryDoc:

@@ -1,0 +1,476 @@
+"""The memory folder: reading documents and the index, saving and forgetting memories.
+
+Layout::
+
+    <memory folder>/
+        MEMORY.md            the index: one line per memory, ``- [Title](file.md) — hook``
+        some-memory.md       topic files (front matter + body), possibly in sub-folders
+        .memory.lock         the lock that serialises writers across processes
+    <memory folder>.state/
+        history/             every save and forget, before and after (``_history``)
+
+Writes are atomic (a temporary file in the same folder, then ``os.replace``) and every
+read-modify-write of the folder holds the ``filelock`` lock, so two processes saving at
+once lose nothing. A write may carry a precondition (``expected``: the memory as its
+writer read it), checked under the lock; every write is recorded in the history before
+it is made, so each one can be undone (:meth:`MemoryStore.revert`). Each write also
+repairs the index: a topic file it does not list (a crash between the file's replace
+and the index's) gets its line back, a line linking to a file that is gone is dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from asyncrecall._exceptions import MemoryStoreError
+from asyncrecall.memory._atomic import atomic_write
+from asyncrecall.memory._document import (
+    checked_fields,
+    name_in_any_case,
+    render_document,
+    safe_file_stem,
+)
+from asyncrecall.memory._history import (
+    FolderHistory,
+    HistoryRecord,
+    default_state_dir,
+    revert_target,
+)
+from asyncrecall.memory._limits import (
+    INDEX_NAME,
+    MAX_FILE_BYTES,
+    SCAN_LIMIT,
+    cut_index,
+    index_line,
+    inside,
+)
+from asyncrecall.memory._precondition import ANYTHING, Expected, check_expected
+from asyncrecall.memory._threads import run_off_loop
+from asyncrecall.memory._types import MemoryDoc, MemoryType
+from asyncrecall.memory.folder._scan import Scanner
+
+if TYPE_CHECKING:
+    from asyncrecall.memory._transfer import MemoryRecord
+    from asyncrecall.memory.folder._extraction import ConsolidationGate, FolderBackend
+
+__all__ = ["MemoryStore"]
+
+_LOCK_NAME: Final = ".memory.lock"
+_LOCK_TIMEOUT_S: Final = 30.0
+
+
+class MemoryStore:
+    """One memory folder. Cheap to create; nothing is touched until a method is called."""
+
+    #: A warm scan stats files and parses nothing: recall may run it on the event loop.
+    inline_scan = True
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).expanduser().absolute()
+        self._scanner = Scanner(self.root)
+        self.history = FolderHistory(default_state_dir(self.root))
+        # The folder lock is re-entrant within this store (a consolidation holds it across
+        # the writes of one action): the depth counts this thread's nested holds.
+        self._thread_lock = threading.RLock()
+        self._lock_depth = 0
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({str(self.root)!r})"
+
+    @property
+    def location(self) -> str:
+        """The folder, for messages."""
+        return str(self.root)
+
+    async def candidates(self, query: str, *, exclude: Collection[str] = ()) -> list[MemoryDoc]:
+        """What recall offers a selector: the newest files (:meth:`scan`).
+
+        A warm folder (every parse cached: nothing changed since the last walk, as the
+        kernel says on Linux, or a stat per file) is scanned right here, which costs
+        less than handing the work to a thread: starting one blocks
+        the event loop until the new thread has run, and a thread that holds the GIL
+        delays the loop by up to the interpreter's switch interval (5 ms). A cold one is
+        scanned in a worker thread that a cancel abandons and exit never waits for.
+        """
+        warm = self.scan_cached()
+        if warm is not None:
+            return warm
+        return await run_off_loop(lambda _stop: self.scan(), name="asyncrecall-scan")
+
+    @property
+    def index_path(self) -> Path:
+        """``MEMORY.md`` of this folder."""
+        return self.root / INDEX_NAME
+
+    # -- reading ------------------------------------------------------------------------
+
+    def ensure(self) -> Path:
+        """Create the folder and an empty ``MEMORY.md`` if missing; returns the folder."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError), open(self.index_path, "x", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise MemoryStoreError(
+                f"cannot create memory folder {self.root}: {exc.strerror}"
+            ) from exc
+        return self.root
+
+    def scan(self, *, limit: int | None = SCAN_LIMIT) -> list[MemoryDoc]:
+        """The valid topic files, newest first, at most ``limit`` (200; ``None``: all).
+
+        Invalid files are skipped with one warning each; a missing folder scans empty.
+        """
+        return self._scanner.scan(limit=limit)
+
+    def scan_cached(
+        self, *, limit: int | None = SCAN_LIMIT, budget_bytes: int = 0
+    ) -> list[MemoryDoc] | None:
+        """:meth:`scan` when no file needs reading (every parse is cached, or those that
+        are not add up to ``budget_bytes`` at most), else ``None``."""
+        return self._scanner.scan_cached(limit=limit, budget_bytes=budget_bytes)
+
+    def warm_scan(self) -> list[MemoryDoc]:
+        """:meth:`scan` for warm-up paths: a new store starts from the folder's persisted
+        parses, and they are written back when anything had to be parsed."""
+        return self._scanner.scan(persist=True)
+
+    def get(self, name_or_rel_path: str) -> MemoryDoc:
+        """The memory with this relative path or name, or :class:`MemoryStoreError`.
+
+        A key names a memory by its exact relative path, else its exact name, else its
+        name in any letter case when only one memory has it; never by anything looser
+        (``C# tips`` is not ``C++ tips``, whose file is ``c-tips.md``).
+        """
+        return find_memory(self.scan(limit=None), name_or_rel_path, where=str(self.root))
+
+    def find(self, name: str) -> MemoryDoc | None:
+        """The memory called exactly ``name`` (``None``: there is none)."""
+        return next((d for d in self.scan(limit=None) if d.name == name), None)
+
+    def index_for_prompt(self) -> str:
+        """``MEMORY.md`` for the system prompt, cut at 200 lines or 25,000 bytes.
+
+        When cut, a warning line at the end says so. A missing index reads as "".
+        """
+        raw = self._read_index_bytes()
+        if raw is None:
+            return ""
+        text = raw.decode("utf-8", errors="replace").strip("\n")
+        if not text:
+            return ""
+        lines = text.split("\n")
+        return cut_index(lines, total_lines=len(lines), total_bytes=len(text.encode("utf-8")))
+
+    def _read_index_bytes(self) -> bytes | None:
+        try:
+            real_root = os.path.realpath(self.root)
+            real = os.path.realpath(self.index_path)
+            if not inside(real_root, real):
+                return None  # never read outside the folder, even through MEMORY.md
+            with open(real, "rb") as handle:
+                return handle.read(MAX_FILE_BYTES)
+        except OSError:
+            return None
+
+    # -- writing ------------------------------------------------------------------------
+
+    def save_memory(
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        *,
+        extra: Mapping[str, Any] | None = None,  # issue 14: extra front matter keys
+        expected: Expected = ANYTHING,
+        origin: str = "user",
+        write_id: str = "",
+    ) -> MemoryDoc:
+        """Create or update the topic file for ``name`` and its index line.
+
+        The file name is derived from the name (see :func:`safe_file_stem`); a memory
+        of the same name is updated in place. An empty name, an unknown type or content
+        over 1 MiB raise :class:`MemoryStoreError`; ``expected`` (the memory as read,
+        ``None`` for "must not exist") that no longer holds raises
+        :class:`~asyncrecall.MemoryConflictError` and writes nothing. ``origin`` and
+        ``write_id`` go into the history record.
+        """
+        name, description, kind = checked_fields(name, description, type)
+        text = render_document(
+            name=name, description=description, type=kind, body=content, extra=extra
+        )
+        if len(text.encode("utf-8")) > MAX_FILE_BYTES:
+            raise MemoryStoreError(f"memory {name!r} is over 1 MiB; save a shorter one")
+        with self._locked():
+            docs = self.scan(limit=None)
+            existing = next((d for d in docs if d.name == name), None)
+            check_expected(expected, existing, name=name)
+            rel = existing.rel_path if existing else self._free_rel_path(name)
+            before = _read_text(self.root / rel) if existing else None
+            if before != text:
+                self.history.append(
+                    name, "save", path=rel, before=before, after=text,
+                    origin=origin, write_id=write_id,
+                )  # fmt: skip
+                atomic_write(self.root / rel, text)
+            self._rewrite_index(rel, index_line(name, rel, description), docs)
+            return self._doc(rel)
+
+    def forget(
+        self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "user"
+    ) -> MemoryDoc:
+        """Remove a memory's topic file and its index line; returns what was removed.
+
+        ``name_or_rel_path`` as :meth:`get` takes it; ``expected`` as for
+        :meth:`save_memory`. The removed text stays in the history.
+        """
+        with self._locked():
+            docs = self.scan(limit=None)
+            doc = find_memory(docs, name_or_rel_path, where=str(self.root))
+            check_expected(expected, doc, name=doc.name)
+            self.history.append(
+                doc.name, "forget", path=doc.rel_path,
+                before=_read_text(doc.path), after=None, origin=origin,
+            )  # fmt: skip
+            try:
+                os.unlink(self.root / doc.rel_path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise MemoryStoreError(f"cannot remove {doc.path}: {exc.strerror}") from exc
+            self._rewrite_index(doc.rel_path, None, docs)
+            return doc
+
+    def history_of(self, name_or_rel_path: str) -> list[HistoryRecord]:
+        """Every recorded write of a memory, oldest first: by an existing memory's key (as
+        :meth:`get`), or by the exact name of one that is gone."""
+        return self.history.records(self._history_name(name_or_rel_path))
+
+    def revert(
+        self, name_or_rel_path: str, *, to: int | None = None, origin: str = "user"
+    ) -> MemoryDoc | None:
+        """Undo writes of one memory: back to what record ``to`` wrote, or (``to`` None) to
+        what the newest record replaced. Returns the memory as it now is (``None``: the
+        revert removed it). The revert is itself a recorded write, so it can be undone."""
+        with self._locked():
+            name = self._history_name(name_or_rel_path)
+            target = revert_target(self.history.records(name), name, to)
+            text = target.before if to is None else target.after
+            docs = self.scan(limit=None)
+            current = next((d for d in docs if d.name == name), None)
+            if text is None:
+                if current is None:
+                    return None
+                self.history.append(
+                    name, "revert", path=current.rel_path,
+                    before=_read_text(current.path), after=None, origin=origin,
+                )  # fmt: skip
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(current.path)
+                self._rewrite_index(current.rel_path, None, docs)
+                return None
+            rel = current.rel_path if current else self._revert_path(target.path, name, docs)
+            before = _read_text(self.root / rel) if current else None
+            self.history.append(name, "revert", path=rel, before=before, after=text, origin=origin)
+            atomic_write(self.root / rel, text)
+            doc = self._doc(rel)
+            self._rewrite_index(rel, index_line(doc.name, rel, doc.description), docs)
+            return doc
+
+    def _history_name(self, key: str) -> str:
+        try:
+            return self.get(key).name
+        except MemoryStoreError:
+            return " ".join(key.split())
+
+    def _revert_path(self, rel: str, name: str, docs: Sequence[MemoryDoc]) -> str:
+        taken = {d.rel_path for d in docs}
+        if rel and rel not in taken and not (self.root / rel).exists():
+            return rel
+        return self._free_rel_path(name)
+
+    # -- export and import (``memory export``/``import``) ------------------------------
+
+    def export_records(self) -> list[MemoryRecord]:
+        """Every memory with its provenance, times and other keys, in the index's order."""
+        from asyncrecall.memory.folder._transfer import export_records
+
+        return export_records(self)
+
+    def import_record(self, record: MemoryRecord) -> MemoryDoc:
+        """Save ``record`` (created or replaced) with all it carries."""
+        from asyncrecall.memory.folder._transfer import import_record
+
+        return import_record(self, record)
+
+    # -- where extraction and consolidation keep their state -----------------------------
+
+    def extraction_backend(self, *, state_dir: Path | None = None) -> FolderBackend:
+        """Extraction's view of this folder: provenance in the front matter, cursors and
+        journals in ``state_dir`` (default ``<folder>.state/``)."""
+        from asyncrecall.memory.folder._extraction import FolderBackend
+
+        return FolderBackend(self, state_dir=state_dir)
+
+    def consolidation_gate(self, **kwargs: Any) -> ConsolidationGate:
+        """When an automatic consolidation of this folder is due, and its file lock
+        (``kwargs``: ``min_hours``, ``min_sessions``, ``clock``)."""
+        from asyncrecall.memory.folder._extraction import ConsolidationGate
+
+        return ConsolidationGate.for_store(self, **kwargs)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the folder lock across several writes (re-entrant in this store): a
+        consolidation checks and applies one action under it."""
+        with self._locked():
+            yield
+
+    def repair_index(self) -> bool:
+        """Give every topic file its index line and drop lines to files that are gone;
+        True when the index changed. Looks first without the lock: a sound index (the
+        common case) costs a scan and a read, and a missing folder is left missing."""
+        if not self.root.is_dir() or self._index_sound(self.scan(limit=None)):
+            return False
+        with self._locked():
+            before = self._read_index_bytes()
+            self._rewrite_index(None, None, self.scan(limit=None))
+            return self._read_index_bytes() != before
+
+    def _index_sound(self, docs: Sequence[MemoryDoc]) -> bool:
+        raw = self._read_index_bytes()
+        lines = raw.decode("utf-8", errors="replace").splitlines() if raw else []
+        linked = {t for t in map(_link_target, lines) if t is not None}
+        return all(self._exists(t) for t in linked) and all(d.rel_path in linked for d in docs)
+
+    def _free_rel_path(self, name: str) -> str:
+        rel = f"{safe_file_stem(name)}.md"
+        if (self.root / rel).exists():
+            # Another memory owns that file name (``Foo bar`` and ``foo-bar``): disambiguate.
+            rel = f"{safe_file_stem(name)}-{_short_hash(name)}.md"
+        return rel
+
+    def _doc(self, rel: str) -> MemoryDoc:
+        for doc in self.scan(limit=None):
+            if doc.rel_path == rel:
+                return doc
+        raise MemoryStoreError(f"memory file {rel} was written but cannot be read back")
+
+    def _rewrite_index(self, rel: str | None, line: str | None, docs: Sequence[MemoryDoc]) -> None:
+        """Replace (or drop, when ``line`` is None) the index line linking to ``rel``, and
+        repair the rest: ``docs`` (the folder's memories) each keep a line, and a line
+        linking to a topic file that does not exist is dropped."""
+        raw = self._read_index_bytes()
+        lines = raw.decode("utf-8", errors="replace").splitlines() if raw else []
+        out: list[str] = []
+        placed = False
+        linked: set[str] = set()
+        for existing in lines:
+            target = _link_target(existing)
+            if target is not None and target == rel:
+                if line is not None and not placed:
+                    out.append(line)
+                    placed = True
+                continue
+            if target is not None and not self._exists(target):
+                continue  # a line to a removed file (a crash between unlink and index)
+            if target is not None:
+                linked.add(target)
+            out.append(existing)
+        missing = [
+            index_line(d.name, d.rel_path, d.description)
+            for d in sorted(docs, key=lambda d: (d.mtime, d.rel_path))
+            if d.rel_path not in linked and d.rel_path != rel
+        ]
+        if rel is not None and line is not None and not placed:
+            missing.append(line)
+        if missing:
+            while out and not out[-1].strip():
+                out.pop()
+            out.extend(missing)
+        text = "\n".join(out) + "\n" if out else ""
+        if raw is None or raw.decode("utf-8", errors="replace") != text:
+            atomic_write(self.index_path, text)
+
+    def _exists(self, rel: str) -> bool:
+        try:
+            return os.path.isfile(self.root / rel)
+        except (OSError, ValueError):
+            return True  # cannot tell: keep the line
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._thread_lock:
+            if self._lock_depth:
+                self._lock_depth += 1
+                try:
+                    yield
+                finally:
+                    self._lock_depth -= 1
+                return
+            from filelock import FileLock, Timeout  # imported here: reading never locks
+
+            self.ensure()
+            lock = FileLock(str(self.root / _LOCK_NAME), timeout=_LOCK_TIMEOUT_S)
+            try:
+                lock.acquire()
+            except Timeout as exc:
+                raise MemoryStoreError(
+                    f"memory folder {self.root} is locked by another process "
+                    f"(waited {_LOCK_TIMEOUT_S:.0f} s for {_LOCK_NAME})"
+                ) from exc
+            self._lock_depth = 1
+            try:
+                yield
+            finally:
+                self._lock_depth = 0
+                lock.release()
+
+
+def find_memory(docs: Sequence[MemoryDoc], key: str, *, where: str) -> MemoryDoc:
+    """The memory ``key`` names among ``docs`` (see :meth:`MemoryStore.get`), or
+    :class:`MemoryStoreError` saying there is none, or which ones a loose key fits."""
+    key = key.strip()
+    found = next((d for d in docs if d.rel_path == key), None)
+    if found is None:
+        found = next((d for d in docs if d.name == key), None)
+    if found is not None:
+        return found
+    name = name_in_any_case(key, (d.name for d in docs), where=where)
+    if name is None:
+        raise MemoryStoreError(f"no memory named {key!r} in {where}")
+    return next(d for d in docs if d.name == name)
+
+
+_LINK = re.compile(r"\]\(([^)\s]+\.md)\)")
+
+
+def _link_target(line: str) -> str | None:
+    """The topic file an index line links to (``None``: not a link to a relative ``.md``)."""
+    match = _LINK.search(line)
+    if match is None:
+        return None
+    target = match.group(1)
+    if "://" in target or target.startswith(("/", "#")):
+        return None
+    return target
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]

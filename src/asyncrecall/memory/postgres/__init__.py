@@ -1,0 +1,15 @@
+"""The PostgreSQL memory store, for fleets of workers sharing one database.
+
+- ``_store``: :class:`~asyncrecall.memory.PostgresMemoryStore` (the connection pool,
+  reads, saves, forgets, the index);
+- ``_schema`` and ``_sql``: the tables and the statements; ``_text``: rows to
+  documents, names to keys, the full-text query;
+- ``_candidates``: what recall offers a selector (full-text search, newest first);
+- ``_changes``: the change feed (``LISTEN``/``NOTIFY``) that keeps the caches fresh;
+- ``_writes`` and ``_history``: conditional writes and the change history;
+- ``_loops`` and ``_portal``: the event loop of the pool and the call from other threads;
+- ``_extraction``: extraction's and consolidation's state in the database.
+
+The only part of the package that imports psycopg; loaded when a PostgreSQL store is
+used (``pip install 'asyncrecall[postgres]'``).
+"""

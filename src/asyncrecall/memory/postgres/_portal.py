@@ -1,0 +1,69 @@
+"""A private event loop in a daemon thread, where a database store's I/O lives.
+
+The PostgreSQL store's ``LISTEN`` connection, and its async pool for the recalls that
+find every connection of their own loop busy (``_loops``), live on one loop of
+its own, in one thread: a synchronous call waits for a future, the recall task awaits a
+wrapped future (its event loop never blocks), and cancelling the recall task cancels
+the query's task here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["Portal"]
+
+_T = TypeVar("_T")
+
+
+class Portal:
+    """An event loop running in a daemon thread until :meth:`stop`."""
+
+    def __init__(self, name: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def in_portal(self) -> bool:
+        """Whether the caller runs on the portal's own thread."""
+        return threading.current_thread() is self._thread
+
+    def call(self, work: Coroutine[Any, Any, _T]) -> _T:
+        """Run ``work`` on the portal's loop and wait for its result (blocking)."""
+        if self.in_portal():
+            work.close()
+            raise RuntimeError("a blocking store call from the store's own thread")
+        if self._loop.is_closed():
+            work.close()
+            raise RuntimeError("the store is closed")
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result()
+
+    async def acall(self, work: Coroutine[Any, Any, _T]) -> _T:
+        """Run ``work`` on the portal's loop; awaiting never blocks the caller's loop.
+
+        Cancelling the awaiting task cancels ``work``'s task on the portal.
+        """
+        if self._loop.is_closed():
+            work.close()
+            raise RuntimeError("the store is closed")
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
+
+    def stop(self) -> None:
+        """Stop the loop, join the thread, close the loop. Idempotent."""
+        if self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if not self.in_portal():
+            self._thread.join()
+        self._loop.close()

@@ -1,0 +1,62 @@
+"""What the PostgreSQL wing's helpers use of :class:`~asyncrecall.memory.PostgresMemoryStore`.
+
+The store imports its helpers (extraction's backend and gate, export and import) to hand
+them out; they see it through :class:`PostgresShape`, so none imports the store back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from asyncrecall.memory._store_protocol import MemoryStoreProtocol
+from asyncrecall.memory._types import MemoryDoc, MemoryType
+
+__all__ = ["PostgresShape"]
+
+
+class PostgresShape(MemoryStoreProtocol, Protocol):
+    """A PostgreSQL store as its helpers use it (``PostgresMemoryStore`` satisfies it)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+    def connect(self) -> None: ...
+
+    def find(self, name: str) -> MemoryDoc | None: ...
+
+    def save_memory(
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        *,
+        updated_at: float | None = ...,
+        created_at: float | None = ...,
+        extra: Mapping[str, Any] | None = ...,
+        origin: str = ...,
+        write_id: str = ...,
+    ) -> MemoryDoc: ...
+
+    def save_if(
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        *,
+        expected_revision: int | None,
+        extra: Mapping[str, Any] | None = ...,
+        origin: str = ...,
+        write_id: str = ...,
+    ) -> MemoryDoc | None: ...
+
+    def forget(self, name_or_rel_path: str, *, origin: str = ...) -> MemoryDoc: ...
+
+    def forget_if(
+        self, name: str, *, expected_revision: int, origin: str = ...
+    ) -> MemoryDoc | None: ...

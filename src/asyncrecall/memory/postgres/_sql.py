@@ -1,0 +1,231 @@
+"""The SQL of the PostgreSQL store, and the knobs of its candidate query.
+
+Every statement is constant text (``LiteralString``): names, namespaces, bodies and
+queries travel only as parameters. See ``_store`` for what each one serves and
+``_schema`` for the table.
+"""
+
+from __future__ import annotations
+
+from typing import Final, LiteralString
+
+__all__ = [
+    "CANDIDATES_SQL",
+    "COMMON_REFRESH_S",
+    "COMMON_ROWS",
+    "COMMON_SQL",
+    "DELETE_SQL",
+    "FOLD_SQL",
+    "FORGET_IF_SQL",
+    "GET_BY_NAME_SQL",
+    "GET_SQL",
+    "INDEX_SQL",
+    "LISTEN_SQL",
+    "MATCHES",
+    "MATCH_CAP",
+    "NEWEST_FILL",
+    "NOTIFY_SQL",
+    "SAVE_IF_SQL",
+    "SAVE_NEW_SQL",
+    "SCAN_SQL",
+    "UPSERT_SQL",
+]
+
+#: Newest memories added to the full-text matches of a large namespace.
+NEWEST_FILL: Final = 20
+#: Rows matched by full-text search that are ranked at most (a bound on recall's cost).
+MATCH_CAP: Final = 1000
+#: Full-text matches offered from a large namespace (beside the newest): fewer than a
+#: folder's 200, since each offered memory costs the selector (BM25 tokenises it).
+MATCHES: Final = 60
+#: A lexeme expected in more rows than this does not select candidates (it would
+#: match an arbitrary share of a large namespace).
+COMMON_ROWS: Final = 1000
+COMMON_REFRESH_S: Final = 600.0
+
+COMMON_SQL: Final[LiteralString] = """
+SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples
+FROM pg_stats s JOIN pg_class c ON c.oid = 'asyncrecall_memories'::regclass
+WHERE s.schemaname = current_schema() AND s.tablename = 'asyncrecall_memories'
+  AND s.attname = 'search'
+"""
+
+CANDIDATES_SQL: Final[LiteralString] = """
+WITH newest AS (
+    SELECT name FROM asyncrecall_memories
+    WHERE namespace = %(ns)s AND rel_path <> ALL(%(ex)s)
+    ORDER BY updated_at DESC, name LIMIT %(small)s
+), small AS (SELECT count(*) < %(small)s AS yes FROM newest
+), terms AS (
+    -- The query's lexemes but the common ones (expected in over 1,000 rows, from
+    -- ANALYZE's statistics), any of them: rare terms decide, the rows to rank stay few.
+    SELECT websearch_to_tsquery('simple', string_agg(lexeme, ' or ')) AS q
+    FROM unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS lexeme
+    WHERE lexeme <> ALL(%(common)s::text[])
+)
+(SELECT 0, name, rel_path, description, type, body, size, version,
+        extract(epoch FROM updated_at)::float8, xmin::text::bigint
+ FROM asyncrecall_memories
+ WHERE namespace = %(ns)s AND name IN (SELECT name FROM newest) AND (SELECT yes FROM small)
+ ORDER BY updated_at DESC, name)
+UNION ALL
+(SELECT 1, name, rel_path, description, type, body, size, version,
+        extract(epoch FROM updated_at)::float8, xmin::text::bigint
+ FROM (SELECT m.*, m.xmin, terms.q
+       FROM asyncrecall_memories m, terms
+       WHERE m.namespace = %(ns)s AND m.search @@ terms.q AND m.rel_path <> ALL(%(ex)s)
+         AND NOT (SELECT yes FROM small)
+       LIMIT %(cap)s) AS hits
+ ORDER BY ts_rank(search, q) DESC, updated_at DESC LIMIT %(matches)s)
+UNION ALL
+(SELECT 2, name, rel_path, description, type, body, size, version,
+        extract(epoch FROM updated_at)::float8, xmin::text::bigint
+ FROM asyncrecall_memories
+ WHERE namespace = %(ns)s AND rel_path <> ALL(%(ex)s) AND NOT (SELECT yes FROM small)
+ ORDER BY updated_at DESC, name LIMIT %(fill)s)
+"""
+
+SCAN_SQL: Final[LiteralString] = """
+SELECT name, rel_path, description, type, body, size, version,
+       extract(epoch FROM updated_at)::float8, xmin::text::bigint
+FROM asyncrecall_memories WHERE namespace = %(ns)s
+ORDER BY updated_at DESC, name LIMIT %(limit)s
+"""
+
+# A key names a memory by its exact relative path, else its exact name (the path
+# first); a case-insensitive match is ``FOLD_SQL``'s, never a file-name stem.
+GET_SQL: Final[LiteralString] = """
+SELECT name, rel_path, description, type, body, size, version,
+       extract(epoch FROM updated_at)::float8, xmin::text::bigint
+FROM asyncrecall_memories
+WHERE namespace = %(ns)s AND (rel_path = %(key)s OR name = %(key)s)
+ORDER BY rel_path = %(key)s DESC
+LIMIT 1
+"""
+
+GET_BY_NAME_SQL: Final[LiteralString] = """
+SELECT name, rel_path, description, type, body, size, version,
+       extract(epoch FROM updated_at)::float8, xmin::text::bigint
+FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(key)s
+"""
+
+# The names that may equal the key in another case: the same in ASCII lower case, or
+# holding a non-ASCII character (or all, for a non-ASCII key), as PostgreSQL's lower()
+# may not fold those; the caller compares them with Python's casefold().
+FOLD_SQL: Final[LiteralString] = """
+SELECT name FROM asyncrecall_memories
+WHERE namespace = %(ns)s
+  AND (lower(name) = lower(%(key)s) OR octet_length(name) > length(name) OR %(wide)s)
+ORDER BY name
+"""
+
+_ROW: Final[LiteralString] = """
+    RETURNING name, rel_path, description, type, body, size, version,
+              extract(epoch FROM updated_at)::float8 AS mtime, xmin::text::bigint AS revision
+"""
+
+
+def _announced(op: LiteralString, cte: LiteralString) -> LiteralString:
+    """A write (the ``saved`` CTE), the provenance a save carries (``%(sources)s``, when
+    not NULL, written in the same statement) and the write's NOTIFY (sent at commit)."""
+    return (
+        "WITH saved AS ("
+        + cte
+        + _ROW
+        + """)
+, provenance AS (
+    INSERT INTO asyncrecall_sources AS s (namespace, name, sources)
+    SELECT %(ns)s, name, %(sources)s::jsonb FROM saved WHERE %(sources)s::jsonb IS NOT NULL
+    ON CONFLICT (namespace, name) DO UPDATE SET sources = EXCLUDED.sources
+)
+SELECT name, rel_path, description, type, body, size, version, mtime, revision,
+       pg_notify(%(channel)s::text, json_build_object(
+           'ns', %(key)s::text, 'op', '"""
+        + op
+        + """', 'name', left(name, 200),
+           'v', version, 'src', %(src)s::text)::text)
+FROM saved
+"""
+    )
+
+
+# A new row of a save, produced under a transaction-scoped advisory lock on
+# (namespace, rel_path) (``%(lock)s``, see ``_writes.rel_path_lock``), taken
+# before the insert looks for a conflict. Without it, two inserts of one new name
+# deadlock: each puts its entry into both unique indexes (the name's, which is the
+# arbiter, and the file name's); the one waits on the other's file name entry while
+# the other waits on its name entry, and PostgreSQL aborts one (40P01). Under the
+# lock the second insert starts after the first committed, and finds the name.
+_INSERT: Final[LiteralString] = """
+    INSERT INTO asyncrecall_memories AS m
+        (namespace, name, rel_path, description, type, body, size, front_matter,
+         created_at, updated_at)
+    SELECT %(ns)s, %(name)s, %(rel)s, %(description)s, %(type)s, %(body)s, %(size)s,
+           %(extra)s::jsonb,
+           coalesce(to_timestamp(%(created)s::float8), to_timestamp(%(at)s::float8),
+                    clock_timestamp()),
+           coalesce(to_timestamp(%(at)s::float8), clock_timestamp())
+    FROM (SELECT pg_advisory_xact_lock(%(lock)s::bigint)) AS rel_path_lock
+"""
+
+_SET: Final[LiteralString] = """
+        description = %(description)s, type = %(type)s, body = %(body)s, size = %(size)s,
+        front_matter = %(extra)s::jsonb, version = m.version + 1,
+        created_at = coalesce(to_timestamp(%(created)s::float8), m.created_at),
+        updated_at = coalesce(to_timestamp(%(at)s::float8), clock_timestamp())
+"""
+
+# A save: one statement, so one transaction and one round trip. A conflict on
+# (namespace, name) updates the whole row.
+UPSERT_SQL: Final[LiteralString] = _announced(
+    "save", _INSERT + "ON CONFLICT (namespace, name) DO UPDATE SET" + _SET
+)
+
+# ``save_if`` of a name that must not exist: the insert does nothing (no row) if it does.
+SAVE_NEW_SQL: Final[LiteralString] = _announced(
+    "save", _INSERT + "ON CONFLICT (namespace, name) DO NOTHING"
+)
+
+# ``save_if`` of an existing name: an update of the row only while its revision (the
+# ``xmin`` of the row version, which every insert or update renews) is the expected
+# one. A concurrent writer's update makes this one wait for its commit, then check
+# the condition again on the new row version, where it fails: of two writers with
+# the same expected revision exactly one writes.
+SAVE_IF_SQL: Final[LiteralString] = _announced(
+    "save",
+    "UPDATE asyncrecall_memories AS m SET"
+    + _SET
+    + "WHERE namespace = %(ns)s AND name = %(name)s AND xmin::text::bigint = %(expected)s",
+)
+
+# ``forget_if``: the delete of the name at the expected revision only (its provenance
+# goes too: ON DELETE CASCADE).
+FORGET_IF_SQL: Final[LiteralString] = (
+    """
+WITH gone AS (
+    DELETE FROM asyncrecall_memories
+    WHERE namespace = %(ns)s AND name = %(name)s AND xmin::text::bigint = %(expected)s
+"""
+    + _ROW
+    + """)
+SELECT name, rel_path, description, type, body, size, version, mtime, revision,
+       pg_notify(%(channel)s::text, json_build_object(
+           'ns', %(key)s::text, 'op', 'forget', 'name', left(name, 200), 'v', version,
+           'src', %(src)s::text)::text)
+FROM gone
+"""
+)
+
+DELETE_SQL: Final[LiteralString] = """
+DELETE FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
+"""
+
+INDEX_SQL: Final[LiteralString] = """
+SELECT name, rel_path, description, count(*) OVER (),
+       sum(octet_length(name) + octet_length(rel_path) + octet_length(description) + 10) OVER ()
+FROM asyncrecall_memories WHERE namespace = %(ns)s
+ORDER BY created_at, name LIMIT %(lines)s
+"""
+
+NOTIFY_SQL: Final[LiteralString] = "SELECT pg_notify(%s, %s)"
+LISTEN_SQL: Final[LiteralString] = "LISTEN asyncrecall_memories"

@@ -1,0 +1,742 @@
+"""Memories in PostgreSQL, shared by every worker process: :class:`PostgresMemoryStore`.
+
+One table keyed by (namespace, name) holds what the folder's topic files hold (see
+``_schema`` for the schema). What the store promises:
+
+- **Writes.** A save is one transaction: an upsert on (namespace, name) whose row is
+  written whole, so two processes saving one name resolve to the last commit, never to
+  a mix of the two; a forget is one transaction too. Each announces itself with
+  ``NOTIFY`` in the same transaction (delivered at commit). The limits are the
+  folder's: a non-empty name, a known type, a rendered document of at most 1 MiB.
+- **Recall.** :meth:`candidates` asks the database, in one round trip, for the newest
+  memories of the namespace; past 200, for the best 60 full-text matches instead plus
+  the 20 newest (``_candidates``; the knobs are in ``_sql``). The
+  match uses a ``tsvector`` column under a GIN index: any of the query's terms except
+  those PostgreSQL's statistics expect in over 1,000 rows (a common word would match
+  an arbitrary share of a large namespace); at most 1,000 matching rows are ranked
+  (``ts_rank``), which bounds the query's cost. The selectors rank the candidates as
+  they rank a folder. The query runs inside the recall task on a connection of the
+  caller's own event loop (``_loops``: psycopg's async I/O never blocks that
+  loop, and no thread hop is paid), or on the store's own loop and pool
+  (``_portal``) when the loop has ``max_size`` queries in flight already;
+  the turn never waits for it. Synchronous calls (CLI, memory tool) use a
+  synchronous pool in the caller's thread.
+- **Caches.** Per-process caches (the index text, scans, candidate lists) are used
+  only while the store's ``LISTEN`` connection is up; any save or forget, by this
+  process or another, bumps :attr:`generation`, empties them and calls the change
+  listeners (:meth:`add_change_listener`). A lost ``LISTEN`` connection empties them,
+  and they stay off until it is back. The selectors' caches (term counts, vectors)
+  need no invalidation: every document carries its row version's revision (``xmin``,
+  new with each insert or update) in ``MemoryDoc.fingerprint``, so a rewrite by
+  another process that keeps size and modification time (an import) is still counted
+  or embedded afresh.
+- **Faults.** A database that cannot be reached when the store opens, or whose schema
+  is newer than this code, is a :class:`ConfigError`. Later, a save, get or forget
+  raises :class:`MemoryStoreError`; recall and the index log one warning per outage
+  on ``asyncrecall.memory`` and give nothing (the turn goes on without memory) until
+  the database answers again (the pool reconnects by itself).
+- **Input.** Every query is constant SQL text; names, namespaces and bodies travel
+  only as parameters.
+
+The parts: ``_changes`` (caches and ``LISTEN``), ``_candidates`` and
+``_loops`` (recall's query and its connections), ``_writes`` (a
+save's checks, a forget's transaction), ``_text`` (values and helpers),
+``_sql`` and ``_schema``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection, Connection
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+
+from asyncrecall._exceptions import ConfigError, MemoryStoreError
+from asyncrecall.memory._document import front_matter, parse_document
+from asyncrecall.memory._history import HistoryOp, HistoryRecord, revert_target
+from asyncrecall.memory._limits import INDEX_MAX_LINES, SCAN_LIMIT, cut_index, index_line
+from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY
+from asyncrecall.memory._types import MemoryDoc, MemoryType
+from asyncrecall.memory.postgres._candidates import CandidateQuery
+from asyncrecall.memory.postgres._changes import ChangeFeed, log_listener_end
+from asyncrecall.memory.postgres._history import history_records, recorded
+from asyncrecall.memory.postgres._portal import Portal
+from asyncrecall.memory.postgres._schema import CHANNEL, ensure_schema
+from asyncrecall.memory.postgres._sql import (
+    FORGET_IF_SQL,
+    GET_BY_NAME_SQL,
+    INDEX_SQL,
+    SAVE_IF_SQL,
+    SAVE_NEW_SQL,
+    SCAN_SQL,
+    UPSERT_SQL,
+)
+from asyncrecall.memory.postgres._text import (
+    StoreChange,
+    check_text,
+    default_namespace,
+    describe,
+    namespace_key,
+    redact_url,
+    row_doc,
+)
+from asyncrecall.memory.postgres._writes import (
+    REL_PATH_KEY,
+    delete_memory,
+    find_memory,
+    save_row,
+    second_rel_path,
+)
+
+if TYPE_CHECKING:
+    from asyncrecall.memory._transfer import MemoryRecord
+    from asyncrecall.memory.postgres._extraction import PostgresBackend, PostgresConsolidationGate
+
+__all__ = ["PostgresMemoryStore", "StoreChange", "default_namespace", "redact_url"]
+
+logger = logging.getLogger("asyncrecall.memory")
+
+_T = TypeVar("_T")
+
+_MAX_NAMESPACE: Final = 1000
+
+#: The SQLSTATEs of a transaction PostgreSQL rolled back that a retry may well pass:
+#: a deadlock and a serialisation failure.
+RETRIED_STATES: Final = frozenset({"40P01", "40001"})
+#: Retries of such a transaction at most (then the error is the caller's).
+ROLLBACK_RETRIES: Final = 8
+_ROLLBACK_PAUSE_S: Final = 0.002  # doubled each retry, a random share of it taken
+
+
+class PostgresMemoryStore:
+    """The memories of one namespace in a PostgreSQL database (psycopg 3 and its pools).
+
+    ``url`` is a libpq connection URI (``postgresql://user@host/db``,
+    ``postgresql:///db?host=/run/postgresql``). Nothing connects until
+    :meth:`connect` or the first call; :meth:`open` does both. Close with
+    :meth:`close` (or ``with``): it stops the store's thread and pools.
+
+    Synchronous calls (the CLI, the agent's memory tool) use a synchronous pool in the
+    caller's thread; :meth:`candidates` (recall) uses up to ``max_size`` connections of
+    the caller's event loop, then an async pool on the store's own loop, where the
+    ``LISTEN`` connection lives (``_portal``).
+    """
+
+    #: A database round trip never runs inline (``scan_cached`` is always ``None``).
+    inline_scan = False
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str,
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 5.0,
+        listen: bool = True,
+    ) -> None:
+        if not namespace or len(namespace) > _MAX_NAMESPACE:
+            raise ConfigError(f"a memory namespace is 1 to {_MAX_NAMESPACE} characters")
+        if "\x00" in namespace:
+            raise ConfigError("a memory namespace cannot hold a NUL character")
+        self.url = url
+        self.namespace = namespace
+        self._where = redact_url(url)
+        self._ns_key = namespace_key(namespace)
+        self._id = uuid.uuid4().hex  # our own NOTIFYs come back: known by this
+        self._doc_root = Path(f"postgresql:{self._ns_key}")
+        self._min_size, self._max_size, self._timeout = min_size, max_size, timeout
+        self._connect_timeout = max(2, round(timeout))  # libpq: whole seconds, 2 at least
+        self._listen_enabled = listen
+        self._portal = Portal(f"asyncrecall-pg-{self._ns_key[:8]}")
+        self._feed = ChangeFeed(self._ns_key, self._id)
+        self._query = CandidateQuery(
+            url,
+            namespace=namespace,
+            root=self._doc_root,
+            connect_timeout=self._connect_timeout,
+            max_size=max_size,
+            name=f"asyncrecall-recall-{self._id[:12]}",
+        )
+        self._connect_lock = threading.Lock()
+        self._pool: ConnectionPool[Connection[Any]] | None = None
+        # Owned by the portal's loop (touched only there):
+        self._apool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._healthy = True
+        self._closed = False
+
+    @classmethod
+    def open(cls, url: str, *, namespace: str, **options: Any) -> PostgresMemoryStore:
+        """A connected store (schema created or migrated), or :class:`ConfigError`."""
+        store = cls(url, namespace=namespace, **options)
+        try:
+            store.connect()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def __repr__(self) -> str:
+        return f"PostgresMemoryStore({self._where!r}, namespace={self.namespace!r})"
+
+    def __enter__(self) -> PostgresMemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def location(self) -> str:
+        """The database (password hidden) and the namespace."""
+        return f"{self._where} namespace {self.namespace!r}"
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every change seen (any process) and every ``LISTEN`` reconnect."""
+        return self._feed.generation
+
+    @property
+    def caching(self) -> bool:
+        """Whether the caches are in use: the ``LISTEN`` connection is up."""
+        return self._feed.listening
+
+    def add_change_listener(self, callback: Callable[[StoreChange], None]) -> Callable[[], None]:
+        """Call ``callback`` on each change seen (on the store's thread, or on the
+        writer's for this store's own writes: keep it short, never call the store from
+        it); returns a function that removes it."""
+        return self._feed.add_listener(callback)
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Create or migrate the schema, open the pools, start listening; idempotent.
+
+        :class:`ConfigError` (one line) when the database cannot be reached or its
+        schema is newer than this code.
+        """
+        with self._connect_lock:
+            if self._closed:
+                raise MemoryStoreError(f"the memory store {self.location} is closed")
+            if self._pool is not None:
+                return
+            try:
+                # One direct connection first: a database that is down fails fast, with
+                # libpq's own reason, and the schema is ready before the pools open.
+                with psycopg.connect(
+                    self.url, autocommit=True, connect_timeout=self._connect_timeout
+                ) as conn:
+                    ensure_schema(conn, where=self._where)
+            except psycopg.Error as exc:
+                raise self._unusable(exc) from exc
+            pool: ConnectionPool[Connection[Any]] = ConnectionPool(
+                self.url,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                timeout=self._timeout,
+                kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
+                name=f"asyncrecall-{self._ns_key[:8]}",
+                open=False,
+            )
+            try:
+                pool.open(wait=True, timeout=self._timeout)
+                self._portal.call(self._aopen())
+            except (PoolTimeout, psycopg.Error) as exc:
+                pool.close()
+                raise self._unusable(exc) from exc
+            except BaseException:
+                pool.close()
+                raise
+            self._pool = pool
+
+    def close(self) -> None:
+        """Stop listening, close the pools, the loops' connections and the store's
+        thread. Idempotent."""
+        with self._connect_lock:
+            if self._closed:
+                return
+            self._closed = True
+            pool, self._pool = self._pool, None
+        try:
+            self._query.close()
+            self._portal.call(self._aclose())
+        finally:
+            self._portal.stop()
+            if pool is not None:
+                pool.close()
+
+    async def _aopen(self) -> None:
+        apool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self._max_size,
+            timeout=self._timeout,
+            kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
+            name=f"asyncrecall-recall-{self._ns_key[:8]}",
+            open=False,
+        )
+        try:
+            await apool.open(wait=True, timeout=self._timeout)
+        except BaseException:
+            await apool.close()
+            raise
+        self._apool = apool
+        if self._listen_enabled:
+            ready = asyncio.Event()
+            self._listener = asyncio.create_task(
+                self._feed.listen(self.url, connect_timeout=self._connect_timeout, ready=ready),
+                name="asyncrecall-pg-listen",
+            )
+            self._listener.add_done_callback(log_listener_end)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._timeout):
+                    await ready.wait()  # caches on from the first call
+
+    async def _aclose(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
+            await asyncio.wait({listener})
+        apool, self._apool = self._apool, None
+        if apool is not None:
+            await apool.close()
+        self._feed.set_listening(False)
+
+    def _sync_pool(self) -> ConnectionPool[Connection[Any]]:
+        pool = self._pool
+        if pool is None:
+            self.connect()
+            pool = self._pool
+            if pool is None:  # pragma: no cover - closed by another thread meanwhile
+                raise MemoryStoreError(f"the memory store {self.location} is closed")
+        return pool
+
+    def _unusable(self, exc: BaseException) -> ConfigError:
+        return ConfigError(f"cannot use the memory database {self._where}: {describe(exc)}")
+
+    def _outage(self, exc: BaseException) -> None:
+        if self._healthy:
+            self._healthy = False
+            logger.warning(
+                "memory database %s unreachable (%s): recall goes on without memory "
+                "until it is back",
+                self._where,
+                describe(exc),
+            )
+
+    def _answered(self) -> None:
+        if not self._healthy:
+            self._healthy = True
+            logger.warning("memory database %s is reachable again: recall resumes", self._where)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def ensure(self) -> str:
+        """Connect (creating the schema if needed); returns :attr:`location`."""
+        self.connect()
+        return self.location
+
+    def scan_cached(
+        self, *, limit: int | None = SCAN_LIMIT, budget_bytes: int = 0
+    ) -> list[MemoryDoc] | None:
+        """Never an answer without a round trip: recall does not run inline on a database."""
+        return None
+
+    def warm_scan(self) -> list[MemoryDoc]:
+        """:meth:`scan` (warming a database is its first round trip)."""
+        return self.scan()
+
+    def scan(self, *, limit: int | None = SCAN_LIMIT) -> list[MemoryDoc]:
+        """The namespace's memories, newest first, at most ``limit`` (``None``: all)."""
+        cached = self._feed.scan(limit)
+        if cached is not None:
+            return list(cached)
+        token = self._feed.token()
+        docs = self._rows(SCAN_SQL, {"ns": self.namespace, "limit": limit})
+        self._feed.keep_scan(token, limit, docs)
+        return list(docs)
+
+    def get(self, name_or_rel_path: str) -> MemoryDoc:
+        """The memory with this exact relative path, else this exact name, else this
+        name in another case when only one memory has it (never a file-name stem);
+        :class:`MemoryStoreError` when none does, or several in other cases."""
+        key = name_or_rel_path.strip()
+        check_text("a memory name", key)
+        try:
+            row = self._run(
+                lambda conn: find_memory(conn, key, namespace=self.namespace, where=self.location)
+            )
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._error("read", exc) from exc
+        if row is None:
+            raise MemoryStoreError(f"no memory named {key!r} in {self.location}")
+        return row_doc(self._doc_root, row)
+
+    # -- export and import (``memory export``/``import``) ------------------------------
+
+    def export_records(self) -> list[MemoryRecord]:
+        """Every memory with its provenance, times and other keys, in the index's order."""
+        from asyncrecall.memory.postgres._transfer import export_records
+
+        return export_records(self)
+
+    def import_record(self, record: MemoryRecord) -> MemoryDoc:
+        """Save ``record`` (created or replaced) with all it carries."""
+        from asyncrecall.memory.postgres._transfer import import_record
+
+        return import_record(self, record)
+
+    # -- where extraction and consolidation keep their state -----------------------------
+
+    def extraction_backend(self, *, state_dir: Path | None = None) -> PostgresBackend:
+        """Extraction's view of this namespace: provenance, cursors and journals in the
+        database's own tables (``state_dir`` is a folder's: not used here)."""
+        del state_dir
+        from asyncrecall.memory.postgres._extraction import PostgresBackend
+
+        return PostgresBackend(self)
+
+    def consolidation_gate(self, **kwargs: Any) -> PostgresConsolidationGate:
+        """When an automatic consolidation of this namespace is due, and its lock row
+        (``kwargs``: ``min_hours``, ``min_sessions``, ``clock``)."""
+        from asyncrecall.memory.postgres._extraction import PostgresConsolidationGate
+
+        return PostgresConsolidationGate(self, **kwargs)
+
+    def index_for_prompt(self) -> str:
+        """The ``MEMORY.md`` equivalent: one line per memory, oldest first, cut as the
+        folder's index is cut (200 lines or 25,000 bytes, with a warning line).
+
+        An unreachable database reads as "" (one warning per outage), as a missing
+        ``MEMORY.md`` does: the turn goes on without the index.
+        """
+        cached = self._feed.index()
+        if cached is not None:
+            return cached
+        token = self._feed.token()
+        params = {"ns": self.namespace, "lines": INDEX_MAX_LINES + 1}
+        try:
+            rows = self._run(lambda conn: conn.execute(INDEX_SQL, params).fetchall())
+        except (PoolTimeout, psycopg.Error, ConfigError) as exc:
+            self._outage(exc)
+            return ""
+        self._answered()
+        text = ""
+        if rows:
+            lines = [index_line(name, rel, description) for name, rel, description, _, _ in rows]
+            text = cut_index(lines, total_lines=int(rows[0][3]), total_bytes=int(rows[0][4]))
+        self._feed.keep_index(token, text)
+        return text
+
+    async def candidates(self, query: str, *, exclude: Collection[str] = ()) -> list[MemoryDoc]:
+        """What recall offers a selector for ``query`` (see the module's promises).
+
+        An unreachable database logs one warning per outage and offers nothing.
+        """
+        if self._closed:
+            return []
+        key = (query, frozenset(exclude))
+        cached = self._feed.candidates(key)
+        if cached is not None:
+            return list(cached)
+        if self._pool is None:
+            try:
+                await asyncio.to_thread(self.connect)  # first use: never on our loop
+            except (ConfigError, MemoryStoreError) as exc:
+                self._outage(exc)
+                return []
+        token = self._feed.token()
+        params = self._query.params(query, key[1])
+        try:
+            docs = await self._query.on_caller_loop(params)
+            if docs is None:  # this loop has all its connections busy: the store's loop
+                docs = await self._portal.acall(self._on_own_pool(params))
+        except RuntimeError:
+            return []  # the store was closed meanwhile
+        except (PoolTimeout, psycopg.Error) as exc:
+            self._outage(exc)
+            return []
+        self._answered()
+        self._feed.keep_candidates(token, key, docs)
+        return list(docs)
+
+    async def _on_own_pool(self, params: dict[str, Any]) -> list[MemoryDoc]:
+        apool = self._apool
+        if apool is None:
+            raise RuntimeError("the store is closed")
+        return await self._query.on_pool(apool, params)
+
+    def _rows(self, query: LiteralString, params: dict[str, Any]) -> list[MemoryDoc]:
+        try:
+            rows = self._run(lambda conn: conn.execute(query, params).fetchall())
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._error("read", exc) from exc
+        return [row_doc(self._doc_root, row) for row in rows]
+
+    def _run(self, work: Callable[[Connection[Any]], _T]) -> _T:
+        """``work(connection)`` on a pooled connection, which must be one transaction
+        (one statement, or a ``conn.transaction()`` block).
+
+        On a connection the server has closed (a restart), again on another (the pool
+        replaces closed ones). On a transaction PostgreSQL rolled back, a deadlock
+        (``40P01``) or a serialisation failure (``40001``), again after a short random
+        pause, at most :data:`ROLLBACK_RETRIES` times: nothing of it was written.
+        """
+        pool = self._sync_pool()
+        reconnects = rollbacks = 0
+        while True:
+            with pool.connection() as conn:
+                try:
+                    return work(conn)
+                except psycopg.OperationalError as exc:  # 40001 and 40P01 are ones too
+                    if exc.sqlstate in RETRIED_STATES and not conn.closed:
+                        if rollbacks == ROLLBACK_RETRIES:
+                            raise
+                        rollbacks += 1
+                    elif not conn.closed or reconnects == self._max_size:
+                        raise
+                    else:
+                        reconnects += 1
+                        continue
+            # Outside the connection: the pause holds nothing another writer waits for.
+            time.sleep(random.uniform(0, _ROLLBACK_PAUSE_S * 2**rollbacks))
+
+    # -- writing ------------------------------------------------------------------------
+
+    def save_memory(
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        *,
+        updated_at: float | None = None,
+        created_at: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+        origin: str = "user",
+        write_id: str = "",
+        op: HistoryOp = "save",
+    ) -> MemoryDoc:
+        """Create or update the memory ``name`` in one transaction (last write wins).
+
+        ``updated_at`` and ``created_at`` (POSIX times) replace "now" as its
+        modification and creation times: an import keeps the original's. ``extra``
+        holds front matter keys beyond the three standard ones, as for a folder's
+        ``save_memory``: ``source_offsets`` is the memory's provenance (written in the
+        same transaction; without it the provenance is left as it is), any other key
+        is kept with the row (a save without ``extra`` drops them, as a rewritten topic
+        file does). An empty name, an unknown type, content over 1 MiB (as a topic
+        file) or a NUL character raise :class:`MemoryStoreError`, and nothing is
+        written. The write and its history record (``origin``, ``write_id``) are one
+        transaction (``_history``).
+        """
+        row = self._save_row(name, description, type, content, updated_at, created_at, extra)
+        doc = self._write(UPSERT_SQL, row, op=op, origin=origin, write_id=write_id)
+        assert doc is not None  # RETURNING of an upsert: always one row
+        return doc
+
+    def save_if(
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        *,
+        expected_revision: int | None,
+        updated_at: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+        origin: str = "user",
+        write_id: str = "",
+    ) -> MemoryDoc | None:
+        """:meth:`save_memory`, only if the memory ``name`` (exact) is still at
+        ``expected_revision`` (its :attr:`MemoryDoc.revision` as read), or does not
+        exist when it is ``None``; else nothing is written and the answer is ``None``.
+
+        One statement (the check, the write and its ``NOTIFY``): of two writers
+        expecting one revision, exactly one writes. Provenance is left as it is unless
+        ``extra`` carries ``source_offsets`` (as for :meth:`save_memory`).
+        """
+        row = self._save_row(name, description, type, content, updated_at, None, extra)
+        query, params = SAVE_NEW_SQL, row
+        if expected_revision is not None:
+            query, params = SAVE_IF_SQL, row | {"expected": int(expected_revision)}
+        return self._write(query, params, op="save", origin=origin, write_id=write_id)
+
+    def forget_if(
+        self, name: str, *, expected_revision: int, origin: str = "user"
+    ) -> MemoryDoc | None:
+        """Remove the memory ``name`` (exact) only if it is still at
+        ``expected_revision``; what was removed, or ``None`` (nothing removed) when it
+        is gone or was written since. One statement, with its ``NOTIFY``."""
+        key = " ".join(name.split())
+        check_text("a memory name", key)
+        params = {"ns": self.namespace, "name": key, "expected": int(expected_revision)}
+        params |= {"channel": CHANNEL, "key": self._ns_key, "src": self._id}
+        try:
+            found = self._run(
+                lambda conn: recorded(
+                    conn, namespace=self.namespace, name=key, lock=None, op="forget",
+                    origin=origin, write_id="",
+                    write=lambda c: c.execute(FORGET_IF_SQL, params).fetchone(),
+                )
+            )  # fmt: skip
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._error("forget in", exc) from exc
+        if found is None:
+            return None
+        doc = row_doc(self._doc_root, found[:9])
+        self._feed.changed("forget", doc.name, int(found[6]))
+        return doc
+
+    def _save_row(
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        updated_at: float | None,
+        created_at: float | None,
+        extra: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        return save_row(
+            name,
+            description,
+            type,
+            content,
+            updated_at=updated_at,
+            created_at=created_at,
+            extra=extra,
+            namespace=self.namespace,
+            ns_key=self._ns_key,
+            source=self._id,
+        )
+
+    def _write(
+        self,
+        query: LiteralString,
+        row: dict[str, Any],
+        *,
+        op: HistoryOp,
+        origin: str,
+        write_id: str,
+    ) -> MemoryDoc | None:
+        """A save's statement with its history record; again under the second file name
+        when another name owns the plain one. The row written, or ``None`` when its
+        condition failed."""
+        for attempt in range(2):
+            try:
+                found = self._run(
+                    lambda conn: recorded(
+                        conn, namespace=self.namespace, name=row["name"], lock=row["lock"],
+                        op=op, origin=origin, write_id=write_id,
+                        write=lambda c: c.execute(query, row).fetchone(),
+                    )
+                )  # fmt: skip
+            except psycopg.errors.UniqueViolation as exc:
+                if exc.diag.constraint_name != REL_PATH_KEY or attempt:
+                    raise self._error("save to", exc) from exc
+                second_rel_path(row)  # another name owns this file name
+                continue
+            except (PoolTimeout, psycopg.Error) as exc:
+                raise self._error("save to", exc) from exc
+            if found is None:
+                return None
+            doc = row_doc(self._doc_root, found[:9])
+            self._feed.changed("save", doc.name, int(found[6]))
+            return doc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def forget(
+        self, name_or_rel_path: str, *, origin: str = "user", op: HistoryOp = "forget"
+    ) -> MemoryDoc:
+        """Remove the memory :meth:`get` finds for this key (one transaction, with its
+        history record); returns what was removed. No such memory, or an ambiguous key,
+        is a :class:`MemoryStoreError` and nothing is removed."""
+        key = name_or_rel_path.strip()
+        check_text("a memory name", key)
+
+        def remove(conn: Connection[Any]) -> tuple[MemoryDoc, int] | None:
+            found = find_memory(conn, key, namespace=self.namespace, where=self.location)
+            if found is None:
+                return None
+            name = str(found[0])
+            return recorded(  # type: ignore[no-any-return]
+                conn, namespace=self.namespace, name=name, lock=None, op=op, origin=origin,
+                write_id="",
+                write=lambda c: delete_memory(
+                    c, name, namespace=self.namespace, ns_key=self._ns_key,
+                    source=self._id, root=self._doc_root, where=self.location, exact=True,
+                ),
+            )  # fmt: skip
+
+        try:
+            removed = self._run(remove)
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._error("forget in", exc) from exc
+        if removed is None:
+            raise MemoryStoreError(f"no memory named {key!r} in {self.location}")
+        self._feed.changed("forget", removed[0].name, removed[1])
+        return removed[0]
+
+    def find(self, name: str) -> MemoryDoc | None:
+        """The memory called exactly ``name`` (``None``: there is none)."""
+        key = " ".join(name.split())
+        check_text("a memory name", key)
+        row = self._read("read from", lambda conn: conn.execute(
+            GET_BY_NAME_SQL, {"ns": self.namespace, "key": key}).fetchone())  # fmt: skip
+        return row_doc(self._doc_root, row) if row is not None else None
+
+    def history_of(self, name_or_rel_path: str) -> list[HistoryRecord]:
+        """Every recorded write of a memory, oldest first: by an existing memory's key
+        (as :meth:`get`), or by the exact name of one that is gone."""
+        name = self._history_name(name_or_rel_path)
+        return self._read("read the history of", lambda conn: history_records(
+            conn, namespace=self.namespace, name=name))  # fmt: skip
+
+    def revert(
+        self, name_or_rel_path: str, *, to: int | None = None, origin: str = "user"
+    ) -> MemoryDoc | None:
+        """Undo writes of one memory, as the folder's :meth:`MemoryStore.revert` does."""
+        name = self._history_name(name_or_rel_path)
+        target = revert_target(self.history_of(name), name, to)
+        text = target.before if to is None else target.after
+        if text is None:
+            with contextlib.suppress(MemoryStoreError):  # already gone: nothing to undo
+                self.forget(name, origin=origin, op="revert")
+            return None
+        parsed = parse_document(text, default_name=name)
+        extra = {k: v for k, v in front_matter(text).items()
+                 if k not in ("name", "description", "type")}  # fmt: skip
+        if SOURCE_OFFSETS_KEY not in extra:
+            extra[SOURCE_OFFSETS_KEY] = {}  # the version had none: drop today's
+        return self.save_memory(
+            name, parsed.description, parsed.type, parsed.body, extra=extra,
+            origin=origin, op="revert",
+        )  # fmt: skip
+
+    def _history_name(self, key: str) -> str:
+        try:
+            return self.get(key).name
+        except MemoryStoreError:
+            return " ".join(key.split())
+
+    def _read(self, action: str, work: Callable[[Connection[Any]], _T]) -> _T:
+        try:
+            return self._run(work)
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._error(action, exc) from exc
+
+    def _error(self, action: str, exc: BaseException) -> MemoryStoreError:
+        return MemoryStoreError(
+            f"cannot {action} the memory database {self._where}: {describe(exc)}"
+        )

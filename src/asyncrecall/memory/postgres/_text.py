@@ -1,0 +1,111 @@
+"""Values and text of the PostgreSQL store: what a change is, namespaces, URLs, rows.
+
+Pure helpers of ``_store`` and its parts: nothing here touches a connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+from asyncrecall._exceptions import MemoryStoreError
+from asyncrecall.memory._types import MemoryDoc
+
+__all__ = [
+    "StoreChange",
+    "check_text",
+    "default_namespace",
+    "describe",
+    "namespace_key",
+    "query_text",
+    "redact_url",
+    "row_doc",
+    "text_array",
+]
+
+_MAX_QUERY_WORDS: Final = 32
+_WORD: Final = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreChange:
+    """A change seen by a store: a ``save`` or ``forget`` (by any process), or a
+    ``reconnect`` of its ``LISTEN`` connection (changes may have been missed)."""
+
+    op: str
+    name: str
+    version: int
+    seen_at: float
+
+
+def default_namespace(project: Path) -> str:
+    """The namespace of a project when none is given: its canonical root folder."""
+    from asyncrecall.memory._location import canonical_project_root
+
+    return str(canonical_project_root(project))
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid URL>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+
+
+def check_text(what: str, value: str) -> None:
+    """:class:`MemoryStoreError` when ``value`` holds a NUL character."""
+    if "\x00" in value:
+        raise MemoryStoreError(f"{what} holds a NUL character, which a database cannot store")
+
+
+def namespace_key(namespace: str) -> str:
+    """A short digest of a namespace: its rows' paths and its notifications carry it."""
+    return hashlib.sha1(namespace.encode("utf-8"), usedforsecurity=False).hexdigest()[:16]
+
+
+def query_text(query: str) -> str:
+    """The query's first 32 distinct words (letters and digits only), for ``to_tsvector``;
+    the lexemes it yields are joined by ``or`` in SQL, so no ``websearch`` operator can
+    come from the user (and the text is still sent as a parameter)."""
+    words = list(dict.fromkeys(_WORD.findall(query.lower())))
+    return " ".join(words[:_MAX_QUERY_WORDS])
+
+
+def text_array(items: Iterable[str]) -> str:
+    """A PostgreSQL ``text[]`` literal of ``items`` (each quoted, ``\\`` and ``"`` escaped)."""
+    quoted = (item.replace("\\", "\\\\").replace('"', '\\"') for item in items)
+    return "{" + ",".join(f'"{item}"' for item in quoted) + "}"
+
+
+def describe(exc: BaseException) -> str:
+    """The first line of an error's message (its type's name when it has none)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def row_doc(root: Path, row: Iterable[Any]) -> MemoryDoc:
+    """A memory from a row of the store's SQL (name, rel_path, description, type, body,
+    size, version, mtime, revision); its path is ``root / rel_path``."""
+    name, rel, description, kind, body, size, _version, mtime, revision = row
+    return MemoryDoc(
+        path=root / rel,
+        rel_path=rel,
+        name=name,
+        description=description,
+        type=kind,
+        body=body,
+        mtime=float(mtime),
+        size=int(size),
+        revision=int(revision),
+    )

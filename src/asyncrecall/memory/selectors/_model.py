@@ -1,0 +1,133 @@
+"""The model selector: one side query to a fast model, answered as JSON.
+
+The side query goes through :meth:`asyncrecall.models.Model.generate_json` (the model
+layer sends it with ``stream: false``, ``temperature: 0`` and the JSON schema as
+``response_format``). Its prompt holds the manifest and then the user's query, one line per
+offered file (type, relative path, ISO modification time, description: never bodies).
+
+The selector has **no timeout of its own**: the old design's 1 s timeout fired on cold
+starts and was the bug being fixed. Only the caller's cancellation stops it, by
+cancelling the task that runs :meth:`ModelSelector.select`, which ends the HTTP
+request. ``timeout=`` exists only so the benchmarks can reproduce the old blocking
+design; leave it ``None``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+from asyncrecall._exceptions import SelectorError
+from asyncrecall.memory._prompt import format_manifest
+from asyncrecall.memory._selector import SELECTION_KEY, Selector, validate_selection
+from asyncrecall.memory._types import MemoryDoc
+from asyncrecall.memory.selectors._lexical import LexicalSelector
+from asyncrecall.models import Model
+
+__all__ = ["ModelSelector", "selection_schema", "selector_prompt"]
+
+SCHEMA_NAME: Final = "memory_selection"
+
+SYSTEM_PROMPT: Final = (
+    "You select memory files for an AI coding agent. You get the user's query and a "
+    "manifest of memory files, one per line: type, relative path, modification time "
+    "and description. Choose the files that will clearly help the agent answer this "
+    "query; if unsure, leave a file out, and choose none when none applies. Answer "
+    f'only with JSON: {{"{SELECTION_KEY}": [relative paths copied exactly from the '
+    "manifest]}."
+)
+
+
+class _Default(enum.Enum):
+    LEXICAL = enum.auto()
+
+
+def selection_schema(limit: int) -> dict[str, Any]:
+    """The JSON schema of the answer: ``{"selected_memories": [<= limit strings]}``."""
+    return {
+        "type": "object",
+        "properties": {
+            SELECTION_KEY: {"type": "array", "items": {"type": "string"}, "maxItems": limit},
+        },
+        "required": [SELECTION_KEY],
+        "additionalProperties": False,
+    }
+
+
+def selector_prompt(query: str, docs: Sequence[MemoryDoc], *, limit: int) -> str:
+    """The side query's user prompt: the manifest, then the query.
+
+    The manifest comes first because it repeats from one user query to the next:
+    endpoints that cache prompt prefixes (vLLM, llama.cpp, OpenAI) skip re-reading
+    it (the embedded llama.cpp model reuses its cached prefix the same way).
+    """
+    return (
+        f"Memory files (choose at most {limit}):\n{format_manifest(docs)}\n\nQuery: {query.strip()}"
+    )
+
+
+class ModelSelector:
+    """Asks a model which memory files fit the query.
+
+    ``fallback`` is the selector :class:`~asyncrecall.memory.MemoryManager` asks when this
+    one fails with anything but a cancellation (default: a new
+    :class:`LexicalSelector`; ``None``: no fallback, the recall is empty).
+    """
+
+    name: Final = "model"
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        fallback: Selector | Literal[_Default.LEXICAL] | None = _Default.LEXICAL,
+        timeout: float | None = None,
+    ) -> None:
+        self.model = model
+        self.fallback: Selector | None = (
+            LexicalSelector() if fallback is _Default.LEXICAL else fallback
+        )
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"ModelSelector({self.model.name!r}, timeout={self.timeout})"
+
+    async def select(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
+        """The model's choice, validated; raises :class:`SelectorError` on a bad answer.
+
+        Model errors (:class:`~asyncrecall.ModelError`) propagate unchanged.
+        """
+        if limit <= 0 or not docs:
+            return []
+        request = self.model.generate_json(
+            system=SYSTEM_PROMPT,
+            prompt=selector_prompt(query, docs, limit=limit),
+            schema=selection_schema(limit),
+            schema_name=SCHEMA_NAME,
+        )
+        if self.timeout is None:
+            answer = await request
+        else:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    answer = await request
+            except TimeoutError as exc:
+                raise SelectorError(
+                    f"side query timed out after {self.timeout:g} s (the old design's timeout)"
+                ) from exc
+        return validate_selection(_as_mapping(answer), docs, limit=limit)
+
+
+def _as_mapping(answer: Any) -> Any:
+    """Accept an answer the model layer left as JSON text, as a courtesy."""
+    if isinstance(answer, str):
+        import json
+
+        try:
+            decoded: Any = json.loads(answer)
+        except ValueError as exc:
+            raise SelectorError("malformed selector answer: not JSON") from exc
+        return decoded
+    return answer

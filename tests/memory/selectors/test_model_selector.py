@@ -1,0 +1,91 @@
+"""The model selector over real HTTP: the suite's LocalServer and the OpenAI-compatible model.
+
+Bad JSON, an unknown path and HTTP 500 fall back to lexical; a cancel makes the server
+see the side query's connection close, and recall returns empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+
+import pytest
+
+from asyncrecall import CancelSignal
+from asyncrecall.memory import EMPTY_RECALL, MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.models._openai import OpenAIModel
+from asyncrecall.testing import LocalServer, Reply
+
+from ..conftest import WriteFile, topic
+
+
+@pytest.fixture
+async def side(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
+    async with OpenAIModel(model="side", base_url=local_server.base_url, max_retries=0) as model:
+        yield model
+
+
+@pytest.fixture
+def manager(store: MemoryStore, write: WriteFile, side: OpenAIModel) -> MemoryManager:
+    write("db.md", topic("Database", description="testing the db", body="Use real Postgres."))
+    write("notes/style.md", topic("Style", description="code style", body="ruff, mypy"))
+    return MemoryManager(store, ModelSelector(side))
+
+
+async def test_the_side_query_on_the_wire(
+    local_server: LocalServer, manager: MemoryManager
+) -> None:
+    """Non-streamed, temperature 0, json_schema with ``selected_memories``; manifest lines."""
+    local_server.script("side", Reply(json={"selected_memories": ["notes/style.md"]}))
+    result = await manager.recall("which style rules?")
+    assert (result.strategy, result.paths) == ("model", ("notes/style.md",))
+    request = local_server.requests[-1]
+    assert request.path.endswith("/chat/completions")
+    assert request.model == "side" and request.stream is False
+    assert request.body["temperature"] == 0
+    assert request.response_format_type == "json_schema"
+    schema = request.body["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["selected_memories"]["maxItems"] == 5
+    text = json.dumps(request.messages)
+    assert "which style rules?" in text
+    assert "db.md" in text and "notes/style.md" in text
+    assert "Use real Postgres." not in text
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (Reply(raw_content="this is not JSON"), "ModelProtocolError"),
+        (Reply(json={"selected_memories": ["invented.md"]}), "not offered"),
+        (Reply(status=500, error_message="boom"), "ModelServerError"),
+    ],
+    ids=["bad-json", "unknown-path", "http-500"],
+)
+async def test_failures_fall_back_to_lexical(
+    local_server: LocalServer, manager: MemoryManager, reply: Reply, reason: str
+) -> None:
+    local_server.script("side", reply)
+    result = await manager.recall("testing the database")
+    assert (result.strategy, result.paths) == ("lexical", ("db.md",))
+    assert result.fallback_reason is not None and reason in result.fallback_reason
+
+
+async def test_a_cancel_closes_the_side_query_connection(
+    local_server: LocalServer, manager: MemoryManager
+) -> None:
+    """The server sees the side query hang up; recall returns EMPTY_RECALL."""
+    gate = threading.Event()
+    local_server.script("side", Reply(json={"selected_memories": ["db.md"]}, gate=gate))
+    cancel = CancelSignal()
+    try:
+        task = asyncio.create_task(manager.recall("database", cancel=cancel))
+        request = await local_server.await_for(lambda r: r.is_side_query)
+        cancel.cancel()
+        async with asyncio.timeout(5):
+            assert await task is EMPTY_RECALL
+        await local_server.await_disconnected(request)
+        assert request.status is None  # nothing was answered
+    finally:
+        gate.set()
