@@ -9,18 +9,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from openai import AsyncOpenAI
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from asyncrecall.integrations import _common, start_recall
+from asyncrecall.integrations import start_recall
 from asyncrecall.integrations.pydantic_ai import AsyncRecall
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
@@ -49,16 +49,9 @@ async def client(local_server: LocalServer) -> AsyncIterator[AsyncOpenAI]:
         yield client
 
 
-def make_agent(
-    client: AsyncOpenAI,
-    prefetcher: RecallPrefetcher,
-    tool_hook: Any = None,
-    *,
-    key: Callable[[RunContext[Any]], str] | None = None,
-) -> Agent:
+def make_agent(client: AsyncOpenAI, prefetcher: RecallPrefetcher, tool_hook: Any = None) -> Agent:
     model = OpenAIChatModel("main", provider=OpenAIProvider(openai_client=client))
-    capability = AsyncRecall(prefetcher, key=key)
-    agent = Agent(model, instructions="You are terse.", capabilities=[capability])
+    agent = Agent(model, instructions="You are terse.", capabilities=[AsyncRecall(prefetcher)])
 
     @agent.tool_plain
     async def read_file(path: str) -> str:
@@ -313,39 +306,3 @@ async def test_a_recall_started_for_another_message_is_not_adopted(
     (at,) = memory_indexes(messages)
     assert paths["user-role"] in text_of(messages[at])
     assert paths["deploy-flow"] not in str(messages)
-
-
-@pytest.mark.parametrize("ending", ["returns", "raises"])
-async def test_runs_without_a_conversation_id_leave_no_conversation_behind(
-    ending: str,
-    local_server: LocalServer,
-    client: AsyncOpenAI,
-    fast: RecallPrefetcher,
-    paths: dict[str, str],
-) -> None:
-    """A run given no ``conversation_id`` (nor a history carrying one) gets an id made
-    for it, and its conversation is forgotten when the run ends: 20 such runs, each shown
-    the memory, leave no conversation in the prefetcher and no record of shown blocks;
-    the conversation of an app's ``conversation_id`` or ``key=`` function stays, with
-    what it was shown."""
-    if ending == "raises":
-        local_server.script("main", *[Reply(status=400, error_message="bad")] * 20)
-    local_server.set_default("main", Reply(text="ok"))
-    agent = make_agent(client, fast)
-    question = "how do deploys reach the staging cluster?"
-
-    for _ in range(20):
-        if ending == "raises":
-            with pytest.raises(ModelHTTPError):
-                await agent.run(question)
-        else:
-            await agent.run(question)
-
-    sent = [r.body["messages"] for r in main_requests(local_server)]
-    assert len(sent) == 20 and all(len(memory_indexes(m)) == 1 for m in sent)
-    assert len(fast._conversations) == 0
-    assert not _common._shown.get(fast)
-    await agent.run(question, conversation_id=KEY)
-    await make_agent(client, fast, key=lambda ctx: "by-key").run(question)
-    assert sorted(fast._conversations) == ["by-key", KEY]
-    assert fast.surfaced(KEY) == fast.surfaced("by-key") == {paths["deploy-flow"]}

@@ -9,16 +9,10 @@ Usage::
     await agent.run("how do I deploy?", conversation_id="thread-1")
 
 The conversation key is the run's ``conversation_id`` (pass your own with
-``conversation_id=``, or ``key=`` a function of the run context). A run given none
-(neither the argument nor a history that carries one) gets one made for it, derived
-from its ``run_id`` (:meth:`AsyncRecall.get_default_conversation_id`): that one-run
-conversation is forgotten when the run ends, so a server that passes no id does not
-pile up one conversation per run (a later run given its history inherits the id but not
-what it was shown: pass ``conversation_id=`` to every run of a conversation).
-
-The app may call :func:`asyncrecall.integrations.start_recall` as soon as the message
-arrives, before ``agent.run``: the run adopts that recall (it is for the same message
-text) instead of starting one.
+``conversation_id=``, or ``key=`` a function of the run context). The app may call
+:func:`asyncrecall.integrations.start_recall` as soon as the message arrives, before
+``agent.run``: the run adopts that recall (it is for the same message text) instead of
+starting one.
 
 * ``wrap_run``: adopts the recall started for this message or starts one, gives the
   loop one tick (a recall with no I/O settles there), and in its ``finally`` cancels the
@@ -50,7 +44,6 @@ from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.durable_exec import conversation_id_from_run_id
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -64,7 +57,6 @@ from asyncrecall.integrations._common import (
     adopt_or_start,
     end_reason,
     finish,
-    forget_conversation,
     prompt_text,
     record_shown,
 )
@@ -106,8 +98,6 @@ class AsyncRecall(AbstractCapability[Any]):
             raise
         finally:
             finish(prefetcher, key, recall, end_reason(error))
-            if self._made_for_run(ctx, key):  # a one-run conversation: forget it
-                forget_conversation(prefetcher, key)
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
@@ -135,21 +125,6 @@ class AsyncRecall(AbstractCapability[Any]):
         request.parts = parts
         record_shown(self.prefetcher, key, block)
         return request_context
-
-    def get_default_conversation_id(self, run_id: str) -> str | None:
-        """The ``conversation_id`` of a run that has none to inherit: derived from its
-        ``run_id``, so :meth:`wrap_run` knows it was made for the run (a UUID7 Pydantic AI
-        would draw cannot be told from an id the app gave). The derivation is the one the
-        durable-execution capabilities use, so whichever capability answers, it is the
-        same id."""
-        return conversation_id_from_run_id(run_id)
-
-    def _made_for_run(self, ctx: RunContext[Any], key: str) -> bool:
-        """Whether ``key`` is the conversation id made for this run (not the app's)."""
-        run_id = ctx.run_id
-        return (
-            self.key is None and run_id is not None and key == conversation_id_from_run_id(run_id)
-        )
 
     def _key_for(self, ctx: RunContext[Any]) -> str:
         if self.key is not None:
