@@ -21,7 +21,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from asyncrecall.integrations import start_recall
+from asyncrecall.integrations import _common, start_recall
 from asyncrecall.integrations.langchain import AsyncRecallMiddleware
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
@@ -336,3 +336,40 @@ async def test_a_failed_run_without_the_wrapper_leaves_its_recall_to_no_other_me
     (at,) = memory_indexes(sent[-1])
     assert paths["user-role"] in text_of(sent[-1][at])
     assert "about me" in text_of(side_requests(local_server)[-1].body["messages"][-1])
+
+
+@pytest.mark.parametrize("path", ["ainvoke", "ainvoke raises", "astream", "plain"])
+async def test_runs_without_a_thread_id_leave_no_conversation_behind(
+    path: str, local_server: LocalServer, http: Any, fast: RecallPrefetcher, paths: dict[str, str]
+) -> None:
+    """A run without a ``thread_id`` gets a one-run key, forgotten when the run ends (the
+    wrappers' ``finally``, or ``aafter_agent`` for a plain ``agent.ainvoke``): 20 such runs,
+    each shown the memory, leave no conversation in the prefetcher and no record in the
+    middleware; a thread's conversation and what it was shown stay."""
+    if path == "ainvoke raises":
+        local_server.script("main", *[Reply(status=400, error_message="bad")] * 20)
+    local_server.set_default("main", Reply(text="ok"))
+    recall = AsyncRecallMiddleware(fast)
+    agent = make_agent(local_server, http, recall, checkpointer=None)
+    question = user("how do deploys reach the staging cluster?")
+
+    for _ in range(20):
+        if path == "ainvoke":
+            await recall.ainvoke(agent, question)
+        elif path == "ainvoke raises":
+            with pytest.raises(openai.BadRequestError):
+                await recall.ainvoke(agent, question)
+        elif path == "astream":
+            async for _chunk in recall.astream(agent, question, stream_mode="updates"):
+                pass
+        else:
+            await agent.ainvoke(question)
+
+    sent = [r.body["messages"] for r in main_requests(local_server)]
+    assert len(sent) == 20 and all(len(memory_indexes(m)) == 1 for m in sent)
+    assert len(fast._conversations) == 0
+    assert not _common._shown.get(fast)
+    assert recall._recalls == {} and recall._generated == set()
+    await recall.ainvoke(agent, question, CONFIG)
+    assert list(fast._conversations) == [KEY]
+    assert fast.surfaced(KEY) == {paths["deploy-flow"]}

@@ -435,6 +435,33 @@ async def test_conversations_are_bounded_by_count_and_idle_time(
         assert "conversations=1" in repr(prefetcher)
 
 
+async def test_an_idle_recall_never_taken_does_not_hold_the_others_back(
+    store: MemoryStore, paths: dict[str, str]
+) -> None:
+    """A run that ended without cancelling its recall (no wrapper, a crash) leaves a
+    settled recall nobody takes: once idle it goes with its conversation, and the ones
+    behind it go too (it stopped every eviction before)."""
+    now = [0.0]
+    async with RecallPrefetcher(
+        MemoryManager(store, LexicalSelector()),
+        clock=lambda: now[0],
+        idle_seconds=100.0,
+    ) as prefetcher:
+        prefetcher.start("abandoned", "how do I test the db layer?")
+        await settle(prefetcher, "abandoned")
+        for i in range(5):
+            now[0] += 1
+            prefetcher.start(f"run-{i}", "how do I test the db layer?")
+            await settle(prefetcher, f"run-{i}")
+            prefetcher.take(f"run-{i}", "user_query")
+        assert "conversations=6" in repr(prefetcher)
+
+        now[0] += 101
+        prefetcher.start("fresh", "how do I test the db layer?")
+        assert prefetcher.pending("abandoned") is None
+        assert "conversations=1" in repr(prefetcher)
+
+
 async def test_a_conversation_with_a_pending_recall_is_never_evicted(
     store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
 ) -> None:

@@ -14,6 +14,7 @@ __all__ = [
     "adopt_or_start",
     "end_reason",
     "finish",
+    "forget_conversation",
     "forget_unsent",
     "prompt_text",
     "record_shown",
@@ -128,6 +129,20 @@ def finish(
     """
     if recall is not None and prefetcher.pending(key) is recall:
         prefetcher.cancel(key, reason)
+
+
+def forget_conversation(prefetcher: RecallPrefetcher, key: str) -> None:
+    """Forget a conversation the adapter made a key for, for one run only, at its end.
+
+    A run without a conversation id of the app's gets a fresh key; once the run is over
+    nothing can use the key again, so it is dropped now (:meth:`RecallPrefetcher.reset`,
+    and its record of shown blocks) rather than sitting in the prefetcher until evicted.
+    Memory shown in that run may then be shown again in the next one.
+    """
+    prefetcher.reset(key)
+    keys = _shown.get(prefetcher)
+    if keys is not None:
+        keys.pop(key, None)
 
 
 def prompt_text(prompt: Any) -> str:

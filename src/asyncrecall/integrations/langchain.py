@@ -9,7 +9,10 @@ Usage::
     config = {"configurable": {"thread_id": "thread-1"}}
     result = await recall.ainvoke(agent, {"messages": [{"role": "user", "content": text}]}, config)
 
-The conversation key is the run's ``thread_id`` (``configurable``). The app may call
+The conversation key is the run's ``thread_id`` (``configurable``). A run without one
+gets a key of its own, ``run-<uuid>``, which no later run can name: the middleware
+forgets that conversation when the run ends (so a server that never passes a thread id
+does not pile up one conversation per run). The app may call
 :func:`asyncrecall.integrations.start_recall` as soon as the message arrives: the run
 adopts that recall, since it is for the same message text (a recall pending for the
 thread but started for another message, such as one left by a failed run, is not).
@@ -49,6 +52,7 @@ from asyncrecall.integrations._common import (
     adopt_or_start,
     end_reason,
     finish,
+    forget_conversation,
     prompt_text,
     record_shown,
 )
@@ -75,10 +79,13 @@ class AsyncRecallMiddleware(AgentMiddleware[RecallState, Any, Any]):
         super().__init__()
         self.prefetcher = prefetcher
         self._recalls: dict[str, PendingRecall | None] = {}
+        # Keys made here for runs without a thread id: forgotten at the run's end. The
+        # wrappers put theirs into ``configurable``, so the hooks see it as configured.
+        self._generated: set[str] = set()
 
     async def abefore_agent(self, state: RecallState, runtime: Any) -> dict[str, Any] | None:
         """Adopt the recall started for this message, or start one; never wait for it."""
-        key = _configured_key() or f"run-{uuid.uuid4().hex}"
+        key = _configured_key() or self._new_key()
         messages = state["messages"]
         query = next((prompt_text(m.content) for m in reversed(messages) if _is_human(m)), "")
         history = [prompt_text(m.content) for m in messages]
@@ -123,7 +130,7 @@ class AsyncRecallMiddleware(AgentMiddleware[RecallState, Any, Any]):
         self, agent: Any, input: Any, config: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
         """``agent.ainvoke`` that cancels the recall however the run ends."""
-        config, key = _with_key(config)
+        config, key = self._with_key(config)
         error: BaseException | None = None
         try:
             return await agent.ainvoke(input, config, **kwargs)
@@ -138,7 +145,7 @@ class AsyncRecallMiddleware(AgentMiddleware[RecallState, Any, Any]):
     ) -> AsyncIterator[Any]:
         """``agent.astream`` that cancels the recall however the run ends (also when the
         consumer stops iterating early and closes the generator)."""
-        config, key = _with_key(config)
+        config, key = self._with_key(config)
         error: BaseException | None = None
         try:
             async for chunk in agent.astream(input, config, **kwargs):
@@ -158,6 +165,24 @@ class AsyncRecallMiddleware(AgentMiddleware[RecallState, Any, Any]):
     def _end(self, key: str, reason: DiscardReason) -> None:
         recall = self._recalls.pop(key, None)
         finish(self.prefetcher, key, recall, reason)
+        if key in self._generated:  # a one-run key: nothing can name it again
+            self._generated.discard(key)
+            forget_conversation(self.prefetcher, key)
+
+    def _new_key(self) -> str:
+        key = f"run-{uuid.uuid4().hex}"
+        self._generated.add(key)
+        return key
+
+    def _with_key(self, config: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+        """The config with a conversation key: its ``thread_id``, or a fresh one-run key."""
+        config = dict(config or {})
+        configurable = dict(config.get("configurable") or {})
+        key = configurable.get(KEY_FIELD) or configurable.get("thread_id")
+        if key is None:
+            key = configurable[KEY_FIELD] = self._new_key()
+        config["configurable"] = configurable
+        return config, str(key)
 
 
 class _EndOfRun(AsyncCallbackHandler):
@@ -211,18 +236,6 @@ def _configured_key() -> str | None:
         return None
     key = configurable.get(KEY_FIELD) or configurable.get("thread_id")
     return str(key) if key is not None else None
-
-
-def _with_key(config: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
-    """The config with a conversation key: its ``thread_id``, or a fresh one."""
-    config = dict(config or {})
-    configurable = dict(config.get("configurable") or {})
-    key = configurable.get(KEY_FIELD) or configurable.get("thread_id")
-    if key is None:
-        key = f"run-{uuid.uuid4().hex}"
-        configurable[KEY_FIELD] = key
-    config["configurable"] = configurable
-    return config, str(key)
 
 
 def _is_human(message: Any) -> bool:

@@ -18,10 +18,9 @@ The pattern (from Qwen Code's asynchronous memory recall):
 Example::
 
     recall = RecallPrefetcher(memory, instant_selector=LexicalSelector())
-    recall.start_warming()                  # at start-up: read the folder in a thread
-    ...
     async with recall:
-        recall.start("thread-1", user_text)  # a warm instant recall is computed here
+        await recall.warm()  # at start-up (at import, with no loop: recall.start_warming())
+        recall.start("thread-1", user_text)  # warm: the instant recall is computed here
         block = recall.take("thread-1", "user_query")
         ...                                 # send the request (with block.text if any)
         block = recall.take("thread-1", "tool_result")

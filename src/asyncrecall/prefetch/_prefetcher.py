@@ -352,15 +352,21 @@ class RecallPrefetcher:
 
     def _evict(self, now: float) -> None:
         """Forget the least recently used conversations while they are idle too long or
-        too many; stops at the first one with a recall pending (the bound is soft)."""
+        too many. The bound is soft: it stops at the first one whose recall is still
+        running, or was started within ``idle_seconds`` and not yet taken; an idle one
+        whose recall settled and was never taken (a run that ended without cancelling
+        it) goes, its recall dropped, so it cannot hold the others back."""
         conversations = self._conversations
         while len(conversations) > 1:
             key, oldest = next(iter(conversations.items()))
-            too_many = len(conversations) > self.max_conversations
-            if not too_many and now - oldest.used_at <= self.idle_seconds:
+            idle = now - oldest.used_at > self.idle_seconds
+            if not idle and len(conversations) <= self.max_conversations:
                 return
-            if oldest.pending is not None or oldest.instant is not None:
-                return
+            handles = [h for h in (oldest.pending, oldest.instant) if h is not None]
+            if handles:
+                if not idle or not all(h.settled for h in handles):
+                    return
+                self._discard(oldest, "cancelled")
             del conversations[key]
 
     def _discard(self, conversation: _Conversation, reason: DiscardReason) -> None:
