@@ -45,7 +45,7 @@ def measure(store: Any, writes: int) -> dict[str, float]:
 @contextlib.contextmanager
 def postgres_store() -> Iterator[Any]:
     from asyncrecall.memory.postgres._store import PostgresMemoryStore
-    from asyncrecall.testing._postgres import LocalPostgres
+    from asyncrecall.testing import LocalPostgres
 
     server = LocalPostgres()
     server.start()

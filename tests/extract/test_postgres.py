@@ -31,8 +31,7 @@ from asyncrecall.memory.extraction._consolidate import consolidate, consolidatio
 from asyncrecall.memory.postgres._extraction import PostgresBackend, PostgresConsolidationGate
 from asyncrecall.memory.postgres._schema import SCHEMA_VERSION
 from asyncrecall.models import OpenAIModel
-from asyncrecall.testing import LocalServer, Reply
-from asyncrecall.testing._postgres import LocalPostgres
+from asyncrecall.testing import LocalPostgres, LocalServer, Reply
 
 from .conftest import (
     HANG_GUARD,

@@ -18,7 +18,7 @@ import pytest
 
 if TYPE_CHECKING:
     from asyncrecall.memory.postgres._store import PostgresMemoryStore
-    from asyncrecall.testing._postgres import LocalPostgres
+    from asyncrecall.testing import LocalPostgres
 
 REQUIRE = os.environ.get("ASYNCRECALL_REQUIRE_POSTGRES") == "1"
 
@@ -36,7 +36,8 @@ def postgres_server() -> Iterator[LocalPostgres]:
         import psycopg  # noqa: F401
     except ImportError:
         _unavailable("psycopg is not installed (pip install 'asyncrecall[postgres]')")
-    from asyncrecall.testing._postgres import LocalPostgres, find_postgres_bindir
+    from asyncrecall.testing import LocalPostgres
+    from asyncrecall.testing._postgres import find_postgres_bindir
 
     bindir = find_postgres_bindir()
     if bindir is None:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from asyncrecall.testing._postgres import LocalPostgres
+from asyncrecall.testing import LocalPostgres
 
 
 @pytest.mark.timeout(300)

@@ -15,7 +15,7 @@ import pytest
 from asyncrecall import ConfigError, MemoryStoreError
 from asyncrecall.memory import LexicalSelector, MemoryManager, PostgresMemoryStore
 from asyncrecall.memory.postgres._store import StoreChange
-from asyncrecall.testing._postgres import LocalPostgres
+from asyncrecall.testing import LocalPostgres
 
 _NOWHERE = "postgresql:///postgres?host=/nonexistent-asyncrecall-socket&user=postgres"
 

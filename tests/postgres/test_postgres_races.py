@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from asyncrecall.memory import PostgresMemoryStore
-from asyncrecall.testing._postgres import LocalPostgres
+from asyncrecall.testing import LocalPostgres
 
 HANG_GUARD = 60.0
 

@@ -18,7 +18,7 @@ from asyncrecall.memory.postgres._schema import SCHEMA_VERSION
 from asyncrecall.memory.postgres._sql import NEWEST_FILL
 from asyncrecall.memory.postgres._store import StoreChange, redact_url
 from asyncrecall.memory.postgres._text import text_array
-from asyncrecall.testing._postgres import LocalPostgres
+from asyncrecall.testing import LocalPostgres
 
 
 def _scratch_database(server: LocalPostgres) -> str:

@@ -356,7 +356,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     url = args.store or settings.store
     server = None
     if not url:
-        from asyncrecall.testing._postgres import LocalPostgres
+        from asyncrecall.testing import LocalPostgres
 
         server = LocalPostgres().start()
         url = server.url

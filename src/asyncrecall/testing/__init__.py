@@ -9,10 +9,13 @@ use them, and so can yours. Nothing here reaches the network beyond 127.0.0.1.
 * :class:`LocalServer` — an OpenAI-compatible HTTP server on 127.0.0.1 in its own
   thread: real sockets, SSE streaming, scripted :class:`Reply` values per model,
   and a :class:`RecordedRequest` per request that says whether the client hung up.
+* :class:`LocalPostgres` — a throw-away PostgreSQL cluster from the machine's binaries
+  (private Unix socket, no TCP port), for tests of the PostgreSQL memory store.
 """
 
 from __future__ import annotations
 
+from asyncrecall.testing._postgres import LocalPostgres
 from asyncrecall.testing._replies import RecordedRequest, Reply
 from asyncrecall.testing._scripted import (
     JsonRequest,
@@ -26,6 +29,7 @@ from asyncrecall.testing._server import LocalServer, ReplySource
 
 __all__ = [
     "JsonRequest",
+    "LocalPostgres",
     "LocalServer",
     "RecordedRequest",
     "Reply",
