@@ -50,12 +50,17 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
 import h11
 import openai
+
+try:  # the SDK's own HTTP library: httpx2 from openai 3, httpx before
+    import httpx2 as _http
+except ImportError:  # pragma: no cover - openai before 3
+    import httpx as _http  # type: ignore[no-redef]
 
 from asyncrecall._cancel import cancelled_by_signal
 from asyncrecall.models._openai_errors import public_url
@@ -70,6 +75,8 @@ _IDLE_MAX: Final = 100
 _IDLE_EXPIRY_S: Final = 5.0
 _HEAD_LIMIT: Final = 1 << 16
 _READ_SIZE: Final = 1 << 16
+# What describes a body's encoding on the wire: the body an error keeps is decoded.
+_ENCODING_HEADERS: Final = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 _END: Final = h11.EndOfMessage()
 _PROXY_VARIABLES: Final = frozenset({"http_proxy", "https_proxy", "all_proxy", "no_proxy"})
 
@@ -100,22 +107,19 @@ class _Redirected(Exception):
     """The endpoint answered a redirect: the SDK (which follows it) takes over."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Request:
-    """What the SDK's exceptions keep as ``request``."""
-
-    method: str
-    url: str
+def _request(url: str) -> _http.Request:
+    """What the SDK's exceptions keep as ``request``: its HTTP library's own type, since
+    the SDK reads it as one (its headers, its stream: openai 3.60 copies them)."""
+    return _http.Request("POST", url)
 
 
-@dataclass(frozen=True, slots=True)
-class _Response:
-    """What the SDK's status errors keep as ``response``."""
-
-    status_code: int
-    headers: Mapping[str, str]
-    request: _Request
-    text: str = field(repr=False)
+def _response(
+    status: int, headers: Mapping[str, str], request: _http.Request, body: bytes
+) -> _http.Response:
+    """What the SDK's status errors keep as ``response``, in its HTTP library's type.
+    ``body`` is already decoded, so the headers that describe the encoding stay out."""
+    kept = {name: value for name, value in headers.items() if name not in _ENCODING_HEADERS}
+    return _http.Response(status, headers=kept, content=body, request=request)
 
 
 @dataclass(slots=True)
@@ -202,35 +206,35 @@ class SideHTTP:
         not JSON or is over :data:`BODY_LIMIT`."""
         if self._redirected:
             return await self._post_with_sdk(body)
-        request = _Request("POST", self._url)
         if self._header_error is not None:
             problem = ValueError(self._header_error)
             raise openai.APIConnectionError(
-                message=self._header_error, request=cast(Any, request)
+                message=self._header_error, request=_request(self._url)
             ) from problem
         payload = json.dumps(body).encode()
         try:
             async with asyncio.timeout(self._timeout):
                 status, headers, data = await self._exchange(payload)
         except TimeoutError as exc:
-            raise openai.APITimeoutError(request=cast(Any, request)) from exc
+            raise openai.APITimeoutError(request=_request(self._url)) from exc
         except _Redirected:
             self._redirected = True  # the SDK from now on: it follows what we do not
             return await self._post_with_sdk(body)
         except OSError as exc:
-            raise openai.APIConnectionError(request=cast(Any, request)) from exc
+            raise openai.APIConnectionError(request=_request(self._url)) from exc
         except _BadResponse as exc:
-            raise openai.APIConnectionError(message=str(exc), request=cast(Any, request)) from exc
+            raise openai.APIConnectionError(message=str(exc), request=_request(self._url)) from exc
         text = data.decode("utf-8", errors="replace")
         if not 200 <= status < 300:
-            raise _status_error(_Response(status, headers, request, text))
+            response = _response(status, headers, _request(self._url), data)
+            raise _status_error(response, text)
         return json.loads(text)
 
     async def _post_with_sdk(self, body: Mapping[str, Any]) -> Any:
         if self._sdk is None:
             raise openai.APIConnectionError(
                 message="the endpoint answered a redirect",
-                request=cast(Any, _Request("POST", self._url)),
+                request=_request(self._url),
             )
         text: str = await self._sdk.post("/chat/completions", body=cast(Any, body), cast_to=str)
         return json.loads(text)
@@ -460,12 +464,12 @@ def _closed_before_answer(exc: BaseException, started: bool) -> bool:
     )
 
 
-def _status_error(response: _Response) -> openai.APIStatusError:
+def _status_error(response: _http.Response, text: str) -> openai.APIStatusError:
     """The SDK's exception for an error status, with its message and body."""
     message = f"Error code: {response.status_code}"
-    body: object = response.text.strip() or None
+    body: object = text.strip() or None
     try:
-        body = json.loads(response.text)
+        body = json.loads(text)
     except ValueError:
         pass
     else:
@@ -478,7 +482,7 @@ def _status_error(response: _Response) -> openai.APIStatusError:
     kind = _STATUS_ERRORS.get(response.status_code)
     if kind is None:
         kind = openai.InternalServerError if response.status_code >= 500 else openai.APIStatusError
-    return kind(message, response=cast(Any, response), body=body)
+    return kind(message, response=response, body=body)
 
 
 def _proxy_environment() -> bool:
