@@ -145,3 +145,82 @@ def test_the_cli_starts_reading_before_it_imports_the_command(
     with pytest.raises(SystemExit):
         cli_main.main(["run", "q"])
     assert order == ["read", "import the command"]
+
+
+_READER = """
+import json, sys
+from asyncrecall._prewarm import start_reading_memory
+warmup = start_reading_memory(sys.argv[1:])
+warmup.thread.join(60)
+docs = warmup.store.scan_cached()
+print(json.dumps({
+    "scanned": None if docs is None else len(docs),
+    "lexical_ready": docs is not None and warmup.lexical.ready(docs),
+    "parsed_here": "yaml" in sys.modules,
+}))
+"""
+
+
+def _many_notes(root: Path, count: int) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (root / f"note-{i}.md").write_text(
+            f"---\nname: Note {i}\ndescription: note number {i}\ntype: project\n---\n"
+            + f"Details of note {i}. " * 40,
+            encoding="utf-8",
+        )
+
+
+@pytest.mark.parametrize(("read_ahead", "parsed_here"), [("", False), ("thread", True)])
+def test_a_changed_folder_is_parsed_in_a_child_process(
+    tmp_path: Path, read_ahead: str, parsed_here: bool
+) -> None:
+    """Over CHILD_THRESHOLD_BYTES to parse, the entry thread has a child process parse the
+    folder and write its indexes, then loads them: the process itself never even imports
+    the YAML parser, yet its store and lexical selector are as warm.
+    ``ASYNCRECALL_READ_AHEAD=thread`` parses in the thread, as before."""
+    folder = tmp_path / "memory"
+    _many_notes(folder, 40)
+    assert sum(p.stat().st_size for p in folder.iterdir()) > _prewarm.CHILD_THRESHOLD_BYTES
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCRECALL_", "OPENAI_"))}
+    env.update(ASYNCRECALL_HOME=str(tmp_path / "home"), ASYNCRECALL_READ_AHEAD=read_ahead)
+    argv = ["run", "a question", "--memory-dir", str(folder), "--project", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "-c", _READER, *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    seen = json.loads(done.stdout)
+    assert seen == {"scanned": 40, "lexical_ready": True, "parsed_here": parsed_here}
+
+
+def test_a_few_changed_notes_are_parsed_in_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the threshold no child is started: a process costs more than a few parses."""
+    folder = tmp_path / "memory"
+    _many_notes(folder, 2)
+    started: list[object] = []
+    monkeypatch.setattr(_prewarm, "_in_child", lambda root: started.append(root) or True)
+    warmup = _prewarm.warm_folder(folder)
+    warmup.thread.join(60)
+    docs = warmup.store.scan_cached()
+    assert started == [] and docs is not None and len(docs) == 2
+
+
+def test_a_failing_reader_process_falls_back_to_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child that fails (here: exits 3 at once) leaves the thread to parse, as before."""
+    folder = tmp_path / "memory"
+    _many_notes(folder, 40)
+    failing = "import pathlib, sys; pathlib.Path(sys.argv[1], '.reader-ran').touch(); sys.exit(3)"
+    monkeypatch.setattr(_prewarm, "_CHILD_CODE", failing)
+    warmup = _prewarm.warm_folder(folder)
+    warmup.thread.join(60)
+    assert (folder / ".reader-ran").exists()
+    docs = warmup.store.scan_cached()
+    assert docs is not None and len(docs) == 40 and warmup.lexical.ready(docs)

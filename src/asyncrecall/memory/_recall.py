@@ -142,7 +142,9 @@ class MemoryManager:
                 return  # warm already (read at start-up): starting a thread costs the loop
         await run_off_loop(lambda _stop: self._warm_now(targets), name="asyncrecall-warm")
 
-    def start_warming(self, *selectors: Selector) -> threading.Thread:
+    def start_warming(
+        self, *selectors: Selector, first: Callable[[], object] | None = None
+    ) -> threading.Thread:
         """Start :meth:`warm`'s work now in a daemon thread and return at once.
 
         Needs no event loop: call it at import time or at the application's start-up,
@@ -151,6 +153,8 @@ class MemoryManager:
         the event loop); the ones after run inline. ``selectors``: others to warm too
         (an instant selector the prefetcher runs besides this manager's). The thread is
         never joined (exit does not wait for it); calling again while it runs returns it.
+        ``first``: work to do in that thread before (the command line has a changed
+        folder parsed in a child process there).
         """
         running = _warming_now(self.store)
         if running is not None:
@@ -161,6 +165,8 @@ class MemoryManager:
 
         def warm() -> None:
             try:
+                if first is not None:
+                    first()
                 self._warm_now(targets)
             except Exception:
                 logger.warning(

@@ -141,3 +141,38 @@ def test_a_cached_only_scan_never_waits_for_a_scan_in_a_thread(
         release.set()
         worker.join(30)
     assert folder.scan_cached() is not None
+
+
+def test_unparsed_bytes_counts_only_what_the_index_does_not_hold(
+    folder: MemoryStore, write: WriteFile, parsed: list[str]
+) -> None:
+    """A new store tells how much a warm-up would parse (the changed files' sizes),
+    parsing nothing to tell it."""
+    folder.warm_scan()
+    changed = write("note-3.md", topic("Note 3", body="rewritten"), mtime=NOW + 1)
+    added = write("note-9.md", topic("Note 9"), mtime=NOW + 2)
+    parsed.clear()
+    fresh = MemoryStore(folder.root)
+    assert fresh.unparsed_bytes() == changed.stat().st_size + added.stat().st_size
+    assert parsed == []
+    fresh.warm_scan()
+    assert MemoryStore(folder.root).unparsed_bytes() == 0
+
+
+def test_an_index_another_process_wrote_replaces_the_stale_parses(
+    folder: MemoryStore, write: WriteFile, parsed: list[str]
+) -> None:
+    """After another store (the command line's reader process) parsed the changed files
+    and wrote the index, :meth:`reread_index` takes its parses up: nothing is parsed."""
+    folder.warm_scan()
+    waiting = MemoryStore(folder.root)
+    assert waiting.unparsed_bytes() == 0  # it has read today's index
+    write("note-3.md", topic("Note 3", body="rewritten"), mtime=NOW + 1)
+    assert waiting.unparsed_bytes() > 0
+    MemoryStore(folder.root).warm_scan()  # the reader's work
+    parsed.clear()
+    waiting.reread_index()
+    assert waiting.unparsed_bytes() == 0
+    docs = waiting.scan()
+    assert parsed == []
+    assert docs[0].rel_path == "note-3.md" and docs[0].body == "rewritten"

@@ -139,6 +139,40 @@ class Scanner:
             self._budget = 0
             self._lock.release()
 
+    def unparsed_bytes(self, *, limit: int | None = SCAN_LIMIT) -> int:
+        """How many bytes a scan would parse now: the sizes of the newest ``limit`` files
+        whose parse is neither cached nor in the folder's persisted index (read here if
+        it was not yet). Walks the folder; reads and parses no topic file."""
+        with self._lock:
+            try:
+                real_root = os.path.realpath(self._root)
+            except OSError:
+                return 0
+            if not os.path.isdir(real_root):
+                return 0
+            if not self._index_read:
+                self._read_index(real_root)
+            candidates = self._walk(real_root, None)
+            candidates.sort(key=_REL_PATH)
+            candidates.sort(key=_MTIME, reverse=True)
+            cache = self._cache
+            return sum(
+                candidate.size
+                for candidate in candidates[:limit]
+                if (entry := cache.get(candidate.rel_path)) is None
+                or entry.key != (candidate.size, candidate.mtime_ns)
+            )
+
+    def reread_index(self) -> None:
+        """Read the folder's persisted index again (another process has just written
+        it): its parses replace the cached ones that no longer match their file."""
+        with self._lock:
+            try:
+                real_root = os.path.realpath(self._root)
+            except OSError:
+                return
+            self._read_index(real_root, replace=True)
+
     def _scan(
         self, limit: int | None, *, cached_only: bool, persist: bool
     ) -> list[MemoryDoc] | None:
@@ -359,9 +393,10 @@ class Scanner:
 
     # -- the persisted parses -----------------------------------------------------------
 
-    def _read_index(self, real_root: str) -> None:
+    def _read_index(self, real_root: str, *, replace: bool = False) -> None:
         """Seed the parse cache from the folder's index (each entry still checked against
-        the walk's size and modification time before it is used)."""
+        the walk's size and modification time before it is used). ``replace``: its
+        entries replace cached ones of another size or modification time too."""
         self._index_read = True
         try:
             with open(os.path.join(real_root, _INDEX_DIR, _INDEX_NAME), "rb") as handle:
@@ -371,7 +406,10 @@ class Scanner:
             cache = self._cache
             base = Path(real_root)  # a child of it parses only its own relative part
             for rel, size, mtime_ns, name, description, kind, body in data[1]:
-                if rel in cache or kind not in _TYPES:
+                if kind not in _TYPES:
+                    continue
+                known = cache.get(rel)
+                if known is not None and (not replace or known.key == (size, mtime_ns)):
                     continue
                 doc = MemoryDoc(
                     path=base / rel,

@@ -142,6 +142,16 @@ class MemoryStore:
         parses, and they are written back when anything had to be parsed."""
         return self._scanner.scan(persist=True)
 
+    def unparsed_bytes(self) -> int:
+        """How many bytes :meth:`warm_scan` would parse now (files changed since the
+        folder's persisted index was written); nothing is parsed."""
+        return self._scanner.unparsed_bytes()
+
+    def reread_index(self) -> None:
+        """Take up the persisted index another process (the command line's reader) has
+        just written for this folder."""
+        self._scanner.reread_index()
+
     def get(self, name_or_rel_path: str) -> MemoryDoc:
         """The memory with this relative path or name, or :class:`MemoryStoreError`.
 
