@@ -14,12 +14,12 @@ A folder that changed much since its index was written (over
 in a child process instead (``python -c``: the same interpreter, environment and
 paths), which writes the folder's persisted index and lexical counts and exits; the
 thread waits for it, then loads them as from an unchanged folder. Parsing 200 changed
-notes in the thread costs about 110 ms of CPU, all of it holding the interpreter's lock
-that the command's imports need: its first request left 160-250 ms later than with
-memory off. The child runs on another core and never holds that lock. It is given
-:data:`CHILD_TIMEOUT_S`; when it fails, times out or cannot start, the thread parses as
-before. ``ASYNCRECALL_READ_AHEAD=thread`` always parses in the thread (for side-by-side
-measurements: ``asyncrecall bench cli``).
+notes in the thread costs it about 190 ms of CPU (37 ms with the child), all of it
+holding the interpreter's lock that the command's imports need. The child runs on
+another core and never holds that lock. It is given :data:`CHILD_TIMEOUT_S`; when it
+fails, times out or cannot start, the thread parses as before.
+``ASYNCRECALL_READ_AHEAD=thread`` always parses in the thread (for side-by-side
+measurements, ``benchmarks/cli.md``).
 
 With memory off (``--no-memory``, ``ASYNCRECALL_MEMORY=0``, ``memory = false``), a
 database store, or any other command, nothing starts: the cost is reading the command
@@ -54,7 +54,7 @@ _VALUED: Final = {"--memory-dir": "memory_dir", "--project": "project"}
 #: More to parse than this goes to a child process (200 changed notes: ~300 KiB; a
 #: dozen notes, ~16 KiB, parse in the thread in about 5 ms).
 CHILD_THRESHOLD_BYTES: Final = 16 * 1024
-#: How long the thread waits for the child (it takes ~0.3 s for 200 notes, ~2 s for 2,000).
+#: How long the thread waits for the child (0.4-0.5 s here for 200 or 2,000 changed notes).
 CHILD_TIMEOUT_S: Final = 30.0
 _CHILD_CODE: Final = (
     "import sys; from asyncrecall._prewarm import index_folder; index_folder(sys.argv[1])"
