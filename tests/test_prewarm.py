@@ -37,6 +37,23 @@ print(json.dumps({
 """
 
 
+def _run_entry(script: str, folder: Path, tmp_path: Path, **extra_env: str) -> object:
+    """Run ``script`` in a new process with `run`'s command line over ``folder``; the JSON
+    it prints."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCRECALL_", "OPENAI_"))}
+    env.update(ASYNCRECALL_HOME=str(tmp_path / "home"), **extra_env)
+    argv = ["run", "a question", "--memory-dir", str(folder), "--project", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
     store = MemoryStore(tmp_path / "memory")
@@ -53,18 +70,7 @@ def forget_warmups() -> None:
 def test_the_folder_is_read_before_the_commands_imports(folder: Path, tmp_path: Path) -> None:
     """In a new process, `run`'s entry starts a daemon thread that scans the folder and
     prepares the lexical counts before the OpenAI SDK or the agent is imported."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCRECALL_", "OPENAI_"))}
-    env["ASYNCRECALL_HOME"] = str(tmp_path / "home")
-    argv = ["run", "a question", "--memory-dir", str(folder), "--project", str(tmp_path)]
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=True,
-    )
-    seen = json.loads(done.stdout)
+    seen = _run_entry(_CHILD, folder, tmp_path)
     assert seen == {
         "started_before_the_sdk": True,
         "daemon": True,
@@ -182,18 +188,7 @@ def test_a_changed_folder_is_parsed_in_a_child_process(
     folder = tmp_path / "memory"
     _many_notes(folder, 40)
     assert sum(p.stat().st_size for p in folder.iterdir()) > _prewarm.CHILD_THRESHOLD_BYTES
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCRECALL_", "OPENAI_"))}
-    env.update(ASYNCRECALL_HOME=str(tmp_path / "home"), ASYNCRECALL_READ_AHEAD=read_ahead)
-    argv = ["run", "a question", "--memory-dir", str(folder), "--project", str(tmp_path)]
-    done = subprocess.run(
-        [sys.executable, "-c", _READER, *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=True,
-    )
-    seen = json.loads(done.stdout)
+    seen = _run_entry(_READER, folder, tmp_path, ASYNCRECALL_READ_AHEAD=read_ahead)
     assert seen == {"scanned": 40, "lexical_ready": True, "parsed_here": parsed_here}
 
 
@@ -203,8 +198,13 @@ def test_a_few_changed_notes_are_parsed_in_the_thread(
     """Under the threshold no child is started: a process costs more than a few parses."""
     folder = tmp_path / "memory"
     _many_notes(folder, 2)
-    started: list[object] = []
-    monkeypatch.setattr(_prewarm, "_in_child", lambda root: started.append(root) or True)
+    started: list[Path] = []
+
+    def in_child(root: Path) -> bool:
+        started.append(root)
+        return True
+
+    monkeypatch.setattr(_prewarm, "_in_child", in_child)
     warmup = _prewarm.warm_folder(folder)
     warmup.thread.join(60)
     docs = warmup.store.scan_cached()
