@@ -65,10 +65,41 @@ def test_odd_namespaces_are_data_and_stay_apart(open_pg: Any, namespace: str) ->
     assert odd.get("secret").body == "in the odd namespace"
 
 
-@pytest.mark.parametrize("namespace", ["", "bad\x00namespace", "x" * 1001])
-def test_an_impossible_namespace_is_a_config_error(pg_url: str, namespace: str) -> None:
-    with pytest.raises(ConfigError, match="namespace"):
+@pytest.mark.parametrize(
+    ("namespace", "message"),
+    [
+        ("", "namespace is 1 to 1,000 bytes"),
+        ("bad\x00namespace", "namespace cannot hold a NUL"),
+        ("x" * 1001, "namespace is 1 to 1,000 bytes in UTF-8; this one is 1,001"),
+        # 1,000 characters, 2,000 bytes: the B-tree entry would not fit (issue 26, 9).
+        ("ü" * 1000, "namespace is 1 to 1,000 bytes in UTF-8; this one is 2,000"),
+        ("half \ud83d", "namespace holds a lone surrogate .U.D83D"),
+    ],
+)
+def test_an_impossible_namespace_is_a_config_error(
+    pg_url: str, namespace: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
         PostgresMemoryStore(pg_url, namespace=namespace)
+
+
+def test_the_largest_namespace_and_name_fit_together(open_pg: Any) -> None:
+    """The caps are the database's: a 1,000-byte namespace holding a 1,000-byte name is
+    saved, found, listed and forgotten (its key, history and index entries all fit)."""
+    store = open_pg("ü" * 500)
+    name = "é" * 500
+    store.save_memory(name, "both at their limit", "user", "body")
+    assert store.get(name).body == "body"
+    assert any(line.startswith(f"- [{name}]") for line in store.index_for_prompt().splitlines())
+    assert store.forget(name).name == name
+    assert [r.op for r in store.history_of(name)] == ["save", "forget"]
+
+
+def test_a_lone_surrogate_in_a_key_is_a_store_error(pg_store: PostgresMemoryStore) -> None:
+    """Not the driver's bare ``UnicodeEncodeError``: the same one-line error as bad input."""
+    for call in (pg_store.get, pg_store.forget, pg_store.find, pg_store.history_of):
+        with pytest.raises(MemoryStoreError, match="lone surrogate"):
+            call("half \udc00")
 
 
 def test_a_nul_character_is_rejected_before_the_database(pg_store: PostgresMemoryStore) -> None:

@@ -62,9 +62,15 @@ from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from asyncrecall._exceptions import ConfigError, MemoryStoreError
-from asyncrecall.memory._document import front_matter, parse_document
+from asyncrecall.memory._document import checked_text, front_matter, parse_document
 from asyncrecall.memory._history import HistoryOp, HistoryRecord, revert_target
-from asyncrecall.memory._limits import INDEX_MAX_LINES, SCAN_LIMIT, cut_index, index_line
+from asyncrecall.memory._limits import (
+    INDEX_MAX_LINES,
+    MAX_NAMESPACE_BYTES,
+    SCAN_LIMIT,
+    cut_index,
+    index_line,
+)
 from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.postgres._candidates import CandidateQuery
@@ -108,7 +114,6 @@ logger = logging.getLogger("asyncrecall.memory")
 
 _T = TypeVar("_T")
 
-_MAX_NAMESPACE: Final = 1000
 
 #: The SQLSTATEs of a transaction PostgreSQL rolled back that a retry may well pass:
 #: a deadlock and a serialisation failure.
@@ -145,10 +150,17 @@ class PostgresMemoryStore:
         timeout: float = 5.0,
         listen: bool = True,
     ) -> None:
-        if not namespace or len(namespace) > _MAX_NAMESPACE:
-            raise ConfigError(f"a memory namespace is 1 to {_MAX_NAMESPACE} characters")
         if "\x00" in namespace:
             raise ConfigError("a memory namespace cannot hold a NUL character")
+        try:
+            size = len(checked_text("a memory namespace", namespace).encode("utf-8"))
+        except MemoryStoreError as exc:
+            raise ConfigError(str(exc)) from None
+        if not 0 < size <= MAX_NAMESPACE_BYTES:
+            raise ConfigError(
+                f"a memory namespace is 1 to {MAX_NAMESPACE_BYTES:,} bytes in UTF-8"
+                f"{f'; this one is {size:,}' if size else ''}"
+            )
         self.url = url
         self.namespace = namespace
         self._where = redact_url(url)
@@ -725,6 +737,7 @@ class PostgresMemoryStore:
         )  # fmt: skip
 
     def _history_name(self, key: str) -> str:
+        check_text("a memory name", key)
         try:
             return self.get(key).name
         except MemoryStoreError:
