@@ -29,6 +29,7 @@ __all__ = [
     "SAVE_NEW_SQL",
     "SCAN_SQL",
     "UPSERT_SQL",
+    "fold_params",
 ]
 
 #: Newest memories added to the full-text matches of a large namespace.
@@ -109,15 +110,26 @@ SELECT name, rel_path, description, type, body, size, version,
 FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(key)s
 """
 
-# The names that may equal the key in another case: the same in ASCII lower case, or
-# holding a non-ASCII character (or all, for a non-ASCII key), as PostgreSQL's lower()
-# may not fold those; the caller compares them with Python's casefold().
+# The names that may equal the key in another case, the caller comparing them with
+# Python's casefold(): an ASCII name's casefold is its lower case (``COLLATE "C"``:
+# ASCII only, whatever the database's locale), so those whose lower case is the key's
+# casefold (``STRASSE`` for ``Straße``); and every name holding a non-ASCII character,
+# as PostgreSQL's lower() may not fold those as Python does (a namespace has few). Each
+# half reads an index of its own (schema version 5), never every name of the namespace.
 FOLD_SQL: Final[LiteralString] = """
 SELECT name FROM asyncrecall_memories
-WHERE namespace = %(ns)s
-  AND (lower(name) = lower(%(key)s) OR octet_length(name) > length(name) OR %(wide)s)
+WHERE namespace = %(ns)s AND lower(name COLLATE "C") = %(folded)s
+UNION
+SELECT name FROM asyncrecall_memories
+WHERE namespace = %(ns)s AND octet_length(name) > length(name)
 ORDER BY name
 """
+
+
+def fold_params(namespace: str, key: str) -> dict[str, str]:
+    """:data:`FOLD_SQL`'s parameters for ``key`` in ``namespace``."""
+    return {"ns": namespace, "folded": key.casefold()}
+
 
 _ROW: Final[LiteralString] = """
     RETURNING name, rel_path, description, type, body, size, version,
