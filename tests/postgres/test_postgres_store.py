@@ -245,3 +245,34 @@ async def test_a_common_word_does_not_crowd_out_a_rare_one(pg_store: PostgresMem
     pg_store.save_memory("Rare", "", "project", "zebra quokka sighting")
     offered = await pg_store.candidates("zebra quokka")
     assert offered[0].name == "Rare"
+
+
+async def test_the_row_holding_every_term_is_ranked_before_the_cap(
+    pg_store: PostgresMemoryStore,
+) -> None:
+    """1,800 rows hold one of two rare terms each (900 apiece: neither is common), so
+    matching any term finds more rows than the 1,000 ranked; the one row holding both,
+    stored last and old (the newest-memories fill does not bring it), is ranked first
+    all the same (issue 26, point 3: it used to be cut before ranking)."""
+    rows = [
+        (pg_store.namespace, f"Note {n}", f"note-{n}.md", "", "project", body, 20)
+        for n, body in enumerate(["alpaca grazing"] * 900 + ["bison herd"] * 900)
+    ]
+    with psycopg.connect(pg_store.url, autocommit=True) as conn:
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO asyncrecall_memories"
+                " (namespace, name, rel_path, description, type, body, size)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+        conn.execute(
+            "INSERT INTO asyncrecall_memories"
+            " (namespace, name, rel_path, description, type, body, size, updated_at)"
+            " VALUES (%s, 'Both', 'both.md', '', 'project', 'alpaca and bison', 20,"
+            " '2020-01-01')",
+            (pg_store.namespace,),
+        )
+        conn.execute("ANALYZE asyncrecall_memories")
+    offered = await pg_store.candidates("alpaca bison")
+    assert offered[0].name == "Both"

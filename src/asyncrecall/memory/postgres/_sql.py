@@ -59,8 +59,10 @@ WITH newest AS (
 ), small AS (SELECT count(*) < %(small)s AS yes FROM newest
 ), terms AS (
     -- The query's lexemes but the common ones (expected in over 1,000 rows, from
-    -- ANALYZE's statistics), any of them: rare terms decide, the rows to rank stay few.
-    SELECT websearch_to_tsquery('simple', string_agg(lexeme, ' or ')) AS q
+    -- ANALYZE's statistics): rare terms decide, the rows to rank stay few. ``q``: any
+    -- of them; ``q_all``: all of them.
+    SELECT websearch_to_tsquery('simple', string_agg(lexeme, ' or ')) AS q,
+           websearch_to_tsquery('simple', string_agg(lexeme, ' ')) AS q_all
     FROM unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS lexeme
     WHERE lexeme <> ALL(%(common)s::text[])
 )
@@ -72,12 +74,21 @@ WITH newest AS (
 UNION ALL
 (SELECT 1, name, rel_path, description, type, body, size, version,
         extract(epoch FROM updated_at)::float8, xmin::text::bigint
- FROM (SELECT m.*, m.xmin, terms.q
-       FROM asyncrecall_memories m, terms
-       WHERE m.namespace = %(ns)s AND m.search @@ terms.q AND m.rel_path <> ALL(%(ex)s)
-         AND NOT (SELECT yes FROM small)
-       LIMIT %(cap)s) AS hits
- ORDER BY ts_rank(search, q) DESC, updated_at DESC LIMIT %(matches)s)
+ -- The rows holding every rare term first, then those holding some: of each at most
+ -- ``cap`` are ranked, so a row that holds them all is never cut for an arbitrary one
+ -- holding one of them.
+ FROM ((SELECT m.*, m.xmin, terms.q, 0 AS tier
+        FROM asyncrecall_memories m, terms
+        WHERE m.namespace = %(ns)s AND m.search @@ terms.q_all AND m.rel_path <> ALL(%(ex)s)
+          AND NOT (SELECT yes FROM small)
+        LIMIT %(cap)s)
+       UNION ALL
+       (SELECT m.*, m.xmin, terms.q, 1 AS tier
+        FROM asyncrecall_memories m, terms
+        WHERE m.namespace = %(ns)s AND m.search @@ terms.q AND NOT m.search @@ terms.q_all
+          AND m.rel_path <> ALL(%(ex)s) AND NOT (SELECT yes FROM small)
+        LIMIT %(cap)s)) AS hits
+ ORDER BY tier, ts_rank(search, q) DESC, updated_at DESC LIMIT %(matches)s)
 UNION ALL
 (SELECT 2, name, rel_path, description, type, body, size, version,
         extract(epoch FROM updated_at)::float8, xmin::text::bigint
