@@ -245,6 +245,10 @@ async def test_a_common_word_does_not_crowd_out_a_rare_one(pg_store: PostgresMem
     pg_store.save_memory("Rare", "", "project", "zebra quokka sighting")
     offered = await pg_store.candidates("zebra quokka")
     assert offered[0].name == "Rare"
+    # Only common words: none selects, and the newest lead (Rare, saved last); were they
+    # used, 1,000 arbitrary rows holding both would be ranked before it.
+    offered = await pg_store.candidates("zebra crossing")
+    assert offered[0].name == "Rare"
 
 
 async def test_the_row_holding_every_term_is_ranked_before_the_cap(
@@ -276,3 +280,30 @@ async def test_the_row_holding_every_term_is_ranked_before_the_cap(
         conn.execute("ANALYZE asyncrecall_memories")
     offered = await pg_store.candidates("alpaca bison")
     assert offered[0].name == "Both"
+
+
+async def test_another_tenants_words_do_not_hide_a_memory(pg_store: PostgresMemoryStore) -> None:
+    """Another namespace's 3,000 memories about a cluster make "cluster" common in the
+    table, not in this namespace, whose one memory about it is still found (issue 26,
+    point 2: judged over the whole table, the word was dropped from the query, and only
+    this namespace's 20 newest memories were offered)."""
+
+    def note(namespace: str, n: int, body: str, at: str) -> tuple[object, ...]:
+        return (namespace, f"Note {n}", f"note-{n}.md", "", "project", body, 20, at)
+
+    rows = [note(f"{pg_store.namespace}-other", n, "cluster migration", "2024-01-01")
+            for n in range(3000)]  # fmt: skip
+    rows.append((pg_store.namespace, "Cluster setup", "cluster-setup.md", "", "project",
+                 "three nodes behind one load balancer", 20, "2020-01-01"))  # fmt: skip
+    rows += [note(pg_store.namespace, n, "gardening tips", "2024-01-01") for n in range(300)]
+    with psycopg.connect(pg_store.url, autocommit=True) as conn:
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO asyncrecall_memories"
+                " (namespace, name, rel_path, description, type, body, size, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+        conn.execute("ANALYZE asyncrecall_memories")
+    offered = await pg_store.candidates("cluster")
+    assert offered[0].name == "Cluster setup"

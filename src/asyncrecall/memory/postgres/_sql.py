@@ -13,6 +13,7 @@ __all__ = [
     "CANDIDATES_SQL",
     "COMMON_REFRESH_S",
     "COMMON_ROWS",
+    "COMMON_SAMPLE",
     "COMMON_SQL",
     "DELETE_SQL",
     "FOLD_SQL",
@@ -23,6 +24,7 @@ __all__ = [
     "LISTEN_SQL",
     "MATCHES",
     "MATCH_CAP",
+    "NAMESPACE_SIZE_SQL",
     "NEWEST_FILL",
     "NOTIFY_SQL",
     "SAVE_IF_SQL",
@@ -43,12 +45,21 @@ MATCHES: Final = 60
 #: match an arbitrary share of a large namespace).
 COMMON_ROWS: Final = 1000
 COMMON_REFRESH_S: Final = 600.0
+#: The namespace's newest memories whose lexemes are counted to judge which are common.
+COMMON_SAMPLE: Final = 2000
 
+# Judged per namespace (another tenant's bulk insert must not make a word common here):
+# the namespace's size, then the lexemes of its newest COMMON_SAMPLE memories that,
+# at the sample's rate, would be in over COMMON_ROWS of its rows. ``ts_stat`` takes the
+# text of a query: the namespace is quoted into it by the server (``format``'s ``%L``).
+NAMESPACE_SIZE_SQL: Final[LiteralString] = """
+SELECT count(*) FROM asyncrecall_memories WHERE namespace = %(ns)s
+"""
 COMMON_SQL: Final[LiteralString] = """
-SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples
-FROM pg_stats s JOIN pg_class c ON c.oid = 'asyncrecall_memories'::regclass
-WHERE s.schemaname = current_schema() AND s.tablename = 'asyncrecall_memories'
-  AND s.attname = 'search'
+SELECT word FROM ts_stat(format(
+    'SELECT search FROM asyncrecall_memories WHERE namespace = %%L'
+    ' ORDER BY updated_at DESC LIMIT %%s', %(ns)s::text, %(sample)s::integer))
+WHERE ndoc::float8 * %(size)s / least(%(size)s, %(sample)s) > %(rows)s
 """
 
 CANDIDATES_SQL: Final[LiteralString] = """
@@ -58,8 +69,8 @@ WITH newest AS (
     ORDER BY updated_at DESC, name LIMIT %(small)s
 ), small AS (SELECT count(*) < %(small)s AS yes FROM newest
 ), terms AS (
-    -- The query's lexemes but the common ones (expected in over 1,000 rows, from
-    -- ANALYZE's statistics): rare terms decide, the rows to rank stay few. ``q``: any
+    -- The query's lexemes but the namespace's common ones (expected in over 1,000 of
+    -- its rows, from a sample of it): rare terms decide, the rows to rank stay few. ``q``: any
     -- of them; ``q_all``: all of them.
     SELECT websearch_to_tsquery('simple', string_agg(lexeme, ' or ')) AS q,
            websearch_to_tsquery('simple', string_agg(lexeme, ' ')) AS q_all

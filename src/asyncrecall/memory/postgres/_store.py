@@ -11,10 +11,12 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
 - **Recall.** :meth:`candidates` asks the database, in one round trip, for the newest
   memories of the namespace; past 200, for the best 60 full-text matches instead plus
   the 20 newest (``_candidates``; the knobs are in ``_sql``). The
-  match uses a ``tsvector`` column under a GIN index: any of the query's terms except
-  those PostgreSQL's statistics expect in over 1,000 rows (a common word would match
-  an arbitrary share of a large namespace); at most 1,000 matching rows are ranked
-  (``ts_rank``), which bounds the query's cost. The selectors rank the candidates as
+  match uses a ``tsvector`` column under a GIN index: the query's terms except those
+  expected in over 1,000 rows of the namespace (judged from a sample of its newest
+  memories: a common word would match an arbitrary share of a large namespace, and
+  another tenant's words never count); the rows holding all of them are ranked
+  (``ts_rank``) before those holding some, at most 1,000 of each, which bounds the
+  query's cost. The selectors rank the candidates as
   they rank a folder. The query runs inside the recall task on a connection of the
   caller's own event loop (``_loops``: psycopg's async I/O never blocks that
   loop, and no thread hop is paid), or on the store's own loop and pool
