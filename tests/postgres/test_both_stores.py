@@ -115,6 +115,11 @@ def test_a_long_index_is_cut_with_a_warning(store: MemoryStoreProtocol) -> None:
         (("  ", "", "user", "x"), "non-empty name"),
         (("N", "", "opinion", "x"), "invalid memory type"),
         (("Big", "", "user", "x" * (1024 * 1024)), "over 1 MiB"),
+        # 501 characters, 1,002 bytes: the limit is the database's unit, bytes.
+        (("é" * 501, "", "user", "x"), "at most 1,000 bytes in UTF-8; this one is 1,002"),
+        (("Half \ud83d pair", "", "user", "x"), "name holds a lone surrogate .U.D83D"),
+        (("N", "half \udc00", "user", "x"), "description holds a lone surrogate .U.DC00"),
+        (("N", "", "user", "body \udfff"), "'N' holds a lone surrogate .U.DFFF at character 5"),
     ],
 )
 def test_bad_input_is_rejected_and_nothing_is_written(
@@ -193,6 +198,17 @@ async def test_a_cancellation_we_did_not_issue_propagates(filled: MemoryStorePro
     with pytest.raises(asyncio.CancelledError):
         await task
     assert model.json_cancelled == 1
+
+
+def test_a_name_of_the_largest_size_is_saved_found_and_forgotten(
+    store: MemoryStoreProtocol,
+) -> None:
+    """1,000 bytes of UTF-8 (500 two-byte letters) is a name every store takes whole."""
+    name = "é" * 500
+    doc = store.save_memory(name, "the longest name", "user", "body")
+    assert store.get(name).name == name == doc.name
+    assert store.forget(name).name == name
+    assert store.scan(limit=None) == []
 
 
 def test_odd_characters_in_names_are_data(store: MemoryStoreProtocol) -> None:

@@ -8,6 +8,9 @@ another case when exactly one memory has it; never by a file-name stem. ``get`` 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 from asyncrecall import MemoryStoreError
@@ -75,3 +78,54 @@ def test_the_exact_path_then_the_exact_name_then_one_name_in_another_case(
     assert pg_store.get("über STRASSE").name == "Über Straße"
     assert pg_store.forget("ÜBER strasse").name == "Über Straße"
     assert _names(pg_store) == {"B", "b.md"}
+
+
+def test_a_key_in_another_case_reads_indexes_not_the_namespace(
+    pg_store: PostgresMemoryStore, pg_url: str
+) -> None:
+    """On a namespace of 5,000 memories, the other-case lookup behind ``get`` and
+    ``forget`` reads a handful of rows through its two indexes: the plan the database
+    chooses for the very query :func:`find_memory` sends scans no table and filters out
+    no row (today's code read all 5,000 names and kept none: issue 26, point 8)."""
+    import psycopg
+
+    from asyncrecall.memory.postgres._sql import FOLD_SQL, fold_params
+
+    pg_store.save_memory("Ünïcode note", "d", "user", "one non-ASCII name")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            """INSERT INTO asyncrecall_memories
+                   (namespace, name, rel_path, description, type, body, size)
+               SELECT %s, 'Note ' || i, 'note-' || i || '.md', '', 'project', 'b', 1
+               FROM generate_series(1, 5000) i""",
+            (pg_store.namespace,),
+        )
+        conn.execute("ANALYZE asyncrecall_memories")
+        for key in ("NOTE 4321", "missing", "ünïcode NOTE", "Straße"):
+            (plan,) = conn.execute(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + FOLD_SQL,
+                fold_params(pg_store.namespace, key),
+            ).fetchone()  # type: ignore[misc]
+            nodes = list(_plan_nodes(plan[0]["Plan"]))
+            assert not [n for n in nodes if n["Node Type"] == "Seq Scan"], key
+            read = sum(n.get("Rows Removed by Filter", 0) + n["Actual Rows"] for n in nodes
+                       if "Scan" in n["Node Type"])  # fmt: skip
+            assert read <= 4, (key, read)
+    assert pg_store.get("NOTE 4321").name == "Note 4321"
+    assert pg_store.get("ünïcode NOTE").name == "Ünïcode note"
+
+
+def test_a_non_ascii_key_finds_an_ascii_name_that_folds_to_it(
+    pg_store: PostgresMemoryStore,
+) -> None:
+    """``Straße`` casefolds to ``strasse``: the ASCII name ``STRASSE`` is that key in
+    another case, found through the lower-case index."""
+    pg_store.save_memory("STRASSE", "d", "user", "ascii")
+    assert pg_store.get("Straße").name == "STRASSE"
+    assert pg_store.forget("straße").name == "STRASSE"
+
+
+def _plan_nodes(node: dict[str, object]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):  # type: ignore[attr-defined]
+        yield from _plan_nodes(child)

@@ -65,10 +65,41 @@ def test_odd_namespaces_are_data_and_stay_apart(open_pg: Any, namespace: str) ->
     assert odd.get("secret").body == "in the odd namespace"
 
 
-@pytest.mark.parametrize("namespace", ["", "bad\x00namespace", "x" * 1001])
-def test_an_impossible_namespace_is_a_config_error(pg_url: str, namespace: str) -> None:
-    with pytest.raises(ConfigError, match="namespace"):
+@pytest.mark.parametrize(
+    ("namespace", "message"),
+    [
+        ("", "namespace is 1 to 1,000 bytes"),
+        ("bad\x00namespace", "namespace cannot hold a NUL"),
+        ("x" * 1001, "namespace is 1 to 1,000 bytes in UTF-8; this one is 1,001"),
+        # 1,000 characters, 2,000 bytes: the B-tree entry would not fit (issue 26, 9).
+        ("ü" * 1000, "namespace is 1 to 1,000 bytes in UTF-8; this one is 2,000"),
+        ("half \ud83d", "namespace holds a lone surrogate .U.D83D"),
+    ],
+)
+def test_an_impossible_namespace_is_a_config_error(
+    pg_url: str, namespace: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
         PostgresMemoryStore(pg_url, namespace=namespace)
+
+
+def test_the_largest_namespace_and_name_fit_together(open_pg: Any) -> None:
+    """The caps are the database's: a 1,000-byte namespace holding a 1,000-byte name is
+    saved, found, listed and forgotten (its key, history and index entries all fit)."""
+    store = open_pg("ü" * 500)
+    name = "é" * 500
+    store.save_memory(name, "both at their limit", "user", "body")
+    assert store.get(name).body == "body"
+    assert any(line.startswith(f"- [{name}]") for line in store.index_for_prompt().splitlines())
+    assert store.forget(name).name == name
+    assert [r.op for r in store.history_of(name)] == ["save", "forget"]
+
+
+def test_a_lone_surrogate_in_a_key_is_a_store_error(pg_store: PostgresMemoryStore) -> None:
+    """Not the driver's bare ``UnicodeEncodeError``: the same one-line error as bad input."""
+    for call in (pg_store.get, pg_store.forget, pg_store.find, pg_store.history_of):
+        with pytest.raises(MemoryStoreError, match="lone surrogate"):
+            call("half \udc00")
 
 
 def test_a_nul_character_is_rejected_before_the_database(pg_store: PostgresMemoryStore) -> None:
@@ -214,3 +245,65 @@ async def test_a_common_word_does_not_crowd_out_a_rare_one(pg_store: PostgresMem
     pg_store.save_memory("Rare", "", "project", "zebra quokka sighting")
     offered = await pg_store.candidates("zebra quokka")
     assert offered[0].name == "Rare"
+    # Only common words: none selects, and the newest lead (Rare, saved last); were they
+    # used, 1,000 arbitrary rows holding both would be ranked before it.
+    offered = await pg_store.candidates("zebra crossing")
+    assert offered[0].name == "Rare"
+
+
+async def test_the_row_holding_every_term_is_ranked_before_the_cap(
+    pg_store: PostgresMemoryStore,
+) -> None:
+    """1,800 rows hold one of two rare terms each (900 apiece: neither is common), so
+    matching any term finds more rows than the 1,000 ranked; the one row holding both,
+    stored last and old (the newest-memories fill does not bring it), is ranked first
+    all the same (issue 26, point 3: it used to be cut before ranking)."""
+    rows = [
+        (pg_store.namespace, f"Note {n}", f"note-{n}.md", "", "project", body, 20)
+        for n, body in enumerate(["alpaca grazing"] * 900 + ["bison herd"] * 900)
+    ]
+    with psycopg.connect(pg_store.url, autocommit=True) as conn:
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO asyncrecall_memories"
+                " (namespace, name, rel_path, description, type, body, size)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+        conn.execute(
+            "INSERT INTO asyncrecall_memories"
+            " (namespace, name, rel_path, description, type, body, size, updated_at)"
+            " VALUES (%s, 'Both', 'both.md', '', 'project', 'alpaca and bison', 20,"
+            " '2020-01-01')",
+            (pg_store.namespace,),
+        )
+        conn.execute("ANALYZE asyncrecall_memories")
+    offered = await pg_store.candidates("alpaca bison")
+    assert offered[0].name == "Both"
+
+
+async def test_another_tenants_words_do_not_hide_a_memory(pg_store: PostgresMemoryStore) -> None:
+    """Another namespace's 3,000 memories about a cluster make "cluster" common in the
+    table, not in this namespace, whose one memory about it is still found (issue 26,
+    point 2: judged over the whole table, the word was dropped from the query, and only
+    this namespace's 20 newest memories were offered)."""
+
+    def note(namespace: str, n: int, body: str, at: str) -> tuple[object, ...]:
+        return (namespace, f"Note {n}", f"note-{n}.md", "", "project", body, 20, at)
+
+    rows = [note(f"{pg_store.namespace}-other", n, "cluster migration", "2024-01-01")
+            for n in range(3000)]  # fmt: skip
+    rows.append((pg_store.namespace, "Cluster setup", "cluster-setup.md", "", "project",
+                 "three nodes behind one load balancer", 20, "2020-01-01"))  # fmt: skip
+    rows += [note(pg_store.namespace, n, "gardening tips", "2024-01-01") for n in range(300)]
+    with psycopg.connect(pg_store.url, autocommit=True) as conn:
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO asyncrecall_memories"
+                " (namespace, name, rel_path, description, type, body, size, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+        conn.execute("ANALYZE asyncrecall_memories")
+    offered = await pg_store.candidates("cluster")
+    assert offered[0].name == "Cluster setup"

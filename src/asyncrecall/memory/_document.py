@@ -26,11 +26,13 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from asyncrecall._exceptions import MemoryStoreError
+from asyncrecall.memory._limits import MAX_NAME_BYTES
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryType
 
 __all__ = [
     "FrontMatterError",
     "ParsedDocument",
+    "checked_text",
     "front_matter",
     "name_in_any_case",
     "parse_document",
@@ -173,13 +175,34 @@ def render_document(
     return f"---\n{header}---\n{body}\n" if body else f"---\n{header}---\n"
 
 
+def checked_text(what: str, value: str) -> str:
+    """``value``, when it is text UTF-8 can hold; else :class:`MemoryStoreError` naming
+    the first lone surrogate (a half of a UTF-16 pair, left by a bad decode upstream),
+    which no store can write."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(value[exc.start])
+        raise MemoryStoreError(
+            f"{what} holds a lone surrogate (U+{code:04X} at character {exc.start}), "
+            "which is not text a memory can store"
+        ) from None
+    return value
+
+
 def checked_fields(name: str, description: str, type: str) -> tuple[str, str, MemoryType]:
     """A memory's name and description on one line each, and its type, as every store
-    saves them; :class:`MemoryStoreError` for an empty name or an unknown type."""
-    name = " ".join(name.split())
-    description = " ".join(description.split())
+    saves them; :class:`MemoryStoreError` for an empty name, a name over
+    :data:`MAX_NAME_BYTES` in UTF-8, a lone surrogate or an unknown type."""
+    name = checked_text("a memory name", " ".join(name.split()))
+    description = checked_text("a memory description", " ".join(description.split()))
     if not name:
         raise MemoryStoreError("a memory needs a non-empty name")
+    size = len(name.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        raise MemoryStoreError(
+            f"a memory name is at most {MAX_NAME_BYTES:,} bytes in UTF-8; this one is {size:,}"
+        )
     if type not in MEMORY_TYPES:
         raise MemoryStoreError(
             f"invalid memory type {type!r}: expected one of {', '.join(MEMORY_TYPES)}"

@@ -3,7 +3,10 @@
 The index is ``MEMORY.md`` (a folder's file, a database's generated equivalent): one
 line a memory, cut to :data:`INDEX_MAX_LINES` lines and :data:`INDEX_MAX_BYTES` bytes
 for the system prompt, with a warning line when cut. Recall offers the
-:data:`SCAN_LIMIT` newest memories; a memory is at most :data:`MAX_FILE_BYTES`.
+:data:`SCAN_LIMIT` newest memories; a memory is at most :data:`MAX_FILE_BYTES`, its
+name at most :data:`MAX_NAME_BYTES` and a database namespace :data:`MAX_NAMESPACE_BYTES`,
+counted in UTF-8 bytes as the database counts them (a B-tree entry holds at most 2,704
+bytes: the two together stay below it).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ __all__ = [
     "INDEX_MAX_LINES",
     "INDEX_NAME",
     "MAX_FILE_BYTES",
+    "MAX_NAMESPACE_BYTES",
+    "MAX_NAME_BYTES",
     "SCAN_LIMIT",
     "cut_index",
     "index_line",
@@ -25,6 +30,8 @@ __all__ = [
 INDEX_NAME: Final = "MEMORY.md"
 SCAN_LIMIT: Final = 200
 MAX_FILE_BYTES: Final = 1024 * 1024
+MAX_NAME_BYTES: Final = 1000
+MAX_NAMESPACE_BYTES: Final = 1000
 INDEX_MAX_LINES: Final = 200
 INDEX_MAX_BYTES: Final = 25_000
 

@@ -33,6 +33,7 @@ from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._atomic import atomic_write
 from asyncrecall.memory._document import (
     checked_fields,
+    checked_text,
     name_in_any_case,
     render_document,
     safe_file_stem,
@@ -214,6 +215,7 @@ class MemoryStore:
         ``write_id`` go into the history record.
         """
         name, description, kind = checked_fields(name, description, type)
+        checked_text(f"memory {name!r}", content)
         text = render_document(
             name=name, description=description, type=kind, body=content, extra=extra
         )

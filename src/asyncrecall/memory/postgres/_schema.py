@@ -48,6 +48,13 @@ Version 4 (issue 19: every write kept, each undoable; ``_history``)::
                                     name, with op, rel_path, at, origin, write_id and
                                     the memory's text before and after
 
+Version 5 (issue 26: a key in another case is looked up through indexes, not by
+reading every name of the namespace)::
+
+    asyncrecall_memories
+        btree (namespace, lower(name COLLATE "C"))   ASCII lower case, in any locale
+        btree (namespace) WHERE octet_length(name) > length(name)   the non-ASCII names
+
 Every statement here is constant text: user data only ever travels as parameters.
 """
 
@@ -141,6 +148,12 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "ALTER TABLE asyncrecall_memories ADD COLUMN IF NOT EXISTS front_matter jsonb",
     ),
     (HISTORY_TABLE_SQL,),  # 4: every write kept, undoable (issue 19; _history)
+    (  # 5: what a key in another case looks up, indexed (issue 26, point 8; _sql.FOLD_SQL)
+        """CREATE INDEX asyncrecall_memories_folded
+           ON asyncrecall_memories (namespace, lower(name COLLATE "C"))""",
+        """CREATE INDEX asyncrecall_memories_wide
+           ON asyncrecall_memories (namespace) WHERE octet_length(name) > length(name)""",
+    ),
 )
 
 #: The schema version this code reads and writes.

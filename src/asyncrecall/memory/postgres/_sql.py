@@ -13,6 +13,7 @@ __all__ = [
     "CANDIDATES_SQL",
     "COMMON_REFRESH_S",
     "COMMON_ROWS",
+    "COMMON_SAMPLE",
     "COMMON_SQL",
     "DELETE_SQL",
     "FOLD_SQL",
@@ -23,12 +24,14 @@ __all__ = [
     "LISTEN_SQL",
     "MATCHES",
     "MATCH_CAP",
+    "NAMESPACE_SIZE_SQL",
     "NEWEST_FILL",
     "NOTIFY_SQL",
     "SAVE_IF_SQL",
     "SAVE_NEW_SQL",
     "SCAN_SQL",
     "UPSERT_SQL",
+    "fold_params",
 ]
 
 #: Newest memories added to the full-text matches of a large namespace.
@@ -42,12 +45,21 @@ MATCHES: Final = 60
 #: match an arbitrary share of a large namespace).
 COMMON_ROWS: Final = 1000
 COMMON_REFRESH_S: Final = 600.0
+#: The namespace's newest memories whose lexemes are counted to judge which are common.
+COMMON_SAMPLE: Final = 2000
 
+# Judged per namespace (another tenant's bulk insert must not make a word common here):
+# the namespace's size, then the lexemes of its newest COMMON_SAMPLE memories that,
+# at the sample's rate, would be in over COMMON_ROWS of its rows. ``ts_stat`` takes the
+# text of a query: the namespace is quoted into it by the server (``format``'s ``%L``).
+NAMESPACE_SIZE_SQL: Final[LiteralString] = """
+SELECT count(*) FROM asyncrecall_memories WHERE namespace = %(ns)s
+"""
 COMMON_SQL: Final[LiteralString] = """
-SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples
-FROM pg_stats s JOIN pg_class c ON c.oid = 'asyncrecall_memories'::regclass
-WHERE s.schemaname = current_schema() AND s.tablename = 'asyncrecall_memories'
-  AND s.attname = 'search'
+SELECT word FROM ts_stat(format(
+    'SELECT search FROM asyncrecall_memories WHERE namespace = %%L'
+    ' ORDER BY updated_at DESC LIMIT %%s', %(ns)s::text, %(sample)s::integer))
+WHERE ndoc::float8 * %(size)s / least(%(size)s, %(sample)s) > %(rows)s
 """
 
 CANDIDATES_SQL: Final[LiteralString] = """
@@ -57,9 +69,11 @@ WITH newest AS (
     ORDER BY updated_at DESC, name LIMIT %(small)s
 ), small AS (SELECT count(*) < %(small)s AS yes FROM newest
 ), terms AS (
-    -- The query's lexemes but the common ones (expected in over 1,000 rows, from
-    -- ANALYZE's statistics), any of them: rare terms decide, the rows to rank stay few.
-    SELECT websearch_to_tsquery('simple', string_agg(lexeme, ' or ')) AS q
+    -- The query's lexemes but the namespace's common ones (expected in over 1,000 of
+    -- its rows, from a sample of it): rare terms decide, the rows to rank stay few. ``q``: any
+    -- of them; ``q_all``: all of them.
+    SELECT websearch_to_tsquery('simple', string_agg(lexeme, ' or ')) AS q,
+           websearch_to_tsquery('simple', string_agg(lexeme, ' ')) AS q_all
     FROM unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS lexeme
     WHERE lexeme <> ALL(%(common)s::text[])
 )
@@ -71,12 +85,21 @@ WITH newest AS (
 UNION ALL
 (SELECT 1, name, rel_path, description, type, body, size, version,
         extract(epoch FROM updated_at)::float8, xmin::text::bigint
- FROM (SELECT m.*, m.xmin, terms.q
-       FROM asyncrecall_memories m, terms
-       WHERE m.namespace = %(ns)s AND m.search @@ terms.q AND m.rel_path <> ALL(%(ex)s)
-         AND NOT (SELECT yes FROM small)
-       LIMIT %(cap)s) AS hits
- ORDER BY ts_rank(search, q) DESC, updated_at DESC LIMIT %(matches)s)
+ -- The rows holding every rare term first, then those holding some: of each at most
+ -- ``cap`` are ranked, so a row that holds them all is never cut for an arbitrary one
+ -- holding one of them.
+ FROM ((SELECT m.*, m.xmin, terms.q, 0 AS tier
+        FROM asyncrecall_memories m, terms
+        WHERE m.namespace = %(ns)s AND m.search @@ terms.q_all AND m.rel_path <> ALL(%(ex)s)
+          AND NOT (SELECT yes FROM small)
+        LIMIT %(cap)s)
+       UNION ALL
+       (SELECT m.*, m.xmin, terms.q, 1 AS tier
+        FROM asyncrecall_memories m, terms
+        WHERE m.namespace = %(ns)s AND m.search @@ terms.q AND NOT m.search @@ terms.q_all
+          AND m.rel_path <> ALL(%(ex)s) AND NOT (SELECT yes FROM small)
+        LIMIT %(cap)s)) AS hits
+ ORDER BY tier, ts_rank(search, q) DESC, updated_at DESC LIMIT %(matches)s)
 UNION ALL
 (SELECT 2, name, rel_path, description, type, body, size, version,
         extract(epoch FROM updated_at)::float8, xmin::text::bigint
@@ -109,15 +132,26 @@ SELECT name, rel_path, description, type, body, size, version,
 FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(key)s
 """
 
-# The names that may equal the key in another case: the same in ASCII lower case, or
-# holding a non-ASCII character (or all, for a non-ASCII key), as PostgreSQL's lower()
-# may not fold those; the caller compares them with Python's casefold().
+# The names that may equal the key in another case, the caller comparing them with
+# Python's casefold(): an ASCII name's casefold is its lower case (``COLLATE "C"``:
+# ASCII only, whatever the database's locale), so those whose lower case is the key's
+# casefold (``STRASSE`` for ``Straße``); and every name holding a non-ASCII character,
+# as PostgreSQL's lower() may not fold those as Python does (a namespace has few). Each
+# half reads an index of its own (schema version 5), never every name of the namespace.
 FOLD_SQL: Final[LiteralString] = """
 SELECT name FROM asyncrecall_memories
-WHERE namespace = %(ns)s
-  AND (lower(name) = lower(%(key)s) OR octet_length(name) > length(name) OR %(wide)s)
+WHERE namespace = %(ns)s AND lower(name COLLATE "C") = %(folded)s
+UNION
+SELECT name FROM asyncrecall_memories
+WHERE namespace = %(ns)s AND octet_length(name) > length(name)
 ORDER BY name
 """
+
+
+def fold_params(namespace: str, key: str) -> dict[str, str]:
+    """:data:`FOLD_SQL`'s parameters for ``key`` in ``namespace``."""
+    return {"ns": namespace, "folded": key.casefold()}
+
 
 _ROW: Final[LiteralString] = """
     RETURNING name, rel_path, description, type, body, size, version,

@@ -11,10 +11,12 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
 - **Recall.** :meth:`candidates` asks the database, in one round trip, for the newest
   memories of the namespace; past 200, for the best 60 full-text matches instead plus
   the 20 newest (``_candidates``; the knobs are in ``_sql``). The
-  match uses a ``tsvector`` column under a GIN index: any of the query's terms except
-  those PostgreSQL's statistics expect in over 1,000 rows (a common word would match
-  an arbitrary share of a large namespace); at most 1,000 matching rows are ranked
-  (``ts_rank``), which bounds the query's cost. The selectors rank the candidates as
+  match uses a ``tsvector`` column under a GIN index: the query's terms except those
+  expected in over 1,000 rows of the namespace (judged from a sample of its newest
+  memories: a common word would match an arbitrary share of a large namespace, and
+  another tenant's words never count); the rows holding all of them are ranked
+  (``ts_rank``) before those holding some, at most 1,000 of each, which bounds the
+  query's cost. The selectors rank the candidates as
   they rank a folder. The query runs inside the recall task on a connection of the
   caller's own event loop (``_loops``: psycopg's async I/O never blocks that
   loop, and no thread hop is paid), or on the store's own loop and pool
@@ -62,9 +64,15 @@ from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from asyncrecall._exceptions import ConfigError, MemoryStoreError
-from asyncrecall.memory._document import front_matter, parse_document
+from asyncrecall.memory._document import checked_text, front_matter, parse_document
 from asyncrecall.memory._history import HistoryOp, HistoryRecord, revert_target
-from asyncrecall.memory._limits import INDEX_MAX_LINES, SCAN_LIMIT, cut_index, index_line
+from asyncrecall.memory._limits import (
+    INDEX_MAX_LINES,
+    MAX_NAMESPACE_BYTES,
+    SCAN_LIMIT,
+    cut_index,
+    index_line,
+)
 from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.postgres._candidates import CandidateQuery
@@ -108,7 +116,6 @@ logger = logging.getLogger("asyncrecall.memory")
 
 _T = TypeVar("_T")
 
-_MAX_NAMESPACE: Final = 1000
 
 #: The SQLSTATEs of a transaction PostgreSQL rolled back that a retry may well pass:
 #: a deadlock and a serialisation failure.
@@ -145,10 +152,17 @@ class PostgresMemoryStore:
         timeout: float = 5.0,
         listen: bool = True,
     ) -> None:
-        if not namespace or len(namespace) > _MAX_NAMESPACE:
-            raise ConfigError(f"a memory namespace is 1 to {_MAX_NAMESPACE} characters")
         if "\x00" in namespace:
             raise ConfigError("a memory namespace cannot hold a NUL character")
+        try:
+            size = len(checked_text("a memory namespace", namespace).encode("utf-8"))
+        except MemoryStoreError as exc:
+            raise ConfigError(str(exc)) from None
+        if not 0 < size <= MAX_NAMESPACE_BYTES:
+            raise ConfigError(
+                f"a memory namespace is 1 to {MAX_NAMESPACE_BYTES:,} bytes in UTF-8"
+                f"{f'; this one is {size:,}' if size else ''}"
+            )
         self.url = url
         self.namespace = namespace
         self._where = redact_url(url)
@@ -725,6 +739,7 @@ class PostgresMemoryStore:
         )  # fmt: skip
 
     def _history_name(self, key: str) -> str:
+        check_text("a memory name", key)
         try:
             return self.get(key).name
         except MemoryStoreError:

@@ -14,6 +14,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from asyncrecall._exceptions import MemoryStoreError
+from asyncrecall.memory._document import checked_text
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = [
@@ -64,9 +65,11 @@ def redact_url(url: str) -> str:
 
 
 def check_text(what: str, value: str) -> None:
-    """:class:`MemoryStoreError` when ``value`` holds a NUL character."""
+    """:class:`MemoryStoreError` when ``value`` holds a NUL character or a lone surrogate
+    (neither can be sent: the driver would raise a bare ``UnicodeEncodeError``)."""
     if "\x00" in value:
         raise MemoryStoreError(f"{what} holds a NUL character, which a database cannot store")
+    checked_text(what, value)
 
 
 def namespace_key(namespace: str) -> str:

@@ -35,6 +35,7 @@ from asyncrecall.memory.postgres._sql import (
     GET_BY_NAME_SQL,
     GET_SQL,
     NOTIFY_SQL,
+    fold_params,
 )
 from asyncrecall.memory.postgres._text import check_text, row_doc
 
@@ -160,8 +161,7 @@ def find_memory(
     row = conn.execute(GET_SQL + suffix, params).fetchone()
     if row is not None:
         return tuple(row)
-    params["wide"] = not key.isascii()
-    rows = conn.execute(FOLD_SQL, params).fetchall()
+    rows = conn.execute(FOLD_SQL, fold_params(namespace, key)).fetchall()
     name = name_in_any_case(key, (n for (n,) in rows), where=where)
     if name is None:
         return None
