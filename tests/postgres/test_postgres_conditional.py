@@ -168,7 +168,7 @@ def test_conditional_writes_notify_other_stores(open_pg: Any, namespace: str) ->
     both = threading.Event()
 
     def on_change(change: StoreChange) -> None:
-        heard.append((change.op, change.name))
+        heard.append((change.op, change.memory_id))
         if len(heard) == 2:
             both.set()
 
@@ -177,7 +177,8 @@ def test_conditional_writes_notify_other_stores(open_pg: Any, namespace: str) ->
     assert doc is not None
     assert writer.forget_if("Heard", expected_revision=doc.revision) is not None
     assert both.wait(HANG_GUARD)
-    assert heard == [("save", "Heard"), ("forget", "Heard")]
+    heard_id = reader.memory_id("Heard")
+    assert heard == [("save", heard_id), ("forget", heard_id)]
 
 
 def _wait_for_waiters(url: str, count: int) -> None:

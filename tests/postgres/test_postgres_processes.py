@@ -95,7 +95,7 @@ def test_another_process_save_reaches_this_process_cache(
     arrived = threading.Event()
 
     def on_change(change: StoreChange) -> None:
-        if change.name == "w0-m0":
+        if change.memory_id == store.memory_id("w0-m0"):
             arrived.set()
 
     store.add_change_listener(on_change)

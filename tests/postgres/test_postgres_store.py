@@ -4,6 +4,7 @@ and caches kept true by LISTEN/NOTIFY."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import uuid
 from collections import defaultdict
@@ -11,6 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from asyncrecall import ConfigError, MemoryStoreError
 from asyncrecall.memory import SCAN_LIMIT, LexicalSelector, MemoryManager, PostgresMemoryStore
@@ -39,6 +41,28 @@ def test_the_store_creates_and_records_its_schema(pg_server: LocalPostgres) -> N
             (SCHEMA_VERSION,)
         ]
         assert conn.execute("SELECT count(*) FROM asyncrecall_memories").fetchone() == (1,)
+
+
+def test_a_database_of_version_5_gets_its_secret_and_keeps_its_memories(
+    pg_server: LocalPostgres,
+) -> None:
+    """Migration 6 on a database made before it: the one schema row gets a random
+    secret, the memories stay, and two stores of the namespace agree on the digests."""
+    url = _scratch_database(pg_server)
+    with PostgresMemoryStore.open(url, namespace="n") as store:
+        store.save_memory("Kept", "", "user", "x")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE asyncrecall_schema DROP COLUMN notify_salt")
+        conn.execute("UPDATE asyncrecall_schema SET version = 5")
+    with (
+        PostgresMemoryStore.open(url, namespace="n") as one,
+        PostgresMemoryStore.open(url, namespace="n") as two,
+    ):
+        assert one.get("Kept").body == "x"
+        assert one.memory_id("Kept") == two.memory_id("Kept")
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT version, length(notify_salt) FROM asyncrecall_schema").fetchone()
+        assert row == (SCHEMA_VERSION, 72)
 
 
 def test_a_newer_schema_is_refused_with_a_clear_error(pg_server: LocalPostgres) -> None:
@@ -175,17 +199,17 @@ def test_caches_follow_changes_made_through_another_connection(
     seen: dict[tuple[str, str], threading.Event] = defaultdict(threading.Event)
 
     def on_change(change: StoreChange) -> None:
-        seen[(change.op, change.name)].set()
+        seen[(change.op, change.memory_id)].set()
 
     remove = reader.add_change_listener(on_change)
     assert reader.index_for_prompt() == "- [First](first.md) — one"
     assert [d.name for d in reader.scan()] == ["First"]
     writer.save_memory("Second", "two", "user", "2")
-    assert seen[("save", "Second")].wait(10)
+    assert seen[("save", reader.memory_id("Second"))].wait(10)
     assert "Second" in reader.index_for_prompt()
     assert [d.name for d in reader.scan()] == ["Second", "First"]
     writer.forget("First")
-    assert seen[("forget", "First")].wait(10)
+    assert seen[("forget", reader.memory_id("First"))].wait(10)
     assert "First" not in reader.index_for_prompt()
     remove()
     remove()  # twice is harmless
@@ -307,3 +331,33 @@ async def test_another_tenants_words_do_not_hide_a_memory(pg_store: PostgresMemo
         conn.execute("ANALYZE asyncrecall_memories")
     offered = await pg_store.candidates("cluster")
     assert offered[0].name == "Cluster setup"
+
+
+@pytest.mark.timeout(60)
+def test_notifications_tell_an_outsider_no_name_and_no_namespace(
+    pg_store: PostgresMemoryStore, pg_url: str
+) -> None:
+    """A role that may connect but is denied every table can still ``LISTEN``: what it
+    hears of a save is digests keyed by a secret it cannot read, with neither the
+    memory's name nor the namespace, nor the plain digest of either that a guess could be
+    checked against (issue 26, point 4: the name went out in every notification)."""
+    import hashlib
+
+    from asyncrecall.memory.postgres._text import namespace_key
+
+    role = f"outsider_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    outsider_url = pg_url.replace("user=postgres", f"user={role}")
+    name = "Alice is being laid off on 2025-03-01 (confidential)"
+    with psycopg.connect(outsider_url, autocommit=True) as outsider:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            outsider.execute("SELECT notify_salt FROM asyncrecall_schema")
+        outsider.execute("LISTEN asyncrecall_memories")
+        pg_store.save_memory(name, "hr", "user", "the plan")
+        payload = next(outsider.notifies(timeout=10)).payload
+    for secret in (name, name[:20], "Alice", pg_store.namespace, namespace_key(pg_store.namespace),
+                   hashlib.sha256(name.encode()).hexdigest()[:32]):  # fmt: skip
+        assert secret not in payload
+    data = json.loads(payload)
+    assert data["id"] == pg_store.memory_id(name) and data["op"] == "save"

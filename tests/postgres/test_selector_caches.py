@@ -52,7 +52,7 @@ async def test_a_rewrite_by_another_process_is_ranked_as_rewritten(
     seen = threading.Event()
 
     def on_change(change: StoreChange) -> None:
-        if change.name == "Pet":
+        if change.memory_id == a.memory_id("Pet"):
             seen.set()
 
     a.add_change_listener(on_change)

@@ -29,7 +29,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -193,14 +193,15 @@ async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
         )
 
         def on_change(change: StoreChange) -> None:
-            if change.op == "save":
-                seen.setdefault(change.name, change.seen_at)
+            if change.op == "save":  # another worker's: named by its digest, not its name
+                seen.setdefault(change.memory_id, change.seen_at)
 
         store.add_change_listener(on_change)
     else:
         assert spec.folder is not None
         store = MemoryStore(Path(spec.folder))
     manager = MemoryManager(store, LexicalSelector())
+    key: Callable[[str], str] = getattr(store, "memory_id", lambda name: name)
     words = _Words(_SEED + 1000 + spec.worker)
     for _ in range(10):  # warm: the selector's per-document cache, the pool
         await manager.recall(words.query())
@@ -223,7 +224,7 @@ async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
                     _, description, body = words.memory(made)
                     started = time.time()
                     await asyncio.to_thread(store.save_memory, name, description, "user", body)
-                    saved[name] = started
+                    saved[key(name)] = started
                     saves += 1
                 else:
                     query = words.query()

@@ -26,7 +26,7 @@ from psycopg import AsyncConnection
 
 from asyncrecall.memory._types import MemoryDoc
 from asyncrecall.memory.postgres._sql import LISTEN_SQL
-from asyncrecall.memory.postgres._text import StoreChange
+from asyncrecall.memory.postgres._text import Announcer, StoreChange
 
 __all__ = ["ChangeFeed", "log_listener_end"]
 
@@ -42,8 +42,8 @@ class ChangeFeed:
     marks the store's own notifications, applied when made rather than when they come
     back). Thread-safe."""
 
-    def __init__(self, ns_key: str, own_id: str) -> None:
-        self._ns_key = ns_key
+    def __init__(self, own_id: str) -> None:
+        self._announce: Announcer | None = None  # known once the store has connected
         self._own_id = own_id
         self._lock = threading.Lock()
         self._listening = False
@@ -73,9 +73,17 @@ class ChangeFeed:
 
     # -- changes ------------------------------------------------------------------------
 
+    def set_announcer(self, announce: Announcer) -> None:
+        """The digests this namespace's notifications carry (before listening starts)."""
+        self._announce = announce
+
     def changed(self, op: str, name: str, version: int) -> None:
-        """A change seen: by the listener (another store's), or this store's own write."""
-        change = StoreChange(op, name, version, time.time())
+        """This store's own write."""
+        memory_id = self._announce.memory_id(name) if self._announce is not None else ""
+        self._seen(StoreChange(op, memory_id, version, time.time(), name))
+
+    def _seen(self, change: StoreChange) -> None:
+        """A change seen: by the listener (another store's, or a reconnect), or made here."""
         with self._lock:
             self._generation += 1
             self._drop_locked()
@@ -94,9 +102,13 @@ class ChangeFeed:
     def on_notify(self, payload: str) -> None:
         try:
             data = json.loads(payload)
-            if data.get("ns") != self._ns_key or data.get("src") == self._own_id:
-                return  # another namespace, or our own change (already applied)
-            self.changed(str(data.get("op", "")), str(data.get("name", "")), int(data["v"]))
+            announce = self._announce
+            if announce is None or data.get("ns") != announce.namespace_key:
+                return  # another namespace
+            if data.get("src") == self._own_id:
+                return  # our own change (already applied)
+            op, memory_id = str(data.get("op", "")), str(data.get("id", ""))
+            self._seen(StoreChange(op, memory_id, int(data["v"]), time.time()))
         except (ValueError, KeyError, TypeError):
             return  # not one of ours
 
@@ -119,7 +131,7 @@ class ChangeFeed:
                 async with conn:
                     await conn.execute(LISTEN_SQL)
                     self.set_listening(True)
-                    self.changed("reconnect", "", 0)  # changes made while away are unknown
+                    self._seen(StoreChange("reconnect", "", 0, time.time()))  # changes missed
                     delay = 0.05
                     ready.set()
                     async for note in conn.notifies():

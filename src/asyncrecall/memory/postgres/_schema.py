@@ -55,6 +55,12 @@ reading every name of the namespace)::
         btree (namespace, lower(name COLLATE "C"))   ASCII lower case, in any locale
         btree (namespace) WHERE octet_length(name) > length(name)   the non-ASCII names
 
+Version 6 (issue 26: notifications carry no names)::
+
+    asyncrecall_schema
+        notify_salt  text         a random secret, made once: notifications carry
+                                  digests of namespace and name keyed by it
+
 Every statement here is constant text: user data only ever travels as parameters.
 """
 
@@ -67,7 +73,7 @@ from psycopg import Connection
 from asyncrecall._exceptions import ConfigError
 from asyncrecall.memory.postgres._history import HISTORY_TABLE_SQL
 
-__all__ = ["CHANNEL", "SCHEMA_VERSION", "TABLE", "ensure_schema"]
+__all__ = ["CHANNEL", "SCHEMA_VERSION", "TABLE", "ensure_schema", "notify_salt"]
 
 TABLE: Final = "asyncrecall_memories"
 #: The ``LISTEN/NOTIFY`` channel saves and forgets announce themselves on.
@@ -154,6 +160,10 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         """CREATE INDEX asyncrecall_memories_wide
            ON asyncrecall_memories (namespace) WHERE octet_length(name) > length(name)""",
     ),
+    (  # 6: the secret notifications' digests are keyed by (issue 26, point 4; _text.Announcer)
+        """ALTER TABLE asyncrecall_schema ADD COLUMN notify_salt text NOT NULL
+           DEFAULT (gen_random_uuid()::text || gen_random_uuid()::text)""",
+    ),
 )
 
 #: The schema version this code reads and writes.
@@ -183,3 +193,10 @@ def ensure_schema(conn: Connection[Any], *, where: str) -> int:
         elif found < SCHEMA_VERSION:
             conn.execute("UPDATE asyncrecall_schema SET version = %s", (SCHEMA_VERSION,))
     return found
+
+
+def notify_salt(conn: Connection[Any]) -> str:
+    """The database's secret for notification digests (schema version 6)."""
+    row = conn.execute("SELECT notify_salt FROM asyncrecall_schema").fetchone()
+    assert row is not None  # ensure_schema has written the one row
+    return str(row[0])

@@ -176,7 +176,7 @@ SELECT name, rel_path, description, type, body, size, version, mtime, revision,
        pg_notify(%(channel)s::text, json_build_object(
            'ns', %(key)s::text, 'op', '"""
         + op
-        + """', 'name', left(name, 200),
+        + """', 'id', %(mid)s::text,
            'v', version, 'src', %(src)s::text)::text)
 FROM saved
 """
@@ -244,7 +244,7 @@ WITH gone AS (
     + """)
 SELECT name, rel_path, description, type, body, size, version, mtime, revision,
        pg_notify(%(channel)s::text, json_build_object(
-           'ns', %(key)s::text, 'op', 'forget', 'name', left(name, 200), 'v', version,
+           'ns', %(key)s::text, 'op', 'forget', 'id', %(mid)s::text, 'v', version,
            'src', %(src)s::text)::text)
 FROM gone
 """

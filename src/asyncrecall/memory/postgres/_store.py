@@ -6,8 +6,10 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
 - **Writes.** A save is one transaction: an upsert on (namespace, name) whose row is
   written whole, so two processes saving one name resolve to the last commit, never to
   a mix of the two; a forget is one transaction too. Each announces itself with
-  ``NOTIFY`` in the same transaction (delivered at commit). The limits are the
-  folder's: a non-empty name, a known type, a rendered document of at most 1 MiB.
+  ``NOTIFY`` in the same transaction (delivered at commit), carrying digests of the
+  namespace and the name keyed by the database's secret (``_text.Announcer``), never
+  the name. The limits are the folder's: a non-empty name of at most 1,000 bytes, a
+  known type, no lone surrogate, a rendered document of at most 1 MiB.
 - **Recall.** :meth:`candidates` asks the database, in one round trip, for the newest
   memories of the namespace; past 200, for the best 60 full-text matches instead plus
   the 20 newest (``_candidates``; the knobs are in ``_sql``). The
@@ -79,7 +81,7 @@ from asyncrecall.memory.postgres._candidates import CandidateQuery
 from asyncrecall.memory.postgres._changes import ChangeFeed, log_listener_end
 from asyncrecall.memory.postgres._history import history_records, recorded
 from asyncrecall.memory.postgres._portal import Portal
-from asyncrecall.memory.postgres._schema import CHANNEL, ensure_schema
+from asyncrecall.memory.postgres._schema import CHANNEL, ensure_schema, notify_salt
 from asyncrecall.memory.postgres._sql import (
     FORGET_IF_SQL,
     GET_BY_NAME_SQL,
@@ -90,6 +92,7 @@ from asyncrecall.memory.postgres._sql import (
     UPSERT_SQL,
 )
 from asyncrecall.memory.postgres._text import (
+    Announcer,
     StoreChange,
     check_text,
     default_namespace,
@@ -173,7 +176,8 @@ class PostgresMemoryStore:
         self._connect_timeout = max(2, round(timeout))  # libpq: whole seconds, 2 at least
         self._listen_enabled = listen
         self._portal = Portal(f"asyncrecall-pg-{self._ns_key[:8]}")
-        self._feed = ChangeFeed(self._ns_key, self._id)
+        self._feed = ChangeFeed(self._id)
+        self._announce: Announcer | None = None  # the database's secret, read at connect
         self._query = CandidateQuery(
             url,
             namespace=namespace,
@@ -225,6 +229,17 @@ class PostgresMemoryStore:
         """Whether the caches are in use: the ``LISTEN`` connection is up."""
         return self._feed.listening
 
+    def memory_id(self, name: str) -> str:
+        """What the notifications about the memory ``name`` carry instead of its name
+        (:attr:`StoreChange.memory_id`); connects first if need be."""
+        return self._announcer().memory_id(" ".join(name.split()))
+
+    def _announcer(self) -> Announcer:
+        if self._announce is None:
+            self.connect()
+        assert self._announce is not None
+        return self._announce
+
     def add_change_listener(self, callback: Callable[[StoreChange], None]) -> Callable[[], None]:
         """Call ``callback`` on each change seen (on the store's thread, or on the
         writer's for this store's own writes: keep it short, never call the store from
@@ -251,8 +266,11 @@ class PostgresMemoryStore:
                     self.url, autocommit=True, connect_timeout=self._connect_timeout
                 ) as conn:
                     ensure_schema(conn, where=self._where)
+                    announce = Announcer(notify_salt(conn), self.namespace)
             except psycopg.Error as exc:
                 raise self._unusable(exc) from exc
+            self._announce = announce
+            self._feed.set_announcer(announce)
             pool: ConnectionPool[Connection[Any]] = ConnectionPool(
                 self.url,
                 min_size=self._min_size,
@@ -595,7 +613,9 @@ class PostgresMemoryStore:
         key = " ".join(name.split())
         check_text("a memory name", key)
         params = {"ns": self.namespace, "name": key, "expected": int(expected_revision)}
-        params |= {"channel": CHANNEL, "key": self._ns_key, "src": self._id}
+        announce = self._announcer()
+        params |= {"channel": CHANNEL, "key": announce.namespace_key, "src": self._id}
+        params["mid"] = announce.memory_id(key)
         try:
             found = self._run(
                 lambda conn: recorded(
@@ -631,7 +651,7 @@ class PostgresMemoryStore:
             created_at=created_at,
             extra=extra,
             namespace=self.namespace,
-            ns_key=self._ns_key,
+            announce=self._announcer(),
             source=self._id,
         )
 
@@ -688,7 +708,7 @@ class PostgresMemoryStore:
                 conn, namespace=self.namespace, name=name, lock=None, op=op, origin=origin,
                 write_id="",
                 write=lambda c: delete_memory(
-                    c, name, namespace=self.namespace, ns_key=self._ns_key,
+                    c, name, namespace=self.namespace, announce=self._announcer(),
                     source=self._id, root=self._doc_root, where=self.location, exact=True,
                 ),
             )  # fmt: skip

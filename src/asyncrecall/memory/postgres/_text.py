@@ -18,6 +18,7 @@ from asyncrecall.memory._document import checked_text
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = [
+    "Announcer",
     "StoreChange",
     "check_text",
     "default_namespace",
@@ -36,12 +37,43 @@ _WORD: Final = re.compile(r"[^\W_]+")
 @dataclass(frozen=True, slots=True)
 class StoreChange:
     """A change seen by a store: a ``save`` or ``forget`` (by any process), or a
-    ``reconnect`` of its ``LISTEN`` connection (changes may have been missed)."""
+    ``reconnect`` of its ``LISTEN`` connection (changes may have been missed).
+
+    ``memory_id`` is what a notification carries instead of the memory's name
+    (:meth:`Announcer.memory_id`; "" for a reconnect); ``name`` is known only for this
+    store's own writes (``None`` for another process's)."""
 
     op: str
-    name: str
+    memory_id: str
     version: int
     seen_at: float
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Announcer:
+    """What a namespace's notifications carry instead of names (issue 26, point 4).
+
+    ``LISTEN`` is open to any role that can connect, even one denied every table, so a
+    notification says which namespace and which memory changed only as digests keyed by
+    the database's own secret (``asyncrecall_schema.notify_salt``, readable only by the
+    roles granted that table): the stores of one deployment compute the same digests,
+    an outsider cannot tell a namespace or a name from them, nor test a guess."""
+
+    salt: str
+    namespace: str
+
+    @property
+    def namespace_key(self) -> str:
+        return self._digest("namespace", self.namespace)
+
+    def memory_id(self, name: str) -> str:
+        """The digest a notification about the memory ``name`` carries."""
+        return self._digest("memory", self.namespace, name)
+
+    def _digest(self, *parts: str) -> str:
+        text = "\x00".join((self.salt, *parts))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def default_namespace(project: Path) -> str:

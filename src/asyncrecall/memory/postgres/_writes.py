@@ -37,7 +37,7 @@ from asyncrecall.memory.postgres._sql import (
     NOTIFY_SQL,
     fold_params,
 )
-from asyncrecall.memory.postgres._text import check_text, row_doc
+from asyncrecall.memory.postgres._text import Announcer, check_text, row_doc
 
 __all__ = [
     "REL_PATH_KEY",
@@ -63,7 +63,7 @@ def save_row(
     created_at: float | None = None,
     extra: Mapping[str, Any] | None = None,
     namespace: str,
-    ns_key: str,
+    announce: Announcer,
     source: str,
 ) -> dict[str, Any]:
     """The parameters of a save's SQL (``UPSERT_SQL``, ``SAVE_NEW_SQL``, ``SAVE_IF_SQL``),
@@ -91,7 +91,8 @@ def save_row(
     rel = f"{safe_file_stem(name)}.md"
     return {
         "channel": CHANNEL,
-        "key": ns_key,
+        "key": announce.namespace_key,
+        "mid": announce.memory_id(name),
         "src": source,
         "ns": namespace,
         "name": name,
@@ -174,7 +175,7 @@ def delete_memory(
     key: str,
     *,
     namespace: str,
-    ns_key: str,
+    announce: Announcer,
     source: str,
     root: Path,
     where: str,
@@ -193,7 +194,7 @@ def delete_memory(
             return None
         doc = row_doc(root, found)
         conn.execute(DELETE_SQL, {"ns": namespace, "name": doc.name})
-        payload = {"ns": ns_key, "op": "forget", "name": doc.name[:200]}
-        payload |= {"v": found[6], "src": source}
+        payload = {"ns": announce.namespace_key, "op": "forget"}
+        payload |= {"id": announce.memory_id(doc.name), "v": found[6], "src": source}
         conn.execute(NOTIFY_SQL, (CHANNEL, json.dumps(payload)))
         return doc, int(found[6])
