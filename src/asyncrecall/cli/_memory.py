@@ -1,5 +1,5 @@
-"""``asyncrecall memory path|list|show|add|forget|recall|export|import``: the project's
-memories.
+"""``asyncrecall memory path|list|show|add|forget|recall|export|import|migrate``: the
+project's memories.
 
 Every sub-command takes the shared flags that make sense for it after its name
 (``--memory-dir``, ``--project``; ``recall`` also the endpoint and selector flags and
@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from asyncrecall._exceptions import ConfigError
 from asyncrecall._memory_config import build_memory_manager, open_memory_store
 from asyncrecall._settings import Settings
 from asyncrecall.cli._common import endpoint_flags, folder_flags, settings_from_args
@@ -125,6 +126,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="a relative path already surfaced this session (repeatable)",
     )
+    add("migrate", "create or update the database store's schema (as its owner)", _migrate)
     export = add("export", "copy every memory of the store into a memory folder", _export)
     export.add_argument("--to", required=True, metavar="DIR", help="the folder to write")
     load = add("import", "copy every memory of a memory folder into the store", _import)
@@ -212,6 +214,25 @@ def _store(settings: Settings) -> MemoryStoreProtocol:
 
 
 # -- sub-commands --------------------------------------------------------------------
+
+
+def _migrate(args: argparse.Namespace, settings: Settings) -> int:
+    """``memory migrate``: the schema of ``--store``'s database brought up to date."""
+    from asyncrecall.memory import is_postgres_url
+
+    url = settings.store
+    if not url or not is_postgres_url(url):
+        raise ConfigError("memory migrate needs a database store: --store postgresql://...")
+    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+
+    found, now = PostgresMemoryStore.migrate(url)
+    if args.json:
+        _print_json({"found": found, "version": now})
+    elif found == now:
+        _out().print(f"schema version {now}: up to date", markup=False)
+    else:
+        _out().print(f"schema version {found} -> {now}", markup=False)
+    return 0
 
 
 def _path(args: argparse.Namespace, settings: Settings) -> int:

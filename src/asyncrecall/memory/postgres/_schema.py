@@ -1,11 +1,14 @@
 """The PostgreSQL store's schema: created and migrated forward by the store itself.
 
-``asyncrecall_schema`` holds one row, the schema version. Opening a store takes a
-transaction-scoped advisory lock (so eight workers starting at once migrate once),
-reads the version, applies the missing migrations in order, and records the new
-version, all in one transaction. A database whose version is newer than
-:data:`SCHEMA_VERSION` is refused with a clear error: older code never writes to a
-schema it does not know.
+``asyncrecall_schema`` holds one row, the schema version. Opening a store reads the
+version first, without any DDL: a current schema is used as it is, so an application
+role granted only the data (see :data:`GRANTS`) opens the store. A schema that is behind
+(or missing) is migrated under a transaction-scoped advisory lock (so eight workers
+starting at once migrate once): the version read again, the missing migrations applied
+in order and the new version recorded, all in one transaction; a role that may not do
+that is told to run ``asyncrecall memory migrate --store URL`` as the schema's owner. A
+database whose version is newer than :data:`SCHEMA_VERSION` is refused with a clear
+error: older code never writes to a schema it does not know.
 
 Version 1::
 
@@ -68,12 +71,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+import psycopg
 from psycopg import Connection
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall.memory.postgres._history import HISTORY_TABLE_SQL
 
-__all__ = ["CHANNEL", "SCHEMA_VERSION", "TABLE", "ensure_schema", "notify_salt"]
+__all__ = ["CHANNEL", "GRANTS", "SCHEMA_VERSION", "TABLE", "ensure_schema", "notify_salt"]
 
 TABLE: Final = "asyncrecall_memories"
 #: The ``LISTEN/NOTIFY`` channel saves and forgets announce themselves on.
@@ -169,12 +173,46 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
 #: The schema version this code reads and writes.
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
 
+#: What an application role needs to use a migrated schema (``{role}``: yours): no
+#: CREATE anywhere; the schema's owner runs ``asyncrecall memory migrate``.
+GRANTS: Final = (
+    "GRANT SELECT ON asyncrecall_schema TO {role}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON asyncrecall_memories, asyncrecall_history,"
+    " asyncrecall_sources, asyncrecall_extraction, asyncrecall_consolidation TO {role}",
+)
+
 
 def ensure_schema(conn: Connection[Any], *, where: str) -> int:
     """Create or migrate the schema to :data:`SCHEMA_VERSION`; returns the version found.
+    ``conn`` is in autocommit mode. A current schema costs one read and no DDL.
 
-    Raises :class:`ConfigError` when the database's schema is newer than this code.
+    Raises :class:`ConfigError` when the database's schema is newer than this code, or
+    behind it and this role may not migrate it.
     """
+    try:
+        row = conn.execute("SELECT version FROM asyncrecall_schema").fetchone()
+    except psycopg.errors.UndefinedTable:
+        row = None
+    except psycopg.errors.InsufficientPrivilege:
+        raise ConfigError(
+            f"this role may not read the memory schema of {where}: grant it the "
+            "tables (the README's PostgreSQL section lists the grants)"
+        ) from None
+    found = int(row[0]) if row is not None else 0
+    if found == SCHEMA_VERSION:
+        return found
+    try:
+        return _migrate(conn, where=where)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"the memory database {where} has schema version {found}, this asyncrecall "
+            f"needs {SCHEMA_VERSION}, and this role may not migrate it ({reason}): run "
+            "`asyncrecall memory migrate --store URL` as the schema's owner"
+        ) from None
+
+
+def _migrate(conn: Connection[Any], *, where: str) -> int:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
         conn.execute(_VERSION_TABLE)

@@ -81,7 +81,12 @@ from asyncrecall.memory.postgres._candidates import CandidateQuery
 from asyncrecall.memory.postgres._changes import ChangeFeed, log_listener_end
 from asyncrecall.memory.postgres._history import history_records, recorded
 from asyncrecall.memory.postgres._portal import Portal
-from asyncrecall.memory.postgres._schema import CHANNEL, ensure_schema, notify_salt
+from asyncrecall.memory.postgres._schema import (
+    CHANNEL,
+    SCHEMA_VERSION,
+    ensure_schema,
+    notify_salt,
+)
 from asyncrecall.memory.postgres._sql import (
     FORGET_IF_SQL,
     GET_BY_NAME_SQL,
@@ -290,6 +295,21 @@ class PostgresMemoryStore:
                 pool.close()
                 raise
             self._pool = pool
+
+    @staticmethod
+    def migrate(url: str, *, connect_timeout: int = 5) -> tuple[int, int]:
+        """Create or migrate the schema of the database at ``url`` (its owner's job:
+        ``asyncrecall memory migrate``); the version found and the version now.
+        Opens no pool: one connection. :class:`ConfigError` (one line) when the
+        database cannot be reached, its schema is newer, or this role may not."""
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout) as conn:
+                found = ensure_schema(conn, where=redact_url(url))
+        except psycopg.Error as exc:
+            raise ConfigError(
+                f"cannot use the memory database {redact_url(url)}: {describe(exc)}"
+            ) from exc
+        return found, SCHEMA_VERSION
 
     def close(self) -> None:
         """Stop listening, close the pools, the loops' connections and the store's
