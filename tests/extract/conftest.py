@@ -27,6 +27,7 @@ from conftest import handoff_workers
 # The PostgreSQL cluster fixtures of the store's own tests, for test_postgres.py (one
 # throw-away cluster per run, started only when a test asks for it).
 from postgres.conftest import (  # noqa: F401
+    app_url,
     namespace,
     open_pg,
     pg_server,

@@ -57,9 +57,35 @@ def pg_server(postgres_server: LocalPostgres) -> LocalPostgres:
     return postgres_server
 
 
+#: The role the store tests run as: an application role granted only the documented
+#: data (``GRANTS``), no CREATE anywhere, on a schema migrated by the server's owner
+#: (issue 26, point 5). Tests that need the owner (ANALYZE, DDL, roles, databases) use
+#: ``pg_server.url``.
+APP_ROLE = "asyncrecall_app"
+
+
+@pytest.fixture(scope="session")
+def app_url(postgres_server: LocalPostgres) -> str:
+    import psycopg
+    from psycopg import sql
+
+    from asyncrecall.memory import PostgresMemoryStore
+    from asyncrecall.memory.postgres._schema import GRANTS
+
+    if not postgres_server.running:
+        postgres_server.start()
+    PostgresMemoryStore.migrate(postgres_server.url)
+    with psycopg.connect(postgres_server.url, autocommit=True) as owner:
+        owner.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(APP_ROLE)))
+        for grant in GRANTS:
+            owner.execute(grant.format(role=APP_ROLE))  # type: ignore[arg-type]
+    return postgres_server.url.replace("user=postgres", f"user={APP_ROLE}")
+
+
 @pytest.fixture
-def pg_url(pg_server: LocalPostgres) -> str:
-    return pg_server.url
+def pg_url(pg_server: LocalPostgres, app_url: str) -> str:
+    """The database as the application role (see :data:`APP_ROLE`)."""
+    return app_url
 
 
 @pytest.fixture
@@ -89,3 +115,12 @@ def open_pg(pg_url: str) -> Iterator[Any]:
 def pg_store(open_pg: Any, namespace: str) -> PostgresMemoryStore:
     store: PostgresMemoryStore = open_pg(namespace)
     return store
+
+
+def analyze(url: str) -> None:
+    """``ANALYZE`` the memories table as its owner (the application role may not)."""
+    import psycopg
+
+    owner = url.replace(f"user={APP_ROLE}", "user=postgres")
+    with psycopg.connect(owner, autocommit=True) as conn:
+        conn.execute("ANALYZE asyncrecall_memories")

@@ -16,6 +16,8 @@ import pytest
 from asyncrecall import MemoryStoreError
 from asyncrecall.memory import PostgresMemoryStore
 
+from .conftest import analyze
+
 
 def _names(store: PostgresMemoryStore) -> set[str]:
     return {doc.name for doc in store.scan(limit=None)}
@@ -100,7 +102,7 @@ def test_a_key_in_another_case_reads_indexes_not_the_namespace(
                FROM generate_series(1, 5000) i""",
             (pg_store.namespace,),
         )
-        conn.execute("ANALYZE asyncrecall_memories")
+        analyze(pg_store.url)
         for key in ("NOTE 4321", "missing", "ünïcode NOTE", "Straße"):
             (plan,) = conn.execute(
                 "EXPLAIN (ANALYZE, FORMAT JSON) " + FOLD_SQL,

@@ -22,6 +22,8 @@ from asyncrecall.memory.postgres._store import StoreChange, redact_url
 from asyncrecall.memory.postgres._text import text_array
 from asyncrecall.testing import LocalPostgres
 
+from .conftest import analyze
+
 
 def _scratch_database(server: LocalPostgres) -> str:
     """A new, empty database on the session's server; returns its URL."""
@@ -265,7 +267,7 @@ async def test_a_common_word_does_not_crowd_out_a_rare_one(pg_store: PostgresMem
                 " VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 rows,
             )
-        conn.execute("ANALYZE asyncrecall_memories")
+        analyze(pg_store.url)
     pg_store.save_memory("Rare", "", "project", "zebra quokka sighting")
     offered = await pg_store.candidates("zebra quokka")
     assert offered[0].name == "Rare"
@@ -301,7 +303,7 @@ async def test_the_row_holding_every_term_is_ranked_before_the_cap(
             " '2020-01-01')",
             (pg_store.namespace,),
         )
-        conn.execute("ANALYZE asyncrecall_memories")
+        analyze(pg_store.url)
     offered = await pg_store.candidates("alpaca bison")
     assert offered[0].name == "Both"
 
@@ -328,14 +330,14 @@ async def test_another_tenants_words_do_not_hide_a_memory(pg_store: PostgresMemo
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                 rows,
             )
-        conn.execute("ANALYZE asyncrecall_memories")
+        analyze(pg_store.url)
     offered = await pg_store.candidates("cluster")
     assert offered[0].name == "Cluster setup"
 
 
 @pytest.mark.timeout(60)
 def test_notifications_tell_an_outsider_no_name_and_no_namespace(
-    pg_store: PostgresMemoryStore, pg_url: str
+    pg_store: PostgresMemoryStore, pg_server: LocalPostgres
 ) -> None:
     """A role that may connect but is denied every table can still ``LISTEN``: what it
     hears of a save is digests keyed by a secret it cannot read, with neither the
@@ -346,9 +348,9 @@ def test_notifications_tell_an_outsider_no_name_and_no_namespace(
     from asyncrecall.memory.postgres._text import namespace_key
 
     role = f"outsider_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_url, autocommit=True) as admin:
+    with psycopg.connect(pg_server.url, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-    outsider_url = pg_url.replace("user=postgres", f"user={role}")
+    outsider_url = pg_server.url.replace("user=postgres", f"user={role}")
     name = "Alice is being laid off on 2025-03-01 (confidential)"
     with psycopg.connect(outsider_url, autocommit=True) as outsider:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):

@@ -159,13 +159,13 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     ),
     (HISTORY_TABLE_SQL,),  # 4: every write kept, undoable (issue 19; _history)
     (  # 5: what a key in another case looks up, indexed (issue 26, point 8; _sql.FOLD_SQL)
-        """CREATE INDEX asyncrecall_memories_folded
+        """CREATE INDEX IF NOT EXISTS asyncrecall_memories_folded
            ON asyncrecall_memories (namespace, lower(name COLLATE "C"))""",
-        """CREATE INDEX asyncrecall_memories_wide
+        """CREATE INDEX IF NOT EXISTS asyncrecall_memories_wide
            ON asyncrecall_memories (namespace) WHERE octet_length(name) > length(name)""",
     ),
     (  # 6: the secret notifications' digests are keyed by (issue 26, point 4; _text.Announcer)
-        """ALTER TABLE asyncrecall_schema ADD COLUMN notify_salt text NOT NULL
+        """ALTER TABLE asyncrecall_schema ADD COLUMN IF NOT EXISTS notify_salt text NOT NULL
            DEFAULT (gen_random_uuid()::text || gen_random_uuid()::text)""",
     ),
 )
