@@ -250,6 +250,19 @@ def test_the_common_lexemes_literal_reads_back_as_the_same_array(pg_url: str) ->
         assert empty is not None and empty[0] == []
 
 
+def _insert_rows(url: str, rows: list[tuple[object, ...]]) -> None:
+    """Rows straight into the table (namespace, name, rel_path, description, type, body,
+    size[, updated_at]), then ``ANALYZE``: a large namespace in a second."""
+    columns = "namespace, name, rel_path, description, type, body, size"
+    if len(rows[0]) == 8:
+        columns += ", updated_at"
+    marks = ", ".join(["%s"] * len(rows[0]))
+    statement = f"INSERT INTO asyncrecall_memories ({columns}) VALUES ({marks})"
+    with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.executemany(statement, rows)  # type: ignore[arg-type]
+    analyze(url)
+
+
 async def test_a_common_word_does_not_crowd_out_a_rare_one(pg_store: PostgresMemoryStore) -> None:
     """A query term the statistics expect in over 1,000 rows does not select candidates:
     with it, the 1,000 rows ranked at most would be arbitrary rows holding the common
@@ -259,15 +272,7 @@ async def test_a_common_word_does_not_crowd_out_a_rare_one(pg_store: PostgresMem
         (pg_store.namespace, f"Note {n}", f"note-{n}.md", "", "project", "zebra crossing", 20)
         for n in range(3000)
     ]
-    with psycopg.connect(pg_store.url, autocommit=True) as conn:
-        with conn.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO asyncrecall_memories"
-                " (namespace, name, rel_path, description, type, body, size)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                rows,
-            )
-        analyze(pg_store.url)
+    _insert_rows(pg_store.url, rows)
     pg_store.save_memory("Rare", "", "project", "zebra quokka sighting")
     offered = await pg_store.candidates("zebra quokka")
     assert offered[0].name == "Rare"
@@ -288,22 +293,10 @@ async def test_the_row_holding_every_term_is_ranked_before_the_cap(
         (pg_store.namespace, f"Note {n}", f"note-{n}.md", "", "project", body, 20)
         for n, body in enumerate(["alpaca grazing"] * 900 + ["bison herd"] * 900)
     ]
-    with psycopg.connect(pg_store.url, autocommit=True) as conn:
-        with conn.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO asyncrecall_memories"
-                " (namespace, name, rel_path, description, type, body, size)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                rows,
-            )
-        conn.execute(
-            "INSERT INTO asyncrecall_memories"
-            " (namespace, name, rel_path, description, type, body, size, updated_at)"
-            " VALUES (%s, 'Both', 'both.md', '', 'project', 'alpaca and bison', 20,"
-            " '2020-01-01')",
-            (pg_store.namespace,),
-        )
-        analyze(pg_store.url)
+    rows = [(*row, "2024-01-01") for row in rows]
+    rows.append((pg_store.namespace, "Both", "both.md", "", "project", "alpaca and bison", 20,
+                 "2020-01-01"))  # fmt: skip
+    _insert_rows(pg_store.url, rows)
     offered = await pg_store.candidates("alpaca bison")
     assert offered[0].name == "Both"
 
@@ -322,15 +315,7 @@ async def test_another_tenants_words_do_not_hide_a_memory(pg_store: PostgresMemo
     rows.append((pg_store.namespace, "Cluster setup", "cluster-setup.md", "", "project",
                  "three nodes behind one load balancer", 20, "2020-01-01"))  # fmt: skip
     rows += [note(pg_store.namespace, n, "gardening tips", "2024-01-01") for n in range(300)]
-    with psycopg.connect(pg_store.url, autocommit=True) as conn:
-        with conn.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO asyncrecall_memories"
-                " (namespace, name, rel_path, description, type, body, size, updated_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                rows,
-            )
-        analyze(pg_store.url)
+    _insert_rows(pg_store.url, rows)
     offered = await pg_store.candidates("cluster")
     assert offered[0].name == "Cluster setup"
 
