@@ -113,7 +113,9 @@ def test_run_puts_settled_memory_after_the_tool_responses_on_the_wire(
     local_server.set_default("main", main_reply)
 
     def release_tool_call_once_side_answered() -> None:
-        local_server.wait_for(lambda r: r.model == "side" and r.finished_at is not None)
+        local_server.wait_for(
+            lambda r: r.model == "side" and r.finished_at is not None, timeout=HANG_GUARD
+        )
         tool_call_release.set()
 
     releaser = threading.Thread(target=release_tool_call_once_side_answered, daemon=True)
@@ -183,7 +185,9 @@ def test_chat_reads_one_query_per_line_in_one_session(
     )
 
     def release_once_side_answered() -> None:
-        local_server.wait_for(lambda r: r.model == "side" and r.finished_at is not None)
+        local_server.wait_for(
+            lambda r: r.model == "side" and r.finished_at is not None, timeout=HANG_GUARD
+        )
         side_answered.set()
         local_server.wait_for(lambda r: r.model == "side" and r.index > 1, timeout=HANG_GUARD)
         second_side.set()
