@@ -152,9 +152,7 @@ class Scanner:
                 return 0
             if not self._index_read:
                 self._read_index(real_root)
-            candidates = self._walk(real_root, None)
-            candidates.sort(key=_REL_PATH)
-            candidates.sort(key=_MTIME, reverse=True)
+            candidates = self._sorted_walk(real_root, None)
             cache = self._cache
             return sum(
                 candidate.size
@@ -200,10 +198,7 @@ class Scanner:
         watch = self._watch_for(real_root)
         if watch is not None:
             watch.rewatch()  # before the walk: a change during it counts
-        candidates = self._walk(real_root, watch)
-        # Newest first, then by path: two stable sorts with C-level keys.
-        candidates.sort(key=_REL_PATH)
-        candidates.sort(key=_MTIME, reverse=True)
+        candidates = self._sorted_walk(real_root, watch)
         self._walked, self._answers = candidates, {}
         docs = self._documents(candidates, limit, cached_only=cached_only)
         if docs is None:
@@ -307,6 +302,14 @@ class Scanner:
                         if info.st_nlink > 1 and watch is not None:
                             watch.distrust()  # a write through its other name is unseen
         return found
+
+    def _sorted_walk(self, real_root: str, watch: FolderWatch | None) -> list[_Candidate]:
+        """:meth:`_walk`'s candidates, newest first, then by path (two stable sorts with
+        C-level keys)."""
+        candidates = self._walk(real_root, watch)
+        candidates.sort(key=_REL_PATH)
+        candidates.sort(key=_MTIME, reverse=True)
+        return candidates
 
     def _unusual(
         self, real_root: str, entry: os.DirEntry[str], rel: str, is_link: bool

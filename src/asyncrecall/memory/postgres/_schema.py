@@ -76,6 +76,7 @@ from psycopg import Connection
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall.memory.postgres._history import HISTORY_TABLE_SQL
+from asyncrecall.memory.postgres._text import describe
 
 __all__ = ["CHANNEL", "GRANTS", "SCHEMA_VERSION", "TABLE", "ensure_schema", "notify_salt"]
 
@@ -204,7 +205,7 @@ def ensure_schema(conn: Connection[Any], *, where: str) -> int:
     try:
         return _migrate(conn, where=where)
     except psycopg.errors.InsufficientPrivilege as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = describe(exc)
         raise ConfigError(
             f"the memory database {where} has schema version {found}, this asyncrecall "
             f"needs {SCHEMA_VERSION}, and this role may not migrate it ({reason}): run "
