@@ -264,7 +264,7 @@ async def test_the_instant_pass_never_reads_and_answers_once_warm(
     manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
     assert manager.recall_instant("postgres migrations") is None
     assert work.on_loop(threading.current_thread()) == []
-    warming = _recall_module._warming_now(folder)
+    warming = _recall_module._WARMING.get(folder)  # alive or, on a fast machine, done
     assert warming is not None
     warming.join(30)  # hang guard
     result = manager.recall_instant("postgres migrations")
