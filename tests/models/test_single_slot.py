@@ -244,6 +244,69 @@ async def test_a_background_query_of_another_process_counts_as_ours(
         os.close(probe)
 
 
+async def test_a_side_query_answered_before_the_cut_still_counts(
+    local_server: LocalServer,
+) -> None:
+    """The server serves the side query it cut the stream for, and may answer it before
+    we read the cut: one that was out during the stream counts as ours all the same."""
+    endpoint = traffic(local_server.base_url)
+    async with endpoint.side_request("side"):
+        with endpoint.main_stream():  # a stream that starts while ours is out
+            pass
+    with endpoint.main_stream():
+        assert endpoint.cut() == 0  # nothing of ours was out during this one
+        async with endpoint.side_request("side"):
+            pass  # answered, and gone before the cut is read
+        assert endpoint.cut() == 1
+    assert endpoint.interrupts
+
+
+async def test_a_background_query_of_another_process_gone_by_the_cut_counts(
+    local_server: LocalServer,
+) -> None:
+    """Another process's background query that gave way as our main stream started is
+    gone, marker and all, by the time we read the cut it caused: it left its trace
+    (the ``overlap`` file), so the stream is sent again."""
+    url = local_server.base_url
+    local_server.script("other", Reply(json={"answer": "late"}, gate=threading.Event()))
+    worker = subprocess.Popen(  # noqa: ASYNC220 - the extraction worker of a command before
+        [sys.executable, "-c", GIVING_WAY, url], stdout=subprocess.PIPE, text=True
+    )
+    endpoint = traffic(url)
+    try:
+        await local_server.await_for(lambda r: r.model == "other", timeout=GUARD)
+        with endpoint.main_stream():
+            assert worker.stdout is not None
+            assert await asyncio.to_thread(worker.stdout.readline) == "gave way\n"
+            await asyncio.to_thread(worker.wait, GUARD)
+            assert endpoint.cut() == 1
+    finally:
+        worker.kill()
+        worker.wait()
+        if worker.stdout is not None:
+            worker.stdout.close()
+    assert endpoint.interrupts
+
+
+GIVING_WAY = """
+import asyncio, sys
+from asyncrecall.models import OpenAIModel
+from asyncrecall.models._traffic import (
+    SideRequestYielded, background_requests, enable_cross_process, traffic)
+enable_cross_process()
+async def main():
+    traffic(sys.argv[1]).interrupts = True
+    async with OpenAIModel(model="other", base_url=sys.argv[1], max_retries=0) as model:
+        with background_requests():
+            try:
+                await model.generate_json(system="s", prompt="p", schema_name="answer",
+                    schema={"type": "object", "properties": {"answer": {"type": "string"}}})
+            except SideRequestYielded:
+                print("gave way", flush=True)
+asyncio.run(main())
+"""
+
+
 WORKER = """
 import fcntl, os, sys, urllib.request as u
 os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)

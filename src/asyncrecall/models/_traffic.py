@@ -8,10 +8,11 @@ URL) and per process:
 
 * every side query (:meth:`Traffic.side_request`) is registered while it is in flight,
   and every streamed main turn (:meth:`Traffic.main_stream`) while it streams;
-* a main stream that ends without a finish reason while a side query of ours is in
-  flight (:meth:`Traffic.cut`) makes those side queries **give way** (they are
+* a main stream that ends without a finish reason (:meth:`Traffic.cut`) after a side
+  query of ours was in flight during it (still out, or already answered: the server
+  serves it before we read the cut) makes those still out **give way** (they are
   cancelled and raise :class:`SideRequestYielded`), marks the endpoint as one that
-  interrupts, and tells the caller, who sends the main request again (once: the agent);
+  interrupts, and tells the caller, who sends the main request again (the agent);
 * on an endpoint that has shown it interrupts, a *background* side query (made inside
   :func:`background_requests`: extraction) never overlaps a main turn: it waits until
   no main stream runs before it is sent, and gives way as soon as one starts;
@@ -22,6 +23,8 @@ URL) and per process:
   background side query one on the ``background`` marker while it is out. A main
   stream cut while another process of ours has a background query out (the detached
   extraction worker of an earlier command) counts that one as ours and is sent again;
+  so does one that was out during the stream and is gone by the cut (it leaves a
+  fourth file, ``overlap-…``, touched before it lets go of its marker);
   and on an endpoint that interrupts, a background query waits while any process of
   ours streams a main turn there, and gives way when one starts (looked at every
   :data:`POLL_S` while it is out);
@@ -42,6 +45,7 @@ import contextvars
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Final
@@ -66,6 +70,8 @@ __all__ = [
 _GIVE_WAY: Final = "asyncrecall: side query gave way to the main turn"
 #: Seconds between two looks at other processes' main streams (background queries only).
 POLL_S: Final = 0.1
+#: A file's time is the kernel's coarse clock (a tick behind ``time.time()``, at worst).
+_FILE_CLOCK_SLACK_S: Final = 0.05
 _CROSS: dict[str, bool] = {"on": False}
 _BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "asyncrecall_background_requests", default=False
@@ -119,6 +125,9 @@ class Traffic:
     interrupts: bool = False
     main_streams: int = 0
     _sides: set[_Side] = field(default_factory=set)
+    #: Side queries of ours in flight at some time while the main streams ran.
+    _overlapped: int = 0
+    _streaming_since: float = 0.0  # wall clock (file times are compared to it)
     _quiet: list[asyncio.Future[None]] = field(default_factory=list)
     _main_fd: int | None = None  # the main marker, shared-locked while we stream
 
@@ -133,6 +142,8 @@ class Traffic:
         background side queries in flight give way at once."""
         self.main_streams += 1
         if self.main_streams == 1:
+            self._overlapped = len(self._sides)
+            self._streaming_since = time.time()
             self._lock_main(True)
         if self.interrupts:
             self._give_way(background_only=True)
@@ -164,6 +175,8 @@ class Traffic:
         task = asyncio.current_task()
         side = _Side(task, background)
         self._sides.add(side)
+        if self.main_streams:
+            self._overlapped += 1
         marker = self._mark() if background else None
         watch = (
             asyncio.get_running_loop().create_task(self._watch(side), name="asyncrecall-give-way")
@@ -185,6 +198,10 @@ class Traffic:
         finally:
             self._sides.discard(side)
             if marker is not None:
+                # Out while another process's main stream ran: that one may have been
+                # cut for us and must know it after our marker is gone.
+                if side.gave_way or self._held_elsewhere("main"):
+                    self._touch("overlap")
                 os.close(marker)
             if watch is not None:
                 watch.cancel()
@@ -200,9 +217,13 @@ class Traffic:
 
     def cut(self) -> int:
         """A main stream ended without a finish reason: how many side queries of ours were
-        in flight, this process's (they give way) plus one when another process of ours
-        has a background one out; the endpoint is then known to interrupt."""
-        count = len(self._sides) + (1 if self._held_elsewhere("background") else 0)
+        in flight during it, this process's (those still out give way) plus one when
+        another process of ours has a background one out or had one out since the stream
+        began; the endpoint is then known to interrupt."""
+        elsewhere = self._held_elsewhere("background") or self._touched_since(
+            "overlap", self._streaming_since
+        )
+        count = max(len(self._sides), self._overlapped) + (1 if elsewhere else 0)
         if count:
             self.learn_interrupts()
             self._give_way(background_only=False)
@@ -226,8 +247,9 @@ class Traffic:
     def forget_interrupts(self) -> None:
         """Forget, here and for later processes, that the endpoint interrupts."""
         self.interrupts = False
-        with contextlib.suppress(OSError):
-            os.unlink(self.marker_path("interrupts"))
+        for kind in ("interrupts", "overlap"):
+            with contextlib.suppress(OSError):
+                os.unlink(self.marker_path(kind))
 
     def _give_way(self, *, background_only: bool) -> None:
         for side in list(self._sides):
@@ -238,7 +260,8 @@ class Traffic:
                 side.task.cancel(_GIVE_WAY)
 
     def marker_path(self, kind: str = "background") -> str:
-        """The ``main``, ``background`` or ``interrupts`` file of this endpoint."""
+        """The ``main``, ``background``, ``overlap`` or ``interrupts`` file of this
+        endpoint."""
         digest = hashlib.sha256(self.base_url.encode()).hexdigest()[:16]
         folder = os.path.join(tempfile.gettempdir(), f"asyncrecall-{os.getuid()}")
         return os.path.join(folder, f"{kind}-{digest}.lock")
@@ -270,6 +293,25 @@ class Traffic:
             os.close(fd)
             return None
         return fd
+
+    def _touch(self, kind: str) -> None:
+        """Set the ``kind`` file's time to now (made if missing; markers' folder only)."""
+        fd = self._open_marker(kind, create=True)
+        if fd is None:
+            return
+        try:
+            os.utime(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def _touched_since(self, kind: str, since: float) -> bool:
+        """Whether the ``kind`` file was touched at or after ``since`` (wall clock)."""
+        try:
+            return os.stat(self.marker_path(kind)).st_mtime >= since - _FILE_CLOCK_SLACK_S
+        except OSError:
+            return False
 
     def _lock_main(self, streaming: bool) -> None:
         """Hold (``streaming``) or drop the shared lock on the main marker (one open file
