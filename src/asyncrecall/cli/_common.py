@@ -22,6 +22,8 @@ __all__ = [
     "exit_soon",
     "folder_flags",
     "settings_from_args",
+    "store_flags",
+    "store_overrides",
 ]
 
 
@@ -69,6 +71,31 @@ def folder_flags(*, memory: bool = False) -> argparse.ArgumentParser:
         )
     group.add_argument("--project", metavar="DIR", help="project root (default: current folder)")
     return parser
+
+
+def store_flags() -> argparse.ArgumentParser:
+    """A database store instead of the folder (``memory``, ``mcp``): ``--store``,
+    ``--namespace``; read back with :func:`store_overrides`."""
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("database store")
+    group.add_argument(
+        "--store",
+        metavar="URL",
+        help="keep memories in this PostgreSQL database (postgresql://...; "
+        "default: ASYNCRECALL_STORE, else the memory folder)",
+    )
+    group.add_argument(
+        "--namespace",
+        metavar="NAME",
+        help="the database store's namespace (default: the project's root folder)",
+    )
+    return parser
+
+
+def store_overrides(settings: Settings, args: argparse.Namespace) -> Settings:
+    """``settings`` with the :func:`store_flags` given on the command line."""
+    given = {k: getattr(args, k) for k in ("store", "namespace") if getattr(args, k, None)}
+    return settings.with_overrides(**given)
 
 
 def agent_flags() -> argparse.ArgumentParser:

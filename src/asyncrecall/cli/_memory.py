@@ -30,7 +30,13 @@ from typing import Any
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._memory_config import build_memory_manager, open_memory_store
 from asyncrecall._settings import Settings
-from asyncrecall.cli._common import endpoint_flags, folder_flags, settings_from_args
+from asyncrecall.cli._common import (
+    endpoint_flags,
+    folder_flags,
+    settings_from_args,
+    store_flags,
+    store_overrides,
+)
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
     EMPTY_RECALL,
@@ -43,7 +49,7 @@ from asyncrecall.memory import (
 from asyncrecall.memory._prompt import age_in_days, format_age
 from asyncrecall.models import Model
 
-__all__ = ["register"]
+__all__ = ["log_warnings_to_stderr", "register", "side_model"]
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 
@@ -60,7 +66,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     # Each sub-command takes the shared flags that make sense for it: the folder for all,
     # the endpoint and selector for recall (never the agent's limits or output format).
-    folder = folder_flags()
+    folder, stores = folder_flags(), store_flags()
     recall_parents = [endpoint_flags(), folder_flags(memory=True)]
 
     def add(
@@ -70,20 +76,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         parents: list[argparse.ArgumentParser] | None = None,
     ) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = commands.add_parser(
-            name, help=summary, description=summary, parents=parents or [folder]
+            name, help=summary, description=summary, parents=[*(parents or [folder]), stores]
         )
         sub.add_argument("--json", action="store_true", help="print JSON for machines")
-        sub.add_argument(
-            "--store",
-            metavar="URL",
-            help="keep memories in this PostgreSQL database (postgresql://...; "
-            "default: ASYNCRECALL_STORE, else the memory folder)",
-        )
-        sub.add_argument(
-            "--namespace",
-            metavar="NAME",
-            help="the database store's namespace (default: the project's root folder)",
-        )
         sub.set_defaults(handler=_handle(handler))
         return sub
 
@@ -135,11 +130,10 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 def _handle(handler: Handler) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        _log_warnings_to_stderr()
-        settings = settings_from_args(args)
-        overrides = {k: getattr(args, k) for k in ("store", "namespace") if getattr(args, k)}
+        log_warnings_to_stderr()
+        settings = store_overrides(settings_from_args(args), args)
         try:
-            return handler(args, settings.with_overrides(**overrides))
+            return handler(args, settings)
         finally:
             while _OPENED:
                 _close(_OPENED.pop())
@@ -186,7 +180,7 @@ class _StderrHandler(logging.Handler):
             self.handleError(record)
 
 
-def _log_warnings_to_stderr() -> None:
+def log_warnings_to_stderr() -> None:
     logger = logging.getLogger("asyncrecall.memory")
     if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
         handler = _StderrHandler(logging.WARNING)
@@ -392,18 +386,18 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
 async def _run_recall(
     settings: Settings, query: str, excluded: list[str], limit: int
 ) -> RecallResult:
-    side_model = _side_model(settings)
+    side = side_model(settings)
     try:
-        manager = build_memory_manager(settings, side_model=side_model)
+        manager = build_memory_manager(settings, side_model=side)
         _OPENED.append(manager.store)
         return await manager.recall(query, excluded_paths=excluded, limit=limit)
     finally:
-        close = getattr(side_model, "aclose", None)
+        close = getattr(side, "aclose", None)
         if close is not None:
             await close()
 
 
-def _side_model(settings: Settings) -> Model | None:
+def side_model(settings: Settings) -> Model | None:
     """The agent's side model when an endpoint is configured, else ``None``."""
     name = settings.effective_side_model
     if not settings.base_url or not name or settings.effective_selector != "model":
