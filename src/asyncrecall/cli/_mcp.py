@@ -1,0 +1,92 @@
+"""``asyncrecall mcp``: the memory store as a Model Context Protocol server.
+
+Serves the project's memory folder (or ``--store``'s PostgreSQL namespace) to any MCP
+client, over stdio (the default: the client starts this command) or streamable HTTP
+(``--http``, on ``--host``:``--port``, path ``/mcp``). ``search`` recalls as the agent
+does, with the selector the settings name (``memory recall`` shows the same). Needs
+``pip install 'asyncrecall[mcp]'``. See :mod:`asyncrecall.mcp_server` and ``docs/mcp.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from asyncrecall._exceptions import ConfigError
+from asyncrecall._memory_config import build_memory_manager
+from asyncrecall.cli._common import (
+    endpoint_flags,
+    folder_flags,
+    settings_from_args,
+    store_flags,
+    store_overrides,
+)
+
+__all__ = ["register"]
+
+#: ``--http``'s default port (the MCP SDK's own default, 8000, is a common dev server's).
+DEFAULT_PORT = 8765
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    del common  # the agent's limits and output format do not apply
+    parser = subparsers.add_parser(
+        "mcp",
+        parents=[endpoint_flags(), folder_flags(), store_flags()],
+        help="serve the memory store to MCP clients (stdio, or --http)",
+        description="Serve the memory store over the Model Context Protocol: search, "
+        "show, list, save and forget. Stdio by default (an MCP client starts this command).",
+    )
+    transport = parser.add_argument_group("transport")
+    transport.add_argument(
+        "--http", action="store_true", help="streamable HTTP instead of stdio (path /mcp)"
+    )
+    transport.add_argument(
+        "--host", default="127.0.0.1", help="--http: the address to listen on (127.0.0.1)"
+    )
+    transport.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"--http: the port ({DEFAULT_PORT})"
+    )
+    parser.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    settings = store_overrides(settings_from_args(args), args)
+    if not settings.memory_enabled:
+        raise ConfigError(
+            "memory is disabled (ASYNCRECALL_MEMORY=0 or memory = false): nothing to serve"
+        )
+    try:
+        from asyncrecall.mcp_server import memory_server
+    except ImportError as exc:
+        raise ConfigError(
+            f"asyncrecall mcp needs the MCP SDK: pip install 'asyncrecall[mcp]' ({exc})"
+        ) from exc
+    import anyio
+
+    from asyncrecall.cli._memory import log_warnings_to_stderr, side_model
+
+    log_warnings_to_stderr()
+    side = side_model(settings)
+    manager = build_memory_manager(settings, side_model=side)
+    manager.start_warming()
+    app = memory_server(manager)
+
+    async def serve() -> None:
+        try:
+            if args.http:
+                await app.run_streamable_http_async(host=args.host, port=args.port)
+            else:
+                await app.run_stdio_async()
+        finally:
+            close_side = getattr(side, "aclose", None)
+            if close_side is not None:
+                await close_side()
+
+    try:
+        anyio.run(serve)
+    finally:
+        close = getattr(manager.store, "close", None)
+        if close is not None:
+            close()
+    return 0
