@@ -20,7 +20,7 @@ from typing import Any
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.cli._common import exit_soon, settings_from_args
+from asyncrecall.cli._common import exit_soon, resume_collection, settings_from_args
 from asyncrecall.cli._render import EventPrinter, exit_code
 
 __all__ = ["register"]
@@ -40,7 +40,9 @@ def _handle(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     # Built before the loop runs: importing the OpenAI SDK would block it for ~0.5 s.
     try:
-        return asyncio.run(chat(open_session(settings, handoff=True), settings))
+        session = open_session(settings, handoff=True)
+        resume_collection()  # the imports are done (see cli._main)
+        return asyncio.run(chat(session, settings))
     finally:
         exit_soon()
 

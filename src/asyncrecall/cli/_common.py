@@ -21,6 +21,8 @@ __all__ = [
     "endpoint_flags",
     "exit_soon",
     "folder_flags",
+    "pause_collection",
+    "resume_collection",
     "settings_from_args",
     "store_flags",
     "store_overrides",
@@ -182,6 +184,30 @@ def exit_soon() -> None:
 
 
 _ENDING: dict[str, bool] = {"soon": False}
+
+
+def pause_collection() -> None:
+    """No cyclic garbage collection while ``run`` or ``chat`` imports and builds its
+    session, until :func:`resume_collection`.
+
+    Those imports (about 1,000 modules: the agent, the OpenAI SDK) set off some 160
+    collections that find next to nothing: 45-55 ms of the 600 ms a new process takes to
+    send its first request here, with memory on or off.
+    """
+    if gc.isenabled():
+        gc.disable()
+        _PAUSED["gc"] = True
+
+
+def resume_collection() -> None:
+    """Collect again, skipping every object that exists now (frozen: the modules and the
+    session live as long as the process). Does nothing unless paused."""
+    if _PAUSED.pop("gc", False):
+        gc.freeze()
+        gc.enable()
+
+
+_PAUSED: dict[str, bool] = {}
 
 
 def end_process(code: int) -> NoReturn:

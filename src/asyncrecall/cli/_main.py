@@ -17,7 +17,12 @@ from importlib import import_module
 from asyncrecall import __version__
 from asyncrecall._exceptions import AsyncRecallError, ConfigError
 from asyncrecall._prewarm import start_reading_memory
-from asyncrecall.cli._common import common_parser, end_process
+from asyncrecall.cli._common import (
+    common_parser,
+    end_process,
+    pause_collection,
+    resume_collection,
+)
 
 __all__ = ["main"]
 
@@ -63,6 +68,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str]) -> int:
     argv = list(argv)
+    if next((a for a in argv if not a.startswith("-")), None) in _SESSION_COMMANDS:
+        pause_collection()  # resumed once the session is built
+    try:
+        return _command(argv)
+    finally:
+        resume_collection()  # every way out before that, and main(argv) from Python
+
+
+#: The commands that build an agent session (and import the OpenAI SDK to do it).
+_SESSION_COMMANDS = frozenset({"run", "chat"})
+
+
+def _command(argv: list[str]) -> int:
     # Before the command's imports (the OpenAI SDK: about half a second): the memory
     # folder is read meanwhile, in a thread (see asyncrecall._prewarm).
     start_reading_memory(argv)

@@ -9,7 +9,7 @@ from typing import Any
 
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.cli._common import exit_soon, settings_from_args
+from asyncrecall.cli._common import exit_soon, resume_collection, settings_from_args
 from asyncrecall.cli._render import EXIT_CANCELLED, EventPrinter, exit_code
 
 __all__ = ["register"]
@@ -40,6 +40,7 @@ def _handle(args: argparse.Namespace) -> int:
     # The session is built before the event loop runs: importing the OpenAI SDK takes
     # about half a second, which would otherwise block the loop.
     session = open_session(settings, handoff=True)
+    resume_collection()  # the imports are done (see cli._main)
     if session.extraction is not None:
         # One query, then exit: its extraction goes straight to the worker process.
         session.extraction.deferred = True
