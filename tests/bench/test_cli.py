@@ -6,6 +6,9 @@ right, the pairing holds, bad flags are one-line errors. No duration is asserted
 from __future__ import annotations
 
 import argparse
+import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from asyncrecall.bench._cli import (
     build_folder,
     config_from_args,
     measure,
+    process_cpu_ms,
     rewrite_notes,
 )
 from asyncrecall.memory import MemoryStore
@@ -38,9 +42,14 @@ def test_a_tiny_run_reads_memory_and_times_off_the_wire() -> None:
     assert on.memory_first and on.gold_first and on.gold_answer
     assert not off.memory_first and not off.gold_answer
     assert on.first_request_ms > 0 and off.first_request_ms > 0
+    # The imports alone (the agent, the OpenAI SDK) take well over 50 ms of CPU, and a
+    # process cannot use more CPU than two cores give it in its wall time.
+    for process in (on, off):
+        assert 50 < process.first_request_cpu_ms < 2 * process.first_request_ms
     data = report.as_json()["cases"][0]
     assert data["runs"] == 1 and data["errors"] == 0
     assert set(data["first_request_ms"]) == {"memory_on_p50", "memory_off_p50", "added_p50"}
+    assert set(data["first_request_cpu_ms"]) == set(data["first_request_ms"])
     assert set(data["exit_ms"]) == {"memory_on_p50", "memory_off_p50"}
 
 
@@ -70,3 +79,30 @@ def test_bad_flags_are_config_errors(flags: dict[str, object], message: str) -> 
     args = argparse.Namespace(**{"runs": None, "files": None, "source": None, **flags})
     with pytest.raises(ConfigError, match=message):
         config_from_args(args)
+
+
+def test_process_cpu_counts_every_live_thread_and_nothing_for_a_process_gone() -> None:
+    """process_cpu_ms reads what a live process used, its other threads included (a
+    child burns 0.3 s of CPU in a second thread that then waits, alive), and NaN once
+    the process is gone."""
+    code = (
+        "import threading, time, sys\n"
+        "burnt, done = threading.Event(), threading.Event()\n"
+        "def burn():\n"
+        "    end = time.thread_time() + 0.3\n"
+        "    while time.thread_time() < end: pass\n"
+        "    burnt.set(); done.wait()\n"
+        "threading.Thread(target=burn, daemon=True).start(); burnt.wait()\n"
+        "print(time.process_time() * 1000, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdout is not None and child.stdin is not None
+        reported = float(child.stdout.readline())
+        measured = process_cpu_ms(child.pid)
+        child.stdin.close()
+    assert reported >= 300
+    assert reported - 20 <= measured <= reported + 50
+    assert math.isnan(process_cpu_ms(child.pid))

@@ -18,13 +18,24 @@ Per case: ``memory_first`` (share of runs whose first main request carried a mem
 block), ``gold_first`` (that block held the relevant memory), ``gold_answer`` (the
 relevant memory reached the model before its final answer), ``first_request_ms``
 (from just before the process is spawned to the server receiving its first main
-request, memory on and off, p50, and the paired difference's p50), ``exit_ms`` (from
-the last byte of the answer to the process's exit, p50).
+request, memory on and off, p50, and the paired difference's p50), ``first_request_cpu_ms``
+(the CPU time the process, all its threads, had used when its first main request
+arrived: the same figures), ``exit_ms`` (from the last byte of the answer to the
+process's exit, p50).
+
+Why both clocks: a new process spends about a second importing before its first
+request, and on a shared machine two such seconds differ by hundreds of milliseconds,
+so paired wall-clock differences cannot resolve a few milliseconds. Before its first
+request the process is one interpreter running Python (the interpreter lock lets one
+thread at a time do so), so what memory adds to that wait is, first of all, the CPU it
+adds; that figure moves little with the machine's load. (The folder's reader process,
+when a changed folder needs one, runs on another core and is not counted.)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -96,6 +107,8 @@ class ProcessRun:
     memory: bool
     exit_code: int
     first_request_ms: float
+    #: CPU time the process had used (all threads) when its first main request arrived.
+    first_request_cpu_ms: float
     memory_first: bool
     gold_first: bool
     gold_answer: bool
@@ -131,6 +144,14 @@ class CaseFigures:
                 "memory_on_p50": _p50(r.first_request_ms for r in on),
                 "memory_off_p50": _p50(r.first_request_ms for r in off),
                 "added_p50": _p50(paired),
+            },
+            "first_request_cpu_ms": {
+                "memory_on_p50": _p50(r.first_request_cpu_ms for r in on),
+                "memory_off_p50": _p50(r.first_request_cpu_ms for r in off),
+                "added_p50": _p50(
+                    a.first_request_cpu_ms - b.first_request_cpu_ms
+                    for a, b in zip(on, off, strict=True)
+                ),
             },
             "exit_ms": {
                 "memory_on_p50": _p50(r.exit_ms for r in on),
@@ -250,8 +271,13 @@ def _side_reply(gold: str) -> Callable[[RecordedRequest], Reply]:
     return reply
 
 
-def _main_reply(tools: bool) -> Callable[[RecordedRequest], Reply]:
+def _main_reply(tools: bool, cpu: list[float]) -> Callable[[RecordedRequest], Reply]:
+    """The main model's script; on the first request, appends to ``cpu`` the CPU time
+    the process (its id first in ``cpu``) had used."""
+
     def reply(request: RecordedRequest) -> Reply:
+        if len(cpu) == 1:
+            cpu.append(process_cpu_ms(int(cpu[0])))
         answered = any(m.get("role") == "tool" for m in request.messages)
         if tools and not answered:
             return Reply(
@@ -299,7 +325,8 @@ class _Bench:
         """Spawn one ``asyncrecall run`` and read what it did."""
         self.count += 1
         main, side = f"main-{self.count}", f"side-{self.count}"
-        self.server.set_default(main, _main_reply(tools))
+        cpu: list[float] = []  # the process id, then its CPU time at the first request
+        self.server.set_default(main, _main_reply(tools, cpu))
         self.server.set_default(side, _side_reply(gold))
         argv = [
             sys.executable, "-m", "asyncrecall", "run", QUESTION,
@@ -309,28 +336,52 @@ class _Bench:
         if not memory:
             argv.append("--no-memory")
         started = time.monotonic()
-        done = subprocess.run(
-            argv, env=self.env, capture_output=True, text=True, timeout=_PROCESS_GUARD_S
-        )
+        with subprocess.Popen(
+            argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as child:
+            cpu.append(child.pid)
+            try:
+                _, stderr = child.communicate(timeout=_PROCESS_GUARD_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                raise
         ended = time.monotonic()
-        if done.returncode != 0:
-            self.log(f"  exit {done.returncode}: {done.stderr.strip()[-300:]}")
+        if child.returncode != 0:
+            self.log(f"  exit {child.returncode}: {stderr.strip()[-300:]}")
         _drain(memory_dir)
         mains = [r for r in self.server.requests if r.model == main and r.stream]
         if not mains:
-            return ProcessRun(memory, done.returncode or -1, float("nan"), False, False, False, 0.0)
+            nan = float("nan")
+            return ProcessRun(memory, child.returncode or -1, nan, nan, False, False, False, 0.0)
         first, last = mains[0], mains[-1]
         first_paths = _delivered(first)
         last_byte = last.finished_at if last.finished_at is not None else ended
         return ProcessRun(
             memory=memory,
-            exit_code=done.returncode,
+            exit_code=child.returncode,
             first_request_ms=(first.arrived_at - started) * 1000.0,
+            first_request_cpu_ms=cpu[1] if len(cpu) > 1 else float("nan"),
             memory_first=_MEMORY_HEADING in _user_text(first),
             gold_first=gold in first_paths,
             gold_answer=gold in _delivered(last),
             exit_ms=(ended - last_byte) * 1000.0,
         )
+
+
+def process_cpu_ms(pid: int) -> float:
+    """The CPU time (ms) process ``pid`` has used so far, all its threads, to the
+    nanosecond (``/proc/PID/task/*/schedstat``; the scheduler's clock, not the 10 ms
+    ticks of ``/proc/PID/stat``); NaN where it cannot be read (another system, a process
+    gone). Threads that already ended are not counted: none ends before the first
+    request of ``asyncrecall run`` on a folder store."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                total += int((task / "schedstat").read_text().split()[0])
+    except OSError:
+        return float("nan")
+    return total / 1e6
 
 
 def _drain(memory_dir: Path) -> None:
@@ -468,12 +519,13 @@ def render(report: CliBenchReport, out: Console) -> None:
     table = Table(title=f"asyncrecall run, new processes ({report.config.runs} per case)")
     for name in (
         "case", "memory in 1st request", "gold in 1st request", "gold by the answer",
-        "1st request: memory on", "off", "added (paired p50)", "answer to exit: on", "off",
+        "1st request: memory on", "off", "added (paired p50)", "added CPU (paired p50)",
+        "answer to exit: on", "off",
     ):  # fmt: skip
         table.add_column(name, justify="left" if name == "case" else "right")
     for case in report.cases:
         data = case.as_json()
-        first, exit_ = data["first_request_ms"], data["exit_ms"]
+        first, cpu, exit_ = data["first_request_ms"], data["first_request_cpu_ms"], data["exit_ms"]
         table.add_row(
             case.key,
             f"{data['memory_first']:.0%}",
@@ -482,6 +534,7 @@ def render(report: CliBenchReport, out: Console) -> None:
             f"{first['memory_on_p50']:,.1f} ms",
             f"{first['memory_off_p50']:,.1f} ms",
             f"{first['added_p50']:+,.1f} ms",
+            f"{cpu['added_p50']:+,.1f} ms",
             f"{exit_['memory_on_p50']:,.1f} ms",
             f"{exit_['memory_off_p50']:,.1f} ms",
         )
