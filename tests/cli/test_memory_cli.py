@@ -52,6 +52,24 @@ def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)
 
 
+
+def test_show_list_and_recall_print_text_as_written(cli: Cli) -> None:
+    """A memory's text is printed as the user wrote it: ``:thumbsup:`` stays a code
+    (rich replaced emoji codes even with markup off) and ``[b]`` stays brackets."""
+    body = "React with :thumbsup: when [b]done[/b]."
+    added = cli.json(
+        "memory", "add", "--name", "Review :ok: habits", "--type", "feedback",
+        "--description", "code review :eyes: etiquette", "--content", body,
+    )  # fmt: skip
+    shown = cli("memory", "show", added["rel_path"])
+    assert shown.returncode == 0, shown.stderr
+    assert body in shown.stdout and "Review :ok: habits" in shown.stdout
+    listed = cli("memory", "list")
+    assert ":eyes:" in listed.stdout and "\N{EYES}" not in listed.stdout
+    recalled = cli("memory", "recall", "review habits thumbsup", "--selector", "lexical")
+    assert recalled.returncode == 0, recalled.stderr
+    assert ":thumbsup:" in recalled.stdout
+
 def test_path_creates_the_folder_under_home_by_default(cli: Cli) -> None:
     """Without --memory-dir: $ASYNCRECALL_HOME/projects/<sanitised project>/memory, created."""
     done = cli("memory", "path", "--json", memory_dir=False)

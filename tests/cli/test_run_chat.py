@@ -356,3 +356,33 @@ def test_run_answers_when_the_server_cuts_its_stream_for_our_side_query(
     assert [r.interrupted for r in mains] == [True, False]
     [side] = [r for r in local_server.requests if r.model == "side"]
     local_server.wait_disconnected(side, timeout=HANG_GUARD)
+
+
+def test_text_output_prints_tool_arguments_and_memory_names_as_they_are(
+    local_server: LocalServer, project: Path, tmp_path: Path
+) -> None:
+    """What the model and the folder put into a text-mode line is printed as written,
+    never read as the terminal's markup: a tool argument holding ``[/x]`` crashed the
+    printer (rich's MarkupError), ``:smile:`` became an emoji, ``[bold]`` vanished."""
+    weird = "[/x] :smile: [bold]y"
+    memory = MemoryStore(tmp_path / "memory")
+    memory.ensure()
+    saved = memory.save_memory(f"deploy {weird}", "deploys go through staging", "project", "Blue.")
+    local_server.set_default("side", Reply(json={"selected_memories": [saved.rel_path]}))
+
+    def main(request: Any) -> Reply:
+        if any(m.get("role") == "tool" for m in request.messages):
+            return Reply(text="Listed.")
+        return Reply(tool_calls=[("list_directory", {"path": weird})], first_token_delay=0.3)
+
+    local_server.set_default("main", main)
+    done = subprocess.run(
+        [*command(local_server, project, memory.root, "run", "how do we deploy?")],
+        capture_output=True, text=True, env=clean_env(tmp_path), timeout=HANG_GUARD,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Listed."
+    assert f"list_directory(path={weird!r})" in done.stderr
+    assert f"↳ error: {weird!r} is not a folder" in done.stderr
+    assert f"memory: {saved.rel_path} " in done.stderr

@@ -17,6 +17,8 @@ import sys
 import threading
 from typing import Any
 
+from rich.markup import escape
+
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
@@ -104,7 +106,7 @@ async def chat(session: Session, settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     printer = EventPrinter(settings.output_format)
     if session.notice:
-        printer.err.print(f"[dim]· {session.notice}[/dim]")
+        printer.err.print(f"[dim]· {escape(session.notice)}[/dim]")
     interrupts = _Interrupts(printer)
     interactive = sys.stdin is not None and sys.stdin.isatty()
     with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -65,7 +65,7 @@ async def _consolidate(
 def _print(result: ConsolidationResult) -> None:
     from rich.console import Console
 
-    out = Console(soft_wrap=True, highlight=False)
+    out = Console(soft_wrap=True, highlight=False, emoji=False)
     head = "plan (dry run, nothing changed)" if result.dry_run else "consolidated"
     out.print(f"{head}: {len(result.actions)} action(s), {result.memories_before} memories",
               markup=False)  # fmt: skip

@@ -157,13 +157,13 @@ def _close(store: MemoryStoreProtocol) -> None:
 def _out() -> Any:
     from rich.console import Console
 
-    return Console(soft_wrap=True, highlight=False)
+    return Console(soft_wrap=True, highlight=False, emoji=False)
 
 
 def _err() -> Any:
     from rich.console import Console
 
-    return Console(stderr=True, soft_wrap=True, highlight=False)
+    return Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
 
 
 def _print_json(value: Any) -> None:

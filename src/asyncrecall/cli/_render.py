@@ -64,7 +64,9 @@ class EventPrinter:
     ) -> None:
         self.format = output_format
         self.out = out or sys.stdout
-        self.err = err or Console(stderr=True, highlight=False)
+        # No emoji codes: ``:smile:`` in a tool argument is text, and the first line with
+        # a colon imported rich's emoji table (5 ms) on the way to the first request.
+        self.err = err or Console(stderr=True, highlight=False, emoji=False)
         #: The last query's error, until the command reads it (one line on stderr).
         self.error: ErrorEvent | None = None
         #: Whether the last query was cancelled by the user.
@@ -137,13 +139,15 @@ class EventPrinter:
             raw: object = event.args
             items = event.args.items() if isinstance(raw, Mapping) else ()
             args = ", ".join(f"{k}={v!r}" for k, v in items) if items else repr(raw)
-            self.err.print(f"[dim]· {event.name}({args[:120]})[/dim]")
+            # The model's words and the folder's names are text, never markup: "[/x]"
+            # in an argument made rich raise and ended the command.
+            self.err.print(f"[dim]· {escape(event.name)}({escape(args[:120])})[/dim]")
         elif isinstance(event, ToolResultEvent) and not event.ok:
-            self.err.print(f"[dim]  ↳ error: {event.error}[/dim]")
+            self.err.print(f"[dim]  ↳ error: {escape(str(event.error))}[/dim]")
         elif isinstance(event, MemoryInjectedEvent):
             where = "with your message" if event.point == "user_query" else "after a tool result"
             self.err.print(
-                f"[dim]· memory: {', '.join(event.paths)} ({where}, "
+                f"[dim]· memory: {escape(', '.join(event.paths))} ({where}, "
                 f"recall {event.recall_ms:.0f} ms)[/dim]"
             )
         elif isinstance(event, RequestRetriedEvent):

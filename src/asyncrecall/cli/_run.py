@@ -7,6 +7,8 @@ import asyncio
 import sys
 from typing import Any
 
+from rich.markup import escape
+
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
 from asyncrecall.cli._common import exit_soon, resume_collection, settings_from_args
@@ -54,7 +56,7 @@ async def run_once(session: Session, settings: Settings, prompt: str) -> int:
     """Run ``prompt`` through ``session``; on exit a pending recall is cancelled."""
     printer = EventPrinter(settings.output_format)
     if session.notice:
-        printer.err.print(f"[dim]· {session.notice}[/dim]")
+        printer.err.print(f"[dim]· {escape(session.notice)}[/dim]")
     try:
         await session.start()
         async for event in session.agent.run_query(prompt):
