@@ -52,7 +52,6 @@ def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)
 
 
-
 def test_show_list_and_recall_print_text_as_written(cli: Cli) -> None:
     """A memory's text is printed as the user wrote it: ``:thumbsup:`` stays a code
     (rich replaced emoji codes even with markup off) and ``[b]`` stays brackets."""
@@ -69,6 +68,7 @@ def test_show_list_and_recall_print_text_as_written(cli: Cli) -> None:
     recalled = cli("memory", "recall", "review habits thumbsup", "--selector", "lexical")
     assert recalled.returncode == 0, recalled.stderr
     assert ":thumbsup:" in recalled.stdout
+
 
 def test_path_creates_the_folder_under_home_by_default(cli: Cli) -> None:
     """Without --memory-dir: $ASYNCRECALL_HOME/projects/<sanitised project>/memory, created."""
