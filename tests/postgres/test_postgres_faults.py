@@ -7,6 +7,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,92 @@ async def test_a_connection_the_server_closed_is_replaced_within_the_same_recall
         ).fetchone()
     assert ended is not None and ended[0] >= 1  # the recall's connection was there
     assert (await manager.recall("postgres")).paths == ("database.md",)
+
+
+def test_saves_resume_at_the_first_try_after_a_long_outage(
+    pg_server: LocalPostgres, open_pg: Any, namespace: str
+) -> None:
+    """Saves fail while the database is down; the first one after it is back lands.
+
+    The pools' background reconnection doubles its pause after each failure (1, 2, 4,
+    8 s ...): after an outage of 9 s its next try came up to 8 s after the database was
+    back, and every save until then waited for it and failed (11-17 s measured, issue
+    26 point 6). The pools now give a reconnection up after about a second, and the
+    next call starts a new one at once."""
+    store: PostgresMemoryStore = open_pg(namespace, timeout=2.0)
+    store.save_memory("Before", "", "user", "saved before the outage")
+    pg_server.stop()
+    try:
+        failed = 0
+        end = time.monotonic() + 9.0
+        while time.monotonic() < end:
+            with pytest.raises(MemoryStoreError, match="cannot save to the memory database"):
+                store.save_memory("Lost", "", "user", "x")
+            failed += 1
+    finally:
+        pg_server.start()
+    assert failed >= 3
+    assert store.save_memory("Back", "", "user", "the first try after").name == "Back"
+    assert store.get("Back").body == "the first try after"
+
+
+async def test_the_index_never_waits_for_a_database_that_is_down(
+    pg_server: LocalPostgres, open_pg: Any, namespace: str
+) -> None:
+    """The system prompt's index is read on the event loop (a session's start, a
+    reset): with the database down it reads as "" without waiting for the pool to
+    connect (5 s froze the loop before), and as the index again once it is back."""
+    store: PostgresMemoryStore = open_pg(namespace, timeout=5.0)
+    store.save_memory("Database", "db", "project", "Use real Postgres.")
+    assert "Database" in store.index_for_prompt()
+    pg_server.stop()
+    try:
+        for _ in range(100):  # the listener sees its connection end
+            if not store.caching:
+                break
+            await asyncio.sleep(0.05)
+        assert not store.caching
+        for _ in range(3):
+            started = time.monotonic()
+            assert store.index_for_prompt() == ""
+            assert time.monotonic() - started < 2.5  # the pool's wait is 5 s
+    finally:
+        pg_server.start()
+    for _ in range(100):
+        if "Database" in store.index_for_prompt():
+            break
+        await asyncio.sleep(0.1)
+    assert "Database" in store.index_for_prompt()
+
+
+def test_a_save_waiting_when_the_database_comes_back_lands(
+    pg_server: LocalPostgres, open_pg: Any, namespace: str
+) -> None:
+    """A save that is already waiting for a connection when the database comes back
+    lands: the pool makes a new connection only for a caller that arrives, and gives a
+    reconnection up after a second, so a caller waiting since before then (here 2.5 s)
+    waited out its whole timeout and failed."""
+    store: PostgresMemoryStore = open_pg(namespace, timeout=6.0)
+    store.save_memory("Before", "", "user", "saved before the outage")
+    pg_server.stop()
+    outcome: list[object] = []
+    try:
+        with pytest.raises(MemoryStoreError):
+            store.save_memory("Lost", "", "user", "x")  # the pool's reconnection gives up
+        saving = threading.Thread(
+            target=lambda: outcome.append(_attempt(store, "Waiting", "saved across the return"))
+        )
+        saving.start()
+        time.sleep(2.5)
+    finally:
+        pg_server.start()
+    saving.join(30)
+    assert outcome == ["Waiting"]
+    assert store.get("Waiting").body == "saved across the return"
+
+
+def _attempt(store: PostgresMemoryStore, name: str, body: str) -> object:
+    try:
+        return store.save_memory(name, "", "user", body).name
+    except MemoryStoreError as exc:
+        return exc

@@ -38,7 +38,10 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
   is newer than this code, is a :class:`ConfigError`. Later, a save, get or forget
   raises :class:`MemoryStoreError`; recall and the index log one warning per outage
   on ``asyncrecall.memory`` and give nothing (the turn goes on without memory) until
-  the database answers again (the pool reconnects by itself).
+  the database answers again. The index (read on the event loop) never waits for a
+  connection to be made while the database is down; the pools give a reconnection up
+  after :data:`RECONNECT_GIVE_UP_S`, so the first call after the database is back
+  connects at once instead of waiting out a doubled pause.
 - **Input.** Every query is constant SQL text; names, namespaces and bodies travel
   only as parameters.
 
@@ -57,7 +60,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
 
@@ -131,6 +134,14 @@ RETRIED_STATES: Final = frozenset({"40P01", "40001"})
 #: Retries of such a transaction at most (then the error is the caller's).
 ROLLBACK_RETRIES: Final = 8
 _ROLLBACK_PAUSE_S: Final = 0.002  # doubled each retry, a random share of it taken
+#: A pool gives a failed reconnection up after this long (its pause doubles after each
+#: failure: left to run, a try came up to 16 s after the database was back); the next
+#: call that finds the pool empty starts a new one at once.
+RECONNECT_GIVE_UP_S: Final = 1.0
+#: How long a read on the event loop waits for a connection while the database is down.
+_DOWN_WAIT_S: Final = 0.01
+#: A caller waits for a connection in slices this long (see ``_connection``).
+_WAIT_SLICE_S: Final = 0.5
 
 
 class PostgresMemoryStore:
@@ -281,6 +292,7 @@ class PostgresMemoryStore:
                 min_size=self._min_size,
                 max_size=self._max_size,
                 timeout=self._timeout,
+                reconnect_timeout=RECONNECT_GIVE_UP_S,
                 kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
                 name=f"asyncrecall-{self._ns_key[:8]}",
                 open=False,
@@ -333,6 +345,7 @@ class PostgresMemoryStore:
             min_size=1,
             max_size=self._max_size,
             timeout=self._timeout,
+            reconnect_timeout=RECONNECT_GIVE_UP_S,
             kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
             name=f"asyncrecall-recall-{self._ns_key[:8]}",
             open=False,
@@ -477,8 +490,15 @@ class PostgresMemoryStore:
             return cached
         token = self._feed.token()
         params = {"ns": self.namespace, "lines": INDEX_MAX_LINES + 1}
+        # It is read on the event loop (a session's start, a reset): while the database
+        # is down (the listener lost it, or the last read failed), take a connection the
+        # pool has ready or none, never wait for one to be made.
+        down = not self._healthy or (self._listen_enabled and not self._feed.listening)
         try:
-            rows = self._run(lambda conn: conn.execute(INDEX_SQL, params).fetchall())
+            rows = self._run(
+                lambda conn: conn.execute(INDEX_SQL, params).fetchall(),
+                wait=_DOWN_WAIT_S if down else None,
+            )
         except (PoolTimeout, psycopg.Error, ConfigError) as exc:
             self._outage(exc)
             return ""
@@ -535,9 +555,10 @@ class PostgresMemoryStore:
             raise self._error("read", exc) from exc
         return [row_doc(self._doc_root, row) for row in rows]
 
-    def _run(self, work: Callable[[Connection[Any]], _T]) -> _T:
+    def _run(self, work: Callable[[Connection[Any]], _T], *, wait: float | None = None) -> _T:
         """``work(connection)`` on a pooled connection, which must be one transaction
-        (one statement, or a ``conn.transaction()`` block).
+        (one statement, or a ``conn.transaction()`` block). ``wait``: how long to wait
+        for a connection (default: the store's ``timeout``).
 
         On a connection the server has closed (a restart), again on another (the pool
         replaces closed ones). On a transaction PostgreSQL rolled back, a deadlock
@@ -547,7 +568,7 @@ class PostgresMemoryStore:
         pool = self._sync_pool()
         reconnects = rollbacks = 0
         while True:
-            with pool.connection() as conn:
+            with self._connection(pool, wait) as conn:
                 try:
                     return work(conn)
                 except psycopg.OperationalError as exc:  # 40001 and 40P01 are ones too
@@ -562,6 +583,32 @@ class PostgresMemoryStore:
                         continue
             # Outside the connection: the pause holds nothing another writer waits for.
             time.sleep(random.uniform(0, _ROLLBACK_PAUSE_S * 2**rollbacks))
+
+    @contextlib.contextmanager
+    def _connection(
+        self, pool: ConnectionPool[Connection[Any]], wait: float | None
+    ) -> Iterator[Connection[Any]]:
+        """A pooled connection, waited for ``wait`` s at most (default: ``timeout``).
+
+        Waited for in slices of :data:`_WAIT_SLICE_S`: the pool makes a connection only
+        for a caller that arrives (its own reconnection gives up after
+        :data:`RECONNECT_GIVE_UP_S`), so a caller waiting since before the database came
+        back would otherwise wait out its whole timeout. Each slice arrives anew."""
+        total = self._timeout if wait is None else wait
+        deadline = time.monotonic() + total
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                conn = pool.getconn(timeout=max(min(_WAIT_SLICE_S, left), 0.001))
+            except PoolTimeout:
+                if time.monotonic() < deadline:
+                    continue
+                raise PoolTimeout(f"couldn't get a connection after {total:.2f} sec") from None
+            break
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)
 
     # -- writing ------------------------------------------------------------------------
 
