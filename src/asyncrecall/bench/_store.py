@@ -13,7 +13,14 @@ that raised or logged a warning, failed saves). The memory folder is measured be
 at 1 process with the same corpus and mix.
 
 Without ``--store``, a throw-away local PostgreSQL is started from the machine's
-binaries (``fsync=off``: saves per second are an upper bound for a durable server).
+binaries (``fsync=off``: saves per second are an upper bound for a durable server),
+and the outage row is measured on it (``--outage SECONDS``, 0: not): one process with
+one store keeps saving (in a thread, as the memory tool does), recalling and reading the
+system prompt's index (both on its event loop) while the server is stopped for that
+long, then started again. Measured: the longest the event loop was held while the
+database was down, and from the moment the server accepts connections again to the
+first save that succeeds, the first recall that returns its memory and the first index
+that lists it. (A database given with ``--store`` is not ours to stop: no outage row.)
 """
 
 from __future__ import annotations
@@ -53,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="measured time per run")
     parser.add_argument("--save-ratio", type=float, default=0.05, help="share of saves")
     parser.add_argument("--no-folder", action="store_true", help="skip the folder row")
+    parser.add_argument(
+        "--outage",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="stop the local server this long and time the recovery (0: no outage row)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -312,6 +326,100 @@ def _run_workers(
     )
 
 
+@dataclass(frozen=True)
+class OutageRow:
+    """One outage of the local server, seen by one process with one store."""
+
+    outage_s: float
+    #: The longest the event loop was held while the database was down (recall and the
+    #: index are read on it; saves run in a thread).
+    loop_stall_max_ms: float
+    failed_saves: int
+    #: From the server accepting connections again to the first save that succeeded,
+    #: recall that returned its memory, index that listed it (``None``: not in 60 s).
+    save_after_ms: float | None
+    recall_after_ms: float | None
+    index_after_ms: float | None
+
+
+_PROBE = "outage probe"
+_RECOVERY_LIMIT_S = 60.0
+
+
+async def _measure_outage(server: Any, namespace: str, seconds: float) -> OutageRow:
+    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+
+    store = PostgresMemoryStore.open(server.url, namespace=namespace)
+    try:
+        store.save_memory(_PROBE, "the outage's probe", "project", "zeppelin hangar doors")
+        manager = MemoryManager(store, LexicalSelector())
+        assert (await manager.recall("zeppelin hangar")).paths, "the probe is not recalled"
+        stall = 0.0
+        down = asyncio.Event()
+
+        async def heartbeat() -> None:
+            nonlocal stall
+            while True:
+                began = time.perf_counter()
+                await asyncio.sleep(0.01)
+                late = (time.perf_counter() - began - 0.01) * 1000
+                if down.is_set():
+                    stall = max(stall, late)
+
+        beat = asyncio.create_task(heartbeat())
+        await asyncio.to_thread(server.stop)
+        down.set()
+        failed = 0
+        saving: asyncio.Future[Any] | None = None
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if saving is None or saving.done():
+                if saving is not None and saving.exception() is not None:
+                    failed += 1
+                saving = asyncio.ensure_future(
+                    asyncio.to_thread(store.save_memory, "during", "", "user", "x")
+                )
+            await manager.recall("zeppelin hangar")
+            store.index_for_prompt()
+            await asyncio.sleep(0.1)
+        await asyncio.to_thread(server.start)
+        back = time.monotonic()
+        down.clear()
+        found: dict[str, float] = {}
+        while len(found) < 3 and time.monotonic() - back < _RECOVERY_LIMIT_S:
+            if "save" not in found:
+                try:
+                    await asyncio.to_thread(store.save_memory, "after", "", "user", "back")
+                    found["save"] = time.monotonic()
+                except Exception:
+                    failed += 1
+            if "recall" not in found and (await manager.recall("zeppelin hangar")).paths:
+                found["recall"] = time.monotonic()
+            if "index" not in found and _PROBE in store.index_for_prompt():
+                found["index"] = time.monotonic()
+            await asyncio.sleep(0.02)
+        beat.cancel()
+        if saving is not None:  # out since before the server was back: may land or fail
+            try:
+                await saving
+            except Exception:
+                failed += 1
+    finally:
+        store.close()
+
+    def after(what: str) -> float | None:
+        return round((found[what] - back) * 1000, 1) if what in found else None
+
+    return OutageRow(
+        outage_s=seconds,
+        loop_stall_max_ms=round(stall, 1),
+        failed_saves=failed,
+        save_after_ms=after("save"),
+        recall_after_ms=after("recall"),
+        index_after_ms=after("index"),
+    )
+
+
 def measure(args: argparse.Namespace, url: str) -> list[Row]:
     counts = [int(n) for n in str(args.workers).split(",") if n.strip()]
     rows = []
@@ -361,13 +469,43 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
         server = LocalPostgres().start()
         url = server.url
+    outage: OutageRow | None = None
     try:
         rows = measure(args, url)
+        if server is not None and args.outage > 0:
+            namespace = f"bench-outage-{uuid.uuid4().hex[:8]}"
+            outage = asyncio.run(_measure_outage(server, namespace, args.outage))
     finally:
         if server is not None:
             server.close()
+    if args.outage > 0 and server is None:
+        Console(stderr=True).print(
+            "no outage row: the database given with --store is not ours to stop"
+        )
     if args.json:
-        console.print_json(json.dumps([asdict(row) for row in rows]))
-    else:
-        console.print(_table(rows, args), markup=False)
+        console.print_json(
+            json.dumps({"rows": [asdict(row) for row in rows], "outage": outage and asdict(outage)})
+        )
+        return 0
+    console.print(_table(rows, args), markup=False)
+    if outage is not None:
+        console.print(_outage_table(outage), markup=False)
     return 0
+
+
+def _outage_table(row: OutageRow) -> str:
+    def ms(value: float | None) -> str:
+        return f"not in {_RECOVERY_LIMIT_S:.0f} s" if value is None else f"{value:,.0f}"
+
+    return "\n".join(
+        [
+            "",
+            f"The server stopped for {row.outage_s:g} s, then started again:",
+            "",
+            "| loop held at most ms (down) | failed saves | first save after ms "
+            "| first recall after ms | first index after ms |",
+            "| ---: | ---: | ---: | ---: | ---: |",
+            f"| {row.loop_stall_max_ms:,.1f} | {row.failed_saves} | {ms(row.save_after_ms)} "
+            f"| {ms(row.recall_after_ms)} | {ms(row.index_after_ms)} |",
+        ]
+    )
