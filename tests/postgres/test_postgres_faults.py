@@ -198,3 +198,30 @@ def _attempt(store: PostgresMemoryStore, name: str, body: str) -> object:
         return store.save_memory(name, "", "user", body).name
     except MemoryStoreError as exc:
         return exc
+
+
+@pytest.mark.parametrize("where", ["on the loop", "from a thread"])
+async def test_closing_a_store_mid_recall_ends_every_recall(
+    pg_url: str, open_pg: Any, namespace: str, where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Recalls in flight when the store is closed end (with their memory or none),
+    both those on the caller's loop and those sent to the store's own loop (more than
+    ``max_size`` at once): a connection closed under its query, and the store's loop
+    stopped under its tasks, left them waiting for ever. Nothing is reported as an
+    outage, and no task is left pending."""
+    store: PostgresMemoryStore = open_pg(namespace, max_size=2)
+    for number in range(30):
+        store.save_memory(f"note {number}", "db", "project", f"postgres fact {number}")
+    manager = MemoryManager(store, LexicalSelector())
+    assert (await manager.recall("postgres")).selected
+    caplog.set_level(logging.WARNING)
+    recalls = [asyncio.create_task(manager.recall(f"postgres fact {n}")) for n in range(8)]
+    await asyncio.sleep(0.002)  # the queries are out
+    if where == "on the loop":
+        store.close()
+    else:
+        await asyncio.to_thread(store.close)
+    results = await asyncio.wait_for(asyncio.gather(*recalls), 20)
+    assert len(results) == 8
+    assert not [r for r in caplog.records if "unreachable" in r.getMessage()]
+    assert not [r for r in caplog.records if r.name == "asyncio" and r.levelno >= logging.ERROR]

@@ -13,8 +13,9 @@ connections of its own, used only on that loop:
 - a connection goes back to its loop's idle list only after a clean use; a failure or
   a cancellation closes it (a query cut midway leaves it in an unknown state);
 - connections are closed by :meth:`LoopConnections.close` (the store's ``close``, from
-  any thread: closing a psycopg connection is synchronous) or when their loop is
-  garbage-collected, so none outlives its loop or the store.
+  any thread: closing a psycopg connection is synchronous; one in use when its query
+  gives it back) or when their loop is garbage-collected, so none outlives its loop
+  or the store.
 """
 
 from __future__ import annotations
@@ -96,13 +97,22 @@ class LoopConnections:
             self._give_back(slots, conn, clean=clean)
 
     def close(self) -> None:
-        """Close every connection of every loop (from any thread); idempotent."""
+        """Close the idle connections of every loop (from any thread); the ones in use
+        are closed as their query gives them back (or with their loop). Idempotent.
+
+        Never one in use: its query may be running on another thread's loop, and
+        ``pgconn.finish()`` frees the libpq connection without psycopg's lock (libpq's
+        connections are not safe to share across threads).
+        """
         with self._lock:
             self._closed = True
-            loops = list(self._loops.values())
+            idle = [conn for slots in self._loops.values() for conn in slots.idle]
+            for slots in self._loops.values():
+                for conn in slots.idle:
+                    slots.all.remove(conn)
+                slots.idle.clear()
             self._loops.clear()
-        for slots in loops:
-            _close_all(slots.all)
+        _close_all(idle)
 
     def _take(
         self, loop: asyncio.AbstractEventLoop

@@ -23,6 +23,7 @@ class Portal:
     """An event loop running in a daemon thread until :meth:`stop`."""
 
     def __init__(self, name: str) -> None:
+        self._stopping = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -57,13 +58,34 @@ class Portal:
         if self._loop.is_closed():
             work.close()
             raise RuntimeError("the store is closed")
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
+        try:
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._stopping and task is not None and not task.cancelling():
+                # Our work was ended by :meth:`stop`, not the caller's task cancelled.
+                raise RuntimeError("the store is closed") from None
+            raise
 
     def stop(self) -> None:
-        """Stop the loop, join the thread, close the loop. Idempotent."""
+        """End the work still running here (its :meth:`acall` callers get
+        ``RuntimeError("the store is closed")``: a loop stopped under its tasks left
+        them waiting for ever), stop the loop, join the thread, close the loop.
+        Idempotent."""
         if self._loop.is_closed():
             return
+        self._stopping = True
+        if not self.in_portal():
+            asyncio.run_coroutine_threadsafe(_end_the_others(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
         if not self.in_portal():
             self._thread.join()
         self._loop.close()
+
+
+async def _end_the_others() -> None:
+    """Cancel every task of the running loop but this one, and wait for them."""
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)

@@ -390,6 +390,8 @@ class PostgresMemoryStore:
         return ConfigError(f"cannot use the memory database {self._where}: {describe(exc)}")
 
     def _outage(self, exc: BaseException) -> None:
+        if self._closed:
+            return  # closed under a call (its pool is closed): no outage of the database
         if self._healthy:
             self._healthy = False
             logger.warning(
