@@ -229,19 +229,29 @@ async def test_side_query_hangs_up_however_the_run_ends(
     """(c) When the run ends (``after_run_callback``), fails (``on_run_error_callback``),
     its task is cancelled (ADK calls no plugin then: the plugin's watch of the task),
     its event stream is closed early or its ``abort_signal`` is set, while the side query
-    is still out, the server sees the side query hang up and the plugin keeps nothing."""
+    is still out, the server sees the side query hang up and the plugin keeps nothing;
+    but for the cancel, before the task driving the run has ended."""
     end = Ending(local_server, "is cancelled" if ending == "is aborted" else ending)
     driver = make(slow)
     await driver.session()
     abort = asyncio.Event()
 
+    async def hung_up() -> None:
+        """While this task still runs: only the plugin's callbacks can have hung up."""
+        await local_server.await_disconnected(side_requests(local_server)[0])
+
     async def drive() -> None:
         kwargs = {"abort_signal": abort} if ending == "is aborted" else {}
         stream = driver.events("question", **kwargs)
-        async for _event in stream:
-            if ending == "is left early":
-                break
-        await stream.aclose()  # type: ignore[attr-defined]
+        try:
+            async for _event in stream:
+                if ending == "is left early":
+                    break
+            await stream.aclose()  # type: ignore[attr-defined]
+        except litellm.BadRequestError:
+            await hung_up()
+            raise
+        await hung_up()
 
     task = asyncio.create_task(drive())
     side = await end.started()
