@@ -50,8 +50,6 @@ from .conftest import (
     text_of,
 )
 
-pytestmark = pytest.mark.plain_loop  # ADK's runner is not run on eager task factories
-
 KEY = "session-1"
 USER = "user-1"
 APP = "app"
