@@ -24,6 +24,7 @@ from typing import Any
 import litellm
 import pytest
 from google.adk.agents import LlmAgent, RunConfig
+from google.adk.agents.invocation_context import InvocationContext
 from google.adk.agents.run_config import StreamingMode
 from google.adk.apps import App
 from google.adk.events import Event
@@ -63,6 +64,7 @@ class AdkDriver:
         server: LocalServer,
         prefetcher: RecallPrefetcher,
         tool_hook: Callable[[], Awaitable[None]] | None = None,
+        key: Callable[[InvocationContext], str] | None = None,
     ) -> None:
         async def read_file(path: str) -> str:
             """Read a file."""
@@ -76,7 +78,7 @@ class AdkDriver:
         agent = LlmAgent(
             name="assistant", model=model, instruction="You are terse.", tools=[read_file]
         )
-        self.plugin = AsyncRecallPlugin(prefetcher)
+        self.plugin = AsyncRecallPlugin(prefetcher, key=key)
         app = App(name=APP, root_agent=agent, plugins=[self.plugin])
         self.runner = InMemoryRunner(app=app)
 
@@ -119,9 +121,11 @@ async def drivers() -> AsyncIterator[list[AdkDriver]]:
 @pytest.fixture
 def make(local_server: LocalServer, drivers: list[AdkDriver]) -> Callable[..., AdkDriver]:
     def build(
-        prefetcher: RecallPrefetcher, tool_hook: Callable[[], Awaitable[None]] | None = None
+        prefetcher: RecallPrefetcher,
+        tool_hook: Callable[[], Awaitable[None]] | None = None,
+        key: Callable[[InvocationContext], str] | None = None,
     ) -> AdkDriver:
-        driver = AdkDriver(local_server, prefetcher, tool_hook)
+        driver = AdkDriver(local_server, prefetcher, tool_hook, key)
         drivers.append(driver)
         return driver
 
@@ -440,3 +444,21 @@ async def test_many_sessions_stay_bounded(
 
     sent = [r.body["messages"] for r in main_requests(local_server)]
     assert len(sent) == 24 and all(len(memory_indexes(m)) == 1 for m in sent)
+
+
+async def test_the_key_is_the_session_id_or_the_apps_own(
+    local_server: LocalServer, fast: RecallPrefetcher, make: Callable[..., AdkDriver]
+) -> None:
+    """The conversation key is the session id by default; ``key=`` names another (here
+    user and session together), and that key is the one the recall runs under."""
+    local_server.set_default("main", Reply(text="ok"))
+    question = "how do deploys reach the staging cluster?"
+    await make(fast).run(question)
+    assert fast.surfaced(KEY) == frozenset()  # shown, then taken back at the run's end
+    assert KEY in fast._conversations
+
+    own = make(fast, key=lambda ic: f"{ic.user_id}/{ic.session.id}")
+    await own.run(question, session_id="s-2")
+    assert f"{USER}/s-2" in fast._conversations and "s-2" not in fast._conversations
+    sent = [r.body["messages"] for r in main_requests(local_server)]
+    assert [len(memory_indexes(m)) for m in sent] == [1, 1]
