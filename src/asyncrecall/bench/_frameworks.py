@@ -1,6 +1,6 @@
 """``asyncrecall bench frameworks``: the frameworks' usual memory pattern vs our adapters.
 
-For each framework (Pydantic AI, the OpenAI Agents SDK, LangChain v1), the same seeded
+For each framework (Pydantic AI, the OpenAI Agents SDK, LangChain v1, Google ADK), the same seeded
 plans as ``bench latency`` (:func:`asyncrecall.bench._workload.draw_plans`: side query
 lognormal mean 0.9 s, 0-3 tool rounds) are played over HTTP by a :class:`LocalServer`
 in a child process (so its work and its share of the GIL stay out of the timings)
@@ -13,7 +13,8 @@ message ends with its ``[qid]``, by which the server finds the plan of a side qu
   plumbing costs by itself (any memory integration pays it, the awaited one included);
 * ``awaited`` — the framework's usual memory pattern, as the mem0 and LangMem guides
   write it: the recall is awaited in the hook before the first model request (a Pydantic
-  AI ``before_model_request``, an Agents SDK input filter, a LangChain ``abefore_model``);
+  AI ``before_model_request``, an Agents SDK input filter, a LangChain ``abefore_model``,
+  an ADK tool's ``process_llm_request`` as ADK's ``PreloadMemoryTool`` does);
 * ``adapter`` — :mod:`asyncrecall.integrations`: the recall starts in the run-start
   hook and is never awaited.
 
@@ -38,6 +39,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping, Sequence
@@ -67,7 +69,7 @@ from asyncrecall.prefetch import RecallPrefetcher
 
 __all__ = ["FRAMEWORKS", "PATTERNS", "FrameworksConfig", "Trace", "add_arguments", "measure", "run"]
 
-FRAMEWORKS: Final = ("pydantic-ai", "openai-agents", "langchain")
+FRAMEWORKS: Final = ("pydantic-ai", "openai-agents", "langchain", "google-adk")
 PATTERNS: Final = ("none", "hooks", "awaited", "adapter")
 _MARK: Final = "## Relevant memory"
 _SYSTEM: Final = "You are a coding agent. Use the tools when they help."
@@ -283,7 +285,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         choices=FRAMEWORKS,
         dest="frameworks",
-        help="only this framework (repeatable; default: all three)",
+        help="only this framework (repeatable; default: all four)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -321,7 +323,13 @@ def _ms(value: float) -> str:
 
 def _extra(module: str | None) -> str:
     top = (module or "").split(".")[0]
-    return {"pydantic_ai": "pydantic-ai", "agents": "openai-agents"}.get(top, "langchain")
+    extras = {
+        "pydantic_ai": "pydantic-ai",
+        "agents": "openai-agents",
+        "google": "google-adk",
+        "litellm": "google-adk",
+    }
+    return extras.get(top, "langchain")
 
 
 def _table(summary: Mapping[str, Any], config: FrameworksConfig) -> Table:
@@ -601,6 +609,67 @@ class _OpenAIAgents(_OpenAIClientDriver):
         return lambda: Runner.run(agent, tagged_text(plan), run_config=config)
 
 
+async def _adk_read_file(path: str, duration_ms: float = 0.0) -> str:
+    """Read a file."""
+    return await _read_file(path, duration_ms)
+
+
+_adk_read_file.__name__ = "read_file"  # ADK names a function tool after its function
+
+
+class _GoogleADK(_OpenAIClientDriver):
+    """ADK's runner with ``LiteLlm`` (OpenAI-compatible provider) on the stamped client."""
+
+    def __init__(self, base_url: str) -> None:
+        # LiteLLM fetches its model cost map from the network on import unless told not
+        # to; this benchmark runs offline against its own server.
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        super().__init__(base_url)
+
+    def prepare(
+        self,
+        pattern: str,
+        model: str,
+        plan: QueryPlan,
+        memory: MemoryManager,
+        prefetcher: RecallPrefetcher,
+    ) -> Callable[[], Awaitable[Any]]:
+        from google.adk.agents import LlmAgent
+        from google.adk.apps import App
+        from google.adk.models.lite_llm import LiteLlm
+        from google.adk.plugins.base_plugin import BasePlugin
+        from google.adk.runners import Runner
+        from google.adk.sessions import InMemorySessionService
+        from google.genai import types
+
+        from asyncrecall.bench._frameworks_awaited import awaited_google_adk
+        from asyncrecall.integrations.google_adk import AsyncRecallPlugin
+
+        chat = LiteLlm(
+            model=f"openai/{model}", api_base=self.base_url, api_key="bench", client=self._client
+        )
+        tools: list[Any] = [_adk_read_file]
+        if pattern == "awaited":
+            tools.append(awaited_google_adk(memory))
+        agent = LlmAgent(name="bench", model=chat, instruction=_SYSTEM, tools=tools)
+        plugins: list[BasePlugin] = [AsyncRecallPlugin(prefetcher)] if pattern == "adapter" else []
+        runner = Runner(
+            app=App(name="bench", root_agent=agent, plugins=plugins),
+            session_service=InMemorySessionService(),
+            auto_create_session=True,
+        )
+        message = types.Content(role="user", parts=[types.Part(text=tagged_text(plan))])
+
+        async def start() -> None:
+            async with runner:
+                async for _event in runner.run_async(
+                    user_id="bench", session_id=plan.qid, new_message=message
+                ):
+                    pass
+
+        return start
+
+
 class _LangChain(_Driver):
     def __init__(self, base_url: str) -> None:
         super().__init__(base_url)
@@ -647,4 +716,5 @@ _DRIVERS: Final[dict[str, Callable[[str], _Driver]]] = {
     "pydantic-ai": _PydanticAI,
     "openai-agents": _OpenAIAgents,
     "langchain": _LangChain,
+    "google-adk": _GoogleADK,
 }

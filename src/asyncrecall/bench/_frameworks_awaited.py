@@ -11,7 +11,12 @@ from typing import Any
 
 from asyncrecall.memory import MemoryManager
 
-__all__ = ["awaited_langchain", "awaited_openai_agents", "awaited_pydantic_ai"]
+__all__ = [
+    "awaited_google_adk",
+    "awaited_langchain",
+    "awaited_openai_agents",
+    "awaited_pydantic_ai",
+]
 
 
 def awaited_pydantic_ai(memory: MemoryManager) -> Any:
@@ -82,5 +87,37 @@ def awaited_langchain(memory: MemoryManager) -> Any:
                 {"type": "text", "text": last.content},
             ]
             return {"messages": [last.model_copy(update={"content": content})]}
+
+    return AwaitedRecall()
+
+
+def awaited_google_adk(memory: MemoryManager) -> Any:
+    """A tool that awaits the recall in ``process_llm_request``, as ADK's own
+    ``PreloadMemoryTool`` awaits its memory search; before the first model request only,
+    as the others here (``PreloadMemoryTool`` awaits one on every request)."""
+    from google.adk.tools.base_tool import BaseTool
+    from google.adk.tools.tool_context import ToolContext
+    from google.genai import types
+
+    from asyncrecall.integrations._common import prompt_text
+
+    class AwaitedRecall(BaseTool):
+        def __init__(self) -> None:
+            super().__init__(name="preload_memory", description="preload_memory")
+
+        async def process_llm_request(self, *, tool_context: ToolContext, llm_request: Any) -> None:
+            contents = llm_request.contents
+            last = contents[-1] if contents else None
+            if (
+                last is None
+                or last.role != "user"
+                or any(p.function_response for p in last.parts or ())
+            ):
+                return
+            user = tool_context.user_content
+            result = await memory.recall(prompt_text(user.parts if user else None))
+            if result.prompt:
+                memory_part = types.Part(text=result.prompt)
+                contents[-1] = types.Content(role="user", parts=[memory_part, *(last.parts or [])])
 
     return AwaitedRecall()

@@ -9,7 +9,9 @@ framework):
   ``run_streamed`` around the OpenAI Agents SDK's ``Runner``
   (``asyncrecall[openai-agents]``);
 * :mod:`asyncrecall.integrations.langchain` — ``AsyncRecallMiddleware`` for LangChain v1
-  ``create_agent`` (``asyncrecall[langchain]``).
+  ``create_agent`` (``asyncrecall[langchain]``);
+* :mod:`asyncrecall.integrations.google_adk` — ``AsyncRecallPlugin``, a Google ADK runner
+  plugin (``asyncrecall[google-adk]``).
 
 Every adapter does the same thing: on each user message it starts the recall (or adopts
 the one the app already started for that conversation key), never waits for it, puts
