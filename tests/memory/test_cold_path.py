@@ -165,7 +165,7 @@ async def test_a_new_process_reuses_the_folders_persisted_counts(
 
 
 _HEADER = lexical_module._CACHE_HEADER
-_VALID_ROW = ["db.md", 10, 1.0, 2, {"postgr": 1}]
+_VALID_ROW = ["db.md", 10, 1.0, 2, {"postgr": 1}, "en"]
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,8 @@ _VALID_ROW = ["db.md", 10, 1.0, 2, {"postgr": 1}]
         b"not marshal at all",
         b'{"format": 1}\n["x.md", 3]\n',  # the first version's JSON lines
         marshal.dumps(((*_HEADER[:3], (3, 0)), [_VALID_ROW])),  # another Python wrote it
-        marshal.dumps((_HEADER, [["db.md", 10, 1.0, 2, ["not", "a", "dict"]]])),
+        marshal.dumps((_HEADER, [["db.md", 10, 1.0, 2, ["not", "a", "dict"], "en"]])),
+        marshal.dumps((_HEADER, [["db.md", 10, 1.0, 2, {"postgr": 1}]])),  # version 3's row
         marshal.dumps((_HEADER, [["db.md", 10]])),
         marshal.dumps((_HEADER, [_VALID_ROW] * 3))[:-7],  # cut short
     ],
