@@ -35,6 +35,7 @@ that some document holds. A folder of English notes thus reads every query as En
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import threading
 import unicodedata
@@ -58,12 +59,25 @@ __all__ = [
 LANGUAGES: Final = ("en", "fr", "de")
 _SNOWBALL: Final = {"en": "english", "fr": "french", "de": "german", "ru": "russian"}
 
-# Han (with 々 and the compatibility ideographs), kana, Hangul: the scripts without spaces.
-_HAN: Final = "\u3005\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
-_HIRAGANA: Final = "\u3040-\u309f"
-_KATAKANA: Final = "\u30a0-\u30ff\u31f0-\u31ff"
-_HANGUL: Final = "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"
-_CJK: Final = _HAN + _HIRAGANA + _KATAKANA + _HANGUL
+# Han (with 々 and 〇, the extensions and the compatibility ideographs), kana, Hangul: the
+# scripts written without spaces, told apart by code point (a regular expression's
+# class of them takes milliseconds to compile).
+_HAN_RANGES: Final = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x3005, 0x3005),
+    (0x3007, 0x3007),
+    (0xF900, 0xFAFF),
+    (0x20000, 0x2FA1F),
+)
+_SCRIPTS: Final = (
+    ("hira", ((0x3040, 0x309F),)),
+    ("kata", ((0x30A0, 0x30FF), (0x31F0, 0x31FF))),
+    ("han", _HAN_RANGES),
+    ("hang", ((0xAC00, 0xD7AF), (0x1100, 0x11FF), (0x3130, 0x318F))),
+)
+#: The lowest code point of those scripts: a text below it has none of them.
+_CJK_FIRST: Final = "\u1100"
 # Where a Han piece is cut, as at a space: function and question words, pronouns (Chinese
 # mostly; a Japanese 私 or 何 too). A word holding one of these characters is cut as well
 # (现在 -> 现), in notes and queries alike, so it still matches.
@@ -144,39 +158,70 @@ _STEM_CACHE_MAX: Final = 200_000
 
 @dataclass(frozen=True, slots=True)
 class _Patterns:
-    token: re.Pattern[str]
-    word: re.Pattern[str]
-    piece: re.Pattern[str]
+    run: re.Pattern[str]
     han_breaks: re.Pattern[str]
 
 
 @functools.cache
 def _patterns() -> _Patterns:
-    """The tokeniser's regular expressions, compiled on first use: their large character
-    classes take a few milliseconds to compile, which the warm-up thread pays (with the
-    stemmers), not every command's import."""
+    """The tokeniser's regular expressions, compiled on first use (with the stemmers:
+    in the warm-up thread, not at every command's import)."""
     # Combining marks are part of a word (Python's ``\w`` leaves them out): the dot of
     # a folded ``İ``, and the vowel signs of the Indic scripts (Devanagari to Sinhala).
     marks = "\u0300-\u036f" + "".join(
         c for c in map(chr, range(0x0900, 0x0E00)) if unicodedata.category(c)[0] == "M"
     )
-    letter = rf"(?:[^\W_{_CJK}]|[{marks}])"
-    # A word is two or more letters or digits, or a single digit ("worker 3", "note 7":
-    # ports, versions and counts are what people remember); ``_`` separates, so
-    # snake_case splits.
-    word = rf"{letter}{{2,}}|\d"
     return _Patterns(
-        token=re.compile(rf"([{_CJK}]+)|({word})"),
-        word=re.compile(word),
-        piece=re.compile(
-            rf"(?P<han>[{_HAN}]+)|(?P<hira>[{_HIRAGANA}]+)|(?P<kata>[{_KATAKANA}]+)"
-            rf"|(?P<hang>[{_HANGUL}]+)"
-        ),
+        # A run of letters and digits of any script; ``_`` separates (snake_case splits).
+        run=re.compile(rf"(?:[^\W_]|[{marks}])+"),
         han_breaks=re.compile(
             "|".join(sorted(_HAN_STOP_WORDS.split(), key=len, reverse=True))
             + f"|[{_HAN_STOP_CHARACTERS}]+"
         ),
     )
+
+
+def _script(character: str) -> str | None:
+    """``han``, ``hira``, ``kata`` or ``hang`` for a character of those scripts."""
+    code = ord(character)
+    for name, ranges in _SCRIPTS:
+        for low, high in ranges:
+            if low <= code <= high:
+                return name
+    return None
+
+
+def _is_word(text: str) -> bool:
+    """Two or more letters or digits, or a single digit ("worker 3", "note 7": ports,
+    versions and counts are what people remember)."""
+    return len(text) > 1 or text.isdigit()
+
+
+#: What a text splits into: a word, or a CJK run as its pieces ``(script, text)``.
+_Item = str | list[tuple[str, str]]
+
+
+def _items(normal: str) -> list[_Item]:
+    """The words and CJK runs of a normalised text, in order."""
+    items: list[_Item] = []
+    for run in _patterns().run.findall(normal):
+        if run.isascii() or max(run) < _CJK_FIRST:
+            if _is_word(run):
+                items.append(run)
+            continue
+        cjk: list[tuple[str, str]] | None = None
+        for kind, characters in itertools.groupby(run, _script):
+            text = "".join(characters)
+            if kind is None:
+                cjk = None
+                if _is_word(text):
+                    items.append(text)
+            else:
+                if cjk is None:
+                    cjk = []
+                    items.append(cjk)
+                cjk.append((kind, text))
+    return items
 
 
 def normalise(text: str) -> str:
@@ -292,8 +337,9 @@ class _Piece:
     cover: list[tuple[tuple[int, ...], bool]]
 
 
-def _cjk(run: str) -> list[_Piece]:
-    """The pieces of a CJK run (see the module's docstring).
+def _cjk(run: list[tuple[str, str]]) -> list[_Piece]:
+    """The pieces of a CJK run, cut where its script changes (see the module's
+    docstring).
 
     A katakana character counts as found only when every bigram holding it is (a
     loanword's bigrams such as ``イン`` recur in unrelated words: ``ログイン``,
@@ -302,15 +348,12 @@ def _cjk(run: str) -> list[_Piece]:
     ``今読``, ``読``), as a one-character piece does (``読む`` -> ``読``).
     """
     pieces: list[_Piece] = []
-    patterns = _patterns()
-    found = list(patterns.piece.finditer(run))
-    for number, match in enumerate(found):
-        kind = match.lastgroup
+    breaks = _patterns().han_breaks
+    for number, (kind, text) in enumerate(run):
         if kind == "hira":
             continue  # particles and endings
-        text = match.group()
-        stem = kind == "han" and number + 1 < len(found) and found[number + 1].lastgroup == "hira"
-        parts = [p for p in patterns.han_breaks.split(text) if p] if kind == "han" else [text]
+        stem = kind == "han" and number + 1 < len(run) and run[number + 1][0] == "hira"
+        parts = [p for p in breaks.split(text) if p] if kind == "han" else [text]
         for index, part in enumerate(parts):
             size = len(part)
             if size == 1:
@@ -330,13 +373,13 @@ def analyse(text: str) -> tuple[list[str], str]:
     """A document's tokens and its Latin-script language (one of :data:`LANGUAGES`)."""
     stemmers = _loaded()
     normal = normalise(text)
-    matches = _patterns().token.findall(normal)
-    language = _language(word for run, word in matches if word and _is_latin(word))
+    items = _items(normal)
+    language = _language(w for w in items if isinstance(w, str) and _is_latin(w))
     stop, stem = _STOP[language], stemmers[language]
     tokens: list[str] = []
-    for run, word in matches:
-        if run:
-            for piece in _cjk(run):
+    for word in items:
+        if not isinstance(word, str):
+            for piece in _cjk(word):
                 tokens += piece.terms
         elif _is_latin(word):
             if _fold(word) not in stop:
@@ -383,8 +426,8 @@ def analyse_query(query: str, languages: Sequence[str] = ("en",)) -> QueryTerms:
     stemmers = _loaded()
     candidates = tuple(languages) or ("en",)
     normal = normalise(query)
-    matches = _patterns().token.findall(normal)
-    language = _language((w for _, w in matches if w and _is_latin(w)), candidates)
+    items = _items(normal)
+    language = _language((w for w in items if isinstance(w, str) and _is_latin(w)), candidates)
     stop = _STOP[language]
     order = (language, *(code for code in candidates if code != language))
     groups: dict[tuple[str, ...], int] = {}
@@ -394,10 +437,10 @@ def analyse_query(query: str, languages: Sequence[str] = ("en",)) -> QueryTerms:
         return groups.setdefault(alternatives, len(groups))
 
     foreign = False
-    for run, word in matches:
-        if run:
+    for word in items:
+        if not isinstance(word, str):
             foreign = True
-            for piece in _cjk(run):
+            for piece in _cjk(word):
                 ids = [group((t,)) for t in piece.terms]
                 for holding, every in piece.cover:
                     held = tuple(ids[j] for j in holding)
@@ -433,7 +476,7 @@ def _word_terms(
 def _named(
     query: str, stop: frozenset[str], order: Sequence[str], stemmers: dict[str, _Stemmer]
 ) -> list[tuple[str, ...]]:
-    words = _patterns().word.findall(query)
+    words = [w for w in _items(query) if isinstance(w, str)]
     named = []
     for word in words[1:]:
         if word[0].isupper():
