@@ -466,6 +466,8 @@ def _word_terms(
     if _is_latin(word):
         if _fold(word) in stop:
             return ()
+        if len(order) == 1:  # a folder in one language: most of them
+            return (stemmers[order[0]](word),)
         return tuple(dict.fromkeys(stemmers[code](word) for code in order))
     if _is_cyrillic(word):
         word = word.replace("ё", "е")
