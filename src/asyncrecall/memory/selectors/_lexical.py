@@ -427,7 +427,7 @@ class LexicalSelector:
 
         Their own closeness gate was chosen on English text with an English model
         (WordLlama): on our Chinese, Japanese and Russian sets the hybrid selected
-        something for 93-100 % of the questions asked against a folder that does not
+        something for 92.5-97.5 % of the questions asked against a folder that does not
         answer them (``bench quality --dataset multilingual --negatives``).
         """
         _, terms, known = self._scores(query, docs)
