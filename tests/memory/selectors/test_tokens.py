@@ -154,6 +154,15 @@ def test_a_german_query_naming_no_known_noun_selects_nothing() -> None:
     assert [d.rel_path for d in chosen] == ["miete.md"]
 
 
+def test_dashes_and_curly_quotes_change_no_word() -> None:
+    """Text beyond ASCII whose words are ASCII (an em dash, typographic quotes) gives
+    the tokens of its ASCII spelling, snake_case split and language told alike."""
+    assert tokenize("The snake_case_names — don’t “say”") == tokenize(
+        'The snake_case_names - don\'t "say"'
+    )
+    assert tokenize("Les tables de faits — à jour") == ["tabl", "fait", "jour"]
+
+
 @pytest.mark.parametrize(
     "text",
     ["What did the Tests of snake_case_names say?", "Worker 3 listens on port 8080, v2"],
