@@ -346,3 +346,21 @@ async def test_warm_on_a_warm_folder_starts_no_thread(
     await manager.warm()
     assert started == []
     folder.scan()  # still answers: nothing was left half-done
+
+
+async def test_the_persisted_counts_keep_each_notes_language(
+    store: MemoryStore, write: WriteFile, work: Work
+) -> None:
+    """A new process reads a French folder's counts from its cache, tokenising nothing,
+    and still reads the query the French way (``docker`` -> ``dock``, as the notes were):
+    each row carries its note's language (format 4)."""
+    body = "Les conteneurs tournent sous docker compose sur le serveur de test."
+    write("ops.md", topic("Exploitation", description="les conteneurs", body=body), mtime=NOW)
+    write("db.md", topic("Base", body="La base de données est sur le serveur."), mtime=NOW - 1)
+    assert (await MemoryManager(store, LexicalSelector()).recall("docker")).paths == ("ops.md",)
+    header, rows = marshal.loads((store.root / ".cache" / lexical_module._CACHE_NAME).read_bytes())
+    assert header == _HEADER and {row[0]: row[5] for row in rows} == {"ops.md": "fr", "db.md": "fr"}
+    work.counted.clear()
+    fresh = LexicalSelector()
+    assert (await MemoryManager(store, fresh).recall("docker")).paths == ("ops.md",)
+    assert work.counted == []  # read from the cache, not tokenised

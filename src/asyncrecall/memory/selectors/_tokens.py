@@ -41,7 +41,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 __all__ = [
     "LANGUAGES",
@@ -203,7 +203,7 @@ def _is_word(text: str) -> bool:
 
 
 #: What a text splits into: a word, or a CJK run as its pieces ``(script, text)``.
-_Item = str | list[tuple[str, str]]
+_Item: TypeAlias = str | list[tuple[str, str]]
 
 
 def _items(normal: str) -> list[_Item]:
