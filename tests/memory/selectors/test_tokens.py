@@ -171,10 +171,9 @@ def test_english_in_ascii_tokenises_as_before(text: str) -> None:
     """The tokens LoCoMo's figures were measured with: the plain English path."""
     import re
 
-    import Stemmer  # type: ignore[import-not-found]
-
     from asyncrecall.memory.selectors._tokens import _STOP
 
-    stem = Stemmer.Stemmer("english").stemWord
+    stemmer_module = pytest.importorskip("Stemmer")
+    stem = stemmer_module.Stemmer("english").stemWord
     words = re.findall(r"[^\W_]{2,}|\d", text.lower())
     assert tokenize(text) == [stem(w) for w in words if w not in _STOP["en"]]
