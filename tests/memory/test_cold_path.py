@@ -165,7 +165,7 @@ async def test_a_new_process_reuses_the_folders_persisted_counts(
 
 
 _HEADER = lexical_module._CACHE_HEADER
-_VALID_ROW = ["db.md", 10, 1.0, 2, {"postgr": 1}]
+_VALID_ROW = ["db.md", 10, 1.0, 2, {"postgr": 1}, "en"]
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,8 @@ _VALID_ROW = ["db.md", 10, 1.0, 2, {"postgr": 1}]
         b"not marshal at all",
         b'{"format": 1}\n["x.md", 3]\n',  # the first version's JSON lines
         marshal.dumps(((*_HEADER[:3], (3, 0)), [_VALID_ROW])),  # another Python wrote it
-        marshal.dumps((_HEADER, [["db.md", 10, 1.0, 2, ["not", "a", "dict"]]])),
+        marshal.dumps((_HEADER, [["db.md", 10, 1.0, 2, ["not", "a", "dict"], "en"]])),
+        marshal.dumps((_HEADER, [["db.md", 10, 1.0, 2, {"postgr": 1}]])),  # version 3's row
         marshal.dumps((_HEADER, [["db.md", 10]])),
         marshal.dumps((_HEADER, [_VALID_ROW] * 3))[:-7],  # cut short
     ],
@@ -345,3 +346,21 @@ async def test_warm_on_a_warm_folder_starts_no_thread(
     await manager.warm()
     assert started == []
     folder.scan()  # still answers: nothing was left half-done
+
+
+async def test_the_persisted_counts_keep_each_notes_language(
+    store: MemoryStore, write: WriteFile, work: Work
+) -> None:
+    """A new process reads a French folder's counts from its cache, tokenising nothing,
+    and still reads the query the French way (``docker`` -> ``dock``, as the notes were):
+    each row carries its note's language (format 4)."""
+    body = "Les conteneurs tournent sous docker compose sur le serveur de test."
+    write("ops.md", topic("Exploitation", description="les conteneurs", body=body), mtime=NOW)
+    write("db.md", topic("Base", body="La base de données est sur le serveur."), mtime=NOW - 1)
+    assert (await MemoryManager(store, LexicalSelector()).recall("docker")).paths == ("ops.md",)
+    header, rows = marshal.loads((store.root / ".cache" / lexical_module._CACHE_NAME).read_bytes())
+    assert header == _HEADER and {row[0]: row[5] for row in rows} == {"ops.md": "fr", "db.md": "fr"}
+    work.counted.clear()
+    fresh = LexicalSelector()
+    assert (await MemoryManager(store, fresh).recall("docker")).paths == ("ops.md",)
+    assert work.counted == []  # read from the cache, not tokenised

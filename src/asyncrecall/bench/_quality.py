@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
@@ -51,6 +51,7 @@ __all__ = [
     "run",
 ]
 
+_Report = TypeVar("_Report")
 _DATASET_PARTS = ("shared", "data", "locomo", "locomo-dev.json")
 _DESCRIPTION_LIMIT = 150
 _K = 5
@@ -93,7 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset",
         type=Path,
         metavar="FILE",
-        help="LoCoMo-format JSON (default: ../shared/data/locomo/locomo-dev.json)",
+        help="LoCoMo-format JSON (default: ../shared/data/locomo/locomo-dev.json), or "
+        "'multilingual': our own set in Chinese, Japanese, French, German and Russian",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
@@ -127,8 +129,14 @@ def default_dataset() -> Path | None:
     return None
 
 
+#: ``--dataset multilingual``: our own set in five other languages (``_multilingual``).
+MULTILINGUAL = "multilingual"
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the benchmark and print the report; returns the exit code."""
+    if args.dataset is not None and str(args.dataset) == MULTILINGUAL:
+        return _run_multilingual(args, settings)
     dataset: Path | None = args.dataset or default_dataset()
     if dataset is None:
         raise ConfigError(
@@ -153,6 +161,49 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _run_multilingual(args: argparse.Namespace, settings: Settings) -> int:
+    from asyncrecall.bench._multilingual import LanguageReport, evaluate_multilingual
+
+    if args.limit_questions is not None:
+        raise ConfigError("--limit-questions applies to LoCoMo data, not --dataset multilingual")
+
+    def run_with(make: Callable[[], Selector]) -> Coroutine[Any, Any, list[LanguageReport]]:
+        return evaluate_multilingual(make, negatives=args.negatives)
+
+    name = args.selector or "lexical"
+    reports = asyncio.run(_with_selector(name, settings, run_with, abstain=args.abstain))
+    count = sum(r.questions for r in reports)
+    out: dict[str, Any] = {
+        "dataset": MULTILINGUAL,
+        "selector": name,
+        "questions": count,
+        "hit_at_5": round(sum(r.hit_at_5 * r.questions for r in reports) / count, 4),
+        "recall_at_5": round(sum(r.recall_at_5 * r.questions for r in reports) / count, 4),
+        "median_selection_ms": round(statistics.median(r.median_selection_ms for r in reports), 3),
+        "languages": {r.language: r.as_json() for r in reports},
+    }
+    if args.json:
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Memory selection quality (multilingual, {name} selector)")
+    for column in ("language", "questions", "hit@5", "recall@5", "false injection"):
+        table.add_column(column, justify="right")
+    for r in reports:
+        injection = r.false_injection_rate
+        table.add_row(
+            r.language,
+            str(r.questions),
+            f"{r.hit_at_5:.3f}",
+            f"{r.recall_at_5:.3f}",
+            "–" if injection is None else f"{injection:.3f}",
+        )
+    Console().print(table)
+    return 0
+
+
 async def _run_with_selector(
     name: str,
     settings: Settings,
@@ -165,6 +216,17 @@ async def _run_with_selector(
     def run_with(make: Callable[[], Selector]) -> Coroutine[Any, Any, QualityReport]:
         return evaluate(conversations, make, limit_questions=limit, negatives=negatives)
 
+    return await _with_selector(name, settings, run_with, abstain=abstain)
+
+
+async def _with_selector(
+    name: str,
+    settings: Settings,
+    run_with: Callable[[Callable[[], Selector]], Coroutine[Any, Any, _Report]],
+    *,
+    abstain: bool = True,
+) -> _Report:
+    """``run_with`` given a factory of the selector ``name`` (the model one closed after)."""
     if name == "lexical":
         return await run_with(lambda: LexicalSelector(abstain=abstain))
     if name in ("embedding", "hybrid"):

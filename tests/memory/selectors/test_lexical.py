@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from asyncrecall.memory import LexicalSelector, MemoryDoc
 from asyncrecall.memory.selectors import _lexical as lexical_module
 from asyncrecall.memory.selectors._lexical import tokenize
+from asyncrecall.memory.selectors._tokens import QueryTerms
 
 
 def _doc(rel: str, body: str, *, name: str = "", description: str = "") -> MemoryDoc:
@@ -98,13 +100,18 @@ async def test_ties_keep_the_offered_order() -> None:
 async def test_a_warm_selection_tokenises_only_the_query(monkeypatch: pytest.MonkeyPatch) -> None:
     """Term counts are cached per (path, size, mtime): a changed file is tokenised again."""
     calls: list[str] = []
-    real = lexical_module.tokenize
+    real, real_query = lexical_module.analyse, lexical_module.analyse_query
 
-    def counting(text: str) -> list[str]:
+    def counting(text: str) -> tuple[list[str], str]:
         calls.append(text)
         return real(text)
 
-    monkeypatch.setattr(lexical_module, "tokenize", counting)
+    def counting_query(text: str, languages: Sequence[str]) -> QueryTerms:
+        calls.append(text)
+        return real_query(text, languages)
+
+    monkeypatch.setattr(lexical_module, "analyse", counting)
+    monkeypatch.setattr(lexical_module, "analyse_query", counting_query)
     selector = LexicalSelector()
     selector.rank("database", DOCS, limit=5)
     assert len(calls) == 1 + len(DOCS)
@@ -115,7 +122,7 @@ async def test_a_warm_selection_tokenises_only_the_query(monkeypatch: pytest.Mon
     calls.clear()
     chosen = selector.rank("tea", changed, limit=5)
     assert {d.rel_path for d in chosen} == {"db.md", "tea.md"}
-    assert len(calls) == 2 and calls[0] == "tea" and calls[1].endswith("now about tea")
+    assert len(calls) == 2 and calls[1] == "tea" and calls[0].endswith("now about tea")
 
 
 def test_warm_selection_over_200_documents_is_fast() -> None:

@@ -299,7 +299,9 @@ class EmbeddingSelector(_VectorSelector):
     ``document`` or ``line``. Returns the ``limit`` best among the documents whose
     best line reaches ``min_similarity`` (so small talk selects nothing). With
     ``abstain`` (default) it selects nothing when the query names something no memory
-    mentions or no memory's best line reaches ``min_top_similarity``.
+    mentions or no memory's best line reaches ``min_top_similarity``, and a query not
+    in English also when the lexical selector's coverage gate holds
+    (:meth:`LexicalSelector.vector_gates`).
     """
 
     name: Final = "embedding"
@@ -350,7 +352,7 @@ class EmbeddingSelector(_VectorSelector):
         if not best or max(best) < self.min_top_similarity:
             return True
         self.lexical.prepare(docs, stop=stop)
-        return self.lexical.names_unknown(query, docs)
+        return self.lexical.vector_gates(query, docs)
 
 
 class HybridSelector(_VectorSelector):
@@ -366,9 +368,11 @@ class HybridSelector(_VectorSelector):
 
     With ``abstain`` (default) it selects nothing when the query names something no
     memory mentions (:meth:`LexicalSelector.names_unknown`) or no memory's best line
-    reaches ``min_top_similarity``. Chosen on LoCoMo dev (``asyncrecall bench quality
-    --negatives``): recall@5 0.807 (RRF) -> 0.834 (score fusion), and with abstention
-    0.833 for a false injection rate of 0.056 instead of 0.913.
+    reaches ``min_top_similarity``; a query not in English must also pass the lexical
+    coverage gate (:meth:`LexicalSelector.vector_gates`). Chosen on LoCoMo dev
+    (``asyncrecall bench quality --negatives``): recall@5 0.807 (RRF) -> 0.834 (score
+    fusion), and with abstention 0.833 for a false injection rate of 0.056 instead of
+    0.913.
     """
 
     name: Final = "hybrid"
@@ -407,7 +411,7 @@ class HybridSelector(_VectorSelector):
         bm25 = self.lexical.scores(query, docs)
         whole, best = self._index.scores(query, docs, stop)
         if self.abstain and (
-            max(best) < self.min_top_similarity or self.lexical.names_unknown(query, docs)
+            max(best) < self.min_top_similarity or self.lexical.vector_gates(query, docs)
         ):
             return []
         lexical_weight, document_weight, line_weight = self.weights

@@ -1,0 +1,522 @@
+"""The lexical selector's tokens, in any language (issue 24, point 2).
+
+Every text is first normalised: NFKC (full-width ``ＡＢＣ１２３`` is ``ABC123``,
+half-width katakana are full-width, ligatures are letters) and case-folded (``Straße``
+is ``strasse``). Pure ASCII text, by far the most common, is only lower-cased (the same
+thing, cheaper). Then:
+
+- **Chinese, Japanese, Korean** have no spaces between words: a run of Han, kana or
+  Hangul is cut where the script changes, its hiragana dropped (Japanese particles and
+  endings: ``設定ファイルを開く`` -> ``設定``, ``ファ``, ``ァイ``, ``イル``,
+  ``開``), its Han cut at function and question words and pronouns as at a space
+  (``我的车什么时候要年检`` -> ``车``, ``年检``), and each piece becomes overlapping
+  character bigrams (``数据库`` -> ``数据``, ``据库``), as Lucene's CJK analyser and Qwen
+  Code do; a one-character piece is a unigram (``车``), and so is the last character of
+  a Han piece right before hiragana (a verb's stem: ``読んで`` -> ``読``).
+- **Cyrillic** words: the Snowball Russian stemmer, Russian stop words, ``ё`` as ``е``.
+- **Latin-script** words: the stop words and Snowball stemmer of the text's language
+  (English, French or German), chosen from its stop words (``de``, ``le``, ``est`` ...
+  against ``the``, ``of``, ``is`` ...) and, failing those, its accents; the word is
+  stemmed without its accents (``réunions`` -> ``reunion``, ``Größe`` -> ``gross``),
+  so a query typed without them still matches.
+- Other scripts (Greek, Arabic, Hebrew, Devanagari...): the normalised word, unstemmed.
+
+English in ASCII tokenises exactly as before this module (the Snowball English stemmer,
+the same stop words, the same words): the LoCoMo figures do not move.
+
+A document's Latin-script language is one per document (:func:`analyse`). A query is
+short and may carry no stop words, so it is read in the languages of the documents it
+is matched against (:func:`analyse_query`): each of its Latin-script words carries its
+stem in each of them, the query's own language first, and the selector keeps the first
+that some document holds. A folder of English notes thus reads every query as English
+(as before); a French folder reads "docker compose" the French way, as its notes were.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import threading
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+__all__ = [
+    "LANGUAGES",
+    "QueryTerms",
+    "analyse",
+    "analyse_query",
+    "named_terms",
+    "normalise",
+    "stemmers_loaded",
+    "tokenize",
+]
+
+#: The Latin-script languages told apart (stop words, stemmer); the first is the default.
+LANGUAGES: Final = ("en", "fr", "de")
+_SNOWBALL: Final = {"en": "english", "fr": "french", "de": "german", "ru": "russian"}
+
+# Han (with 々 and 〇, the extensions and the compatibility ideographs), kana, Hangul: the
+# scripts written without spaces, told apart by code point (a regular expression's
+# class of them takes milliseconds to compile).
+_HAN_RANGES: Final = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x3005, 0x3005),
+    (0x3007, 0x3007),
+    (0xF900, 0xFAFF),
+    (0x20000, 0x2FA1F),
+)
+_SCRIPTS: Final = (
+    ("hira", ((0x3040, 0x309F),)),
+    ("kata", ((0x30A0, 0x30FF), (0x31F0, 0x31FF))),
+    ("han", _HAN_RANGES),
+    ("hang", ((0xAC00, 0xD7AF), (0x1100, 0x11FF), (0x3130, 0x318F))),
+)
+#: The lowest code point of those scripts: a text below it has none of them.
+_CJK_FIRST: Final = "\u1100"
+# Where a Han piece is cut, as at a space: function and question words, pronouns (Chinese
+# mostly; a Japanese 私 or 何 too). A word holding one of these characters is cut as well
+# (现在 -> 现), in notes and queries alike, so it still matches.
+_HAN_STOP_WORDS: Final = """
+    多少 时候 時候 可以 已经 已經 因为 因為 所以 但是 如果 还是 還是 就是 一个 一個 一下
+    之前 以前
+"""
+_HAN_STOP_CHARACTERS: Final = (
+    "的了吗嗎呢吧啊呀嘛"  # particles
+    "我你您他她它们們"  # pronouns
+    "是很把被让讓给給在要有都也就和与與或及"  # verbs, adverbs, conjunctions
+    "谁誰哪几幾么麼什怎啥这這那何私"  # question words, demonstratives
+)
+_STOP_EN: Final = """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves
+"""
+# French and German stop words, accents dropped (they are compared without them).
+_STOP_FR: Final = """
+    au aux avec ce ces cet cette ceci cela ca dans de des du elle elles en et eux il ils je
+    la le les leur leurs lui ma mais me meme mes moi mon ne nos notre nous on ou par pas
+    pour qu que qui quoi sa se ses son sur ta te tes toi ton tu un une vos votre vous ai as
+    avons avez ont est sont suis es etes etait etaient etre avoir fait faire fais font
+    comment quand quel quelle quels quelles pourquoi combien dont ici quoi alors donc si
+    comme tout tous toute toutes sans sous chez entre vers tres aussi bien deja encore plus
+    moins peu ya faut doit dois peut peux puis dit dire quelqu chose ni car lequel laquelle
+    lesquels celui celle ceux celles
+"""
+_STOP_DE: Final = """
+    aber alle allem allen aller alles als also am an ander andere anderen auch auf aus bei
+    bin bis bist da damit dann das dass dein deine dem den der des dessen dich die dies
+    diese diesem diesen dieser dieses dir doch dort du durch ein eine einem einen einer
+    eines er es etwas euch euer eure fur gegen gewesen hab habe haben hat hatte hatten hier
+    hin ich ihm ihn ihnen ihr ihre ihrem ihren im in ist ja jede jedem jeden jeder jedes
+    jetzt kann kein keine keinen konnen konnte man manche mein meine meinem meinen mich mir
+    mit muss musste mussen nach nicht nichts noch nun nur ob oder ohne sehr sein seine
+    seinem seinen sich sie sind so solche soll sollte sollen sondern sonst uber um und uns
+    unser unsere unter vom von vor war waren warum was weil welche welchem welchen welcher
+    welches wenn wer werde werden wie wieder will wir wird wo wollen zu zum zur zwar
+    zwischen wann wieso weshalb woher wohin womit worauf wurde wurden gibt geht denn schon
+    mal gerade wurde wurden ob etwa
+"""
+_STOP_RU: Final = """
+    и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по
+    только ее ей мне было вот от меня еще нет о из ему теперь когда даже ну вдруг ли если
+    уже или ни быть был него до вас нибудь опять уж вам ведь там потом себя ничего ей может
+    они тут где есть надо ней для мы тебя их чем была сам чтоб без будто чего раз тоже
+    себе под будет ж тогда кто этот того потому этого какой совсем ним здесь этом один
+    почти мой тем чтобы нее сейчас были куда зачем всех никогда можно при наконец два об
+    другой хоть после над больше тот через эти нас про всего них какая много разве три
+    эту моя впрочем хорошо свою этой перед иногда лучше чуть том нельзя такой им более
+    всегда конечно всю между это какие какое каким какую сколько почему наш наши нашей
+    нашего нашем нам мои свой свои своей
+"""
+_STOP: Final = {
+    "en": frozenset(_STOP_EN.split()),
+    "fr": frozenset(_STOP_FR.split()),
+    "de": frozenset(_STOP_DE.split()),
+}
+_STOP_CYRILLIC: Final = frozenset(_STOP_RU.replace("ё", "е").split())
+# Letters only French or only German writes: the language of a text without stop words.
+_ACCENTS: Final = {"fr": frozenset("éèêëàâçîïôûùœÿ"), "de": frozenset("äöüß")}
+# Capitalised words that name a date, not a thing: every dated memory mentions them.
+_CALENDAR_TEXT: Final = """
+    january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday
+"""
+_CALENDAR: Final = frozenset(_CALENDAR_TEXT.split())
+_LIGATURES: Final = str.maketrans({"œ": "oe", "æ": "ae", "ø": "o", "ł": "l", "đ": "d"})
+_STEM_CACHE_MAX: Final = 200_000
+#: The words a text's language is told from (its first ones: plenty for stop words).
+_SAMPLE_WORDS: Final = 200
+
+
+@dataclass(frozen=True, slots=True)
+class _Patterns:
+    ascii_word: re.Pattern[str]
+    run: re.Pattern[str]
+    han_breaks: re.Pattern[str]
+
+
+@functools.cache
+def _patterns() -> _Patterns:
+    """The tokeniser's regular expressions, compiled on first use (with the stemmers:
+    in the warm-up thread, not at every command's import)."""
+    # Combining marks are part of a word (Python's ``\w`` leaves them out): the dot of
+    # a folded ``İ``, and the vowel signs of the Indic scripts (Devanagari to Sinhala).
+    marks = "\u0300-\u036f" + "".join(
+        c for c in map(chr, range(0x0900, 0x0E00)) if unicodedata.category(c)[0] == "M"
+    )
+    return _Patterns(
+        # A word of ASCII text (see :func:`_is_word`).
+        ascii_word=re.compile(r"[^\W_]{2,}|\d"),
+        # A run of letters and digits of any script (``_`` is made a space first, so
+        # snake_case splits: one class matches several times faster than two).
+        run=re.compile(rf"[\w{marks}]+"),
+        han_breaks=re.compile(
+            "|".join(sorted(_HAN_STOP_WORDS.split(), key=len, reverse=True))
+            + f"|[{_HAN_STOP_CHARACTERS}]+"
+        ),
+    )
+
+
+def _script(character: str) -> str | None:
+    """``han``, ``hira``, ``kata`` or ``hang`` for a character of those scripts."""
+    code = ord(character)
+    for name, ranges in _SCRIPTS:
+        for low, high in ranges:
+            if low <= code <= high:
+                return name
+    return None
+
+
+def _is_word(text: str) -> bool:
+    """Two or more letters or digits, or a single digit ("worker 3", "note 7": ports,
+    versions and counts are what people remember)."""
+    return len(text) > 1 or text.isdigit()
+
+
+#: What a text splits into: a word, or a CJK run as its pieces ``(script, text)``.
+_Item: TypeAlias = str | list[tuple[str, str]]
+
+
+def _items(normal: str) -> list[_Item]:
+    """The words and CJK runs of a normalised text, in order."""
+    items: list[_Item] = []
+    for run in _patterns().run.findall(normal.replace("_", " ")):
+        if run.isascii() or max(run) < _CJK_FIRST:
+            if len(run) > 1 or run.isdigit():  # _is_word, inlined: the common case
+                items.append(run)
+            continue
+        cjk: list[tuple[str, str]] | None = None
+        for kind, characters in itertools.groupby(run, _script):
+            text = "".join(characters)
+            if kind is None:
+                cjk = None
+                if _is_word(text):
+                    items.append(text)
+            else:
+                if cjk is None:
+                    cjk = []
+                    items.append(cjk)
+                cjk.append((kind, text))
+    return items
+
+
+def normalise(text: str) -> str:
+    """``text`` in NFKC, case-folded (ASCII: lower-cased, which is the same)."""
+    if text.isascii():
+        return text.lower()
+    # Folding may leave a decomposed letter (``ǰ``): composed again, as the query's are.
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+def _fold(word: str) -> str:
+    """``word`` without accents (``réunion`` -> ``reunion``, ``œuvre`` -> ``oeuvre``)."""
+    if word.isascii():
+        return word
+    decomposed = unicodedata.normalize("NFD", word.translate(_LIGATURES))
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+class _Stemmer:
+    """One Snowball stemmer behind a word cache (thread-safe); ``fold``: stems the word
+    without its accents (Latin script: ``données`` and ``donnees`` are one stem)."""
+
+    def __init__(self, stem_word: Callable[[str], Any], *, fold: bool) -> None:
+        self._stem_word = stem_word
+        self._fold = fold
+        self._cache: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, word: str) -> str:
+        stem = self._cache.get(word)
+        if stem is None:
+            with self._lock:
+                if len(self._cache) > _STEM_CACHE_MAX:
+                    self._cache.clear()
+                stem = str(self._stem_word(_fold(word) if self._fold else word))
+                self._cache[word] = stem
+        return stem
+
+
+def _snowball(language: str) -> Callable[[str], Any]:
+    """PyStemmer's ``stemWord`` (C), else ``snowballstemmer``'s (pure Python)."""
+    try:
+        import Stemmer  # type: ignore[import-not-found]  # PyStemmer
+    except ImportError:
+        import snowballstemmer  # type: ignore[import-untyped]
+
+        return snowballstemmer.stemmer(language).stemWord  # type: ignore[no-any-return]
+    return Stemmer.Stemmer(language).stemWord  # type: ignore[no-any-return]
+
+
+_stemmers: dict[str, _Stemmer] | None = None
+_stemmers_lock = threading.Lock()
+
+
+def _loaded() -> dict[str, _Stemmer]:
+    global _stemmers
+    stemmers = _stemmers
+    if stemmers is None:
+        with _stemmers_lock:  # a warm-up thread and the loop may both be first
+            if _stemmers is None:
+                _patterns()
+                _stemmers = {
+                    code: _Stemmer(_snowball(name), fold=code != "ru")
+                    for code, name in _SNOWBALL.items()
+                }
+            stemmers = _stemmers
+    return stemmers
+
+
+def stemmers_loaded() -> bool:
+    """Whether tokenising would import and compile nothing (stemmers, patterns)."""
+    return _stemmers is not None
+
+
+def _is_latin(word: str) -> bool:
+    first = word[0]
+    return first < "\u0250" or "\u1e00" <= first <= "\u1eff"
+
+
+def _is_cyrillic(word: str) -> bool:
+    return "\u0400" <= word[0] <= "\u04ff"
+
+
+def _language(words: Iterable[str], candidates: Sequence[str] = LANGUAGES) -> str:
+    """The language among ``candidates`` whose stop words ``words`` (normalised Latin
+    words) hold most; ties go to the accents, then to the first candidate."""
+    if len(candidates) == 1:
+        return candidates[0]
+    words = list(words)
+    folded = [word if word.isascii() else _fold(word) for word in words]
+    hits = {code: sum(map(_STOP[code].__contains__, folded)) for code in candidates}
+    best = max(hits.values())
+    leaders = [code for code in candidates if hits[code] == best]
+    if len(leaders) > 1:
+        letters = set().union(*(word for word in words if not word.isascii()))
+        accented = [code for code in leaders if _ACCENTS.get(code, frozenset()) & letters]
+        if accented:
+            return accented[0]
+    return leaders[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """A piece of a CJK run: its terms (bigrams, or a unigram; stop ones included) and,
+    per character, the terms that hold it and whether it needs all of them."""
+
+    terms: list[str]
+    cover: list[tuple[tuple[int, ...], bool]]
+
+
+def _cjk(run: list[tuple[str, str]]) -> list[_Piece]:
+    """The pieces of a CJK run, cut where its script changes (see the module's
+    docstring).
+
+    A katakana character counts as found only when every bigram holding it is (a
+    loanword's bigrams such as ``イン`` recur in unrelated words: ``ログイン``,
+    ``オンライン``); a Han character when any is. A Han piece right before hiragana also
+    yields its last character alone: a verb's or adjective's stem (``今読んで`` ->
+    ``今読``, ``読``), as a one-character piece does (``読む`` -> ``読``).
+    """
+    pieces: list[_Piece] = []
+    breaks = _patterns().han_breaks
+    for number, (kind, text) in enumerate(run):
+        if kind == "hira":
+            continue  # particles and endings
+        stem = kind == "han" and number + 1 < len(run) and run[number + 1][0] == "hira"
+        parts = [p for p in breaks.split(text) if p] if kind == "han" else [text]
+        for index, part in enumerate(parts):
+            size = len(part)
+            if size == 1:
+                pieces.append(_Piece([part], [((0,), False)]))
+                continue
+            terms = [part[i : i + 2] for i in range(size - 1)]
+            holding = [tuple(j for j in (i - 1, i) if 0 <= j < size - 1) for i in range(size)]
+            if stem and index == len(parts) - 1:
+                terms.append(part[-1])
+                holding[-1] += (len(terms) - 1,)
+            every = kind == "kata"
+            pieces.append(_Piece(terms, [(h, every) for h in holding]))
+    return pieces
+
+
+def analyse(text: str) -> tuple[list[str], str]:
+    """A document's tokens and its Latin-script language (one of :data:`LANGUAGES`)."""
+    stemmers = _loaded()
+    normal = normalise(text)
+    patterns = _patterns()
+    if normal.isascii():  # most notes: words alone, as fast as English-only tokens were
+        words = patterns.ascii_word.findall(normal)
+    else:
+        runs: list[str] = patterns.run.findall(normal.replace("_", " "))
+        words = [run for run in runs if len(run) > 1 or run.isdigit()]
+        if not all(map(str.isascii, words)):  # not just dashes and quotes
+            return _analyse(normal)
+    language, most = LANGUAGES[0], 0
+    sample = words[:_SAMPLE_WORDS]
+    for code in LANGUAGES:
+        hits = sum(map(_STOP[code].__contains__, sample))
+        if hits > most:
+            language, most = code, hits
+    stop, stem = _STOP[language], stemmers[language]
+    return [stem(word) for word in words if word not in stop], language
+
+
+def _analyse(normal: str) -> tuple[list[str], str]:
+    """:func:`analyse` of a normalised text with words beyond ASCII."""
+    stemmers = _loaded()
+    items = _items(normal)
+    latin = (w for w in items if isinstance(w, str) and _is_latin(w))
+    language = _language(itertools.islice(latin, _SAMPLE_WORDS))
+    stop, stem = _STOP[language], stemmers[language]
+    tokens: list[str] = []
+    for word in items:
+        if not isinstance(word, str):
+            for piece in _cjk(word):
+                tokens += piece.terms
+        elif word.isascii():
+            if word not in stop:
+                tokens.append(stem(word))
+        elif _is_latin(word):
+            if _fold(word) not in stop:
+                tokens.append(stem(word))
+        elif _is_cyrillic(word):
+            word = word.replace("ё", "е")
+            if word not in _STOP_CYRILLIC:
+                tokens.append(stemmers["ru"](word))
+        else:
+            tokens.append(word)
+    return tokens, language
+
+
+def tokenize(text: str) -> list[str]:
+    """The tokens of a document's ``text`` (see the module's docstring)."""
+    return analyse(text)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTerms:
+    """A query read in the languages of the documents it is matched against.
+
+    ``groups``: the distinct terms, each as its alternatives (a Latin-script word's
+    stem in the query's language first, then in the documents' other languages).
+    ``units``: what coverage counts, each the groups that may cover it and how many of
+    them must occur (a word: its own group; a CJK character: the bigrams holding it,
+    any of them, or all for katakana). ``named``: the groups of the
+    things the query names (capitalised words after the first; none in German, where
+    every noun is capitalised).
+    """
+
+    language: str
+    #: Whether the query is English: its Latin-script words read as English, and no
+    #: word in another script.
+    english: bool
+    groups: tuple[tuple[str, ...], ...]
+    units: tuple[tuple[tuple[int, ...], int], ...]
+    named: tuple[tuple[int, ...], ...]
+
+
+def analyse_query(query: str, languages: Sequence[str] = ("en",)) -> QueryTerms:
+    """``query``'s terms for documents in ``languages`` (most common first; see
+    :class:`QueryTerms`)."""
+    stemmers = _loaded()
+    candidates = tuple(languages) or ("en",)
+    normal = normalise(query)
+    items = _items(normal)
+    language = _language((w for w in items if isinstance(w, str) and _is_latin(w)), candidates)
+    stop = _STOP[language]
+    order = (language, *(code for code in candidates if code != language))
+    groups: dict[tuple[str, ...], int] = {}
+    units: list[tuple[tuple[int, ...], int]] = []
+
+    def group(alternatives: tuple[str, ...]) -> int:
+        return groups.setdefault(alternatives, len(groups))
+
+    foreign = False
+    for word in items:
+        if not isinstance(word, str):
+            foreign = True
+            for piece in _cjk(word):
+                ids = [group((t,)) for t in piece.terms]
+                for holding, every in piece.cover:
+                    held = tuple(ids[j] for j in holding)
+                    units.append((held, len(held) if every else 1))
+        else:
+            foreign = foreign or not _is_latin(word)
+            alternatives = _word_terms(word, stop, order, stemmers)
+            if alternatives and alternatives not in groups:
+                units.append(((group(alternatives),), 1))
+    named: list[tuple[int, ...]] = []
+    for alternatives in _named(query, stop, order, stemmers):
+        found = groups.get(alternatives)
+        if found is not None:
+            named.append((found,))
+    english = language == "en" and not foreign
+    return QueryTerms(language, english, tuple(groups), tuple(units), tuple(named))
+
+
+def _word_terms(
+    word: str, stop: frozenset[str], order: Sequence[str], stemmers: dict[str, _Stemmer]
+) -> tuple[str, ...]:
+    """A normalised word's alternatives (none for a stop word)."""
+    if _is_latin(word):
+        if _fold(word) in stop:
+            return ()
+        if len(order) == 1:  # a folder in one language: most of them
+            return (stemmers[order[0]](word),)
+        return tuple(dict.fromkeys(stemmers[code](word) for code in order))
+    if _is_cyrillic(word):
+        word = word.replace("ё", "е")
+        return () if word in _STOP_CYRILLIC else (stemmers["ru"](word),)
+    return (word,)
+
+
+def _named(
+    query: str, stop: frozenset[str], order: Sequence[str], stemmers: dict[str, _Stemmer]
+) -> list[tuple[str, ...]]:
+    words = [w for w in _items(query) if isinstance(w, str)]
+    named = []
+    for word in words[1:]:
+        if word[0].isupper():
+            normal = normalise(word)
+            if normal not in _CALENDAR:
+                alternatives = _word_terms(normal, stop, order, stemmers)
+                if alternatives:
+                    named.append(alternatives)
+    return named
+
+
+def named_terms(query: str) -> list[list[str]]:
+    """The tokens of each thing an English ``query`` names: a capitalised word that is
+    not its first word, not a month or weekday and not a stop word."""
+    stemmers = _loaded()
+    return [list(a) for a in _named(query, _STOP["en"], ("en",), stemmers)]

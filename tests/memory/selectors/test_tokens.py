@@ -1,0 +1,179 @@
+"""The lexical selector's tokens in any language (issue 24, point 2): normalisation,
+CJK bigrams, accents, stemming per language, and queries read in their folder's
+languages. English keeps the tokens of ``test_lexical.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from asyncrecall.memory import LexicalSelector, MemoryDoc
+from asyncrecall.memory.selectors._lexical import tokenize
+
+
+def _doc(rel: str, body: str, *, name: str = "", description: str = "") -> MemoryDoc:
+    return MemoryDoc(
+        path=Path("/mem") / rel,
+        rel_path=rel,
+        name=name or rel.removesuffix(".md"),
+        description=description,
+        type="project",
+        body=body,
+        mtime=1_000.0,
+        size=len(body.encode()),
+    )
+
+
+def test_full_width_forms_are_their_ascii_letters_and_digits() -> None:
+    """NFKC: what a Japanese or Chinese keyboard types in full width is the same word."""
+    assert tokenize("ＰＯＳＴＧＲＥＳ　１６") == tokenize("postgres 16") == ["postgr", "16"]
+    assert tokenize("ﾃﾞｰﾀﾍﾞｰｽ") == tokenize("データベース")  # half-width katakana
+    assert tokenize("ﬁle") == ["file"]  # a ligature
+
+
+def test_case_folding_makes_sharp_s_a_double_s() -> None:
+    assert tokenize("Straße") == tokenize("STRASSE") == tokenize("strasse")
+    assert tokenize("Meet at the Hauptstraße") == tokenize("MEET AT THE HAUPTSTRASSE")
+    assert tokenize("ΟΔΟΣ") == tokenize("οδος")  # final sigma
+    assert tokenize("İstanbul") == tokenize("istanbul") == ["istanbul"]
+
+
+def test_accents_are_dropped_before_stemming() -> None:
+    """``réunions`` and ``reunions`` are one word; French stop words go (``les``, ``de``)."""
+    assert tokenize("Les réunions de l'équipe") == ["reunion", "equip"]
+    assert tokenize("les reunions de l'equipe") == ["reunion", "equip"]
+    assert tokenize("Die Rechnung wurde gelöscht") == tokenize("die rechnung wurde geloscht")
+
+
+def test_latin_words_are_stemmed_in_their_texts_language() -> None:
+    assert tokenize("Les tables de faits") == ["tabl", "fait"]  # French: stop words, -s
+    assert tokenize("Die Rechnungen wurden gelöscht") == ["rechnung", "geloscht"]  # German
+    # English keeps English stop words and stems, "die" and "son" included.
+    assert tokenize("The dog will die; her son ran") == ["dog", "die", "son", "ran"]
+
+
+def test_cyrillic_words_get_the_russian_stemmer() -> None:
+    assert tokenize("базы данных") == tokenize("база данные") == ["баз", "дан"]
+    assert tokenize("Ёлка") == tokenize("елка")
+    assert tokenize("Что мы не едим") == ["ед"]  # Russian stop words
+
+
+def test_chinese_becomes_character_bigrams_cut_at_function_words() -> None:
+    assert tokenize("数据库迁移") == ["数据", "据库", "库迁", "迁移"]
+    # 的, 什么, 时候, 要 cut like spaces; a one-character piece is a unigram.
+    assert tokenize("我的车什么时候要年检？") == ["车", "年检"]
+
+
+def test_japanese_drops_hiragana_and_keeps_verb_stems() -> None:
+    assert tokenize("設定ファイルを開く") == ["設定", "ファ", "ァイ", "イル", "開"]
+    # 今読 is a bigram across two words; 読 alone matches "読む" in a note.
+    assert tokenize("今読んでいる本") == ["今読", "読", "本"]
+    assert tokenize("読む") == ["読"]
+
+
+def test_mixed_scripts_split_where_the_script_changes() -> None:
+    assert tokenize("用 Docker 部署API服务") == ["用", "docker", "部署", "api", "服务"]
+    assert tokenize("ｗｅｂｈｏｏｋ の リトライ") == ["webhook", "リト", "トラ", "ライ"]
+    assert tokenize("Сервер на Go и Redis") == ["сервер", "go", "redi"]
+
+
+def test_other_scripts_keep_whole_words_with_their_marks() -> None:
+    """Combining marks (Devanagari vowel signs) belong to the word, which Python's
+    ``\\w`` alone would split."""
+    assert tokenize("नमस्ते दुनिया") == ["नमस्ते", "दुनिया"]
+
+
+def test_a_chinese_question_finds_its_note() -> None:
+    docs = [
+        _doc("car.md", "家里的车每年十月要做年检，保险买的是平安。", name="车辆信息"),
+        _doc("rent.md", "房租每月 6500 元，每月 5 号之前转给房东。", name="房租"),
+        _doc("cat.md", "家里的猫每年三月打疫苗。", name="宠物猫"),
+    ]
+    chosen = LexicalSelector().rank("我的车什么时候要年检？", docs, limit=1)
+    assert [d.rel_path for d in chosen] == ["car.md"]
+
+
+def test_a_japanese_question_finds_its_note() -> None:
+    docs = [
+        _doc("read.md", "村上春樹の新刊を読んでいる途中。寝る前に本を少し読む。", name="読書"),
+        _doc("dog.md", "柴犬を飼っている。散歩は朝と夕方の二回。", name="ペット"),
+        _doc("tea.md", "コーヒーより緑茶派。", name="お茶"),
+    ]
+    chosen = LexicalSelector().rank("今読んでいる本は誰の作品？", docs, limit=1)
+    assert [d.rel_path for d in chosen] == ["read.md"]
+
+
+def test_a_katakana_bigram_alone_does_not_make_a_loanword_known() -> None:
+    """``ログイン`` shares only ``イン`` with ``オンライン``: coverage counts a katakana
+    character only when every bigram holding it occurs, so the selector abstains."""
+    docs = [_doc("english.md", "オンライン英会話を週三回受けている。", name="英会話")]
+    assert LexicalSelector().rank("ログイン", docs, limit=5) == []
+    assert LexicalSelector(abstain=False).rank("ログイン", docs, limit=5) != []
+    chosen = LexicalSelector().rank("オンライン英会話", docs, limit=5)
+    assert [d.rel_path for d in chosen] == ["english.md"]
+
+
+def test_a_query_is_read_in_its_folders_language() -> None:
+    """A French folder's notes were stemmed the French way (``docker`` -> ``dock``): a
+    query without any French stop word still finds them."""
+    docs = [
+        _doc("ops.md", "Les conteneurs tournent sous docker compose sur le serveur."),
+        _doc("db.md", "La base de données est une instance PostgreSQL gérée."),
+    ]
+    assert [d.rel_path for d in LexicalSelector().rank("docker", docs, limit=1)] == ["ops.md"]
+    assert [d.rel_path for d in LexicalSelector().rank("données", docs, limit=1)] == ["db.md"]
+    assert [d.rel_path for d in LexicalSelector().rank("donnees", docs, limit=1)] == ["db.md"]
+
+
+def test_a_query_word_matches_a_note_in_another_language_of_the_folder() -> None:
+    """In a folder of English and French notes, an English query word stemmed the
+    English way that no note holds is tried the French way (and the other way round)."""
+    from asyncrecall.memory.selectors._tokens import analyse_query
+
+    terms = analyse_query("serveurs", ("en", "fr"))
+    assert terms.language == "en" and terms.groups == (("serveur",),)
+    terms = analyse_query("Quels serveurs utilisent docker ?", ("en", "fr"))
+    assert terms.language == "fr" and ("dock", "docker") in terms.groups
+    docs = [
+        _doc("fr.md", "Les conteneurs tournent sous docker compose sur le serveur."),
+        _doc("en.md", "The staging database is a managed PostgreSQL instance."),
+    ]
+    chosen = LexicalSelector().rank("which docker compose", docs, limit=1)
+    assert [d.rel_path for d in chosen] == ["fr.md"]
+
+
+def test_a_german_query_naming_no_known_noun_selects_nothing() -> None:
+    """German capitalises every noun: the names gate then reads "none of the nouns is
+    known" (kept: on our German set it holds the hybrid's false injection at 0.05)."""
+    docs = [_doc("miete.md", "Die Warmmiete beträgt 1.240 € und wird am Monatsersten abgebucht.")]
+    # Half the terms are known (abgebucht), so coverage alone would answer; no noun is.
+    assert LexicalSelector().rank("Wann wird das Auto abgebucht?", docs, limit=5) == []
+    assert LexicalSelector(min_coverage=0.0).names_unknown("Wann wird das Auto abgebucht?", docs)
+    chosen = LexicalSelector().rank("Wann wird die Warmmiete abgebucht?", docs, limit=5)
+    assert [d.rel_path for d in chosen] == ["miete.md"]
+
+
+def test_dashes_and_curly_quotes_change_no_word() -> None:
+    """Text beyond ASCII whose words are ASCII (an em dash, typographic quotes) gives
+    the tokens of its ASCII spelling, snake_case split and language told alike."""
+    assert tokenize("The snake_case_names — don’t “say”") == tokenize(
+        'The snake_case_names - don\'t "say"'
+    )
+    assert tokenize("Les tables de faits — à jour") == ["tabl", "fait", "jour"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["What did the Tests of snake_case_names say?", "Worker 3 listens on port 8080, v2"],
+)
+def test_english_in_ascii_tokenises_as_before(text: str) -> None:
+    """The tokens LoCoMo's figures were measured with: the plain English path."""
+    import re
+
+    from asyncrecall.memory.selectors._tokens import _STOP
+
+    stemmer_module = pytest.importorskip("Stemmer")
+    stem = stemmer_module.Stemmer("english").stemWord
+    words = re.findall(r"[^\W_]{2,}|\d", text.lower())
+    assert tokenize(text) == [stem(w) for w in words if w not in _STOP["en"]]
