@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,28 @@ def test_process_cpu_counts_every_live_thread_and_nothing_for_a_process_gone() -
     assert reported >= 300
     assert reported - 20 <= measured <= reported + 50
     assert math.isnan(process_cpu_ms(child.pid))
+
+
+def test_process_cpu_counts_threads_that_already_ended() -> None:
+    """The CPU of a thread that has ended is counted too (to the clock tick): the CLI's
+    memory warm-up thread ends long before the first request, and its work is what the
+    memory-on figure is there to show."""
+    code = (
+        "import threading, time, sys\n"
+        "def burn():\n"
+        "    end = time.thread_time() + 0.3\n"
+        "    while time.thread_time() < end: pass\n"
+        "t = threading.Thread(target=burn); t.start(); t.join()\n"
+        "print(time.process_time() * 1000, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdout is not None and child.stdin is not None
+        reported = float(child.stdout.readline())
+        measured = process_cpu_ms(child.pid)
+        child.stdin.close()
+    tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
+    assert reported >= 300
+    assert reported - 2 * tick_ms <= measured <= reported + 2 * tick_ms
