@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import random
 import re
@@ -272,13 +273,20 @@ def _side_reply(gold: str) -> Callable[[RecordedRequest], Reply]:
     return reply
 
 
-def _main_reply(tools: bool, cpu: list[float]) -> Callable[[RecordedRequest], Reply]:
-    """The main model's script; on the first request, appends to ``cpu`` the CPU time
-    the process (its id first in ``cpu``) had used."""
+@dataclass
+class _FirstRequest:
+    """The CPU time process ``pid`` had used when its first main request arrived."""
+
+    pid: int | None = None
+    cpu_ms: float = float("nan")
+
+
+def _main_reply(tools: bool, first: _FirstRequest) -> Callable[[RecordedRequest], Reply]:
+    """The main model's script; it reads ``first``'s CPU time on the first request."""
 
     def reply(request: RecordedRequest) -> Reply:
-        if len(cpu) == 1:
-            cpu.append(process_cpu_ms(int(cpu[0])))
+        if first.pid is not None and math.isnan(first.cpu_ms):
+            first.cpu_ms = process_cpu_ms(first.pid)
         answered = any(m.get("role") == "tool" for m in request.messages)
         if tools and not answered:
             return Reply(
@@ -326,8 +334,8 @@ class _Bench:
         """Spawn one ``asyncrecall run`` and read what it did."""
         self.count += 1
         main, side = f"main-{self.count}", f"side-{self.count}"
-        cpu: list[float] = []  # the process id, then its CPU time at the first request
-        self.server.set_default(main, _main_reply(tools, cpu))
+        at_first = _FirstRequest()
+        self.server.set_default(main, _main_reply(tools, at_first))
         self.server.set_default(side, _side_reply(gold))
         argv = [
             sys.executable, "-m", "asyncrecall", "run", QUESTION,
@@ -340,7 +348,7 @@ class _Bench:
         with subprocess.Popen(
             argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         ) as child:
-            cpu.append(child.pid)
+            at_first.pid = child.pid
             try:
                 _, stderr = child.communicate(timeout=_PROCESS_GUARD_S)
             except subprocess.TimeoutExpired:
@@ -361,7 +369,7 @@ class _Bench:
             memory=memory,
             exit_code=child.returncode,
             first_request_ms=(first.arrived_at - started) * 1000.0,
-            first_request_cpu_ms=cpu[1] if len(cpu) > 1 else float("nan"),
+            first_request_cpu_ms=at_first.cpu_ms,
             memory_first=_MEMORY_HEADING in _user_text(first),
             gold_first=gold in first_paths,
             gold_answer=gold in _delivered(last),
