@@ -190,9 +190,11 @@ def pause_collection() -> None:
     """No cyclic garbage collection while ``run`` or ``chat`` imports and builds its
     session, until :func:`resume_collection`.
 
-    Those imports (about 1,000 modules: the agent, the OpenAI SDK) set off some 160
-    collections that find next to nothing: 45-55 ms of the 600 ms a new process takes to
-    send its first request here, with memory on or off.
+    Those imports (about 1,100 modules: the agent, the OpenAI SDK) and the models'
+    clients set off some 230 collections that find next to nothing: 51-59 ms of the
+    700 ms they take here, with memory on or off (five new processes, ``gc.callbacks``
+    timing every collection while ``asyncrecall.cli._run``, ``asyncrecall._session``
+    and ``asyncrecall.models`` import and ``open_openai_models`` runs).
     """
     if gc.isenabled():
         gc.disable()
