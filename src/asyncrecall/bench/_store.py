@@ -353,7 +353,8 @@ async def _measure_outage(server: Any, namespace: str, seconds: float) -> Outage
     try:
         store.save_memory(_PROBE, "the outage's probe", "project", "zeppelin hangar doors")
         manager = MemoryManager(store, LexicalSelector())
-        assert (await manager.recall("zeppelin hangar")).paths, "the probe is not recalled"
+        if not (await manager.recall("zeppelin hangar")).paths:
+            raise RuntimeError("the outage row's probe memory is not recalled: nothing to time")
         stall = 0.0
         down = asyncio.Event()
 
