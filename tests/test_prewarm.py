@@ -142,7 +142,7 @@ def test_the_cli_starts_reading_before_it_imports_the_command(
 
     order: list[str] = []
 
-    def build_parser(argv: object) -> object:
+    def build_parser(wanted: object) -> object:
         order.append("import the command")
         raise SystemExit(0)
 

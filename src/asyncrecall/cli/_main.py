@@ -37,7 +37,12 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The command named on the command line (its first word that is not a flag)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _build_parser(wanted: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="asyncrecall",
         description="An agent with long-term memory whose recall never adds latency.",
@@ -45,7 +50,6 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"asyncrecall {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     common = common_parser()
-    wanted = next((a for a in argv if not a.startswith("-")), None)
     for name, module_name, summary in _COMMANDS:
         if name == wanted:
             register: Callable[..., None] = import_module(module_name).register
@@ -68,10 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str]) -> int:
     argv = list(argv)
-    if next((a for a in argv if not a.startswith("-")), None) in _SESSION_COMMANDS:
+    command = _chosen(argv)
+    if command in _SESSION_COMMANDS:
         pause_collection()  # resumed once the session is built
     try:
-        return _command(argv)
+        return _command(argv, command)
     finally:
         resume_collection()  # every way out before that, and main(argv) from Python
 
@@ -80,11 +85,11 @@ def _main(argv: Sequence[str]) -> int:
 _SESSION_COMMANDS = frozenset({"run", "chat"})
 
 
-def _command(argv: list[str]) -> int:
+def _command(argv: list[str], command: str | None) -> int:
     # Before the command's imports (the OpenAI SDK: about half a second): the memory
     # folder is read meanwhile, in a thread (see asyncrecall._prewarm).
     start_reading_memory(argv)
-    parser = _build_parser(argv)
+    parser = _build_parser(command)
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
