@@ -82,18 +82,20 @@ def test_bad_flags_are_config_errors(flags: dict[str, object], message: str) -> 
         config_from_args(args)
 
 
-def test_process_cpu_counts_every_live_thread_and_nothing_for_a_process_gone() -> None:
-    """process_cpu_ms reads what a live process used, its other threads included (a
-    child burns 0.3 s of CPU in a second thread that then waits, alive), and NaN once
-    the process is gone."""
+def _burnt(*, keep_thread: bool) -> tuple[float, float]:
+    """A child process that burns 0.3 s of CPU in a second thread (which then waits,
+    alive, or ends): the CPU time it reports itself, and ``process_cpu_ms`` of it."""
+    then = "done.wait()" if keep_thread else "pass"  # waits alive, or ends
+    wait = "burnt.wait()" if keep_thread else "thread.join()"
     code = (
         "import threading, time, sys\n"
         "burnt, done = threading.Event(), threading.Event()\n"
         "def burn():\n"
         "    end = time.thread_time() + 0.3\n"
         "    while time.thread_time() < end: pass\n"
-        "    burnt.set(); done.wait()\n"
-        "threading.Thread(target=burn, daemon=True).start(); burnt.wait()\n"
+        f"    burnt.set(); {then}\n"
+        "thread = threading.Thread(target=burn, daemon=True); thread.start()\n"
+        f"{wait}\n"
         "print(time.process_time() * 1000, flush=True)\n"
         "sys.stdin.read()\n"
     )
@@ -104,31 +106,23 @@ def test_process_cpu_counts_every_live_thread_and_nothing_for_a_process_gone() -
         reported = float(child.stdout.readline())
         measured = process_cpu_ms(child.pid)
         child.stdin.close()
+    assert math.isnan(process_cpu_ms(child.pid))  # gone
     assert reported >= 300
+    return reported, measured
+
+
+def test_process_cpu_counts_every_live_thread_and_nothing_for_a_process_gone() -> None:
+    """process_cpu_ms reads what a live process used, its other threads included (a
+    child burns 0.3 s of CPU in a second thread that then waits, alive), and NaN once
+    the process is gone."""
+    reported, measured = _burnt(keep_thread=True)
     assert reported - 20 <= measured <= reported + 50
-    assert math.isnan(process_cpu_ms(child.pid))
 
 
 def test_process_cpu_counts_threads_that_already_ended() -> None:
     """The CPU of a thread that has ended is counted too (to the clock tick): the CLI's
     memory warm-up thread ends long before the first request, and its work is what the
     memory-on figure is there to show."""
-    code = (
-        "import threading, time, sys\n"
-        "def burn():\n"
-        "    end = time.thread_time() + 0.3\n"
-        "    while time.thread_time() < end: pass\n"
-        "t = threading.Thread(target=burn); t.start(); t.join()\n"
-        "print(time.process_time() * 1000, flush=True)\n"
-        "sys.stdin.read()\n"
-    )
-    with subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    ) as child:
-        assert child.stdout is not None and child.stdin is not None
-        reported = float(child.stdout.readline())
-        measured = process_cpu_ms(child.pid)
-        child.stdin.close()
+    reported, measured = _burnt(keep_thread=False)
     tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
-    assert reported >= 300
     assert reported - 2 * tick_ms <= measured <= reported + 2 * tick_ms

@@ -17,10 +17,15 @@ def _loaded_after(*argv: str) -> list[str]:
         "print(sorted(m for m in ('asyncrecall.agent', 'openai', 'asyncrecall.memory')"
         " if m in sys.modules))\n"
     )
+    return _python(code).splitlines()
+
+
+def _python(code: str) -> str:
+    """What ``code`` prints, run in a new interpreter (it must exit 0)."""
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
-    return done.stdout.strip().splitlines()
+    return done.stdout.strip()
 
 
 def test_version_and_help_import_no_command() -> None:
@@ -57,10 +62,7 @@ def test_run_builds_its_session_without_collections_and_collects_again_before_th
         "seen.append(('exit', main(argv), gc.isenabled()))\n"
         "print(seen)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert done.stdout.strip() == str(
+    assert _python(code) == str(
         [
             ("building", False),
             ("running", True),
@@ -68,4 +70,4 @@ def test_run_builds_its_session_without_collections_and_collects_again_before_th
             ("building", False),
             ("exit", 2, True),
         ]
-    ), done.stderr
+    )
