@@ -143,6 +143,23 @@ def test_a_query_word_matches_a_note_in_another_language_of_the_folder() -> None
     assert [d.rel_path for d in chosen] == ["fr.md"]
 
 
+def test_a_term_two_query_words_resolve_to_is_scored_once() -> None:
+    """In a folder of French and English notes, ``testing`` is tried as ``testing``
+    (French) then ``test`` (English), which ``tests`` also is: the term scores once, as a
+    word repeated in an English query always did."""
+    from asyncrecall.memory.selectors._tokens import analyse_query
+
+    docs = [
+        _doc("fr.md", "Les tests tournent sur le serveur de la base."),
+        _doc("deploy.md", "Le déploiement passe par la recette."),
+        _doc("en.md", "The staging database is managed."),
+    ]
+    assert analyse_query("testing tests", ("fr", "en")).groups == (("testing", "test"), ("test",))
+    selector = LexicalSelector()
+    assert selector.scores("testing tests", docs) == selector.scores("tests", docs)
+    assert selector.scores("tests", docs)[0] > 0
+
+
 def test_a_german_query_naming_no_known_noun_selects_nothing() -> None:
     """German capitalises every noun: the names gate then reads "none of the nouns is
     known" (kept: on our German set it holds the hybrid's false injection at 0.05)."""
