@@ -43,6 +43,7 @@ from asyncrecall.models import Model
 
 __all__ = [
     "QualityReport",
+    "Tally",
     "add_arguments",
     "build_memory_folder",
     "default_dataset",
@@ -334,11 +335,7 @@ async def evaluate(
     With ``negatives``, each counted question is asked again against the next
     conversation's folder (wrapping), where anything selected is a false injection.
     """
-    hits: list[float] = []
-    recalls: list[float] = []
-    times_ms: list[float] = []
-    strategies: dict[str, int] = {}
-    selected = selected_gold = injected = 0
+    tally = Tally()
     used = 0
     selector: Selector = make_selector()
     with tempfile.TemporaryDirectory(prefix="asyncrecall-quality-") as tmp:
@@ -352,46 +349,82 @@ async def evaluate(
             return folders[index]
 
         for index, conversation in enumerate(conversations):
-            if limit_questions is not None and len(hits) >= limit_questions:
+            if limit_questions is not None and len(tally.hits) >= limit_questions:
                 break
             label = str(conversation.get("sample_id", f"conversation-{index}"))
             manager, gold_by_id = folder(index)
             used += 1
             for qa in conversation.get("qa") or []:
-                if limit_questions is not None and len(hits) >= limit_questions:
+                if limit_questions is not None and len(tally.hits) >= limit_questions:
                     break
                 gold = gold_files(qa, gold_by_id)
                 if not gold:
                     continue
-                question = str(qa.get("question", ""))
-                started = time.perf_counter()
-                result = await manager.recall(question, limit=_K)
-                times_ms.append((time.perf_counter() - started) * 1000)
-                strategies[result.strategy] = strategies.get(result.strategy, 0) + 1
-                chosen = set(result.paths)
-                hits.append(1.0 if chosen & gold else 0.0)
-                recalls.append(len(chosen & gold) / len(gold))
-                selected += len(chosen)
-                selected_gold += len(chosen & gold)
-                if negatives:
-                    other, _ = folder((index + 1) % len(conversations))
-                    if (await other.recall(question, limit=_K)).paths:
-                        injected += 1
+                others = [folder((index + 1) % len(conversations))[0]] if negatives else []
+                await tally.ask(manager, str(qa.get("question", "")), gold, others)
             if progress:
-                sys.stderr.write(f"quality: {label}: {len(hits)} questions so far\n")
+                sys.stderr.write(f"quality: {label}: {len(tally.hits)} questions so far\n")
                 sys.stderr.flush()
-    count = len(hits)
     return QualityReport(
-        questions=count,
-        hit_at_5=sum(hits) / count if count else 0.0,
-        recall_at_5=sum(recalls) / count if count else 0.0,
-        median_selection_ms=statistics.median(times_ms) if times_ms else 0.0,
+        **tally.figures(negatives=negatives),
         selector=selector.name,
         conversations=used,
-        strategies=strategies,
-        false_injection_rate=(injected / count if count else 0.0) if negatives else None,
-        precision_at_5=(selected_gold / selected if selected else 0.0) if negatives else None,
+        strategies=tally.strategies,
     )
+
+
+@dataclass
+class Tally:
+    """The questions asked so far, scored as a :class:`QualityReport` counts them (also
+    by ``bench quality --dataset multilingual``)."""
+
+    hits: list[float] = field(default_factory=list)
+    recalls: list[float] = field(default_factory=list)
+    times_ms: list[float] = field(default_factory=list)
+    strategies: dict[str, int] = field(default_factory=dict)
+    selected: int = 0
+    selected_gold: int = 0
+    injected: int = 0
+    asked: int = 0
+
+    async def ask(
+        self,
+        manager: MemoryManager,
+        question: str,
+        gold: set[str],
+        negatives: Sequence[MemoryManager] = (),
+    ) -> None:
+        """Recall ``question`` and score it against its ``gold`` files; then ask it of
+        each folder in ``negatives``, where anything selected is a false injection."""
+        started = time.perf_counter()
+        result = await manager.recall(question, limit=_K)
+        self.times_ms.append((time.perf_counter() - started) * 1000)
+        self.strategies[result.strategy] = self.strategies.get(result.strategy, 0) + 1
+        chosen = set(result.paths)
+        self.hits.append(1.0 if chosen & gold else 0.0)
+        self.recalls.append(len(chosen & gold) / len(gold))
+        self.selected += len(chosen)
+        self.selected_gold += len(chosen & gold)
+        for other in negatives:
+            self.asked += 1
+            if (await other.recall(question, limit=_K)).paths:
+                self.injected += 1
+
+    def figures(self, *, negatives: bool) -> dict[str, Any]:
+        """The figures a report holds (the last two only with ``negatives``)."""
+        count, asked, selected = len(self.hits), self.asked, self.selected
+        return {
+            "questions": count,
+            "hit_at_5": sum(self.hits) / count if count else 0.0,
+            "recall_at_5": sum(self.recalls) / count if count else 0.0,
+            "median_selection_ms": statistics.median(self.times_ms) if self.times_ms else 0.0,
+            "false_injection_rate": (self.injected / asked if asked else 0.0)
+            if negatives
+            else None,
+            "precision_at_5": (self.selected_gold / selected if selected else 0.0)
+            if negatives
+            else None,
+        }
 
 
 def _print(report: QualityReport, *, as_json: bool, dataset: Path) -> None:
