@@ -4,25 +4,12 @@ languages. English keeps the tokens of ``test_lexical.py``."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from asyncrecall.memory import LexicalSelector, MemoryDoc
+from asyncrecall.memory import LexicalSelector
 from asyncrecall.memory.selectors._lexical import tokenize
 
-
-def _doc(rel: str, body: str, *, name: str = "", description: str = "") -> MemoryDoc:
-    return MemoryDoc(
-        path=Path("/mem") / rel,
-        rel_path=rel,
-        name=name or rel.removesuffix(".md"),
-        description=description,
-        type="project",
-        body=body,
-        mtime=1_000.0,
-        size=len(body.encode()),
-    )
+from ..conftest import memory_doc as _doc
 
 
 def test_full_width_forms_are_their_ascii_letters_and_digits() -> None:
