@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall.bench._quality import QualityReport, Tally
+from asyncrecall.bench._scoring import QualityReport, Tally
 from asyncrecall.memory import MemoryManager, MemoryStore, Selector
 
 __all__ = ["LANGUAGES", "Case", "LanguageReport", "evaluate_multilingual", "load_language"]
