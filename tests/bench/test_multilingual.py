@@ -1,12 +1,9 @@
 """``asyncrecall bench quality --dataset multilingual``: our own set in Chinese, Japanese,
-French, German and Russian (issue 24, point 2), its loader and the command."""
+French, German and Russian (issue 24, point 2), and its loader (the command's test is in
+``test_quality.py``, beside the other ``bench quality`` runs)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -54,29 +51,3 @@ def test_a_malformed_set_is_a_clear_error(tmp_path: Path) -> None:
         load_language("yy", tmp_path)
     with pytest.raises(ConfigError, match="cannot read the multilingual set"):
         load_language("zz", tmp_path)
-
-
-def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
-    env["ASYNCRECALL_HOME"] = str(cwd / "home")
-    return subprocess.run(
-        [sys.executable, "-m", "asyncrecall", "bench", "quality", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-    )
-
-
-def test_the_command_reports_each_language(tmp_path: Path) -> None:
-    """One JSON object: the documented keys over all languages, and each language's."""
-    done = _run("--dataset", "multilingual", "--negatives", "--json", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert {"questions", "hit_at_5", "recall_at_5", "median_selection_ms"} <= set(report)
-    assert report["questions"] == sum(r["questions"] for r in report["languages"].values())
-    assert list(report["languages"]) == list(LANGUAGES)
-    assert all("false_injection_rate" in r for r in report["languages"].values())
-    refused = _run("--dataset", "multilingual", "--limit-questions", "3", cwd=tmp_path)
-    assert refused.returncode == 2 and "--limit-questions" in refused.stderr

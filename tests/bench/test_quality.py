@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from asyncrecall.bench._multilingual import LANGUAGES
 from asyncrecall.bench._quality import build_memory_folder, default_dataset, evaluate
 from asyncrecall.memory import LexicalSelector, MemoryStore
 from asyncrecall.testing import LocalServer, Reply
@@ -185,3 +186,17 @@ def test_the_command_reports_negatives_as_json(tmp_path: Path) -> None:
     one.write_text(json.dumps([_conversation()]))
     refused = _run("--dataset", str(one), "--negatives", cwd=tmp_path)
     assert refused.returncode == 2 and "two conversations" in refused.stderr
+
+
+def test_the_multilingual_command_reports_each_language(tmp_path: Path) -> None:
+    """``--dataset multilingual``: one JSON object, the documented keys over all
+    languages, and each language's."""
+    done = _run("--dataset", "multilingual", "--negatives", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert {"questions", "hit_at_5", "recall_at_5", "median_selection_ms"} <= set(report)
+    assert report["questions"] == sum(r["questions"] for r in report["languages"].values())
+    assert list(report["languages"]) == list(LANGUAGES)
+    assert all("false_injection_rate" in r for r in report["languages"].values())
+    refused = _run("--dataset", "multilingual", "--limit-questions", "3", cwd=tmp_path)
+    assert refused.returncode == 2 and "--limit-questions" in refused.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import MemoryDoc, MemoryStore
 
 WriteFile = Callable[..., Path]
 
@@ -37,6 +37,20 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def store(root: Path) -> MemoryStore:
     return MemoryStore(root)
+
+
+def memory_doc(rel: str, body: str, *, name: str = "", description: str = "") -> MemoryDoc:
+    """A memory document that exists only in memory (the selectors read no file)."""
+    return MemoryDoc(
+        path=Path("/mem") / rel,
+        rel_path=rel,
+        name=name or rel.removesuffix(".md"),
+        description=description,
+        type="project",
+        body=body,
+        mtime=1_000.0,
+        size=len(body.encode()),
+    )
 
 
 def topic(

@@ -18,23 +18,20 @@ the language's other folder, where nothing answers it (``false_injection_rate``)
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from asyncrecall._exceptions import ConfigError
+from asyncrecall.bench._scoring import QualityReport, Tally
 from asyncrecall.memory import MemoryManager, MemoryStore, Selector
 
 __all__ = ["LANGUAGES", "Case", "LanguageReport", "evaluate_multilingual", "load_language"]
 
 #: The languages of the set, in the order they are reported.
 LANGUAGES = ("zh", "ja", "fr", "de", "ru")
-_K = 5
 _DATA = Path(__file__).with_name("multilingual")
 
 
@@ -48,29 +45,11 @@ class Case:
 
 
 @dataclass(frozen=True, slots=True)
-class LanguageReport:
+class LanguageReport(QualityReport):
     """One language's figures (``false_injection_rate`` and ``precision_at_5`` only
     with negatives)."""
 
-    language: str
-    questions: int
-    hit_at_5: float
-    recall_at_5: float
-    median_selection_ms: float
-    false_injection_rate: float | None = None
-    precision_at_5: float | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "questions": self.questions,
-            "hit_at_5": round(self.hit_at_5, 4),
-            "recall_at_5": round(self.recall_at_5, 4),
-            "median_selection_ms": round(self.median_selection_ms, 3),
-        }
-        if self.false_injection_rate is not None and self.precision_at_5 is not None:
-            out["false_injection_rate"] = round(self.false_injection_rate, 4)
-            out["precision_at_5"] = round(self.precision_at_5, 4)
-        return out
+    language: str = ""
 
 
 def load_language(
@@ -133,43 +112,14 @@ async def evaluate_multilingual(
                     for note in folder_notes
                 }
                 managers[folder] = MemoryManager(MemoryStore(root), selector)
-            others = {f: [o for o in managers if o != f] for f in managers}
-            hits: list[float] = []
-            recalls: list[float] = []
-            times_ms: list[float] = []
-            selected = selected_gold = injected = asked = 0
+            tally = Tally()
             for case in cases:
                 gold = {paths[case.folder][g] for g in case.gold}
-                started = time.perf_counter()
-                result = await managers[case.folder].recall(case.question, limit=_K)
-                times_ms.append((time.perf_counter() - started) * 1000)
-                chosen = set(result.paths)
-                hits.append(1.0 if chosen & gold else 0.0)
-                recalls.append(len(chosen & gold) / len(gold))
-                selected += len(chosen)
-                selected_gold += len(chosen & gold)
-                if negatives:
-                    for other in others[case.folder]:
-                        asked += 1
-                        if (await managers[other].recall(case.question, limit=_K)).paths:
-                            injected += 1
-            count = len(hits)
-            reports.append(
-                LanguageReport(
-                    language=language,
-                    questions=count,
-                    hit_at_5=sum(hits) / count if count else 0.0,
-                    recall_at_5=sum(recalls) / count if count else 0.0,
-                    median_selection_ms=statistics.median(times_ms) if times_ms else 0.0,
-                    false_injection_rate=(injected / asked if asked else 0.0)
-                    if negatives
-                    else None,
-                    precision_at_5=(selected_gold / selected if selected else 0.0)
-                    if negatives
-                    else None,
-                )
-            )
+                negative = [m for f, m in managers.items() if f != case.folder and negatives]
+                await tally.ask(managers[case.folder], case.question, gold, negative)
+            figures = tally.figures(negatives=negatives)
+            reports.append(LanguageReport(language=language, **figures, selector=selector.name))
             if progress:
-                sys.stderr.write(f"quality: {language}: {count} questions\n")
+                sys.stderr.write(f"quality: {language}: {len(tally.hits)} questions\n")
                 sys.stderr.flush()
     return reports

@@ -30,14 +30,13 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
+from asyncrecall.bench._scoring import QualityReport, Tally
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector, Selector
 from asyncrecall.models import Model
 
@@ -54,38 +53,6 @@ __all__ = [
 _Report = TypeVar("_Report")
 _DATASET_PARTS = ("shared", "data", "locomo", "locomo-dev.json")
 _DESCRIPTION_LIMIT = 150
-_K = 5
-
-
-@dataclass(frozen=True, slots=True)
-class QualityReport:
-    """The benchmark's figures."""
-
-    questions: int
-    hit_at_5: float
-    recall_at_5: float
-    median_selection_ms: float
-    selector: str = "lexical"
-    conversations: int = 0
-    strategies: Mapping[str, int] = field(default_factory=dict)
-    #: With ``--negatives``: the share of negative queries that selected anything.
-    false_injection_rate: float | None = None
-    #: With ``--negatives``: selected gold files / selected files, positive questions.
-    precision_at_5: float | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        """The ``--json`` object: the four documented keys, plus ``false_injection_rate``
-        and ``precision_at_5`` with ``--negatives``."""
-        out: dict[str, Any] = {
-            "questions": self.questions,
-            "hit_at_5": round(self.hit_at_5, 4),
-            "recall_at_5": round(self.recall_at_5, 4),
-            "median_selection_ms": round(self.median_selection_ms, 3),
-        }
-        if self.false_injection_rate is not None and self.precision_at_5 is not None:
-            out["false_injection_rate"] = round(self.false_injection_rate, 4)
-            out["precision_at_5"] = round(self.precision_at_5, 4)
-        return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -334,11 +301,7 @@ async def evaluate(
     With ``negatives``, each counted question is asked again against the next
     conversation's folder (wrapping), where anything selected is a false injection.
     """
-    hits: list[float] = []
-    recalls: list[float] = []
-    times_ms: list[float] = []
-    strategies: dict[str, int] = {}
-    selected = selected_gold = injected = 0
+    tally = Tally()
     used = 0
     selector: Selector = make_selector()
     with tempfile.TemporaryDirectory(prefix="asyncrecall-quality-") as tmp:
@@ -352,45 +315,27 @@ async def evaluate(
             return folders[index]
 
         for index, conversation in enumerate(conversations):
-            if limit_questions is not None and len(hits) >= limit_questions:
+            if limit_questions is not None and len(tally.hits) >= limit_questions:
                 break
             label = str(conversation.get("sample_id", f"conversation-{index}"))
             manager, gold_by_id = folder(index)
             used += 1
             for qa in conversation.get("qa") or []:
-                if limit_questions is not None and len(hits) >= limit_questions:
+                if limit_questions is not None and len(tally.hits) >= limit_questions:
                     break
                 gold = gold_files(qa, gold_by_id)
                 if not gold:
                     continue
-                question = str(qa.get("question", ""))
-                started = time.perf_counter()
-                result = await manager.recall(question, limit=_K)
-                times_ms.append((time.perf_counter() - started) * 1000)
-                strategies[result.strategy] = strategies.get(result.strategy, 0) + 1
-                chosen = set(result.paths)
-                hits.append(1.0 if chosen & gold else 0.0)
-                recalls.append(len(chosen & gold) / len(gold))
-                selected += len(chosen)
-                selected_gold += len(chosen & gold)
-                if negatives:
-                    other, _ = folder((index + 1) % len(conversations))
-                    if (await other.recall(question, limit=_K)).paths:
-                        injected += 1
+                others = [folder((index + 1) % len(conversations))[0]] if negatives else []
+                await tally.ask(manager, str(qa.get("question", "")), gold, others)
             if progress:
-                sys.stderr.write(f"quality: {label}: {len(hits)} questions so far\n")
+                sys.stderr.write(f"quality: {label}: {len(tally.hits)} questions so far\n")
                 sys.stderr.flush()
-    count = len(hits)
     return QualityReport(
-        questions=count,
-        hit_at_5=sum(hits) / count if count else 0.0,
-        recall_at_5=sum(recalls) / count if count else 0.0,
-        median_selection_ms=statistics.median(times_ms) if times_ms else 0.0,
+        **tally.figures(negatives=negatives),
         selector=selector.name,
         conversations=used,
-        strategies=strategies,
-        false_injection_rate=(injected / count if count else 0.0) if negatives else None,
-        precision_at_5=(selected_gold / selected if selected else 0.0) if negatives else None,
+        strategies=tally.strategies,
     )
 
 

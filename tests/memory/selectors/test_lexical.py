@@ -6,28 +6,15 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from asyncrecall.memory import LexicalSelector, MemoryDoc
+from asyncrecall.memory import LexicalSelector
 from asyncrecall.memory.selectors import _lexical as lexical_module
 from asyncrecall.memory.selectors._lexical import tokenize
 from asyncrecall.memory.selectors._tokens import QueryTerms
 
-
-def _doc(rel: str, body: str, *, name: str = "", description: str = "") -> MemoryDoc:
-    return MemoryDoc(
-        path=Path("/mem") / rel,
-        rel_path=rel,
-        name=name or rel.removesuffix(".md"),
-        description=description,
-        type="project",
-        body=body,
-        mtime=1_000.0,
-        size=len(body),
-    )
-
+from ..conftest import memory_doc as _doc
 
 DOCS = [
     _doc("db.md", "Integration tests hit a real Postgres database; never mock it."),

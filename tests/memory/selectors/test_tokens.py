@@ -4,25 +4,12 @@ languages. English keeps the tokens of ``test_lexical.py``."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from asyncrecall.memory import LexicalSelector, MemoryDoc
+from asyncrecall.memory import LexicalSelector
 from asyncrecall.memory.selectors._lexical import tokenize
 
-
-def _doc(rel: str, body: str, *, name: str = "", description: str = "") -> MemoryDoc:
-    return MemoryDoc(
-        path=Path("/mem") / rel,
-        rel_path=rel,
-        name=name or rel.removesuffix(".md"),
-        description=description,
-        type="project",
-        body=body,
-        mtime=1_000.0,
-        size=len(body.encode()),
-    )
+from ..conftest import memory_doc as _doc
 
 
 def test_full_width_forms_are_their_ascii_letters_and_digits() -> None:
@@ -141,6 +128,23 @@ def test_a_query_word_matches_a_note_in_another_language_of_the_folder() -> None
     ]
     chosen = LexicalSelector().rank("which docker compose", docs, limit=1)
     assert [d.rel_path for d in chosen] == ["fr.md"]
+
+
+def test_a_term_two_query_words_resolve_to_is_scored_once() -> None:
+    """In a folder of French and English notes, ``testing`` is tried as ``testing``
+    (French) then ``test`` (English), which ``tests`` also is: the term scores once, as a
+    word repeated in an English query always did."""
+    from asyncrecall.memory.selectors._tokens import analyse_query
+
+    docs = [
+        _doc("fr.md", "Les tests tournent sur le serveur de la base."),
+        _doc("deploy.md", "Le déploiement passe par la recette."),
+        _doc("en.md", "The staging database is managed."),
+    ]
+    assert analyse_query("testing tests", ("fr", "en")).groups == (("testing", "test"), ("test",))
+    selector = LexicalSelector()
+    assert selector.scores("testing tests", docs) == selector.scores("tests", docs)
+    assert selector.scores("tests", docs)[0] > 0
 
 
 def test_a_german_query_naming_no_known_noun_selects_nothing() -> None:

@@ -41,7 +41,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, NamedTuple, TypeAlias
 
 __all__ = [
     "LANGUAGES",
@@ -157,8 +157,10 @@ _STEM_CACHE_MAX: Final = 200_000
 _SAMPLE_WORDS: Final = 200
 
 
-@dataclass(frozen=True, slots=True)
-class _Patterns:
+# The two private records below are named tuples, not dataclasses: a frozen dataclass
+# costs about 0.5 ms to create at import (its methods are generated and compiled), and
+# every command imports this module (``asyncrecall.memory``) on its main thread.
+class _Patterns(NamedTuple):
     ascii_word: re.Pattern[str]
     run: re.Pattern[str]
     han_breaks: re.Pattern[str]
@@ -328,8 +330,7 @@ def _language(words: Iterable[str], candidates: Sequence[str] = LANGUAGES) -> st
     return leaders[0]
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
+class _Piece(NamedTuple):
     """A piece of a CJK run: its terms (bigrams, or a unigram; stop ones included) and,
     per character, the terms that hold it and whether it needs all of them."""
 
