@@ -11,6 +11,8 @@ import pytest
 from asyncrecall.bench._frameworks import FRAMEWORKS, PATTERNS, FrameworksConfig, measure, summarize
 from asyncrecall.bench._workload import LatencyProfile
 
+from .conftest import LITELLM_WARNINGS
+
 FAST = LatencyProfile(
     side_mean=0.02, first_token_min=0.0, first_token_max=0.02, tool_min=0.0, tool_max=0.02
 )
@@ -19,6 +21,7 @@ FAST = LatencyProfile(
 @pytest.mark.slow
 @pytest.mark.plain_loop
 @pytest.mark.timeout(180)
+@LITELLM_WARNINGS
 async def test_every_framework_runs_the_same_plans_every_way() -> None:
     """Every framework runs every plan with no memory, the bare hooks, the awaited
     pattern and the adapter; only the adapter leaves the first request to its own side

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import LITELLM_WARNINGS
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "frameworks"
 PAGES = {
     "pydantic-ai": "pydantic-ai.md",
@@ -25,7 +27,10 @@ def _block(page: Path, marker: str) -> str:
     return found.group(1)
 
 
-@pytest.mark.parametrize("name", sorted(PAGES))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=LITELLM_WARNINGS if n == "google-adk" else ()) for n in sorted(PAGES)],
+)
 def test_page_example_prints_what_the_page_shows(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

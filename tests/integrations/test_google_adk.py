@@ -40,6 +40,7 @@ from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 from .conftest import (
+    LITELLM_WARNINGS,
     MEMORY_MARK,
     Ending,
     assert_valid_chat,
@@ -50,6 +51,8 @@ from .conftest import (
     side_requests,
     text_of,
 )
+
+pytestmark = LITELLM_WARNINGS
 
 KEY = "session-1"
 USER = "user-1"

@@ -294,15 +294,22 @@ async def test_a_recall_started_for_another_message_is_not_adopted(
     local_server: LocalServer, client: AsyncOpenAI, slow: RecallPrefetcher, paths: dict[str, str]
 ) -> None:
     """A recall the app started for an earlier message it never ran is not adopted by
-    the run of a later message: that run starts its own recall for its own text."""
+    the run of a later message: that run starts its own recall for its own text.
+
+    The run's own recall lands at its tool round (the tool waits for it): nothing orders
+    its side query before the first request, which it only usually beats."""
     answer_by_query(local_server, paths)
-    local_server.script("main", Reply(text="ok"))
+    local_server.script("main", tool_round("a.py"), Reply(text="ok"))
+
+    async def settle() -> None:
+        assert await slow.wait_settled(KEY, 5)
 
     start_recall(slow, KEY, "how do I deploy?")
     assert await slow.wait_settled(KEY, 5)
-    await make_agent(client, slow).run("who am I?", conversation_id=KEY)
+    await make_agent(client, slow, settle).run("who am I?", conversation_id=KEY)
 
-    messages = main_requests(local_server)[0].body["messages"]
-    (at,) = memory_indexes(messages)
-    assert paths["user-role"] in text_of(messages[at])
-    assert paths["deploy-flow"] not in str(messages)
+    first, last = (r.body["messages"] for r in main_requests(local_server))
+    assert paths["deploy-flow"] not in str(first)
+    (at,) = memory_indexes(last)
+    assert paths["user-role"] in text_of(last[at])
+    assert paths["deploy-flow"] not in str(last)
