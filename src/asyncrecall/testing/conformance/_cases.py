@@ -213,7 +213,8 @@ async def shown_memory_once(
     sends keeps it; a memory that history does not keep is offered again. Two messages
     of one conversation: the first is shown the file (on its first request, from a recall
     the app started on arrival, or after its tool round); the second continues with the
-    history the framework keeps (``framework``), with the app's own store of the chat
+    history the framework keeps (``framework``), or, its recall started by the app on
+    arrival (before the adapter sees the history), with the app's own store of the chat
     text (``app``: no memory in it) or with none. The side model picks the file whenever
     it is offered: the second message's last request holds it exactly once, from the
     history or injected again, never both and never neither."""
@@ -234,6 +235,9 @@ async def shown_memory_once(
         if history == "framework":
             await harness.run(prefetcher, NEXT_QUESTION, previous=first, tool_hook=settle)
         else:
+            # The app starts the next recall on arrival, before the adapter sees the
+            # history: one that left the file out must not be the one used.
+            start_recall(prefetcher, KEY, NEXT_QUESTION)
             chat = (("user", FIRST_QUESTION), ("assistant", "one")) if history == "app" else ()
             await harness.run(prefetcher, NEXT_QUESTION, chat=chat, tool_hook=settle)
 
