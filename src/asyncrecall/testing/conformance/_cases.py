@@ -13,7 +13,7 @@ from typing import Any, Literal, get_args
 import pytest
 
 from asyncrecall.integrations import start_recall
-from asyncrecall.prefetch import MemoryRecallStartedEvent, PrefetchEvent
+from asyncrecall.prefetch import MemoryRecallStartedEvent, PrefetchEvent, RecallPrefetcher
 from asyncrecall.testing._replies import Reply
 from asyncrecall.testing.conformance._driver import Ending
 from asyncrecall.testing.conformance._harness import KEY, SIDE_MODEL, Harness, tool_round
@@ -59,7 +59,9 @@ def _blocks_with(messages: Sequence[Mapping[str, Any]], path: str) -> list[int]:
     return [i for i in memory_indexes(messages) if path in text_of(messages[i])]
 
 
-def _settled_within_tool(harness: Harness, prefetcher: Any, gate: threading.Event) -> Any:
+def _settled_within_tool(
+    harness: Harness, prefetcher: RecallPrefetcher, gate: threading.Event
+) -> Callable[[], Awaitable[None]]:
     """A tool hook: open the side query's gate, then wait until the recall settled."""
     settle = harness.settle(prefetcher)
 
@@ -390,10 +392,10 @@ async def bounded_memory(harness: Harness, *, keys: Literal["app's", "none"]) ->
 
         for n in range(2):  # the frameworks' and the server's one-time set-up
             await conversation(-1 - n)
-        before = _live_objects()
+        before = await asyncio.to_thread(_live_objects)  # off the loop: it takes a while
         for n in range(CONVERSATIONS):
             await conversation(n)
-        grown = _live_objects() - before
+        grown = await asyncio.to_thread(_live_objects) - before
         assert not prefetcher.tasks, "recall tasks left running"
     shown = [len(memory_indexes(messages)) for messages in harness.main()]
     assert shown == [1] * len(shown), "a conversation was not shown its memory"
