@@ -88,6 +88,14 @@ The docs page ``docs/frameworks/conformance.md`` has a whole example.
 
 from __future__ import annotations
 
+try:
+    import pytest as _pytest  # noqa: F401 - the kit is a pytest suite
+except ModuleNotFoundError as exc:  # pragma: no cover - the dev extra installs it
+    raise ImportError(
+        "asyncrecall.testing.conformance needs pytest and pytest-asyncio: "
+        "pip install pytest pytest-asyncio"
+    ) from exc
+
 from asyncrecall.testing.conformance._cases import CASES, Case, cases
 from asyncrecall.testing.conformance._driver import TOOL_NAME, Driver, Ending, Run, Unsupported
 from asyncrecall.testing.conformance._harness import KEY, MEMORIES, SIDE_MODEL, Harness
