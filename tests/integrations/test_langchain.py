@@ -49,7 +49,8 @@ class LangChainDriver(Driver):
     """A run is the middleware's ``ainvoke`` (``astream``, left at the model's first
     update, when it is left early) of a ``create_agent`` agent; a conversation with a
     key continues through the checkpointer's thread, one given as the app's chat text
-    through an agent without a checkpointer."""
+    through an agent without a checkpointer. No ``revalidate``: the checkpointer already
+    stores the thread through LangGraph's serialiser, and the next run loads it back."""
 
     endings = frozenset({"returns", "raises", "is cancelled", "is left early"})
 

@@ -52,7 +52,8 @@ def _no_tracing() -> None:
 class OpenAIAgentsDriver(Driver):
     """A run is ``recall.run`` (or ``recall.run_streamed``, its events drained; cancelled
     with ``result.cancel()``); the next message gets ``result.to_input_list()`` plus
-    itself as input."""
+    itself as input (no ``revalidate``: the SDK keeps no filter output, so that list
+    never holds the block)."""
 
     def __init__(self, *, streamed: bool) -> None:
         self.streamed = streamed

@@ -8,18 +8,25 @@ same thing; the kit checks it on the wire, from the requests the model server re
 * **(a)** a recall slower than the first request lands after the tool results of the
   next request, in one user message after every tool message, once, and stays there
   (kept or put back) on the requests that follow; tool calls stay paired;
-* **(b)** a recall settled before the first request rides on it, before the user's text;
+* **(b)** a recall settled before the first request rides on it, before the user's text
+  (one the app started on arrival with :func:`asyncrecall.integrations.start_recall`
+  is adopted, not started again);
 * **(c)** when the run returns, raises, is cancelled or is left early while the side
   query is out, the server sees that query's client hang up;
 * **(d)** a memory the model saw is not offered again while the history the next message
   sends keeps it, and is offered again when that history does not (the framework's own
-  history, or the app's store of the chat text): the model has it once, never twice,
-  never lost;
+  history, the app's store of the chat text, none; a recall the app started for the
+  message before the adapter saw that history is not the one used): the model has it
+  once, never twice, never lost;
 * **(e)** what the adapter injects passes the framework's own validation of its history,
   which then feeds the next run; every request is a valid chat;
 * **(f)** a new message never receives the recall of a previous one (a cancelled run's,
   or one the app started for a message it never ran);
-* **(g)** many conversations do not grow memory without bound.
+* **(g)** many conversations do not grow memory without bound (the objects of
+  asyncrecall's classes alive after 80 conversations, each shown memory).
+
+Each case is one test id (``a-slow-recall-after-tool-results``, ...;
+:data:`CASES`), and each fails with an ``AssertionError`` naming the rule it saw broken.
 
 The kit owns the model server (:class:`~asyncrecall.testing.LocalServer`), a memory
 folder of three memories, the recall (a side query to the server's model ``side``, or
@@ -40,7 +47,8 @@ Subclass :class:`Driver` and implement one coroutine, :meth:`Driver.run`, which 
   ``run.key`` (``None``: the app names no conversation);
 * ``run.previous`` is what ``run`` returned for the conversation's previous message:
   continue the conversation the framework's way (its message history, thread, session);
-  ``run.chat`` instead gives the history as the app's own store of the chat text;
+  ``run.chat`` instead gives the history as the app's own store of the chat text
+  (``()``: none);
 * ``run.leave_early``: drive the run as an iteration or a stream and leave it after the
   model's first answer;
 * return whatever the next message needs as ``previous``; let errors and cancellation

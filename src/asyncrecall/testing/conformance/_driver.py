@@ -43,7 +43,7 @@ class Run:
       session), ``None`` for a first message;
     * ``chat`` — instead of ``previous``: the conversation so far as the app's own store
       of the chat keeps it, ``(role, text)`` pairs of ``user`` and ``assistant`` with no
-      memory in them; pass them as the run's history;
+      memory in them (``()``: no history at all); pass them as the run's history;
     * ``leave_early`` — drive the run as an iteration or a stream and leave it as soon
       as the model's first answer is out (raise :class:`Unsupported` if the framework
       has no such way).

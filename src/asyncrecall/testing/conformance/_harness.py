@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
+import pytest
+
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import PrefetchEvent, RecallPrefetcher
@@ -110,7 +112,8 @@ class Harness:
         leave_early: bool = False,
         tool_hook: Callable[[], Awaitable[None]] | None = None,
     ) -> Run:
-        """The :class:`Run` for one user message; ``tool_hook`` runs inside the tool."""
+        """The :class:`Run` for one user message of conversation ``key`` (:data:`KEY`
+        unless given); ``tool_hook`` runs inside the tool, before it returns."""
 
         async def read_file(path: str) -> str:
             if tool_hook is not None:
@@ -138,8 +141,6 @@ class Harness:
         try:
             return await self.driver.run(run)
         except Unsupported as exc:
-            import pytest
-
             pytest.skip(f"{type(self.driver).__name__}: {exc}")
 
     def settle(self, prefetcher: RecallPrefetcher, key: str = KEY) -> Callable[[], Awaitable[None]]:
@@ -168,6 +169,7 @@ class Harness:
         return [r.messages for r in self.wire.requests()]
 
     def main_requests(self) -> list[WireRequest]:
+        """Every request the main model received, in order (with arrival times)."""
         return self.wire.requests()
 
     def side(self) -> list[RecordedRequest]:
