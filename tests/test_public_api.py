@@ -25,6 +25,7 @@ PACKAGES = [
     "asyncrecall.memory",
     "asyncrecall.models",
     "asyncrecall.testing",
+    "asyncrecall.testing.conformance",
 ]
 
 

@@ -1,16 +1,20 @@
 """Shared pieces of the adapter tests: a memory folder, a side model over HTTP, and
-readers of what the LocalServer saw on the wire.
+readers of what the LocalServer saw on the wire (the conformance kit's).
 
-Every adapter test runs the framework's real agent loop against the suite's
+Every adapter test runs the framework's real agent loop against a
 :class:`~asyncrecall.testing.LocalServer`: the main model is ``main``, the memory side
-query goes to ``side``. Assertions read the server's request records.
+query goes to ``side``. Assertions read the server's request records. The recall
+contract itself is the conformance kit's (:mod:`asyncrecall.testing.conformance`): each
+adapter's test module subclasses its suite with a driver; on ``make test-py313`` its
+cases run on eager-task loops like the rest of this folder (they pass there: none is
+marked ``plain_loop``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -20,11 +24,17 @@ from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, Mode
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+from asyncrecall.testing.conformance import (
+    MEMORY_MARK,
+    assert_valid_chat,
+    memory_indexes,
+    text_of,
+)
+
+__all__ = ["MEMORY_MARK", "assert_valid_chat", "memory_indexes", "text_of"]
 
 if eager_loops.ENABLED:  # make test-py313: every test of this folder on an eager loop
     pytest_asyncio_loop_factories = eager_loops.loop_factories
-
-MEMORY_MARK = "## Relevant memory"
 
 #: For the tests that run litellm (the google-adk extra) only. The first of them in a
 #: process to send a request through litellm makes it build pydantic TypeAdapters of its
@@ -66,52 +76,6 @@ def main_requests(server: LocalServer) -> list[RecordedRequest]:
 
 def side_requests(server: LocalServer) -> list[RecordedRequest]:
     return [r for r in server.requests if r.model == "side"]
-
-
-def text_of(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
-def memory_indexes(messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Indexes of the messages that carry a memory block."""
-    return [i for i, m in enumerate(messages) if MEMORY_MARK in text_of(m)]
-
-
-def assert_valid_chat(messages: Sequence[Mapping[str, Any]]) -> None:
-    """What a strict OpenAI-compatible server checks: at most one system message, first;
-    every tool message answers a tool call of the assistant message right before its
-    block of tool messages; every tool call is answered before anything else."""
-    roles = [m["role"] for m in messages]
-    assert roles.count("system") + roles.count("developer") <= 1, roles
-    if "system" in roles:
-        assert roles.index("system") == 0, roles
-    open_calls: set[str] = set()
-    for message in messages:
-        if message["role"] == "tool":
-            assert message["tool_call_id"] in open_calls, f"orphan tool message {message}"
-            open_calls.discard(message["tool_call_id"])
-            continue
-        assert not open_calls, f"tool calls {open_calls} unanswered before a {message['role']}"
-        if message["role"] == "assistant":
-            open_calls = {c["id"] for c in message.get("tool_calls") or ()}
-    assert not open_calls
-
-
-def memory_after_tools(messages: Sequence[Mapping[str, Any]]) -> None:
-    """The one memory message comes right after the last tool message of its round."""
-    (at,) = memory_indexes(messages)
-    assert messages[at]["role"] == "user"
-    assert messages[at - 1]["role"] == "tool"
-    before = messages[:at]
-    last_assistant = max(i for i, m in enumerate(before) if m["role"] == "assistant")
-    calls = {c["id"] for c in messages[last_assistant].get("tool_calls") or ()}
-    answered = {m["tool_call_id"] for m in messages[last_assistant + 1 : at]}
-    assert calls and answered == calls
 
 
 class Ending:

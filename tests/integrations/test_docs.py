@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +49,28 @@ def test_page_example_prints_what_the_page_shows(
     script.write_text(_block(page, f"example: {name}"), encoding="utf-8")
     runpy.run_path(str(script), run_name="__main__")
     assert capsys.readouterr().out == _block(page, f"output: {name}")
+
+
+def test_conformance_page_example_passes_the_kit(tmp_path: Path) -> None:
+    """The driver of docs/frameworks/conformance.md passes the kit when pytest runs the
+    page's example as a test file of its own, outside this repository's configuration
+    (pytest-asyncio's strict mode, no conftest): a case of each kind but the slow (g)."""
+    test_file = tmp_path / "test_example.py"
+    test_file.write_text(_block(DOCS / "conformance.md", "example: conformance"), "utf-8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", "utf-8")
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COV_", "COVERAGE_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
+    chosen = (
+        "a-slow or b-settled or c-hang-up-when-run-is-left or d-shown-memory-app or e- or f-stale"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", chosen],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "6 passed" in done.stdout, done.stdout[-3000:]

@@ -38,6 +38,7 @@ from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, Mode
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+from asyncrecall.testing.conformance import assert_memory_after_tools as memory_after_tools
 
 from .conftest import (
     LITELLM_WARNINGS,
@@ -45,7 +46,6 @@ from .conftest import (
     Ending,
     assert_valid_chat,
     main_requests,
-    memory_after_tools,
     memory_indexes,
     side_reply,
     side_requests,

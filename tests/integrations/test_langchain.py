@@ -1,9 +1,13 @@
 """The LangChain v1 middleware in ``create_agent``'s own loop (LangGraph), against the
 LocalServer.
 
-The main model is ``ChatOpenAI`` pointed at the server; the side query is asyncrecall's
-model selector on the same server; a checkpointer keeps the thread. Assertions read
-the wire.
+The recall contract is the conformance kit's (:class:`TestConformance`, driven by
+:class:`LangChainDriver`: the middleware's ``ainvoke``, and its ``astream`` to leave a
+run early); the tests below it are what is LangChain's own (plain ``agent.ainvoke``
+with or without the callback handler, runs without a thread id, the checkpointed
+thread). The main model is ``ChatOpenAI`` pointed at the server; the side query is
+asyncrecall's model selector on the same server; a checkpointer keeps the thread.
+Assertions read the wire.
 """
 
 from __future__ import annotations
@@ -21,17 +25,16 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from asyncrecall.integrations import _common, start_recall
+from asyncrecall.integrations import _common
 from asyncrecall.integrations.langchain import AsyncRecallMiddleware
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+from asyncrecall.testing.conformance import ConformanceSuite, Driver, Run
 
 from .conftest import (
     MEMORY_MARK,
     Ending,
-    assert_valid_chat,
     main_requests,
-    memory_after_tools,
     memory_indexes,
     side_reply,
     side_requests,
@@ -42,6 +45,60 @@ KEY = "thread-1"
 CONFIG = {"configurable": {"thread_id": KEY}}
 
 
+class LangChainDriver(Driver):
+    """A run is the middleware's ``ainvoke`` (``astream``, left at the model's first
+    update, when it is left early) of a ``create_agent`` agent; a conversation with a
+    key continues through the checkpointer's thread, one given as the app's chat text
+    through an agent without a checkpointer. No ``revalidate``: the checkpointer already
+    stores the thread through LangGraph's serialiser, and the next run loads it back."""
+
+    endings = frozenset({"returns", "raises", "is cancelled", "is left early"})
+
+    def __init__(self) -> None:
+        self.threads = InMemorySaver()
+        # One middleware per prefetcher, kept across the runs of the test (as an app does).
+        self.middleware: dict[RecallPrefetcher, AsyncRecallMiddleware] = {}
+
+    async def run(self, run: Run) -> Any:
+        middleware = self.middleware.setdefault(
+            run.prefetcher, AsyncRecallMiddleware(run.prefetcher)
+        )
+        async with openai.DefaultAsyncHttpxClient() as http:
+            kept = run.key is not None and run.chat is None
+            agent = make_agent(
+                None,
+                http,
+                middleware,
+                read=run.read_file,
+                base_url=run.base_url,
+                model=run.model,
+                instructions=run.instructions,
+                checkpointer=self.threads if kept else None,
+            )
+            chat = [{"role": role, "content": text} for role, text in run.chat or ()]
+            state = {"messages": [*chat, {"role": "user", "content": run.text}]}
+            config = {"configurable": {"thread_id": run.key}} if run.key is not None else {}
+            if not run.leave_early:
+                return await middleware.ainvoke(agent, state, config)
+            stream = middleware.astream(agent, state, config, stream_mode="updates")
+            async for chunk in stream:
+                if "model" in chunk:  # the model answered: leave the stream
+                    break
+            await stream.aclose()  # type: ignore[attr-defined]
+            return None
+
+
+class TestConformance(ConformanceSuite):
+    """The recall contract, in ``create_agent``'s loop."""
+
+    @pytest.fixture
+    def driver(self) -> Driver:
+        return LangChainDriver()
+
+
+# -- what is LangChain's own --------------------------------------------------------------
+
+
 @pytest.fixture
 async def http() -> AsyncIterator[Any]:
     """The chat model's HTTP client, closed after the test."""
@@ -50,31 +107,37 @@ async def http() -> AsyncIterator[Any]:
 
 
 def make_agent(
-    server: LocalServer,
+    server: LocalServer | None,
     http: Any,
     middleware: AsyncRecallMiddleware,
     tool_hook: Callable[[], Awaitable[None]] | None = None,
     *,
     checkpointer: Any = "memory",
+    read: Callable[[str], Awaitable[str]] | None = None,
+    base_url: str | None = None,
+    model: str = "main",
+    instructions: str = "You are terse.",
 ) -> Any:
     @tool
     async def read_file(path: str) -> str:
         """Read a file."""
+        if read is not None:
+            return await read(path)
         if tool_hook is not None:
             await tool_hook()
         return f"contents of {path}"
 
-    model = ChatOpenAI(
-        model="main",
-        base_url=server.base_url,
+    chat_model = ChatOpenAI(
+        model=model,
+        base_url=base_url or (server.base_url if server is not None else None),
         api_key="test-key",  # type: ignore[arg-type]
         max_retries=0,
         http_async_client=http,
     )
     return create_agent(
-        model,
+        chat_model,
         tools=[read_file],
-        system_prompt="You are terse.",
+        system_prompt=instructions,
         middleware=[middleware],
         checkpointer=InMemorySaver() if checkpointer == "memory" else checkpointer,
     )
@@ -88,89 +151,27 @@ def tool_round(*files: str) -> Reply:
     return Reply(tool_calls=[("read_file", {"path": f}) for f in files])
 
 
-async def test_slow_recall_lands_after_every_tool_message_once(
-    local_server: LocalServer, http: Any, slow: RecallPrefetcher, paths: dict[str, str]
-) -> None:
-    """(a) A side query slower than the first call: that call carries no memory; the call
-    after the tool round carries it once, after every tool message, and it stays in the
-    thread's state (checkpointed) for the later calls."""
-    gate = threading.Event()
-    local_server.script("side", side_reply(paths["deploy-flow"], gate=gate))
-    local_server.script("main", tool_round("a.py", "b.py"), tool_round("c.py"), Reply(text="done"))
-
-    async def release_recall() -> None:
-        gate.set()
-        assert await slow.wait_settled(KEY, 5)
-
-    recall = AsyncRecallMiddleware(slow)
-    agent = make_agent(local_server, http, recall, release_recall)
-    result = await recall.ainvoke(agent, user("how do I deploy?"), CONFIG)
-
-    assert result["messages"][-1].content == "done"
-    first, second, third = (r.body["messages"] for r in main_requests(local_server))
-    assert memory_indexes(first) == []
-    (side,) = side_requests(local_server)
-    assert side.finished_at is not None
-    assert main_requests(local_server)[0].arrived_at < side.finished_at
-    memory_after_tools(second)
-    assert memory_indexes(third) == memory_indexes(second)
-    for messages in (first, second, third):
-        assert_valid_chat(messages)
-
-
-async def test_fast_recall_rides_on_the_first_call(
-    local_server: LocalServer, http: Any, fast: RecallPrefetcher
-) -> None:
-    """(b) A recall with no I/O has settled by the first model call: the user's message
-    carries the memory first, then the user's own text."""
-    local_server.script("main", Reply(text="ok"))
-    recall = AsyncRecallMiddleware(fast)
-    agent = make_agent(local_server, http, recall)
-
-    await recall.ainvoke(agent, user("how do deploys reach the staging cluster?"), CONFIG)
-
-    (request,) = main_requests(local_server)
-    messages = request.body["messages"]
-    (at,) = memory_indexes(messages)
-    assert messages[at]["role"] == "user"
-    text = text_of(messages[at])
-    assert text.index(MEMORY_MARK) < text.index("staging cluster?")
-    assert_valid_chat(messages)
-
-
 @pytest.mark.parametrize(
     ("path", "ending"),
     [
-        ("ainvoke", "returns"),
-        ("ainvoke", "raises"),
-        ("ainvoke", "is cancelled"),
-        ("astream", "is left early"),
         ("plain", "returns"),
         ("callbacks", "raises"),
         ("callbacks", "is cancelled"),
     ],
 )
-async def test_side_query_hangs_up_however_the_run_ends(
+async def test_side_query_hangs_up_without_the_wrappers(
     path: str, ending: str, local_server: LocalServer, http: Any, slow: RecallPrefetcher
 ) -> None:
-    """(c) When the run ends, fails, is cancelled or its stream is left while the side
-    query is still out, the server sees the side query hang up: through the wrappers'
-    ``finally``, the callback handler on a plain ``agent.ainvoke``, or (normal end of a
-    plain ``agent.ainvoke``) ``aafter_agent``."""
+    """When an ``agent.ainvoke`` called without the wrappers (the conformance kit drives
+    ``ainvoke``/``astream``) ends, fails or is cancelled while the side query is still
+    out, the server sees the side query hang up: through the callback handler, or (a
+    normal end) ``aafter_agent`` alone."""
     end = Ending(local_server, ending)
     recall = AsyncRecallMiddleware(slow)
     agent = make_agent(local_server, http, recall)
 
     async def drive() -> None:
-        if path == "ainvoke":
-            await recall.ainvoke(agent, user("question"), CONFIG)
-        elif path == "astream":
-            stream = recall.astream(agent, user("question"), CONFIG, stream_mode="updates")
-            async for chunk in stream:
-                if "model" in chunk:  # the model answered: leave the stream
-                    break
-            await stream.aclose()  # type: ignore[attr-defined]
-        elif path == "plain":  # no wrapper, no callbacks: aafter_agent alone
+        if path == "plain":  # no wrapper, no callbacks: aafter_agent alone
             await agent.ainvoke(user("question"), CONFIG)
         else:
             config = {**CONFIG, "callbacks": [recall.callback_handler()]}
@@ -183,38 +184,13 @@ async def test_side_query_hangs_up_however_the_run_ends(
     await end.finish(task, side, slow, KEY, error=openai.BadRequestError)
 
 
-async def test_second_run_does_not_reoffer_surfaced_files(
+async def test_the_checkpointed_thread_holds_the_block_once_after_the_tool_message(
     local_server: LocalServer, http: Any, slow: RecallPrefetcher, paths: dict[str, str]
 ) -> None:
-    """(d) The app starts the recall when the message arrives (the run adopts it); the
-    checkpointed thread keeps the block, so the thread's next run never offers the files
-    the first one showed, and its request carries the block from the thread."""
-    local_server.script("side", side_reply(paths["db-testing"]), side_reply())
-    local_server.script("main", Reply(text="one"), Reply(text="two"))
-    recall = AsyncRecallMiddleware(slow)
-    agent = make_agent(local_server, http, recall)
-
-    start_recall(slow, KEY, "how do I test the db layer?")
-    assert await slow.wait_settled(KEY, 5)
-    await recall.ainvoke(agent, user("how do I test the db layer?"), CONFIG)
-    assert len(side_requests(local_server)) == 1  # adopted, not restarted
-    await recall.ainvoke(agent, user("and for the api layer?"), CONFIG)
-
-    one, two = side_requests(local_server)
-    assert paths["db-testing"] in text_of(one.body["messages"][-1])
-    assert "api layer" in text_of(two.body["messages"][-1])
-    assert paths["db-testing"] not in text_of(two.body["messages"][-1])
-    assert paths["deploy-flow"] in text_of(two.body["messages"][-1])
-    second_run = main_requests(local_server)[1].body["messages"]
-    assert len(memory_indexes(second_run)) == 1  # the first run's block, from the thread
-
-
-async def test_framework_accepts_what_we_inject(
-    local_server: LocalServer, http: Any, slow: RecallPrefetcher, paths: dict[str, str]
-) -> None:
-    """(e) The checkpointed thread holds only valid messages (every ToolMessage answers
-    a tool call of the AIMessage before it; our block is a HumanMessage after them) and
-    feeds the next run: one system message on the wire, no orphan tool message."""
+    """The block goes into the state, so the checkpointer keeps it: the thread holds only
+    valid messages (every ToolMessage answers the AIMessage before it), the block once,
+    as a HumanMessage right after the tool message, and the next run of the thread
+    leaves it there."""
     gate = threading.Event()
     local_server.script("side", side_reply(paths["deploy-flow"], gate=gate), side_reply())
     local_server.script("main", tool_round("a.py"), Reply(text="one"), Reply(text="two"))
@@ -235,57 +211,7 @@ async def test_framework_accepts_what_we_inject(
     assert kinds == [human, ai, tool_, human, ai, human, ai]
     assert [MEMORY_MARK in str(m.content) for m in thread].count(True) == 1
     assert MEMORY_MARK in str(thread[3].content)  # right after the tool message
-    requests = [r.body["messages"] for r in main_requests(local_server)]
-    for messages in requests:
-        assert_valid_chat(messages)
-        assert [m["role"] for m in messages].count("system") == 1
-    assert [len(memory_indexes(m)) for m in requests] == [0, 1, 1]
-
-
-@pytest.mark.parametrize("shown_at", ["first call", "after tools"])
-async def test_memory_the_app_did_not_resend_is_shown_again(
-    shown_at: str,
-    local_server: LocalServer,
-    http: Any,
-    slow: RecallPrefetcher,
-    paths: dict[str, str],
-) -> None:
-    """A block counts as shown only while it stays in the history the next call sends:
-    an agent without a checkpointer, whose app re-sends its own chat history (without
-    the block, shown on the first call or after a tool round), gets the block's files
-    offered again and the memory again, once."""
-    db = paths["db-testing"]
-    gate = threading.Event()
-    local_server.script("side", side_reply(db, gate=gate), side_reply(db))
-    first_run = [Reply(text="one")] if shown_at == "first call" else [tool_round("x.py"), "one"]
-    local_server.script("main", *first_run, tool_round("a.py"), Reply(text="two"))
-
-    async def settle() -> None:  # a recall still out lands by this tool round
-        gate.set()
-        assert await slow.wait_settled(KEY, 5)
-
-    recall = AsyncRecallMiddleware(slow)
-    agent = make_agent(local_server, http, recall, settle, checkpointer=None)
-    start_recall(slow, KEY, "how do I test the db layer?")
-    if shown_at == "first call":
-        gate.set()
-        assert await slow.wait_settled(KEY, 5)
-    await recall.ainvoke(agent, user("how do I test the db layer?"), CONFIG)
-    first_sent = main_requests(local_server)[len(first_run) - 1].body["messages"]
-    assert len(memory_indexes(first_sent)) == 1
-    chat = [
-        {"role": "user", "content": "how do I test the db layer?"},
-        {"role": "assistant", "content": "one"},
-        {"role": "user", "content": "and for the api layer?"},
-    ]
-    await recall.ainvoke(agent, {"messages": chat}, CONFIG)
-
-    _one, two = side_requests(local_server)
-    assert db in text_of(two.body["messages"][-1])
-    last = main_requests(local_server)[-1].body["messages"]
-    (at,) = memory_indexes(last)
-    assert db in text_of(last[at])
-    assert_valid_chat(last)
+    assert paths["deploy-flow"] in str(thread[3].content)
 
 
 def answer_by_query(server: LocalServer, paths: dict[str, str]) -> None:

@@ -11,6 +11,10 @@ use them, and so can yours. Nothing here reaches the network beyond 127.0.0.1.
   and a :class:`RecordedRequest` per request that says whether the client hung up.
 * :class:`LocalPostgres` — a throw-away PostgreSQL cluster from the machine's binaries
   (private Unix socket, no TCP port), for tests of the PostgreSQL memory store.
+
+:mod:`asyncrecall.testing.conformance` (imported on its own: it needs pytest) is the
+conformance kit: the recall contract as one pytest suite that a framework adapter runs
+with a small driver.
 """
 
 from __future__ import annotations
