@@ -6,12 +6,24 @@ on the suite's :class:`~asyncrecall.testing.LocalServer`. Assertions read the wi
 :func:`run_claude` is the whole framework side (one user message through the SDK with
 the adapter and one tool, ``read_file``, an in-process SDK MCP tool), so a driver of the
 conformance kit can wrap it.
+
+The CLI has two wire formats for hook context, chosen by model: for the models it knows
+(``claude-sonnet-4-5`` here) a ``<system-reminder>`` text block in the user message, and
+after tools inside the last tool result's content; for others (``claude-test-main``) a
+``system`` message after the user message or after the tool results. The placement tests
+run both.
+
+The SDK leaves one of its anyio message streams unclosed when its ``query`` raises or is
+cancelled (a ``ResourceWarning`` from ``MemoryObjectReceiveStream.__del__``): that
+warning alone is let through here, and each test collects garbage at its end so it is
+raised here, not in a later module's test.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -40,8 +52,21 @@ from asyncrecall.testing import AnthropicServer, LocalServer, RecordedRequest, R
 from .conftest import MEMORY_MARK, side_reply, side_requests
 
 MAIN = "claude-test-main"
+KNOWN = "claude-sonnet-4-5"
+FORMATS = {MAIN: "system message", KNOWN: "user message"}
 TOOL = "mcp__files__read_file"
 ToolHook = Callable[[], Awaitable[None]]
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <function MemoryObjectReceiveStream.__del__"
+    ":pytest.PytestUnraisableExceptionWarning"
+)
+
+
+@pytest.fixture(autouse=True)
+def _collect_here() -> Iterator[None]:
+    yield
+    gc.collect()
 
 
 # -- the framework side ----------------------------------------------------------------
@@ -61,7 +86,12 @@ def cli_env(server: AnthropicServer, config_dir: Path) -> dict[str, str]:
 
 
 def claude_options(
-    server: AnthropicServer, folder: Path, tool_hook: ToolHook | None = None, **extra: Any
+    server: AnthropicServer,
+    folder: Path,
+    tool_hook: ToolHook | None = None,
+    *,
+    model: str = MAIN,
+    **extra: Any,
 ) -> ClaudeAgentOptions:
     """Options for one run: the local server, no built-in tools, one ``read_file`` tool
     (an in-process MCP tool that awaits ``tool_hook`` first), no settings files."""
@@ -74,7 +104,7 @@ def claude_options(
 
     folder.mkdir(parents=True, exist_ok=True)
     return ClaudeAgentOptions(
-        model=MAIN,
+        model=model,
         cwd=folder,
         env=cli_env(server, folder / ".claude-config"),
         system_prompt="You are terse.",
@@ -101,8 +131,8 @@ def tool_round(*files: str) -> Reply:
 # -- the wire --------------------------------------------------------------------------
 
 
-def main_requests(server: AnthropicServer) -> list[RecordedRequest]:
-    return [r for r in server.requests if r.model == MAIN]
+def main_requests(server: AnthropicServer, model: str = MAIN) -> list[RecordedRequest]:
+    return [r for r in server.requests if r.model == model]
 
 
 def block_text(block: Any) -> str:
@@ -119,8 +149,14 @@ def text_of(message: Mapping[str, Any]) -> str:
     return content if isinstance(content, str) else "".join(map(block_text, content))
 
 
-def memory_indexes(messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    return [i for i, m in enumerate(messages) if MEMORY_MARK in text_of(m)]
+def memory_at(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    """(message, content block) of each memory block (inside tool results too)."""
+    found = []
+    for i, message in enumerate(messages):
+        content = message["content"]
+        items = [content] if isinstance(content, str) else content
+        found += [(i, j) for j, item in enumerate(items) if MEMORY_MARK in block_text(item)]
+    return found
 
 
 def blocks(message: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
@@ -142,11 +178,33 @@ def assert_paired(messages: Sequence[Mapping[str, Any]]) -> None:
         assert len(results) == len(answer["content"])
 
 
-def assert_memory_after_tools(messages: Sequence[Mapping[str, Any]]) -> None:
-    """The one memory message comes right after the tool results of the last round."""
-    (at,) = memory_indexes(messages)
-    assert blocks(messages[at - 1], "tool_result"), messages[at - 1]
+def assert_memory_after_tools(
+    messages: Sequence[Mapping[str, Any]], at: tuple[int, int], wire_format: str
+) -> None:
+    """Memory at ``at`` comes after every tool result of the last round: inside the last
+    tool result (user-message format) or in the system message right after them."""
     assert_paired(messages)
+    results = max(i for i, m in enumerate(messages) if blocks(m, "tool_result"))
+    if wire_format == "user message":
+        assert at == (results, len(messages[results]["content"]) - 1)
+        assert messages[results]["content"][at[1]]["type"] == "tool_result"
+    else:
+        assert at == (results + 1, 0) and messages[at[0]]["role"] == "system"
+
+
+def assert_memory_with_the_prompt(
+    messages: Sequence[Mapping[str, Any]], at: tuple[int, int], prompt: str, wire_format: str
+) -> None:
+    """Memory at ``at`` is with the user's message: a block before the user's text in
+    it (user-message format), or the system message right after it."""
+    (user,) = [i for i, m in enumerate(messages) if prompt in text_of(m)]
+    if wire_format == "user message":
+        text_at = next(
+            j for j, b in enumerate(messages[user]["content"]) if prompt in block_text(b)
+        )
+        assert at[0] == user and at[1] < text_at
+    else:
+        assert at[0] == user + 1 and messages[at[0]]["role"] == "system"
 
 
 # -- fixtures --------------------------------------------------------------------------
@@ -192,27 +250,30 @@ def settle_in_tool(prefetcher: RecallPrefetcher, gate: threading.Event) -> ToolH
 # -- (b) the first request -------------------------------------------------------------
 
 
+@pytest.mark.parametrize("model", sorted(FORMATS))
 async def test_settled_recall_rides_on_the_first_request(
-    anthropic_server: AnthropicServer, fast: RecallPrefetcher, tmp_path: Path
+    model: str, anthropic_server: AnthropicServer, fast: RecallPrefetcher, tmp_path: Path
 ) -> None:
     """(b) A recall settled when the CLI calls ``UserPromptSubmit`` goes into the first
-    model request, once, after the user's text, without its wrapper tags (the CLI puts
-    hook context in a system message of its own and would escape them)."""
-    anthropic_server.script(MAIN, Reply(text="ok", chunk_size=2))
+    model request, once, with the user's message (where the CLI's format puts hook
+    context), without the block's own wrapper tags (the CLI wraps hook context itself
+    and would show ours escaped)."""
+    anthropic_server.script(model, Reply(text="ok", chunk_size=2))
     recall = AsyncRecallHooks(fast)
+    question = "how do deploys reach staging?"
 
     messages = await run_claude(
-        recall, claude_options(anthropic_server, tmp_path), "how do deploys reach staging?"
+        recall, claude_options(anthropic_server, tmp_path, model=model), question
     )
 
     assert isinstance(messages[-1], ResultMessage) and messages[-1].result == "ok"
-    (request,) = main_requests(anthropic_server)
+    (request,) = main_requests(anthropic_server, model)
     wire = request.body["messages"]
-    (at,) = memory_indexes(wire)
-    prompt_at = next(i for i, m in enumerate(wire) if "reach staging?" in text_of(m))
-    assert prompt_at < at
-    assert "deploy-flow" in text_of(wire[at])
-    assert "system-reminder" not in text_of(wire[at])
+    (at,) = memory_at(wire)
+    assert_memory_with_the_prompt(wire, at, question, FORMATS[model])
+    memory = block_text(wire[at[0]]["content"][at[1]])
+    assert "deploy-flow" in memory
+    assert "&lt;system-reminder" not in memory
     assert request.stream
 
 
@@ -237,13 +298,15 @@ async def test_hooks_alone_in_the_sdks_own_query(
 
     assert seen == ["UserPromptSubmit"]
     (request,) = main_requests(anthropic_server)
-    assert len(memory_indexes(request.body["messages"])) == 1
+    assert len(memory_at(request.body["messages"])) == 1
 
 
 # -- (a) after the tool results ----------------------------------------------------------
 
 
+@pytest.mark.parametrize("model", sorted(FORMATS))
 async def test_slow_recall_lands_after_the_tool_results_once(
+    model: str,
     anthropic_server: AnthropicServer,
     local_server: LocalServer,
     slow: RecallPrefetcher,
@@ -251,28 +314,29 @@ async def test_slow_recall_lands_after_the_tool_results_once(
     tmp_path: Path,
 ) -> None:
     """(a) A side query slower than the first request: that request carries no memory;
-    the request after the tool round carries it once, after all the tool results (calls
-    and results still paired), and later requests keep it there (the session's history),
-    never twice."""
+    the request after the round of two parallel tool calls carries it once, after all
+    the round's tool results (calls and results still paired), and later requests keep
+    it there (the session's history), never twice."""
     gate = threading.Event()
     local_server.script("side", side_reply(paths["deploy-flow"], gate=gate))
     anthropic_server.script(
-        MAIN, tool_round("a.py", "b.py"), tool_round("c.py"), Reply(text="done")
+        model, tool_round("a.py", "b.py"), tool_round("c.py"), Reply(text="done")
     )
     recall = AsyncRecallHooks(slow)
-    options = claude_options(anthropic_server, tmp_path, settle_in_tool(slow, gate))
+    options = claude_options(anthropic_server, tmp_path, settle_in_tool(slow, gate), model=model)
 
     messages = await run_claude(recall, options, "how do I deploy?")
 
     assert isinstance(messages[-1], ResultMessage) and messages[-1].result == "done"
-    first, second, third = (r.body["messages"] for r in main_requests(anthropic_server))
-    assert memory_indexes(first) == []
+    first, second, third = (r.body["messages"] for r in main_requests(anthropic_server, model))
+    assert memory_at(first) == []
     (side,) = side_requests(local_server)
     assert side.finished_at is not None
-    assert main_requests(anthropic_server)[0].arrived_at < side.finished_at
-    assert_memory_after_tools(second)
-    assert paths["deploy-flow"] in text_of(second[memory_indexes(second)[0]])
-    assert memory_indexes(third) == memory_indexes(second)
+    assert main_requests(anthropic_server, model)[0].arrived_at < side.finished_at
+    (at,) = memory_at(second)
+    assert_memory_after_tools(second, at, FORMATS[model])
+    assert paths["deploy-flow"] in block_text(second[at[0]]["content"][at[1]])
+    assert memory_at(third) == [at]
     assert_paired(third)
     assert slow.pending(messages[-1].session_id) is None
 
@@ -300,16 +364,17 @@ async def test_instant_pass_rides_first_and_the_recall_follows_the_tools(
     ):
         await prefetcher.warm()
         options = claude_options(anthropic_server, tmp_path, settle_in_tool(prefetcher, gate))
-        await run_claude(AsyncRecallHooks(prefetcher), options, "how do deploys reach staging?")
+        question = "how do deploys reach staging?"
+        await run_claude(AsyncRecallHooks(prefetcher), options, question)
 
     first, second = (r.body["messages"] for r in main_requests(anthropic_server))
-    (instant_at,) = memory_indexes(first)
-    assert paths["deploy-flow"] in text_of(first[instant_at])
-    at_prompt, after_tools = memory_indexes(second)
-    assert at_prompt == instant_at
-    assert blocks(second[after_tools - 1], "tool_result")
-    assert_paired(second)
-    later = text_of(second[after_tools])
+    (instant,) = memory_at(first)
+    assert_memory_with_the_prompt(first, instant, question, FORMATS[MAIN])
+    assert paths["deploy-flow"] in text_of(first[instant[0]])
+    kept, after_tools = memory_at(second)
+    assert kept == instant
+    assert_memory_after_tools(second, after_tools, FORMATS[MAIN])
+    later = text_of(second[after_tools[0]])
     assert paths["user-role"] in later and paths["deploy-flow"] not in later
 
 
@@ -345,10 +410,10 @@ async def test_side_query_hangs_up_however_the_run_ends(
     local_server.script("side", Reply(hang=True))
     if ending == "raises":
         anthropic_server.script(MAIN, Reply(status=400, error_message="bad", gate=release))
-    elif ending == "is cancelled":
-        anthropic_server.script(MAIN, Reply(hang=True))
-    else:
+    elif ending == "returns":
         anthropic_server.script(MAIN, Reply(text="ok", gate=release))
+    else:  # the turn is still waiting for the model when the stream goes
+        anthropic_server.script(MAIN, Reply(hang=True))
     recall = AsyncRecallHooks(slow)
     options = claude_options(anthropic_server, tmp_path)
 
@@ -442,10 +507,10 @@ async def test_memory_shown_in_a_session_is_not_offered_again_in_it(
     await run_claude(recall, claude_options(anthropic_server, tmp_path), question)
 
     first, second, fresh = (r.body["messages"] for r in main_requests(anthropic_server))
-    (shown,) = memory_indexes(first)
-    assert memory_indexes(second) == [shown]
-    assert [m["role"] for m in second[: shown + 1]] == [m["role"] for m in first]
-    assert len(memory_indexes(fresh)) == 1
+    (shown,) = memory_at(first)
+    assert memory_at(second) == [shown]
+    assert [m["role"] for m in second[: len(first)]] == [m["role"] for m in first]
+    assert len(memory_at(fresh)) == 1
 
 
 async def test_a_new_message_never_gets_the_previous_messages_recall(
@@ -488,9 +553,9 @@ async def test_a_new_message_never_gets_the_previous_messages_recall(
     assert sum("who is the user?" in a for a in asked) == 1
     assert sum("and their role?" in a for a in asked) == 1
     first, second, third = (r.body["messages"] for r in main_requests(anthropic_server))
-    assert memory_indexes(first) == memory_indexes(second) == []  # neither settled in time
-    (at,) = memory_indexes(third)
-    assert paths["user-role"] in text_of(third[at])
+    assert memory_at(first) == memory_at(second) == []  # neither settled in time
+    (at,) = memory_at(third)
+    assert paths["user-role"] in text_of(third[at[0]])
     assert paths["deploy-flow"] not in str(second) + str(third)
 
 
@@ -520,24 +585,24 @@ async def test_many_sessions_leave_nothing_behind(store: MemoryStore) -> None:
         assert len(prefetcher._conversations) <= 50
 
 
-async def test_tool_results_of_sub_agents_get_no_memory(slow: RecallPrefetcher) -> None:
-    """A sub-agent's ``PostToolUse`` (it carries ``agent_id``) does not take the block:
+async def test_tool_rounds_of_sub_agents_get_no_memory(slow: RecallPrefetcher) -> None:
+    """A sub-agent's ``PostToolBatch`` (it carries ``agent_id``) does not take the block:
     its context would go to the sub-agent, not to the user's conversation."""
     recall = AsyncRecallHooks(slow)
     session = "s-1"
     ctx: Any = {"signal": None}
-    tool_fields = {"tool_name": TOOL, "tool_input": {}, "tool_response": "x", "tool_use_id": "t"}
+    calls = [{"tool_name": TOOL, "tool_input": {}, "tool_use_id": "t", "tool_response": "x"}]
     ask = hook_input("UserPromptSubmit", session, prompt="how do I deploy?")
     assert await recall.user_prompt_submit(ask, None, ctx) == {}
     pending = slow.pending(session)
     assert pending is not None
     pending.cancel()  # settled (empty), so a take would consume it
     await asyncio.wait({pending.task})
-    sub = hook_input("PostToolUse", session, agent_id="a-1", **tool_fields)
-    assert await recall.post_tool_use(sub, "t", ctx) == {}
+    sub = hook_input("PostToolBatch", session, agent_id="a-1", tool_calls=calls)
+    assert await recall.post_tool_batch(sub, None, ctx) == {}
     assert slow.pending(session) is pending
-    main = hook_input("PostToolUse", session, **tool_fields)
-    assert await recall.post_tool_use(main, "t", ctx) == {}
+    main = hook_input("PostToolBatch", session, tool_calls=calls)
+    assert await recall.post_tool_batch(main, None, ctx) == {}
     assert slow.pending(session) is None
 
 

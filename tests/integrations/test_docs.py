@@ -13,6 +13,7 @@ PAGES = {
     "pydantic-ai": "pydantic-ai.md",
     "openai-agents": "openai-agents.md",
     "langchain": "langchain.md",
+    "claude-agent-sdk": "claude-agent-sdk.md",
 }
 
 

@@ -17,8 +17,8 @@ Every adapter does the same thing: on each user message it starts the recall (or
 the one the app already started for that conversation key), never waits for it, puts
 the memory block before the user's text if the recall settled before the first model
 request, else after all the tool results of the first later request it has settled
-for, at most once, and cancels the recall on every end of the run. (The Claude Agent SDK's CLI decides where hook
-context goes: after the user's message, and after the tool results.)
+for, at most once, and cancels the recall on every end of the run. (With the Claude Agent
+SDK, the CLI it drives places what the hooks return: its page says where.)
 
 :func:`start_recall` is what an app calls when the message arrives, to start the recall
 earlier than the run does: a run adopts the key's pending recall only if it was started

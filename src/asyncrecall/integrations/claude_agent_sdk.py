@@ -19,11 +19,13 @@ recall.hooks())``, or :meth:`AsyncRecallHooks.options` to add them to yours):
   ``additionalContext`` when there is one (the main recall's, else the instant pass's),
   else with nothing. The CLI puts it in the first model request, in a system message
   after the user's, and keeps it in the session's history.
-* ``PostToolUse`` and ``PostToolUseFailure``: the first one after the recall settled
-  takes its block, once, as ``additionalContext``: the CLI sends it after all the tool
-  results of the next request, in a system message of its own (the tool results stay
-  paired with their calls). Tools of sub-agents are skipped: their context goes to the
-  sub-agent, not to the conversation the user is in.
+* ``PostToolBatch`` (once per round of tool calls, after every call resolved, before the
+  next model request): the first one after the recall settled takes its block, once, as
+  ``additionalContext``; the CLI sends it after all the round's tool results, and the
+  tool results stay paired with their calls. Not ``PostToolUse``: that fires per call,
+  and the CLI puts its context with that call's own result, between the results of a
+  round of parallel calls (in its user-message format). Rounds of sub-agents are
+  skipped: their context goes to the sub-agent, not to the conversation the user is in.
 * ``Stop`` (the turn ended) and ``StopFailure`` (it ended on an API error): the recall,
   if still pending, is cancelled and its side query hangs up.
 
@@ -111,10 +113,10 @@ class AsyncRecallHooks:
         """The hooks for ``ClaudeAgentOptions(hooks=...)``."""
         hooks: dict[str, list[HookMatcher]] = {
             "UserPromptSubmit": [HookMatcher(hooks=[self.user_prompt_submit])],
-            "PostToolUse": [HookMatcher(hooks=[self.post_tool_use])],
-            "PostToolUseFailure": [HookMatcher(hooks=[self.post_tool_use])],
+            # PostToolBatch and StopFailure are not in the SDK's HookEvent type; the CLI
+            # it bundles fires both.
+            "PostToolBatch": [HookMatcher(hooks=[self.post_tool_batch])],
             "Stop": [HookMatcher(hooks=[self.stop])],
-            # Not in the SDK's HookEvent type, but the CLI fires it (API errors).
             "StopFailure": [HookMatcher(hooks=[self.stop])],
         }
         return cast(dict[HookEvent, list[HookMatcher]], hooks)
@@ -142,15 +144,14 @@ class AsyncRecallHooks:
         await asyncio.sleep(0)  # one tick: a recall with no I/O settles here
         return _output("UserPromptSubmit", self.prefetcher.take(key, "user_query"))
 
-    async def post_tool_use(
+    async def post_tool_batch(
         self, input: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
-        """The settled block, once, with the tool results of the next request."""
-        event = input["hook_event_name"]
-        if event not in ("PostToolUse", "PostToolUseFailure") or "agent_id" in input:
+        """The settled block, once, after all the tool results of the next request."""
+        if cast(str, input["hook_event_name"]) != "PostToolBatch" or "agent_id" in input:
             return {}
         key = self._key_for(input["session_id"])
-        return _output(event, self.prefetcher.take(key, "tool_result"))
+        return _output("PostToolBatch", self.prefetcher.take(key, "tool_result"))
 
     async def stop(
         self, input: HookInput, tool_use_id: str | None, context: HookContext
