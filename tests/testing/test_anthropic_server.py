@@ -134,7 +134,7 @@ def test_errors_are_anthropic_error_objects(
     server: AnthropicServer, conn: http.client.HTTPConnection
 ) -> None:
     """A scripted status answers ``{"type": "error", "error": {type, message}}``; an
-    unknown model is a 404 of the same shape, and so is an unknown route."""
+    unknown model is a 404 of the same shape, and so is an unknown Messages route."""
     server.script("m", Reply(status=429, error_message="slow down"))
     status, raw, _ = post(conn, messages(stream=True))
     assert status == 429
@@ -144,7 +144,7 @@ def test_errors_are_anthropic_error_objects(
     }
     status, raw, _ = post(conn, messages("nobody"))
     assert status == 404 and json.loads(raw)["error"]["type"] == "not_found_error"
-    status, raw, _ = post(conn, messages(), path="/v1/chat/completions")
+    status, raw, _ = post(conn, messages(), path="/v1/messages/batches")
     assert status == 404 and json.loads(raw)["type"] == "error"
     assert [r.status for r in server.requests] == [429, 404]
 
@@ -173,3 +173,19 @@ def test_a_gated_reply_waits_and_a_hang_up_is_recorded(server: AnthropicServer) 
     conn.close()
     server.wait_disconnected(record)
     gate.set()
+
+
+def test_chat_completions_are_answered_as_the_local_server_does(
+    server: AnthropicServer, conn: http.client.HTTPConnection
+) -> None:
+    """One server for a Claude main model and an OpenAI-compatible side model: chat
+    completions get LocalServer's answers and errors, recorded beside the messages."""
+    server.script("side", Reply(json={"selected_memories": []}))
+    body = {"model": "side", "messages": [{"role": "user", "content": "q"}]}
+    status, raw, _ = post(conn, body, path="/v1/chat/completions")
+    answer = json.loads(raw)
+    assert status == 200 and answer["object"] == "chat.completion"
+    assert json.loads(answer["choices"][0]["message"]["content"]) == {"selected_memories": []}
+    status, raw, _ = post(conn, body, path="/v1/chat/completions")
+    assert status == 404 and "type" not in json.loads(raw)  # OpenAI's error shape
+    assert [r.path for r in server.requests] == ["/v1/chat/completions"] * 2

@@ -1,6 +1,7 @@
 """``asyncrecall bench frameworks``: the frameworks' usual memory pattern vs our adapters.
 
-For each framework (Pydantic AI, the OpenAI Agents SDK, LangChain v1), the same seeded
+For each framework (Pydantic AI, the OpenAI Agents SDK, LangChain v1, the Claude Agent
+SDK), the same seeded
 plans as ``bench latency`` (:func:`asyncrecall.bench._workload.draw_plans`: side query
 lognormal mean 0.9 s, 0-3 tool rounds) are played over HTTP by a :class:`LocalServer`
 in a child process (so its work and its share of the GIL stay out of the timings)
@@ -13,15 +14,17 @@ message ends with its ``[qid]``, by which the server finds the plan of a side qu
   plumbing costs by itself (any memory integration pays it, the awaited one included);
 * ``awaited`` — the framework's usual memory pattern, as the mem0 and LangMem guides
   write it: the recall is awaited in the hook before the first model request (a Pydantic
-  AI ``before_model_request``, an Agents SDK input filter, a LangChain ``abefore_model``);
+  AI ``before_model_request``, an Agents SDK input filter, a LangChain ``abefore_model``,
+  a Claude Code ``UserPromptSubmit`` hook);
 * ``adapter`` — :mod:`asyncrecall.integrations`: the recall starts in the run-start
   hook and is never awaited.
 
 Per query: ``first_request_ms`` — from calling the framework's run to the framework
 handing its first main request to the HTTP connection (the client's request hook), as
-``bench latency`` times the agent's ``request_sent``; ``added_ms`` — that minus the
-same query's ``none`` run (paired, so the framework's own overhead cancels);
-``hook_ms`` — time spent inside memory code in the hooks (the awaited recall; the
+``bench latency`` times the agent's ``request_sent`` (the Claude Agent SDK's requests
+leave from the CLI, a child process: there, to the request's arrival at the server);
+``added_ms`` — that minus the same query's ``none`` run (paired, so the framework's own
+overhead cancels); ``hook_ms`` — time spent inside memory code in the hooks (the awaited recall; the
 adapter's ``start`` and ``take`` calls); ``recall_steps_ms`` — the adapter's background
 recall's own steps on the event loop before the first main request was sent (it runs
 while the framework works towards that request, so each step delays it: timed by a task
@@ -67,7 +70,7 @@ from asyncrecall.prefetch import RecallPrefetcher
 
 __all__ = ["FRAMEWORKS", "PATTERNS", "FrameworksConfig", "Trace", "add_arguments", "measure", "run"]
 
-FRAMEWORKS: Final = ("pydantic-ai", "openai-agents", "langchain")
+FRAMEWORKS: Final = ("pydantic-ai", "openai-agents", "langchain", "claude-agent-sdk")
 PATTERNS: Final = ("none", "hooks", "awaited", "adapter")
 _MARK: Final = "## Relevant memory"
 _SYSTEM: Final = "You are a coding agent. Use the tools when they help."
@@ -205,7 +208,7 @@ async def _one(
     memory.awaited = pattern == "awaited"
     async with _TimedPrefetcher(memory, held=held, recall=pattern != "hooks") as prefetcher:
         framework_pattern = "adapter" if pattern == "hooks" else pattern
-        start = driver.prepare(framework_pattern, main_model, plan, memory, prefetcher)
+        start = await driver.aprepare(framework_pattern, main_model, plan, memory, prefetcher)
         started = time.monotonic()  # the agent is built: from here on it is the run
         with _timing_recall_steps():
             await start()
@@ -216,7 +219,11 @@ async def _one(
     sides = [r for r in answer["records"] if r["model"] == side.name and r["marked"][1]]
     with_memory = [n for n, r in enumerate(main) if r["marked"][0]]
     landed = "missed" if not with_memory else "user_query" if with_memory[0] == 0 else "tool_result"
-    sent = driver.sent[main_model]
+    sent = driver.sent.get(main_model)
+    if sent is None:  # sent from another process (the Claude Code CLI): its arrival here
+        if not main:
+            raise RuntimeError(f"{tag}: no main request of {plan.qid} reached the server")
+        sent = float(main[0]["arrived_at"])
     return Trace(
         qid=plan.qid,
         first_request_ms=(sent - started) * 1000.0,
@@ -283,7 +290,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         choices=FRAMEWORKS,
         dest="frameworks",
-        help="only this framework (repeatable; default: all three)",
+        help="only this framework (repeatable; default: all of them)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -321,7 +328,12 @@ def _ms(value: float) -> str:
 
 def _extra(module: str | None) -> str:
     top = (module or "").split(".")[0]
-    return {"pydantic_ai": "pydantic-ai", "agents": "openai-agents"}.get(top, "langchain")
+    extras = {
+        "pydantic_ai": "pydantic-ai",
+        "agents": "openai-agents",
+        "claude_agent_sdk": "claude-agent-sdk",
+    }
+    return extras.get(top, "langchain")
 
 
 def _table(summary: Mapping[str, Any], config: FrameworksConfig) -> Table:
@@ -510,6 +522,17 @@ class _Driver:
         """Build the agent; return what starts the run (timed from its call)."""
         raise NotImplementedError
 
+    async def aprepare(
+        self,
+        pattern: str,
+        model: str,
+        plan: QueryPlan,
+        memory: MemoryManager,
+        prefetcher: RecallPrefetcher,
+    ) -> Callable[[], Awaitable[Any]]:
+        """:meth:`prepare`, for a driver whose agent is built asynchronously (connected)."""
+        return self.prepare(pattern, model, plan, memory, prefetcher)
+
     async def aclose(self) -> None:
         return None
 
@@ -643,8 +666,15 @@ class _LangChain(_Driver):
         await self._http.aclose()
 
 
+def _claude_agent_sdk(base_url: str) -> _Driver:
+    from asyncrecall.bench._frameworks_claude import ClaudeAgentSDK
+
+    return ClaudeAgentSDK(base_url)
+
+
 _DRIVERS: Final[dict[str, Callable[[str], _Driver]]] = {
     "pydantic-ai": _PydanticAI,
     "openai-agents": _OpenAIAgents,
     "langchain": _LangChain,
+    "claude-agent-sdk": _claude_agent_sdk,
 }

@@ -4,7 +4,9 @@ The Claude Agent SDK drives the Claude Code CLI, which speaks the Anthropic Mess
 API only: :class:`AnthropicServer` answers it (``ANTHROPIC_BASE_URL`` set to its
 :attr:`~AnthropicServer.base_url`) with the same scripting, recording and waiting as
 :class:`~asyncrecall.testing.LocalServer`, and the same :class:`~asyncrecall.testing.Reply`
-values rendered as Messages answers.
+values rendered as Messages answers. It is a LocalServer too: OpenAI chat completions
+are answered as there, so one server stands in for a Claude main model and an
+OpenAI-compatible side model.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ class AnthropicServer(LocalServer):
     """An Anthropic Messages server on 127.0.0.1 with real sockets.
 
     Endpoints: ``POST /v1/messages`` (streamed as SSE events or not; recorded),
-    ``POST /v1/messages/count_tokens`` (an estimate; not recorded) and ``GET
-    /v1/models``. Replies are scripted per model as for :class:`LocalServer`
-    (:meth:`script`, :meth:`set_default`), and each :class:`Reply` is rendered as a
-    Messages answer: ``text`` is a text block, each of ``tool_calls`` a ``tool_use``
-    block (ids ``toolu_<request>_<n>`` unless given as a
+    ``POST /v1/messages/count_tokens`` (an estimate; not recorded), ``GET /v1/models``
+    (a listing both APIs' clients read), and :class:`LocalServer`'s ``POST
+    /v1/chat/completions``, answered as there. Replies are scripted per model as for
+    :class:`LocalServer` (:meth:`script`, :meth:`set_default`); to ``/v1/messages`` each
+    :class:`Reply` is rendered as a Messages answer: ``text`` is a text block, each of
+    ``tool_calls`` a ``tool_use`` block (ids ``toolu_<request>_<n>`` unless given as a
     :class:`~asyncrecall.models.FunctionCall`), ``status`` an Anthropic error.
     A stream is ``message_start``, then per block ``content_block_start``, its
     ``text_delta`` or ``input_json_delta`` pieces (``chunk_size`` characters each) and
@@ -65,31 +68,47 @@ class AnthropicServer(LocalServer):
         """``http://127.0.0.1:PORT`` — what ``ANTHROPIC_BASE_URL`` takes (no ``/v1``)."""
         return f"http://{self._host}:{self.port}"
 
-    @staticmethod
-    def _error_body(status: int, message: str) -> dict[str, Any]:
-        kind = _ERROR_TYPES.get(status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": message}}
-
     async def _handle(self, connection: Connection, http: HttpRequest) -> bool:
         path = http.path.split("?", 1)[0].rstrip("/")
         if http.method == "GET" and path == "/v1/models":
             with self._lock:
                 names = sorted(set(self._scripts) | set(self._defaults))
-            data = [{"type": "model", "id": n, "display_name": n} for n in names]
-            listing = {"data": data, "has_more": False, "first_id": None, "last_id": None}
+            data = [
+                {"type": "model", "object": "model", "id": n, "display_name": n, "created": 0}
+                for n in names
+            ]
+            listing = {"object": "list", "data": data, "has_more": False}
             return await self._send_json(connection, http, 200, listing)
         if http.method == "POST" and path == "/v1/messages/count_tokens":
             estimate = {"input_tokens": max(1, len(http.body) // 4)}
             return await self._send_json(connection, http, 200, estimate)
-        if http.method != "POST" or path != "/v1/messages":
-            return await self._send_error(
-                connection, http, 404, f"no route for {http.method} {path}"
-            )
-        return await self._record_and_answer(connection, http, path)
+        if path.startswith("/v1/messages"):
+            if http.method != "POST" or path != "/v1/messages":
+                missing = f"no route for {http.method} {path}"
+                return await self._send_error(connection, http, 404, missing)
+            return await self._record_and_answer(connection, http, path)
+        return await super()._handle(connection, http)
+
+    async def _send_error(
+        self,
+        connection: Connection,
+        http: HttpRequest,
+        status: int,
+        message: str,
+        record: RecordedRequest | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> bool:
+        if not http.path.startswith("/v1/messages"):  # an OpenAI route: its error shape
+            return await super()._send_error(connection, http, status, message, record, headers)
+        kind = _ERROR_TYPES.get(status, "api_error")
+        body = {"type": "error", "error": {"type": kind, "message": message}}
+        return await self._send_json(connection, http, status, body, record, headers)
 
     async def _answer(
         self, connection: Connection, http: HttpRequest, record: RecordedRequest
     ) -> bool:
+        if record.path != "/v1/messages":
+            return await super()._answer(connection, http, record)
         chosen = self._choose(record)
         if not isinstance(chosen, Reply):
             status, message = chosen
