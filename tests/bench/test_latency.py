@@ -145,6 +145,21 @@ def test_scripted_replies_follow_the_plan() -> None:
     assert reply.first_token_delay == plan.first_token[-1]
 
 
+def test_the_tool_call_takes_the_name_the_request_gives_read_file() -> None:
+    """A Messages request of the Claude Code CLI names its MCP tool
+    ``mcp__<server>__read_file``: the scripted call uses that name; an OpenAI request's
+    tools (and none) keep ``read_file``."""
+    plan = next(p for p in draw_plans(50, seed=1) if p.rounds >= 1)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": plan.text}]
+    claude = _request("m", messages)
+    claude.body = {**claude.body, "tools": [{"name": "Read"}, {"name": "mcp__bench__read_file"}]}
+    openai = _request("m", messages)
+    openai.body = {**openai.body, "tools": [{"type": "function", "function": {"name": "x"}}]}
+    replies = [MainReply(plan)(r) for r in (claude, openai, _request("m", messages))]
+    names = [reply.tool_calls[0][0] for reply in replies]
+    assert names == ["mcp__bench__read_file", "read_file", "read_file"]
+
+
 async def test_scripted_tools_answer_every_call_in_order(tmp_path: Path) -> None:
     calls = [
         FunctionCall("a", "read_file", {DURATION_ARG: 1}),

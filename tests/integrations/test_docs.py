@@ -19,6 +19,7 @@ PAGES = {
     "openai-agents": "openai-agents.md",
     "langchain": "langchain.md",
     "google-adk": "google-adk.md",
+    "claude-agent-sdk": "claude-agent-sdk.md",
 }
 
 

@@ -19,8 +19,9 @@ def test_importing_the_package_imports_no_framework() -> None:
     """``import asyncrecall.integrations`` loads none of the frameworks."""
     code = (
         "import sys, asyncrecall.integrations; "
-        "print(sorted(m for m in ('pydantic_ai', 'agents', 'langchain', 'langgraph', 'google.adk', "
-        "'litellm') "
+        "print(sorted(m for m in ("
+        "'pydantic_ai', 'agents', 'langchain', 'langgraph', 'google.adk', 'litellm', "
+        "'claude_agent_sdk') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,8 +1,9 @@
 """``asyncrecall bench frameworks``: the frameworks' usual memory pattern vs our adapters.
 
-For each framework (Pydantic AI, the OpenAI Agents SDK, LangChain v1, Google ADK), the same seeded
-plans as ``bench latency`` (:func:`asyncrecall.bench._workload.draw_plans`: side query
-lognormal mean 0.9 s, 0-3 tool rounds) are played over HTTP by a :class:`LocalServer`
+For each framework (Pydantic AI, the OpenAI Agents SDK, LangChain v1, Google ADK, the
+Claude Agent SDK), the same seeded plans as ``bench latency``
+(:func:`asyncrecall.bench._workload.draw_plans`: side query lognormal mean 0.9 s, 0-3
+tool rounds) are played over HTTP by a :class:`LocalServer`
 in a child process (so its work and its share of the GIL stay out of the timings)
 in the framework's real agent loop, four ways. Each way keeps one side model for all
 its queries, as an application does (its kept-alive connections included); each user
@@ -14,15 +15,17 @@ message ends with its ``[qid]``, by which the server finds the plan of a side qu
 * ``awaited`` — the framework's usual memory pattern, as the mem0 and LangMem guides
   write it: the recall is awaited in the hook before the first model request (a Pydantic
   AI ``before_model_request``, an Agents SDK input filter, a LangChain ``abefore_model``,
-  an ADK tool's ``process_llm_request`` as ADK's ``PreloadMemoryTool`` does);
+  an ADK tool's ``process_llm_request`` as ADK's ``PreloadMemoryTool`` does, a Claude
+  Code ``UserPromptSubmit`` hook);
 * ``adapter`` — :mod:`asyncrecall.integrations`: the recall starts in the run-start
   hook and is never awaited.
 
 Per query: ``first_request_ms`` — from calling the framework's run to the framework
 handing its first main request to the HTTP connection (the client's request hook), as
-``bench latency`` times the agent's ``request_sent``; ``added_ms`` — that minus the
-same query's ``none`` run (paired, so the framework's own overhead cancels);
-``hook_ms`` — time spent inside memory code in the hooks (the awaited recall; the
+``bench latency`` times the agent's ``request_sent`` (the Claude Agent SDK's requests
+leave from the CLI, a child process: there, to the request's arrival at the server);
+``added_ms`` — that minus the same query's ``none`` run (paired, so the framework's own
+overhead cancels); ``hook_ms`` — time spent inside memory code in the hooks (the awaited recall; the
 adapter's ``start`` and ``take`` calls); ``recall_steps_ms`` — the adapter's background
 recall's own steps on the event loop before the first main request was sent (it runs
 while the framework works towards that request, so each step delays it: timed by a task
@@ -53,6 +56,7 @@ from rich.table import Table
 
 from asyncrecall._settings import Settings
 from asyncrecall.bench._corpus import build_memory_folder
+from asyncrecall.bench._frameworks_driver import SYSTEM, Driver, read_file
 from asyncrecall.bench._measure import percentile
 from asyncrecall.bench._scale import ChildServer, child_server
 from asyncrecall.bench._workload import (
@@ -69,10 +73,9 @@ from asyncrecall.prefetch import RecallPrefetcher
 
 __all__ = ["FRAMEWORKS", "PATTERNS", "FrameworksConfig", "Trace", "add_arguments", "measure", "run"]
 
-FRAMEWORKS: Final = ("pydantic-ai", "openai-agents", "langchain", "google-adk")
+FRAMEWORKS: Final = ("pydantic-ai", "openai-agents", "langchain", "google-adk", "claude-agent-sdk")
 PATTERNS: Final = ("none", "hooks", "awaited", "adapter")
 _MARK: Final = "## Relevant memory"
-_SYSTEM: Final = "You are a coding agent. Use the tools when they help."
 _DEFAULT_QUERIES: Final = 8
 _DEFAULT_CONCURRENCY: Final = 4
 _DEFAULT_SEED: Final = 5
@@ -169,7 +172,7 @@ async def measure(config: FrameworksConfig) -> dict[str, dict[str, list[Trace]]]
 
 async def _pattern(
     server: ChildServer,
-    driver: _Driver,
+    driver: Driver,
     store: MemoryStore,
     paths: Mapping[str, str],
     plans: _Plans,
@@ -194,7 +197,7 @@ async def _pattern(
 
 async def _one(
     server: ChildServer,
-    driver: _Driver,
+    driver: Driver,
     store: MemoryStore,
     tag: str,
     pattern: str,
@@ -207,7 +210,7 @@ async def _one(
     memory.awaited = pattern == "awaited"
     async with _TimedPrefetcher(memory, held=held, recall=pattern != "hooks") as prefetcher:
         framework_pattern = "adapter" if pattern == "hooks" else pattern
-        start = driver.prepare(framework_pattern, main_model, plan, memory, prefetcher)
+        start = await driver.aprepare(framework_pattern, main_model, plan, memory, prefetcher)
         started = time.monotonic()  # the agent is built: from here on it is the run
         with _timing_recall_steps():
             await start()
@@ -218,7 +221,11 @@ async def _one(
     sides = [r for r in answer["records"] if r["model"] == side.name and r["marked"][1]]
     with_memory = [n for n, r in enumerate(main) if r["marked"][0]]
     landed = "missed" if not with_memory else "user_query" if with_memory[0] == 0 else "tool_result"
-    sent = driver.sent[main_model]
+    sent = driver.sent.get(main_model)
+    if sent is None:  # sent from another process (the Claude Code CLI): its arrival here
+        if not main:
+            raise RuntimeError(f"{tag}: no main request of {plan.qid} reached the server")
+        sent = float(main[0]["arrived_at"])
     return Trace(
         qid=plan.qid,
         first_request_ms=(sent - started) * 1000.0,
@@ -285,7 +292,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         choices=FRAMEWORKS,
         dest="frameworks",
-        help="only this framework (repeatable; default: all four)",
+        help="only this framework (repeatable; default: all of them)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -328,6 +335,7 @@ def _extra(module: str | None) -> str:
         "agents": "openai-agents",
         "google": "google-adk",
         "litellm": "google-adk",
+        "claude_agent_sdk": "claude-agent-sdk",
     }
     return extras.get(top, "langchain")
 
@@ -488,47 +496,7 @@ class _TimedPrefetcher(RecallPrefetcher):
 # -- one driver per framework -------------------------------------------------------------
 
 
-class _Driver:
-    """Runs one plan's conversation in one framework, one of the four ways."""
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        #: When each main model's first request was handed to the HTTP connection.
-        self.sent: dict[str, float] = {}
-
-    def http_client(self) -> Any:
-        """The main model's HTTP client: its request hook stamps each model's first send."""
-        from openai import DefaultAsyncHttpxClient
-
-        async def stamp(request: Any) -> None:
-            model = json.loads(request.content or b"{}").get("model")
-            if isinstance(model, str):
-                self.sent.setdefault(model, time.monotonic())
-
-        return DefaultAsyncHttpxClient(event_hooks={"request": [stamp]})
-
-    def prepare(
-        self,
-        pattern: str,
-        model: str,
-        plan: QueryPlan,
-        memory: MemoryManager,
-        prefetcher: RecallPrefetcher,
-    ) -> Callable[[], Awaitable[Any]]:
-        """Build the agent; return what starts the run (timed from its call)."""
-        raise NotImplementedError
-
-    async def aclose(self) -> None:
-        return None
-
-
-async def _read_file(path: str, duration_ms: float = 0.0) -> str:
-    """Read a file (the benchmark's tool: it takes the ``duration_ms`` the plan drew)."""
-    await asyncio.sleep(duration_ms / 1000.0)
-    return f"# {path}\n"
-
-
-class _OpenAIClientDriver(_Driver):
+class _OpenAIClientDriver(Driver):
     """A driver whose framework takes an ``AsyncOpenAI`` client (stamped, no retries)."""
 
     def __init__(self, base_url: str) -> None:
@@ -569,10 +537,10 @@ class _PydanticAI(_OpenAIClientDriver):
             capabilities.append(AsyncRecall(prefetcher))
         agent: Any = Agent(
             OpenAIChatModel(model, provider=OpenAIProvider(openai_client=self._client)),
-            instructions=_SYSTEM,
+            instructions=SYSTEM,
             capabilities=capabilities,
         )
-        agent.tool_plain(_read_file, name="read_file")
+        agent.tool_plain(read_file, name="read_file")
         return lambda: agent.run(tagged_text(plan), conversation_id=plan.qid)
 
 
@@ -592,9 +560,9 @@ class _OpenAIAgents(_OpenAIClientDriver):
 
         agent: Any = Agent(
             name="bench",
-            instructions=_SYSTEM,
+            instructions=SYSTEM,
             model=OpenAIChatCompletionsModel(model, self._client),
-            tools=[function_tool(_read_file, name_override="read_file")],
+            tools=[function_tool(read_file, name_override="read_file")],
         )
         if pattern == "adapter":
             plain = RunConfig(tracing_disabled=True)
@@ -611,7 +579,7 @@ class _OpenAIAgents(_OpenAIClientDriver):
 
 async def _adk_read_file(path: str, duration_ms: float = 0.0) -> str:
     """Read a file."""
-    return await _read_file(path, duration_ms)
+    return await read_file(path, duration_ms)
 
 
 _adk_read_file.__name__ = "read_file"  # ADK names a function tool after its function
@@ -651,7 +619,7 @@ class _GoogleADK(_OpenAIClientDriver):
         tools: list[Any] = [_adk_read_file]
         if pattern == "awaited":
             tools.append(awaited_google_adk(memory))
-        agent = LlmAgent(name="bench", model=chat, instruction=_SYSTEM, tools=tools)
+        agent = LlmAgent(name="bench", model=chat, instruction=SYSTEM, tools=tools)
         plugins: list[BasePlugin] = [AsyncRecallPlugin(prefetcher)] if pattern == "adapter" else []
         runner = Runner(
             app=App(name="bench", root_agent=agent, plugins=plugins),
@@ -670,7 +638,7 @@ class _GoogleADK(_OpenAIClientDriver):
         return start
 
 
-class _LangChain(_Driver):
+class _LangChain(Driver):
     def __init__(self, base_url: str) -> None:
         super().__init__(base_url)
         self._http = self.http_client()
@@ -697,24 +665,31 @@ class _LangChain(_Driver):
             max_retries=0,
             http_async_client=self._http,
         )
-        tool = StructuredTool.from_function(coroutine=_read_file, name="read_file")
+        tool = StructuredTool.from_function(coroutine=read_file, name="read_file")
         message = {"messages": [{"role": "user", "content": tagged_text(plan)}]}
         config: Any = {"configurable": {"thread_id": plan.qid}}
         if pattern == "adapter":
             middleware = AsyncRecallMiddleware(prefetcher)
-            agent: Any = create_agent(chat, [tool], system_prompt=_SYSTEM, middleware=[middleware])
+            agent: Any = create_agent(chat, [tool], system_prompt=SYSTEM, middleware=[middleware])
             return lambda: middleware.ainvoke(agent, message, config)
         extra = [awaited_langchain(memory)] if pattern == "awaited" else []
-        agent = create_agent(chat, [tool], system_prompt=_SYSTEM, middleware=extra)
+        agent = create_agent(chat, [tool], system_prompt=SYSTEM, middleware=extra)
         return lambda: agent.ainvoke(message, config)
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
 
-_DRIVERS: Final[dict[str, Callable[[str], _Driver]]] = {
+def _claude_agent_sdk(base_url: str) -> Driver:
+    from asyncrecall.bench._frameworks_claude import ClaudeAgentSDK
+
+    return ClaudeAgentSDK(base_url)
+
+
+_DRIVERS: Final[dict[str, Callable[[str], Driver]]] = {
     "pydantic-ai": _PydanticAI,
     "openai-agents": _OpenAIAgents,
     "langchain": _LangChain,
     "google-adk": _GoogleADK,
+    "claude-agent-sdk": _claude_agent_sdk,
 }

@@ -1,7 +1,8 @@
 """The frameworks' usual memory pattern, for ``bench frameworks``: recall awaited in a hook.
 
 As the mem0 LangGraph guide and LangMem's hot-path quickstart write it: before the first
-model request, the hook awaits the memory search and puts its result in the request.
+model request, the hook awaits the memory search and puts its result in the request (for
+the Claude Code CLI, as memory hooks for it are written: a ``UserPromptSubmit`` hook).
 Only the benchmark uses these; they import their framework when called.
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 from asyncrecall.memory import MemoryManager
 
 __all__ = [
+    "awaited_claude_agent_sdk",
     "awaited_google_adk",
     "awaited_langchain",
     "awaited_openai_agents",
@@ -121,3 +123,17 @@ def awaited_google_adk(memory: MemoryManager) -> Any:
                 contents[-1] = types.Content(role="user", parts=[memory_part, *(last.parts or [])])
 
     return AwaitedRecall()
+
+
+def awaited_claude_agent_sdk(memory: MemoryManager) -> Any:
+    """Hooks whose ``UserPromptSubmit`` awaits the recall and returns its block."""
+    from claude_agent_sdk import HookMatcher
+
+    async def awaited(input: Any, tool_use_id: str | None, context: Any) -> Any:
+        result = await memory.recall(str(input.get("prompt", "")))
+        if not result.prompt:
+            return {}
+        specific = {"hookEventName": "UserPromptSubmit", "additionalContext": result.prompt}
+        return {"hookSpecificOutput": specific}
+
+    return {"UserPromptSubmit": [HookMatcher(hooks=[awaited])]}

@@ -14,7 +14,8 @@ Replies (latencies drawn from the seeded RNG, in the server's thread):
   0.3-1.5 s;
 * ``warmup-scale-side`` and ``warmup-scale-main``: the same, at once.
 
-With ``--control`` (``bench frameworks``), the server answers no model of its own:
+With ``--control`` (``bench frameworks``), the server (an :class:`AnthropicServer`, so
+the Claude Code CLI's Messages requests are answered too) answers no model of its own:
 each line on standard input is a JSON command, answered by one JSON line on standard
 output, until standard input closes:
 
@@ -23,9 +24,10 @@ output, until standard input closes:
   and installs their replies under ``tag`` (:func:`install_plans`); answers
   ``{"ok": true}``;
 * ``{"op": "records", "models", "marks"}`` answers ``{"records": [...]}``, one
-  ``{"model", "marked", "disconnected"}`` per request recorded for those models, in
-  arrival order (``marked``: for each of ``marks``, whether it appears in the request's
-  messages).
+  ``{"model", "marked", "disconnected", "arrived_at"}`` per request recorded for those
+  models, in arrival order (``marked``: for each of ``marks``, whether it appears in the
+  request's messages; ``arrived_at``: ``time.monotonic()`` here, the same clock as the
+  parent's on Linux).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asyncrecall.bench._workload import DURATION_ARG, LatencyProfile, draw_plans, install_plans
-from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+from asyncrecall.testing import AnthropicServer, LocalServer, RecordedRequest, Reply
 
 __all__ = ["MAIN_MODEL", "SIDE_MODEL", "WARMUP_PREFIX", "main"]
 
@@ -119,6 +121,7 @@ def _command(server: LocalServer, command: Mapping[str, Any]) -> dict[str, Any]:
                     "model": r.model,
                     "marked": [mark in json.dumps(r.body.get("messages", [])) for mark in marks],
                     "disconnected": r.disconnected,
+                    "arrived_at": r.arrived_at,
                 }
                 for r in server.requests
                 if r.model in models
@@ -134,14 +137,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--control", action="store_true", help="take commands on stdin")
     args = parser.parse_args(argv)
     replies = _Replies(args.seed, LatencyProfile())
-    with LocalServer() as server:
-        if args.control:
-            sys.stdout.write(f"port {server.port}\n")
+    if args.control:
+        with AnthropicServer() as controlled:
+            sys.stdout.write(f"port {controlled.port}\n")
             sys.stdout.flush()
             for line in sys.stdin:  # until the parent closes our standard input
-                sys.stdout.write(json.dumps(_command(server, json.loads(line))) + "\n")
+                sys.stdout.write(json.dumps(_command(controlled, json.loads(line))) + "\n")
                 sys.stdout.flush()
-            return 0
+        return 0
+    with LocalServer() as server:
         server.set_default(SIDE_MODEL, replies.side)
         server.set_default(MAIN_MODEL, replies.main)
         server.set_default(WARMUP_PREFIX + SIDE_MODEL, _side_now)

@@ -221,8 +221,19 @@ class MainReply:
                 "path": _TOOL_FILES[done % len(_TOOL_FILES)],
                 DURATION_ARG: round(self.plan.tool_delay[done] * 1000, 3),
             }
-            return Reply(tool_calls=[("read_file", args)], first_token_delay=delay)
+            return Reply(tool_calls=[(_read_file_tool(request), args)], first_token_delay=delay)
         return Reply(text=f"Done: {self.plan.text.lower()}.", first_token_delay=delay)
+
+
+def _read_file_tool(request: RecordedRequest) -> str:
+    """The name the request gives the ``read_file`` tool: a Messages request's tools are
+    ``{"name": ...}`` and may be prefixed (an MCP tool of the Claude Code CLI is
+    ``mcp__<server>__read_file``); an OpenAI request's are ``read_file``."""
+    for spec in request.body.get("tools") or ():
+        name = spec.get("name") if isinstance(spec, Mapping) else None
+        if isinstance(name, str) and name.endswith("read_file"):
+            return name
+    return "read_file"
 
 
 class ScriptedTools(ToolRegistry):

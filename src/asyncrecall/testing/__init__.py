@@ -1,4 +1,4 @@
-"""Public test helpers: a scripted model and a local OpenAI-compatible server.
+"""Public test helpers: a scripted model and local OpenAI- and Anthropic-compatible servers.
 
 They are part of the product: the project's own tests, the benchmarks and the demo
 use them, and so can yours. Nothing here reaches the network beyond 127.0.0.1.
@@ -9,6 +9,9 @@ use them, and so can yours. Nothing here reaches the network beyond 127.0.0.1.
 * :class:`LocalServer` — an OpenAI-compatible HTTP server on 127.0.0.1 in its own
   thread: real sockets, SSE streaming, scripted :class:`Reply` values per model,
   and a :class:`RecordedRequest` per request that says whether the client hung up.
+* :class:`AnthropicServer` — the same server speaking the Anthropic Messages API
+  (``POST /v1/messages``, streamed as Messages SSE events or not), for clients that
+  speak only that, such as the Claude Code CLI the Claude Agent SDK drives.
 * :class:`LocalPostgres` — a throw-away PostgreSQL cluster from the machine's binaries
   (private Unix socket, no TCP port), for tests of the PostgreSQL memory store.
 
@@ -19,6 +22,7 @@ with a small driver.
 
 from __future__ import annotations
 
+from asyncrecall.testing._anthropic import AnthropicServer
 from asyncrecall.testing._postgres import LocalPostgres
 from asyncrecall.testing._replies import RecordedRequest, Reply
 from asyncrecall.testing._scripted import (
@@ -32,6 +36,7 @@ from asyncrecall.testing._scripted import (
 from asyncrecall.testing._server import LocalServer, ReplySource
 
 __all__ = [
+    "AnthropicServer",
     "JsonRequest",
     "LocalPostgres",
     "LocalServer",

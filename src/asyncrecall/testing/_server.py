@@ -300,7 +300,7 @@ class LocalServer:
                 try:
                     request = await connection.read_request()
                 except ValueError as exc:
-                    body = json.dumps(error_body(400, str(exc))).encode()
+                    body = json.dumps(self._error_body(400, str(exc))).encode()
                     with contextlib.suppress(ClientGone):
                         await connection.send_full(
                             400, body, content_type="application/json", keep_alive=False
@@ -322,17 +322,21 @@ class LocalServer:
             data = [{"id": n, "object": "model", "created": 0, "owned_by": "local"} for n in names]
             return await self._send_json(connection, http, 200, {"object": "list", "data": data})
         if http.method != "POST" or path not in ("/v1/chat/completions", "/chat/completions"):
-            return await self._send_json(
-                connection, http, 404, error_body(404, f"no route for {http.method} {path}")
+            return await self._send_error(
+                connection, http, 404, f"no route for {http.method} {path}"
             )
+        return await self._record_and_answer(connection, http, path)
+
+    async def _record_and_answer(
+        self, connection: Connection, http: HttpRequest, path: str
+    ) -> bool:
+        """Parse the JSON body, record the request and answer it (:meth:`_answer`)."""
         try:
             body = json.loads(http.body or b"{}")
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
         except ValueError as exc:
-            return await self._send_json(
-                connection, http, 400, error_body(400, f"invalid JSON body: {exc}")
-            )
+            return await self._send_error(connection, http, 400, f"invalid JSON body: {exc}")
         with self._lock:
             record = RecordedRequest(
                 index=len(self._requests),
@@ -352,10 +356,27 @@ class LocalServer:
         except Exception as exc:
             with self._lock:
                 self._errors.append(exc)
-            message = f"LocalServer failed: {type(exc).__name__}: {exc}"
+            message = f"{type(self).__name__} failed: {type(exc).__name__}: {exc}"
             with contextlib.suppress(ClientGone):
-                await self._send_json(connection, http, 500, error_body(500, message), record)
+                await self._send_error(connection, http, 500, message, record)
             return False
+
+    @staticmethod
+    def _error_body(status: int, message: str) -> dict[str, Any]:
+        """The error object of this server's API (OpenAI's)."""
+        return error_body(status, message)
+
+    async def _send_error(
+        self,
+        connection: Connection,
+        http: HttpRequest,
+        status: int,
+        message: str,
+        record: RecordedRequest | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> bool:
+        body = self._error_body(status, message)
+        return await self._send_json(connection, http, status, body, record, headers)
 
     def _choose(self, record: RecordedRequest) -> tuple[int, str] | Reply:
         """The reply for ``record`` (consumed unless it rejects the request), or an error."""

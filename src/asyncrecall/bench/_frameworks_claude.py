@@ -1,0 +1,110 @@
+"""The Claude Agent SDK's driver for ``bench frameworks``: its bundled Claude Code CLI
+against the benchmark's server (an :class:`~asyncrecall.testing.AnthropicServer`).
+
+Each run is one ``ClaudeSDKClient`` session, connected before the run's clock starts
+(the CLI's start-up is not the memory's cost), with one in-process MCP tool,
+``read_file`` (the CLI names it ``mcp__bench__read_file``), and no built-in tools.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from asyncrecall.bench._frameworks_driver import SYSTEM, Driver
+from asyncrecall.bench._frameworks_driver import read_file as read_plan_file
+from asyncrecall.bench._workload import DURATION_ARG, QueryPlan, tagged_text
+from asyncrecall.memory import MemoryManager
+from asyncrecall.prefetch import RecallPrefetcher
+
+__all__ = ["ClaudeAgentSDK"]
+
+
+class ClaudeAgentSDK(Driver):
+    """One ``ClaudeSDKClient`` session per run, the four ways."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__(base_url)
+        self._folder = Path(tempfile.mkdtemp(prefix="asyncrecall-bench-claude-"))
+        self._env = {
+            "ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"),
+            "ANTHROPIC_API_KEY": "bench",
+            "CLAUDE_CONFIG_DIR": str(self._folder / "config"),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+        }
+
+    def prepare(
+        self,
+        pattern: str,
+        model: str,
+        plan: QueryPlan,
+        memory: MemoryManager,
+        prefetcher: RecallPrefetcher,
+    ) -> Callable[[], Awaitable[Any]]:
+        raise NotImplementedError("the CLI connects: use aprepare")
+
+    async def aprepare(
+        self,
+        pattern: str,
+        model: str,
+        plan: QueryPlan,
+        memory: MemoryManager,
+        prefetcher: RecallPrefetcher,
+    ) -> Callable[[], Awaitable[Any]]:
+        from claude_agent_sdk import (
+            ClaudeAgentOptions,
+            ClaudeSDKClient,
+            create_sdk_mcp_server,
+            tool,
+        )
+
+        from asyncrecall.bench._frameworks_awaited import awaited_claude_agent_sdk
+        from asyncrecall.integrations.claude_agent_sdk import AsyncRecallHooks
+
+        @tool("read_file", "Read a file.", {"path": str, DURATION_ARG: float})
+        async def read_file(args: dict[str, Any]) -> dict[str, Any]:
+            text = await read_plan_file(str(args["path"]), float(args.get(DURATION_ARG, 0.0)))
+            return {"content": [{"type": "text", "text": text}]}
+
+        options = ClaudeAgentOptions(
+            model=model,
+            cwd=self._folder,
+            env=self._env,
+            system_prompt=SYSTEM,
+            tools=[],
+            mcp_servers={"bench": create_sdk_mcp_server("bench", tools=[read_file])},
+            allowed_tools=["mcp__bench__read_file"],
+            setting_sources=[],
+        )
+        recall = None
+        if pattern == "adapter":
+            recall = AsyncRecallHooks(prefetcher, key=plan.qid)
+            options = recall.options(options)
+        elif pattern == "awaited":
+            options = dataclasses.replace(options, hooks=awaited_claude_agent_sdk(memory))
+        client = ClaudeSDKClient(options=options)
+        await client.connect()
+        text = tagged_text(plan)
+
+        async def start() -> None:
+            try:
+                await client.query(text)
+                answer = (
+                    client.receive_response() if recall is None else recall.receive_response(client)
+                )
+                async for _message in answer:
+                    pass
+            finally:
+                await client.disconnect()
+
+        return start
+
+    async def aclose(self) -> None:
+        shutil.rmtree(self._folder, ignore_errors=True)
