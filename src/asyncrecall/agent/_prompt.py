@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from asyncrecall.memory import MemoryStoreProtocol
+from asyncrecall.memory import MemoryStoreProtocol, neutralise_tags
 from asyncrecall.models import ToolSpec
 
 __all__ = ["build_system_prompt"]
@@ -35,6 +35,7 @@ def build_system_prompt(
         lines = "\n".join(f"- {tool.name}: {tool.description}" for tool in tools)
         sections.append(f"# Tools\n{lines}")
     if memory is not None:
-        index = memory.index_for_prompt().strip() or "(no memories saved yet)"
+        # A description is the model's text: it cannot forge a block here either.
+        index = neutralise_tags(memory.index_for_prompt().strip()) or "(no memories saved yet)"
         sections.append(_MEMORY.format(folder=memory.location, index=index))
     return "\n\n".join(sections)

@@ -30,9 +30,22 @@ _INTRO: Final = (
 )
 
 
+# Characters a model does not see, or sees as nothing, inside a tag name or after its
+# ``<``: soft hyphen, zero-width space/joiners, word joiner, byte order mark.
+_INVISIBLE: Final = "\u00ad\u200b\u200c\u200d\u2060\ufeff"
 # The block's wrapper tag, opening or closing, in any case and spacing
-# (``</system-reminder>``, ``< SYSTEM_Reminder >``, ``</system reminder``, ...).
-_WRAPPER_TAG: Final = re.compile(r"<(?=\s*/?\s*system[\s_-]*reminder)", re.IGNORECASE)
+# (``</system-reminder>``, ``< SYSTEM_Reminder >``, ``</system reminder``, ...), opened
+# by anything that reads as ``<``: the character, its full-width and small forms, and
+# the HTML entities (``&lt;``, ``&#60;``, ``&#x3c;``) a page or a Markdown file holds.
+_WRAPPER_TAG: Final = re.compile(
+    r"(?:<|\uff1c|\ufe64|&lt;?|&#0*60;?|&#x0*3c;?)"
+    rf"(?=[\s{_INVISIBLE}]*(?:/|\uff0f)?[\s{_INVISIBLE}]*"
+    + f"[{_INVISIBLE}]*".join("system")
+    + rf"[\s_\-{_INVISIBLE}]*"
+    + f"[{_INVISIBLE}]*".join("reminder")
+    + ")",
+    re.IGNORECASE,
+)
 
 
 def neutralise_tags(text: str) -> str:
@@ -40,8 +53,12 @@ def neutralise_tags(text: str) -> str:
 
     Memories are written by the model from text it read, so a body holding
     ``</system-reminder>`` would otherwise close the memory block early and what
-    follows would read as text outside it.
+    follows would read as text outside it. The agent applies the same to every tool
+    result, so a file or a command's output cannot pose as one of our blocks either:
+    after it, the only wrapper tags a request holds are the harness's own.
     """
+    if "system" not in text.lower() and not any(c in text for c in _INVISIBLE):
+        return text  # the common case: no regex
     return _WRAPPER_TAG.sub("\u2039", text)
 
 
