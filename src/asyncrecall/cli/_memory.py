@@ -197,6 +197,8 @@ def _doc_json(doc: MemoryDoc) -> dict[str, Any]:
         "path": str(doc.path),
         "mtime": doc.mtime,
         "size": doc.size,
+        "origin": doc.origin,
+        "quarantined": doc.quarantined,
     }
 
 
@@ -265,19 +267,31 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _show(args: argparse.Namespace, settings: Settings) -> int:
-    doc = _store(settings).get(args.name)
+    store = _store(settings)
+    doc = store.get(args.name)
     if args.json:
-        _print_json({**_doc_json(doc), "body": doc.body})
+        sources = _provenance(store, doc)
+        _print_json({**_doc_json(doc), "provenance": sources, "body": doc.body})
         return 0
     age = format_age(age_in_days(doc.mtime, now=time.time()))
     console = _out()
     console.print(f"{doc.name} ({doc.rel_path})", markup=False, style="bold")
     console.print(f"type: {doc.type} · {age.lower()} · {doc.path}", markup=False)
+    held = " · quarantined: not recalled until `memory confirm`" if doc.quarantined else ""
+    console.print(f"origin: {doc.origin}{held}", markup=False)
     if doc.description:
         console.print(doc.description, markup=False)
     console.print()
     console.print(doc.body, markup=False)
     return 0
+
+
+def _provenance(store: MemoryStoreProtocol, doc: MemoryDoc) -> list[dict[str, Any]] | None:
+    """``doc``'s sources as stored (``None``: the store records none)."""
+    read = getattr(store, "provenance_of", None)
+    if not callable(read):
+        return None
+    return [source.to_json() for source in read(doc)]
 
 
 def _add(args: argparse.Namespace, settings: Settings) -> int:

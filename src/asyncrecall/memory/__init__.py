@@ -26,6 +26,7 @@ from asyncrecall.memory._prompt import (
     format_memory_block,
     neutralise_tags,
 )
+from asyncrecall.memory._provenance import ORIGINS, Source, is_quarantined
 from asyncrecall.memory._recall import DEFAULT_LIMIT, MemoryManager
 from asyncrecall.memory._selector import InstantSelector, Selector, validate_selection
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol, is_postgres_url
@@ -63,6 +64,7 @@ __all__ = [
     "INDEX_NAME",
     "MAX_FILE_BYTES",
     "MEMORY_TYPES",
+    "ORIGINS",
     "SCAN_LIMIT",
     "ConsolidationGate",
     "ConsolidationResult",
@@ -83,6 +85,7 @@ __all__ = [
     "RecallResult",
     "Refusal",
     "Selector",
+    "Source",
     "TranscriptTurn",
     "canonical_project_root",
     "consolidate",
@@ -90,6 +93,7 @@ __all__ = [
     "format_manifest",
     "format_memory_block",
     "is_postgres_url",
+    "is_quarantined",
     "neutralise_tags",
     "read_source_offsets",
     "resolve_memory_dir",

@@ -9,6 +9,8 @@ A memory is more than its name, description, type and body. A copy keeps:
   writes it as a ``created_at`` front matter key, which an import reads back, and only
   when it differs from the ``mtime``; a file without one was created when it was last
   modified, or just before the memory its index lists next, whichever is earlier);
+- its **provenance** (``provenance``: where each write came from), with an ``import``
+  source added;
 - its **place in the index**: memories are copied in the source's index order
   (``MEMORY.md``'s lines, then any file it does not list, oldest first; a database's
   creation order), so the target lists them in the same order;
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
+from asyncrecall.memory._provenance import LEGACY_SOURCE, Source, is_quarantined
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MemoryDoc
 
@@ -31,6 +34,7 @@ __all__ = [
     "MemoryRecord",
     "Transferable",
     "copy_memories",
+    "imported_sources",
     "read_records",
     "write_record",
 ]
@@ -50,6 +54,16 @@ class MemoryRecord:
     source_offsets: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     #: Front matter keys beyond name, description, type, provenance and creation time.
     front_matter: Mapping[str, Any] = field(default_factory=dict)
+    #: Where its writes came from (``()``: no provenance, the user's own).
+    provenance: tuple[Source, ...] = ()
+
+
+def imported_sources(record: MemoryRecord) -> tuple[Source, ...]:
+    """What a copy's provenance gets: the original's sources (the user's own when it has
+    none) and an ``import`` source, as untrusted as the original when that was
+    quarantined (a copy never lifts a quarantine)."""
+    claimed = record.provenance or (LEGACY_SOURCE,)
+    return (*claimed, Source.now("import", after_tools=is_quarantined(claimed)))
 
 
 @runtime_checkable

@@ -56,7 +56,7 @@ from asyncrecall.memory._document import FrontMatterError, parse_document, rende
 from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._limits import INDEX_NAME, MAX_FILE_BYTES, inside
 from asyncrecall.memory._precondition import same_content
-from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY
+from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, Source
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
 from asyncrecall.memory.extraction._backend import ExtractionBackend, extraction_backend
@@ -129,6 +129,9 @@ class TranscriptTurn:
     offset: int
     role: TurnRole
     text: str
+    #: An assistant answer written after tool output (a file read, a command run) in
+    #: its query: what it says may come from that content, not from the user.
+    after_tools: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +299,23 @@ def planned_write(entry: JournalEntry, current: MemoryDoc | None) -> tuple[str, 
     addition = ("\n" if "\n" in entry.content.strip() else " ").join(added)
     body = current.body.rstrip()
     return current.description, current.type, f"{body}\n\n{addition}" if body else addition
+
+
+def extraction_source(
+    session_id: str, cited: Sequence[int], turns: Mapping[int, TranscriptTurn]
+) -> Source:
+    """The provenance of a write citing ``cited``: ``extraction-user`` when a user turn
+    is among them, else ``extraction-assistant``, marked ``after_tools`` when one of the
+    cited answers followed tool output (no user turn vouches for its text)."""
+    said = [turns[o] for o in cited if o in turns]
+    if any(t.role == "user" for t in said):
+        return Source.now("extraction-user", session=session_id, offsets=cited)
+    return Source.now(
+        "extraction-assistant",
+        session=session_id,
+        offsets=cited,
+        after_tools=any(t.after_tools for t in said),
+    )
 
 
 # -- validation -----------------------------------------------------------------------------
@@ -540,9 +560,11 @@ class MemoryExtractor:
             offsets=[t.offset for t in todo],
             limit=self.max_proposals,
         )
+        by_offset = {t.offset: t for t in todo}
         entries = await asyncio.to_thread(
             lambda: tuple(
-                self._entry(session_id, i, p, docs, start) for i, p in enumerate(proposals)
+                self._entry(session_id, i, p, docs, start, by_offset)
+                for i, p in enumerate(proposals)
             )
         )
         journal = Journal(session_id, start, end, entries)
@@ -569,6 +591,7 @@ class MemoryExtractor:
         proposal: MemoryProposal,
         docs: Sequence[MemoryDoc],
         start: int,
+        turns: Mapping[int, TranscriptTurn],
     ) -> JournalEntry:
         offsets: dict[str, list[int]] = {}
         doc = next((d for d in docs if d.name == proposal.name), None)
@@ -592,6 +615,7 @@ class MemoryExtractor:
             mode="replace" if doc is None or (whole and proposal.replace) else "append",
             seen_seq=self.backend.last_seq(proposal.name),
             write_id=f"{session_id}:{start}:{index}:{uuid.uuid4().hex[:12]}",
+            source=extraction_source(session_id, proposal.source_offsets, turns).to_json(),
         )
 
     def _apply(self, journal: Journal) -> list[tuple[str, str]]:
@@ -607,11 +631,16 @@ class MemoryExtractor:
         (:func:`planned_write`); ``(path, "create" | "update")``, or ``None``: nothing
         written (forgotten meanwhile, or the memory already says it)."""
         backend = self.backend
+        source = Source.from_json(entry.source) or Source.now("extraction-user")
         for _ in range(_WRITE_TRIES):
             current = backend.get(entry.name)
             planned = planned_write(entry, current)
             if planned is None:
-                return None
+                # The memory already says it. The user's own later words saying the same
+                # confirm a quarantined memory: its text is written again with them.
+                if current is None or not current.quarantined or not source.trusted:
+                    return None
+                planned = current.description, current.type, current.body
             offsets = {k: set(v) for k, v in entry.source_offsets.items()}
             for session, cited in (backend.source_offsets(current) if current else {}).items():
                 offsets.setdefault(session, set()).update(cited)
@@ -619,6 +648,7 @@ class MemoryExtractor:
                 doc = backend.save(
                     entry.name, *planned, {k: sorted(v) for k, v in offsets.items()},
                     expected=current, origin="extraction", write_id=entry.write_id,
+                    sources=(source,),
                 )  # fmt: skip
             except MemoryConflictError:
                 continue  # written by someone else between the read and the write

@@ -57,7 +57,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
 
@@ -75,7 +75,13 @@ from asyncrecall.memory._limits import (
     cut_index,
     index_line,
 )
-from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY
+from asyncrecall.memory._provenance import (
+    LEGACY_SOURCE,
+    SOURCE_OFFSETS_KEY,
+    Source,
+    new_source,
+    parse_provenance,
+)
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.postgres._candidates import CandidateQuery
 from asyncrecall.memory.postgres._changes import ChangeFeed, log_listener_end
@@ -91,6 +97,7 @@ from asyncrecall.memory.postgres._sql import (
     FORGET_IF_SQL,
     GET_BY_NAME_SQL,
     INDEX_SQL,
+    PROVENANCE_SQL,
     SAVE_IF_SQL,
     SAVE_NEW_SQL,
     SCAN_SQL,
@@ -578,6 +585,7 @@ class PostgresMemoryStore:
         origin: str = "user",
         write_id: str = "",
         op: HistoryOp = "save",
+        sources: Sequence[Source] | None = None,
     ) -> MemoryDoc:
         """Create or update the memory ``name`` in one transaction (last write wins).
 
@@ -590,9 +598,13 @@ class PostgresMemoryStore:
         file does). An empty name, an unknown type, content over 1 MiB (as a topic
         file) or a NUL character raise :class:`MemoryStoreError`, and nothing is
         written. The write and its history record (``origin``, ``write_id``) are one
-        transaction (``_history``).
+        transaction (``_history``). ``sources`` (default: one source of ``origin``, now)
+        are appended to the row's ``provenance``.
         """
-        row = self._save_row(name, description, type, content, updated_at, created_at, extra)
+        row = self._save_row(
+            name, description, type, content, updated_at, created_at, extra,
+            sources if sources is not None else (new_source(origin),),
+        )  # fmt: skip
         doc = self._write(UPSERT_SQL, row, op=op, origin=origin, write_id=write_id)
         assert doc is not None  # RETURNING of an upsert: always one row
         return doc
@@ -609,6 +621,7 @@ class PostgresMemoryStore:
         extra: Mapping[str, Any] | None = None,
         origin: str = "user",
         write_id: str = "",
+        sources: Sequence[Source] | None = None,
     ) -> MemoryDoc | None:
         """:meth:`save_memory`, only if the memory ``name`` (exact) is still at
         ``expected_revision`` (its :attr:`MemoryDoc.revision` as read), or does not
@@ -618,7 +631,10 @@ class PostgresMemoryStore:
         expecting one revision, exactly one writes. Provenance is left as it is unless
         ``extra`` carries ``source_offsets`` (as for :meth:`save_memory`).
         """
-        row = self._save_row(name, description, type, content, updated_at, None, extra)
+        row = self._save_row(
+            name, description, type, content, updated_at, None, extra,
+            sources if sources is not None else (new_source(origin),),
+        )  # fmt: skip
         query, params = SAVE_NEW_SQL, row
         if expected_revision is not None:
             query, params = SAVE_IF_SQL, row | {"expected": int(expected_revision)}
@@ -648,7 +664,7 @@ class PostgresMemoryStore:
             raise self._error("forget in", exc) from exc
         if found is None:
             return None
-        doc = row_doc(self._doc_root, found[:9])
+        doc = row_doc(self._doc_root, found[:10])
         self._feed.changed("forget", doc.name, int(found[6]))
         return doc
 
@@ -661,6 +677,7 @@ class PostgresMemoryStore:
         updated_at: float | None,
         created_at: float | None,
         extra: Mapping[str, Any] | None,
+        sources: Sequence[Source],
     ) -> dict[str, Any]:
         return save_row(
             name,
@@ -673,6 +690,7 @@ class PostgresMemoryStore:
             namespace=self.namespace,
             announce=self._announcer(),
             source=self._id,
+            sources=sources,
         )
 
     def _write(
@@ -705,7 +723,7 @@ class PostgresMemoryStore:
                 raise self._error("save to", exc) from exc
             if found is None:
                 return None
-            doc = row_doc(self._doc_root, found[:9])
+            doc = row_doc(self._doc_root, found[:10])
             self._feed.changed("save", doc.name, int(found[6]))
             return doc
         raise AssertionError("unreachable")  # pragma: no cover
@@ -749,6 +767,15 @@ class PostgresMemoryStore:
         row = self._read("read from", lambda conn: conn.execute(
             GET_BY_NAME_SQL, {"ns": self.namespace, "key": key}).fetchone())  # fmt: skip
         return row_doc(self._doc_root, row) if row is not None else None
+
+    def provenance_of(self, doc: MemoryDoc) -> tuple[Source, ...]:
+        """Where ``doc``'s writes came from (its row's ``provenance``; none: the user's
+        own)."""
+        params = {"ns": self.namespace, "name": doc.name}
+        row = self._read("read from", lambda conn: conn.execute(
+            PROVENANCE_SQL, params).fetchone())  # fmt: skip
+        sources = parse_provenance(row[0]) if row is not None else ()
+        return sources or (LEGACY_SOURCE,)
 
     def history_of(self, name_or_rel_path: str) -> list[HistoryRecord]:
         """Every recorded write of a memory, oldest first: by an existing memory's key
