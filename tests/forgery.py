@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
 import unicodedata
+from contextlib import aclosing
 
-__all__ = ["LOOKALIKES", "wrapper_tags"]
+from asyncrecall._session import Session
+from asyncrecall.agent import FinishedEvent
+
+__all__ = ["LOOKALIKES", "ask_with_settled_recall", "wrapper_tags"]
 
 #: Opening and closing wrapper tags as content may forge them: plain, in any case and
 #: spacing, and look-alikes a model reads as the same tag (full-width and small forms,
@@ -40,3 +45,20 @@ def wrapper_tags(text: str) -> list[str]:
         "</system-reminder" if "/" in tag else "<system-reminder"
         for tag in re.findall(r"<\s*/?\s*system[\s_-]*reminder", seen, re.IGNORECASE)
     ]
+
+
+async def ask_with_settled_recall(session: Session, text: str) -> FinishedEvent:
+    """Run one query through the agent loop, letting its recall settle as soon as it
+    starts (the deterministic form of a fast recall: its block rides on the first
+    request)."""
+    finished: FinishedEvent | None = None
+    async with aclosing(session.agent.run_query(text)) as events:
+        async for event in events:
+            if event.type == "memory_recall_started":
+                handle = session.client.pending_prefetch
+                assert handle is not None
+                await asyncio.wait({handle.task})
+            elif isinstance(event, FinishedEvent):
+                finished = event
+    assert finished is not None
+    return finished

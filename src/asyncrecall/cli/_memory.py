@@ -1,5 +1,5 @@
-"""``asyncrecall memory path|list|show|add|forget|recall|export|import|migrate``: the
-project's memories.
+"""``asyncrecall memory path|list|show|add|forget|confirm|history|revert|recall|export|
+import|migrate``: the project's memories.
 
 Every sub-command takes the shared flags that make sense for it after its name
 (``--memory-dir``, ``--project``; ``recall`` also the endpoint and selector flags and
@@ -93,6 +93,10 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     save.add_argument("--content", help="the body (default: read standard input)")
     forget = add("forget", "remove a memory and its index line", _forget)
     forget.add_argument("name", metavar="NAME", help="the memory's name or relative path")
+    confirm = add(
+        "confirm", "vouch for a quarantined memory, so that recall may use it again", _confirm
+    )
+    confirm.add_argument("name", metavar="NAME", help="the memory's name or relative path")
     versions = add("history", "list the recorded writes of a memory", _history)
     versions.add_argument("name", metavar="NAME", help="the memory's name (also a removed one)")
     undo = add("revert", "undo the newest write of a memory, or go back to a version", _revert)
@@ -316,6 +320,22 @@ def _forget(args: argparse.Namespace, settings: Settings) -> int:
         _print_json(_doc_json(doc))
     else:
         _out().print(f"Forgot {doc.name!r} ({doc.rel_path})", markup=False)
+    return 0
+
+
+def _confirm(args: argparse.Namespace, settings: Settings) -> int:
+    """``memory confirm NAME``: a ``confirmed`` source, which lifts a quarantine."""
+    store = _store(settings)
+    confirm = getattr(store, "confirm", None)
+    if not callable(confirm):
+        from asyncrecall._exceptions import ConfigError
+
+        raise ConfigError(f"the store {store.location} records no provenance to confirm")
+    doc: MemoryDoc = confirm(args.name)
+    if args.json:
+        _print_json(_doc_json(doc))
+    else:
+        _out().print(f"Confirmed {doc.name!r}: recall may use it", markup=False)
     return 0
 
 

@@ -296,6 +296,26 @@ class MemoryStore:
             self._rewrite_index(doc.rel_path, None, docs)
             return doc
 
+    def quarantined_paths(self) -> set[str]:
+        """The relative paths of the quarantined memories (see ``_provenance``)."""
+        return {doc.rel_path for doc in self.scan(limit=None) if doc.quarantined}
+
+    def confirm(self, name_or_rel_path: str) -> MemoryDoc:
+        """The user's word for a memory: a ``confirmed`` source is added to its
+        provenance, which lifts a quarantine; its text and other keys are kept."""
+        with self._locked():
+            doc = self.get(name_or_rel_path)
+            text = _read_text(doc.path) or ""
+            extra = {
+                k: v
+                for k, v in front_matter(text).items()
+                if k not in ("name", "description", "type", PROVENANCE_KEY)
+            }
+            return self.save_memory(
+                doc.name, doc.description, doc.type, doc.body, extra=extra,
+                expected=doc, origin="confirmed", sources=(Source.now("confirmed"),),
+            )  # fmt: skip
+
     def provenance_of(self, doc: MemoryDoc) -> tuple[Source, ...]:
         """Where ``doc``'s writes came from (its ``provenance`` front matter; a file
         without one is the user's own)."""

@@ -18,6 +18,7 @@ __all__ = [
     "DELETE_SQL",
     "FOLD_SQL",
     "FORGET_IF_SQL",
+    "FRONT_MATTER_SQL",
     "GET_BY_NAME_SQL",
     "GET_SQL",
     "INDEX_SQL",
@@ -28,6 +29,7 @@ __all__ = [
     "NEWEST_FILL",
     "NOTIFY_SQL",
     "PROVENANCE_SQL",
+    "QUARANTINED_SQL",
     "SAVE_IF_SQL",
     "SAVE_NEW_SQL",
     "SCAN_SQL",
@@ -256,6 +258,17 @@ FROM gone
 
 DELETE_SQL: Final[LiteralString] = """
 DELETE FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
+"""
+
+# The newest source of a row is the last one appended: quarantined when it is model
+# text after tool output (``memory._provenance.is_quarantined``).
+QUARANTINED_SQL: Final[LiteralString] = """
+SELECT rel_path FROM asyncrecall_memories
+WHERE namespace = %(ns)s AND provenance -> -1 ->> 'after_tools' = 'true'
+"""
+
+FRONT_MATTER_SQL: Final[LiteralString] = """
+SELECT front_matter FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
 """
 
 PROVENANCE_SQL: Final[LiteralString] = """

@@ -65,7 +65,7 @@ import psycopg
 from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from asyncrecall._exceptions import ConfigError, MemoryStoreError
+from asyncrecall._exceptions import ConfigError, MemoryConflictError, MemoryStoreError
 from asyncrecall.memory._document import checked_text, front_matter, parse_document
 from asyncrecall.memory._history import HistoryOp, HistoryRecord, revert_target
 from asyncrecall.memory._limits import (
@@ -95,9 +95,11 @@ from asyncrecall.memory.postgres._schema import (
 )
 from asyncrecall.memory.postgres._sql import (
     FORGET_IF_SQL,
+    FRONT_MATTER_SQL,
     GET_BY_NAME_SQL,
     INDEX_SQL,
     PROVENANCE_SQL,
+    QUARANTINED_SQL,
     SAVE_IF_SQL,
     SAVE_NEW_SQL,
     SCAN_SQL,
@@ -767,6 +769,33 @@ class PostgresMemoryStore:
         row = self._read("read from", lambda conn: conn.execute(
             GET_BY_NAME_SQL, {"ns": self.namespace, "key": key}).fetchone())  # fmt: skip
         return row_doc(self._doc_root, row) if row is not None else None
+
+    def quarantined_paths(self) -> set[str]:
+        """The relative paths of the quarantined memories (see ``_provenance``); none
+        while the database is unreachable (its index reads as "" then too)."""
+        params = {"ns": self.namespace}
+        try:
+            rows = self._run(lambda conn: conn.execute(QUARANTINED_SQL, params).fetchall())
+        except (PoolTimeout, psycopg.Error, ConfigError) as exc:
+            self._outage(exc)
+            return set()
+        return {str(rel) for (rel,) in rows}
+
+    def confirm(self, name_or_rel_path: str) -> MemoryDoc:
+        """The user's word for a memory: a ``confirmed`` source is appended to its
+        provenance, which lifts a quarantine; its text and other keys are kept."""
+        doc = self.get(name_or_rel_path)
+        params = {"ns": self.namespace, "name": doc.name}
+        row = self._read("read from", lambda conn: conn.execute(
+            FRONT_MATTER_SQL, params).fetchone())  # fmt: skip
+        extra = dict(row[0]) if row is not None and isinstance(row[0], dict) else {}
+        saved = self.save_if(
+            doc.name, doc.description, doc.type, doc.body, expected_revision=doc.revision,
+            extra=extra, origin="confirmed", sources=(Source.now("confirmed"),),
+        )  # fmt: skip
+        if saved is None:
+            raise MemoryConflictError(f"memory {doc.name!r} changed while it was confirmed")
+        return saved
 
     def provenance_of(self, doc: MemoryDoc) -> tuple[Source, ...]:
         """Where ``doc``'s writes came from (its row's ``provenance``; none: the user's
