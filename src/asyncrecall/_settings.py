@@ -62,7 +62,7 @@ class Settings:
     tools: bool | None = None
     #: Background memory extraction (issue 14): None = on with an endpoint side model.
     extract: bool | None = None
-    #: Keep quarantined memories (newest write: model text after tool output,
+    #: Keep quarantined memories (newest write untrusted: model text after tool output,
     #: unconfirmed) out of recall and the prompt's index (issue 25).
     quarantine: bool = True
 

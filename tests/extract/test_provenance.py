@@ -4,6 +4,8 @@ not), and the agent's own ``save_memory`` before and after reading a file."""
 
 from __future__ import annotations
 
+import json
+
 from asyncrecall._session import Session
 from asyncrecall._settings import Settings
 from asyncrecall.memory import MemoryStore
@@ -56,14 +58,14 @@ async def test_an_answer_repeating_a_file_is_quarantined(
     await _ask(session, "how do I install this project?")
 
     (source,) = sources(store, "Install rule")
-    assert (source["origin"], source.get("after_tools")) == ("extraction-assistant", True)
+    assert (source["origin"], source.get("untrusted")) == ("extraction-assistant", True)
     assert store.get("Install rule").quarantined
 
     side.add(memory("Greeting", [3]))
     local_server.script("main", "We say hello in French here.")
     await _ask(session, "how do we greet?")
     (source,) = sources(store, "Greeting")
-    assert (source["origin"], source.get("after_tools")) == ("extraction-assistant", None)
+    assert (source["origin"], source.get("untrusted")) == ("extraction-assistant", None)
     assert not store.get("Greeting").quarantined
 
 
@@ -87,5 +89,21 @@ async def test_save_memory_after_tool_output_is_quarantined(
     assert [s["origin"] for s in sources(store, "Editor")] == ["save_memory"]
     assert not store.get("Editor").quarantined
     (source,) = sources(store, "Install")
-    assert (source["origin"], source.get("after_tools")) == ("save_memory", True)
+    assert (source["origin"], source.get("untrusted")) == ("save_memory", True)
     assert store.get("Install").quarantined
+
+
+def test_a_hand_off_keeps_which_answers_followed_tool_output() -> None:
+    """A session's turns handed to a worker process keep ``after_tools``, so the worker's
+    extraction records the same provenance (and quarantine) as the session's own."""
+    from asyncrecall.agent._handoff import Handoff
+    from asyncrecall.memory import TranscriptTurn
+
+    turns = (
+        TranscriptTurn(0, "user", "install it"),
+        TranscriptTurn(1, "assistant", "run curl | sh", after_tools=True),
+        TranscriptTurn(2, "assistant", "done"),
+    )
+    handoff = Handoff("s-1", 3, turns)
+    again = Handoff.from_json(json.loads(json.dumps(handoff.to_json())))
+    assert again.turns == turns

@@ -377,7 +377,7 @@ class ToolRegistry:
             raise ToolError(f"save_memory needs string arguments: {', '.join(missing)}")
         provenance: dict[str, Any] = {}
         if self._records_sources:
-            source = Source.now("save_memory", after_tools=self._after_tools)
+            source = Source.now("save_memory", untrusted=self._after_tools)
             provenance = {"origin": "save_memory", "sources": (source,)}
         doc = self._memory.save_memory(
             str(values["name"]),

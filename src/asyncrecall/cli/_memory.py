@@ -130,6 +130,12 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     export.add_argument("--to", required=True, metavar="DIR", help="the folder to write")
     load = add("import", "copy every memory of a memory folder into the store", _import)
     load.add_argument("--from", dest="source", required=True, metavar="DIR", help="the folder")
+    load.add_argument(
+        "--trusted",
+        action="store_true",
+        help="the folder's memories are your own (an export of yours): recall may use them at "
+        "once; without it they are quarantined until `memory confirm NAME`",
+    )
 
 
 def _handle(handler: Handler) -> Callable[[argparse.Namespace], int]:
@@ -443,13 +449,14 @@ def side_model(settings: Settings) -> Model | None:
 
 
 def _copy(
-    source: MemoryStoreProtocol, target: MemoryStoreProtocol
+    source: MemoryStoreProtocol, target: MemoryStoreProtocol, *, trusted: bool = True
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
     """Save every memory of ``source`` into ``target`` with all it carries (provenance,
-    creation and modification times, index order, other front matter keys)."""
+    creation and modification times, index order, other front matter keys); ``trusted``
+    false: every copy is quarantined until confirmed."""
     from asyncrecall.memory._transfer import copy_memories
 
-    return copy_memories(source, target)
+    return copy_memories(source, target, trusted=trusted)
 
 
 def _report_copy(
@@ -476,5 +483,6 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
 
         raise ConfigError(f"memory import: {folder} is not a folder")
     target = _store(settings)
-    copied = _copy(MemoryStore(folder), target)
-    return _report_copy(args, copied, f"Imported {folder} into {target.location}")
+    copied = _copy(MemoryStore(folder), target, trusted=args.trusted)
+    held = "" if args.trusted else " (quarantined until `memory confirm NAME`; --trusted: not)"
+    return _report_copy(args, copied, f"Imported {folder} into {target.location}{held}")

@@ -7,11 +7,13 @@ Two records, kept side by side:
   database in a table beside the memory.
 - ``provenance``: one :class:`Source` per kind of write that made the memory: its
   ``origin`` (:data:`ORIGINS`), the session and offsets when it came from a
-  conversation, when, and ``after_tools``: the text was the model's, written after
-  tool output (a file it read, a page, a command's output) and after nothing the
-  user said. A folder keeps it as the ``provenance`` front matter key, a database in
-  the row's ``provenance`` column (schema version 7). Every write adds its source and
-  keeps the others, so a merge or an update keeps every source.
+  conversation, when, and ``untrusted``: the text came from content the user did not
+  write: the model's, written after tool output (a file it read, a page, a command's
+  output) with no user turn behind it, or a folder imported without ``--trusted``
+  (its claims about itself cannot be checked). A folder keeps it as the
+  ``provenance`` front matter key, a database in the row's ``provenance`` column
+  (schema version 7). Every write adds its source and keeps the others, so a merge or
+  an update keeps every source.
 
 A memory with no provenance (written before it existed, or by hand) is the user's own.
 
@@ -89,14 +91,14 @@ ORIGINS: Final[tuple[Origin, ...]] = (
 class Source:
     """One kind of write that made a memory: ``origin``, ``at`` (POSIX time), and for a
     write from a conversation its ``session`` and transcript ``offsets``;
-    ``after_tools``: the text was model-produced and followed tool output, with no
-    user turn behind it."""
+    ``untrusted``: the text came from content the user did not write (model text that
+    followed tool output, with no user turn behind it; an untrusted import)."""
 
     origin: str
     at: float = 0.0
     session: str = ""
     offsets: tuple[int, ...] = ()
-    after_tools: bool = False
+    untrusted: bool = False
 
     @classmethod
     def now(
@@ -105,15 +107,15 @@ class Source:
         *,
         session: str = "",
         offsets: Iterable[int] = (),
-        after_tools: bool = False,
+        untrusted: bool = False,
     ) -> Source:
         """A source written now."""
-        return cls(origin, _clock(), session, tuple(sorted(set(offsets))), after_tools)
+        return cls(origin, _clock(), session, tuple(sorted(set(offsets))), untrusted)
 
     @property
     def trusted(self) -> bool:
         """Not model text that followed tool output."""
-        return not self.after_tools
+        return not self.untrusted
 
     def to_json(self) -> dict[str, Any]:
         """The stored form: ``at`` as an ISO time; empty fields left out."""
@@ -122,8 +124,8 @@ class Source:
             out["session"] = self.session
         if self.offsets:
             out["offsets"] = list(self.offsets)
-        if self.after_tools:
-            out["after_tools"] = True
+        if self.untrusted:
+            out["untrusted"] = True
         return out
 
     @classmethod
@@ -139,7 +141,7 @@ class Source:
             offsets=tuple(o for o in offsets if isinstance(o, int) and not isinstance(o, bool))
             if isinstance(offsets, list)
             else (),
-            after_tools=value.get("after_tools") is True,
+            untrusted=value.get("untrusted") is True,
         )
 
 
@@ -175,13 +177,13 @@ def _posix(value: Any) -> float:
 
 
 def merge_sources(*groups: Iterable[Source]) -> tuple[Source, ...]:
-    """Every source of ``groups``, one per (origin, session, after_tools): offsets
+    """Every source of ``groups``, one per (origin, session, untrusted): offsets
     united, the newest time kept. Order is write order: a source seen again moves to
     the end (the newest write is last)."""
     merged: dict[tuple[str, str, bool], Source] = {}
     for group in groups:
         for source in group:
-            key = (source.origin, source.session, source.after_tools)
+            key = (source.origin, source.session, source.untrusted)
             known = merged.pop(key, None)
             if known is None:
                 merged[key] = source
@@ -189,7 +191,7 @@ def merge_sources(*groups: Iterable[Source]) -> tuple[Source, ...]:
                 offsets = tuple(sorted(set(known.offsets) | set(source.offsets)))
                 merged[key] = Source(
                     known.origin, max(known.at, source.at), known.session, offsets,
-                    known.after_tools,
+                    known.untrusted,
                 )  # fmt: skip
     return tuple(merged.values())
 
@@ -198,7 +200,7 @@ def same_keys(a: Sequence[Source], b: Sequence[Source]) -> bool:
     """Whether ``a`` and ``b`` hold the same kinds of source (times and order aside)."""
 
     def keys(sources: Sequence[Source]) -> set[tuple[str, str, bool, tuple[int, ...]]]:
-        return {(s.origin, s.session, s.after_tools, s.offsets) for s in sources}
+        return {(s.origin, s.session, s.untrusted, s.offsets) for s in sources}
 
     return keys(a) == keys(b)
 
@@ -228,7 +230,7 @@ def origin_label(sources: Sequence[Source]) -> str:
         return LEGACY_SOURCE.origin
     seen: dict[str, None] = {}
     for source in sources:
-        label = f"{source.origin} after tool output" if source.after_tools else source.origin
+        label = f"{source.origin} (untrusted)" if source.untrusted else source.origin
         seen[label] = None
     return ", ".join(seen)
 

@@ -58,12 +58,14 @@ class MemoryRecord:
     provenance: tuple[Source, ...] = ()
 
 
-def imported_sources(record: MemoryRecord) -> tuple[Source, ...]:
+def imported_sources(record: MemoryRecord, *, trusted: bool = True) -> tuple[Source, ...]:
     """What a copy's provenance gets: the original's sources (the user's own when it has
-    none) and an ``import`` source, as untrusted as the original when that was
-    quarantined (a copy never lifts a quarantine)."""
+    none) and an ``import`` source. That source is untrusted when the copy is (an
+    import of a folder someone handed over: what it says of itself cannot be checked),
+    and when the original was quarantined (a copy never lifts a quarantine)."""
     claimed = record.provenance or (LEGACY_SOURCE,)
-    return (*claimed, Source.now("import", after_tools=is_quarantined(claimed)))
+    doubtful = not trusted or is_quarantined(claimed)
+    return (*claimed, Source.now("import", untrusted=doubtful))
 
 
 @runtime_checkable
@@ -75,8 +77,9 @@ class Transferable(Protocol):
         """Every memory with what it carries, in the index's order."""
         ...
 
-    def import_record(self, record: MemoryRecord) -> MemoryDoc:
-        """Save ``record`` (created or replaced) with all it carries."""
+    def import_record(self, record: MemoryRecord, *, trusted: bool = ...) -> MemoryDoc:
+        """Save ``record`` (created or replaced) with all it carries; ``trusted``
+        false: quarantined until confirmed."""
         ...
 
 
@@ -88,17 +91,26 @@ def read_records(store: MemoryStoreProtocol) -> list[MemoryRecord]:
     return [MemoryRecord(doc) for doc in docs]
 
 
-def write_record(store: MemoryStoreProtocol, record: MemoryRecord) -> MemoryDoc:
-    """Save ``record`` into ``store`` (created or replaced) with all it carries."""
+def write_record(
+    store: MemoryStoreProtocol, record: MemoryRecord, *, trusted: bool = True
+) -> MemoryDoc:
+    """Save ``record`` into ``store`` (created or replaced) with all it carries;
+    ``trusted`` false: the copy is quarantined (see :func:`imported_sources`)."""
     if isinstance(store, Transferable):
+        if not trusted:
+            return store.import_record(record, trusted=False)
         return store.import_record(record)
     doc = record.doc
     return store.save_memory(doc.name, doc.description, doc.type, doc.body)
 
 
 def copy_memories(
-    source: MemoryStoreProtocol, target: MemoryStoreProtocol
+    source: MemoryStoreProtocol, target: MemoryStoreProtocol, *, trusted: bool = True
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
     """Save every memory of ``source`` into ``target`` (see the module); each original
-    with its copy."""
-    return [(record.doc, write_record(target, record)) for record in read_records(source)]
+    with its copy. ``trusted`` false (``memory import`` without ``--trusted``): every
+    copy is quarantined until confirmed."""
+    return [
+        (record.doc, write_record(target, record, trusted=trusted))
+        for record in read_records(source)
+    ]

@@ -392,7 +392,7 @@ def _apply_action(
     # Every source of every memory merged is kept, and the consolidation's own is as
     # untrusted as the least trusted of them: a merge never lifts a quarantine.
     kept = merge_sources(*(backend.provenance(doc) for doc in seen))
-    mine = Source.now("consolidation", after_tools=any(doc.quarantined for doc in seen))
+    mine = Source.now("consolidation", untrusted=any(doc.quarantined for doc in seen))
     doc = backend.save(
         action.name, action.description, action.type, action.content, offsets,
         expected=target, origin="consolidation", sources=(*kept, mine),

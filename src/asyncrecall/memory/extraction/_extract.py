@@ -309,7 +309,7 @@ def extraction_source(
     session_id: str, cited: Sequence[int], turns: Mapping[int, TranscriptTurn]
 ) -> Source:
     """The provenance of a write citing ``cited``: ``extraction-user`` when a user turn
-    is among them, else ``extraction-assistant``, marked ``after_tools`` when one of the
+    is among them, else ``extraction-assistant``, marked ``untrusted`` when one of the
     cited answers followed tool output (no user turn vouches for its text)."""
     said = [turns[o] for o in cited if o in turns]
     if any(t.role == "user" for t in said):
@@ -318,7 +318,7 @@ def extraction_source(
         "extraction-assistant",
         session=session_id,
         offsets=cited,
-        after_tools=any(t.after_tools for t in said),
+        untrusted=any(t.after_tools for t in said),
     )
 
 

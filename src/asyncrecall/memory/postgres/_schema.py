@@ -68,7 +68,7 @@ Version 7 (issue 25: where each memory came from; ``memory._provenance``)::
 
     asyncrecall_memories
         provenance   jsonb        the list of sources (origin, session, offsets, at,
-                                  after_tools); every save appends its own; NULL: a
+                                  untrusted); every save appends its own; NULL: a
                                   memory from before, the user's own
 
 Every statement here is constant text: user data only ever travels as parameters.

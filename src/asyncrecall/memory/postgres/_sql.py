@@ -264,7 +264,7 @@ DELETE FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
 # text after tool output (``memory._provenance.is_quarantined``).
 QUARANTINED_SQL: Final[LiteralString] = """
 SELECT rel_path FROM asyncrecall_memories
-WHERE namespace = %(ns)s AND provenance -> -1 ->> 'after_tools' = 'true'
+WHERE namespace = %(ns)s AND provenance -> -1 ->> 'untrusted' = 'true'
 """
 
 FRONT_MATTER_SQL: Final[LiteralString] = """

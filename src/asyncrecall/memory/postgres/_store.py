@@ -451,11 +451,11 @@ class PostgresMemoryStore:
 
         return export_records(self)
 
-    def import_record(self, record: MemoryRecord) -> MemoryDoc:
+    def import_record(self, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
         """Save ``record`` (created or replaced) with all it carries."""
         from asyncrecall.memory.postgres._transfer import import_record
 
-        return import_record(self, record)
+        return import_record(self, record, trusted=trusted)
 
     # -- where extraction and consolidation keep their state -----------------------------
 

@@ -23,7 +23,7 @@ def export_records(store: PostgresShape) -> list[MemoryRecord]:
     ]
 
 
-def import_record(store: PostgresShape, record: MemoryRecord) -> MemoryDoc:
+def import_record(store: PostgresShape, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
     """Save ``record`` into the namespace with its keys, provenance and times."""
     doc = record.doc
     offsets = {k: list(v) for k, v in record.source_offsets.items()}
@@ -39,5 +39,5 @@ def import_record(store: PostgresShape, record: MemoryRecord) -> MemoryDoc:
         created_at=record.created_at if record.created_at is not None else doc.mtime,
         extra=extra,
         origin="import",
-        sources=imported_sources(record),
+        sources=imported_sources(record, trusted=trusted),
     )
