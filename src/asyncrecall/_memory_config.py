@@ -78,7 +78,7 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
         selector = EmbeddingSelector() if name == "embedding" else HybridSelector()
     else:
         assert_never(name)
-    return MemoryManager(store, selector)
+    return MemoryManager(store, selector, quarantine=settings.quarantine)
 
 
 def shared_lexical(store: MemoryStoreProtocol) -> LexicalSelector:

@@ -103,6 +103,7 @@ def _memory_for(settings: Settings, side_model: Model | None) -> MemoryManager |
         manager = MemoryManager(
             manager.store,
             ModelSelector(side_model, timeout=BLOCKING_SELECTOR_TIMEOUT, fallback=None),
+            quarantine=settings.quarantine,
         )
     return manager
 
@@ -158,7 +159,9 @@ def open_session(
         model=model,
         memory=memory,
         tools=offered,
-        system_prompt=lambda: build_system_prompt(settings.project, offered, store),
+        system_prompt=lambda: build_system_prompt(
+            settings.project, offered, store, quarantine=settings.quarantine
+        ),
         options=ClientOptions(
             max_session_turns=settings.max_session_turns,
             session_token_limit=settings.session_token_limit,

@@ -62,6 +62,9 @@ class Settings:
     tools: bool | None = None
     #: Background memory extraction (issue 14): None = on with an endpoint side model.
     extract: bool | None = None
+    #: Keep quarantined memories (newest write untrusted: model text after tool output,
+    #: unconfirmed) out of recall and the prompt's index (issue 25).
+    quarantine: bool = True
 
     @property
     def effective_side_model(self) -> str | None:
@@ -182,6 +185,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "recall_mode": _choice("--recall-mode", RECALL_MODES),
     "tools": _bool("--tools"),
     "extract": _bool("extract"),  # issue 14
+    "quarantine": _bool("quarantine"),  # issue 25
 }
 
 # Environment variables, first set wins.
@@ -196,6 +200,7 @@ _ENV: dict[str, tuple[str, ...]] = {
     "store": ("ASYNCRECALL_STORE",),
     "namespace": ("ASYNCRECALL_NAMESPACE",),
     "extract": ("ASYNCRECALL_EXTRACT",),  # issue 14
+    "quarantine": ("ASYNCRECALL_QUARANTINE",),  # issue 25
 }
 
 

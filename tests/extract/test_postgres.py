@@ -353,15 +353,18 @@ def test_a_version_1_database_is_migrated_forward_keeping_its_memories(
         conn.execute("DROP TABLE asyncrecall_history")  # schema 4
         conn.execute("DROP INDEX asyncrecall_memories_folded, asyncrecall_memories_wide")  # 5
         conn.execute("ALTER TABLE asyncrecall_schema DROP COLUMN notify_salt")  # schema 6
+        conn.execute("ALTER TABLE asyncrecall_memories DROP COLUMN provenance")  # schema 7
         conn.execute("UPDATE asyncrecall_schema SET version = 1")
 
     with PostgresMemoryStore.open(fresh_database, namespace="ns") as store:
-        assert [d.name for d in store.scan()] == ["Kept"]
+        assert [(d.name, d.origin, d.quarantined) for d in store.scan()] == [
+            ("Kept", "user", False)  # no provenance: the user's own (schema 7)
+        ]
         backend = PostgresBackend(store)
         backend.commit(backend.journal("s") or _journal("s", 3))
         assert backend.cursor("s") == 3
     assert rows(fresh_database, "SELECT version FROM asyncrecall_schema") == [(SCHEMA_VERSION,)]
-    assert SCHEMA_VERSION == 6  # a new migration: undo it above too
+    assert SCHEMA_VERSION == 7  # a new migration: undo it above too
 
 
 def _journal(session: str, end: int) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from asyncrecall.memory import MemoryStore
+from asyncrecall.memory._document import front_matter
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Any:
@@ -98,7 +100,15 @@ def test_export_then_import_loses_nothing(pg_url: str, namespace: str, tmp_path:
     source_index = source.index_for_prompt()
     assert MemoryStore(tmp_path / "back").index_for_prompt() == source_index
     raw = (tmp_path / "back" / "database.md").read_text(encoding="utf-8")
-    assert raw == (source.root / "database.md").read_text(encoding="utf-8")
+    original = (source.root / "database.md").read_text(encoding="utf-8")
+    # The same file, but for its provenance: each copy adds an ``import`` source.
+    assert _without_provenance(raw) == _without_provenance(original)
+    copied = [s["origin"] for s in front_matter(raw)["provenance"]]
+    assert copied == [s["origin"] for s in front_matter(original)["provenance"]] + ["import"]
+
+
+def _without_provenance(text: str) -> str:
+    return re.sub(r"(?ms)^provenance:\n(?:[ -].*?\n)*", "", text)
 
 
 def test_import_needs_a_folder(pg_url: str, tmp_path: Path) -> None:

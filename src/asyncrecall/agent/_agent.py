@@ -116,6 +116,7 @@ class Agent:
         # Responses for the calls of the last model turn, until a request carries them:
         # what the tools returned, or a note saying they did not (all) run.
         unsent: list[FunctionResponse] = []
+        after_tools = False  # tools have returned output in this query
         watch = self.extraction.watch(text) if self.extraction is not None else None  # issue 14
         try:
             while True:
@@ -151,11 +152,15 @@ class Agent:
                 turns_left -= 1
                 unsent = _notes(calls, _NOT_RUN)
                 try:
-                    outcomes = await self.tools.execute(calls, cancel=cancel)
+                    outcomes = await self.tools.execute(
+                        calls, cancel=cancel, after_tools=after_tools
+                    )
                 except BaseException:
                     unsent = _notes(calls, _INTERRUPTED)
                     raise
                 unsent = [outcome.response for outcome in outcomes]
+                # What a tool returned is in the model's view from now on (issue 25).
+                after_tools = after_tools or any(o.call.name != "save_memory" for o in outcomes)
                 for outcome in outcomes:
                     result = ToolResultEvent(
                         name=outcome.call.name,

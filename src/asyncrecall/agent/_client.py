@@ -49,6 +49,7 @@ from asyncrecall.agent._events import (
 from asyncrecall.agent._options import ClientOptions
 from asyncrecall.agent._slot import RecallSlot
 from asyncrecall.agent._stream import StreamRestarted, TurnCancelled, cancellable_stream
+from asyncrecall.agent._untrusted import neutralised_response
 from asyncrecall.memory import MemoryManager, RecallResult, Selector
 from asyncrecall.models import (
     Content,
@@ -192,7 +193,7 @@ class AgentClient:
             return False
         if not self.history[-1].function_calls:
             return False
-        self.history.append(Content("user", tuple(responses)))
+        self.history.append(Content("user", tuple(map(neutralised_response, responses))))
         return True
 
     def discard_prefetch(self, reason: DiscardReason = "cancelled") -> MemoryDiscardedEvent | None:
@@ -248,6 +249,8 @@ class AgentClient:
         parts: list[Part] = [Text(request)] if isinstance(request, str) else list(request)
         options = self.options
         if message_type is MessageType.TOOL_RESULT:
+            # What a file or a command printed cannot pose as one of our blocks.
+            parts = [_untrusted(part) for part in parts]
             # The tools ran: their responses are history whatever happens next (a limit,
             # a stop, the caller's cancel), so the next request tells the truth.
             self.history.append(Content("user", tuple(parts)))
@@ -438,3 +441,8 @@ class AgentClient:
         if callable(source):
             return source()
         return source
+
+
+def _untrusted(part: Part) -> Part:
+    """A tool response with the wrapper's tags neutralised; any other part as it is."""
+    return neutralised_response(part) if isinstance(part, FunctionResponse) else part

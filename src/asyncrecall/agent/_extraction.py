@@ -85,18 +85,23 @@ def _folder_lock(key: str) -> asyncio.Lock:
 class QueryWatch:
     """Follows one user query's events; a completed query is handed to the scheduler."""
 
-    __slots__ = ("_saved", "_scheduler", "_text")
+    __slots__ = ("_saved", "_scheduler", "_text", "_tools")
 
     def __init__(self, scheduler: ExtractionScheduler, text: str) -> None:
         self._scheduler = scheduler
         self._text = text
         self._saved = False
+        self._tools = False
 
     def see(self, event: AgentEvent) -> None:
         if isinstance(event, ToolResultEvent) and event.name == "save_memory" and event.ok:
             self._saved = True
+        elif isinstance(event, ToolResultEvent):
+            self._tools = True  # the answer may repeat what the tool returned
         elif isinstance(event, FinishedEvent) and event.reason == "stop":
-            self._scheduler.query_completed(self._text, event.text, saved_memory=self._saved)
+            self._scheduler.query_completed(
+                self._text, event.text, saved_memory=self._saved, after_tools=self._tools
+            )
 
 
 class ExtractionScheduler:
@@ -179,11 +184,15 @@ class ExtractionScheduler:
         """A watcher for the user query ``text`` (the agent loop feeds it every event)."""
         return QueryWatch(self, text)
 
-    def query_completed(self, user_text: str, answer: str, *, saved_memory: bool) -> None:
-        """Record a completed query's turns and schedule an extraction (or skip it)."""
+    def query_completed(
+        self, user_text: str, answer: str, *, saved_memory: bool, after_tools: bool = False
+    ) -> None:
+        """Record a completed query's turns and schedule an extraction (or skip it).
+        ``after_tools``: tools returned output during the query, so its answer may
+        repeat content the user never said (its memories' provenance says so)."""
         base = self.transcript[-1].offset + 1 if self.transcript else 0
         self.transcript.append(TranscriptTurn(base, "user", user_text))
-        self.transcript.append(TranscriptTurn(base + 1, "assistant", answer))
+        self.transcript.append(TranscriptTurn(base + 1, "assistant", answer, after_tools))
         if saved_memory:
             self._covered.update({base, base + 1})
             self._emit(MemoryExtractionSkippedEvent(reason="saved_memory"))

@@ -90,7 +90,10 @@ class Handoff:
             "noted": self.noted,
             "attempts": self.attempts,
             "created_at": self.created_at or time.time(),
-            "turns": [{"offset": t.offset, "role": t.role, "text": t.text} for t in self.turns],
+            "turns": [
+                {"offset": t.offset, "role": t.role, "text": t.text, "after_tools": t.after_tools}
+                for t in self.turns
+            ],
         }
 
     @classmethod
@@ -103,7 +106,11 @@ class Handoff:
             role = raw.get("role") if isinstance(raw, dict) else None
             if role not in ("user", "assistant") or not isinstance(raw.get("offset"), int):
                 raise ValueError(f"bad turn {raw!r}")
-            turns.append(TranscriptTurn(raw["offset"], role, str(raw.get("text", ""))))
+            turns.append(
+                TranscriptTurn(
+                    raw["offset"], role, str(raw.get("text", "")), raw.get("after_tools") is True
+                )
+            )
         session, end = data.get("session"), data.get("end")
         if not isinstance(session, str) or not isinstance(end, int):
             raise ValueError("a hand-off needs a session and an end")

@@ -14,6 +14,7 @@ call not started yet is not run, a read-only tool stops between files, and a wri
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,7 +24,7 @@ from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import AsyncRecallError, ToolError
-from asyncrecall.memory import MemoryStoreProtocol
+from asyncrecall.memory import MemoryStoreProtocol, Source
 from asyncrecall.models import FunctionCall, FunctionResponse, ToolSpec
 
 __all__ = ["ToolOutcome", "ToolRegistry"]
@@ -130,6 +131,9 @@ class ToolRegistry:
     ) -> None:
         self.root = project_root.resolve()
         self._memory = memory_store
+        # The provenance of save_memory's writes, if the store records one (both ours do).
+        self._records_sources = _takes(memory_store, "sources")
+        self._after_tools = False
         tools = [
             _Tool(
                 ToolSpec(
@@ -201,16 +205,23 @@ class ToolRegistry:
         return tuple(tool.spec for tool in self._tools.values())
 
     async def execute(
-        self, calls: Sequence[FunctionCall], *, cancel: CancelSignal | None = None
+        self,
+        calls: Sequence[FunctionCall],
+        *,
+        cancel: CancelSignal | None = None,
+        after_tools: bool = False,
     ) -> list[ToolOutcome]:
         """Run the calls: read-only ones concurrently, writes one by one in order.
 
         Outcomes come back in the calls' order, whatever order they finished in. After
         ``cancel`` fires, calls not started are not run, running read-only tools stop at
         their next check, and a write that started finishes (it is atomic); every
-        outcome says which happened.
+        outcome says which happened. ``after_tools``: tools already returned output in
+        this user query, so a ``save_memory`` now may hold what they returned (its
+        memory's provenance says so, and quarantine applies).
         """
         cancel = cancel if cancel is not None else CancelSignal()
+        self._after_tools = after_tools
         outcomes: dict[int, ToolOutcome] = {}
         reads = [(i, c) for i, c in enumerate(calls) if self._is_read_only(c)]
         results = await asyncio.gather(*(self._run_one(c, cancel) for _, c in reads))
@@ -364,13 +375,28 @@ class ToolRegistry:
         missing = [key for key, value in values.items() if not isinstance(value, str)]
         if missing:
             raise ToolError(f"save_memory needs string arguments: {', '.join(missing)}")
+        provenance: dict[str, Any] = {}
+        if self._records_sources:
+            source = Source.now("save_memory", untrusted=self._after_tools)
+            provenance = {"origin": "save_memory", "sources": (source,)}
         doc = self._memory.save_memory(
             str(values["name"]),
             str(values["description"]),
             str(values["type"]),
             str(values["content"]),
+            **provenance,
         )
         return {"saved": doc.rel_path}
+
+
+def _takes(store: MemoryStoreProtocol | None, keyword: str) -> bool:
+    """Whether ``store.save_memory`` takes ``keyword`` (a store of the caller's may not)."""
+    if store is None:
+        return False
+    try:
+        return keyword in inspect.signature(store.save_memory).parameters
+    except (TypeError, ValueError):  # a callable without a signature
+        return False
 
 
 def _never() -> bool:

@@ -245,7 +245,11 @@ class ScriptedTools(ToolRegistry):
     """
 
     async def execute(
-        self, calls: Sequence[FunctionCall], *, cancel: CancelSignal | None = None
+        self,
+        calls: Sequence[FunctionCall],
+        *,
+        cancel: CancelSignal | None = None,
+        after_tools: bool = False,
     ) -> list[ToolOutcome]:
         """Sleep the longest scripted duration, then answer every call."""
         longest = max((_duration(call) for call in calls), default=0.0)

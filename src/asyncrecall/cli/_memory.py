@@ -1,5 +1,5 @@
-"""``asyncrecall memory path|list|show|add|forget|recall|export|import|migrate``: the
-project's memories.
+"""``asyncrecall memory path|list|show|add|forget|confirm|history|revert|recall|export|
+import|migrate``: the project's memories.
 
 Every sub-command takes the shared flags that make sense for it after its name
 (``--memory-dir``, ``--project``; ``recall`` also the endpoint and selector flags and
@@ -93,6 +93,10 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     save.add_argument("--content", help="the body (default: read standard input)")
     forget = add("forget", "remove a memory and its index line", _forget)
     forget.add_argument("name", metavar="NAME", help="the memory's name or relative path")
+    confirm = add(
+        "confirm", "vouch for a quarantined memory, so that recall may use it again", _confirm
+    )
+    confirm.add_argument("name", metavar="NAME", help="the memory's name or relative path")
     versions = add("history", "list the recorded writes of a memory", _history)
     versions.add_argument("name", metavar="NAME", help="the memory's name (also a removed one)")
     undo = add("revert", "undo the newest write of a memory, or go back to a version", _revert)
@@ -126,6 +130,12 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     export.add_argument("--to", required=True, metavar="DIR", help="the folder to write")
     load = add("import", "copy every memory of a memory folder into the store", _import)
     load.add_argument("--from", dest="source", required=True, metavar="DIR", help="the folder")
+    load.add_argument(
+        "--trusted",
+        action="store_true",
+        help="the folder's memories are your own (an export of yours): recall may use them at "
+        "once; without it they are quarantined until `memory confirm NAME`",
+    )
 
 
 def _handle(handler: Handler) -> Callable[[argparse.Namespace], int]:
@@ -197,6 +207,8 @@ def _doc_json(doc: MemoryDoc) -> dict[str, Any]:
         "path": str(doc.path),
         "mtime": doc.mtime,
         "size": doc.size,
+        "origin": doc.origin,
+        "quarantined": doc.quarantined,
     }
 
 
@@ -265,19 +277,31 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _show(args: argparse.Namespace, settings: Settings) -> int:
-    doc = _store(settings).get(args.name)
+    store = _store(settings)
+    doc = store.get(args.name)
     if args.json:
-        _print_json({**_doc_json(doc), "body": doc.body})
+        sources = _provenance(store, doc)
+        _print_json({**_doc_json(doc), "provenance": sources, "body": doc.body})
         return 0
     age = format_age(age_in_days(doc.mtime, now=time.time()))
     console = _out()
     console.print(f"{doc.name} ({doc.rel_path})", markup=False, style="bold")
     console.print(f"type: {doc.type} · {age.lower()} · {doc.path}", markup=False)
+    held = " · quarantined: not recalled until `memory confirm`" if doc.quarantined else ""
+    console.print(f"origin: {doc.origin}{held}", markup=False)
     if doc.description:
         console.print(doc.description, markup=False)
     console.print()
     console.print(doc.body, markup=False)
     return 0
+
+
+def _provenance(store: MemoryStoreProtocol, doc: MemoryDoc) -> list[dict[str, Any]] | None:
+    """``doc``'s sources as stored (``None``: the store records none)."""
+    read = getattr(store, "provenance_of", None)
+    if not callable(read):
+        return None
+    return [source.to_json() for source in read(doc)]
 
 
 def _add(args: argparse.Namespace, settings: Settings) -> int:
@@ -302,6 +326,22 @@ def _forget(args: argparse.Namespace, settings: Settings) -> int:
         _print_json(_doc_json(doc))
     else:
         _out().print(f"Forgot {doc.name!r} ({doc.rel_path})", markup=False)
+    return 0
+
+
+def _confirm(args: argparse.Namespace, settings: Settings) -> int:
+    """``memory confirm NAME``: a ``confirmed`` source, which lifts a quarantine."""
+    store = _store(settings)
+    confirm = getattr(store, "confirm", None)
+    if not callable(confirm):
+        from asyncrecall._exceptions import ConfigError
+
+        raise ConfigError(f"the store {store.location} records no provenance to confirm")
+    doc: MemoryDoc = confirm(args.name)
+    if args.json:
+        _print_json(_doc_json(doc))
+    else:
+        _out().print(f"Confirmed {doc.name!r}: recall may use it", markup=False)
     return 0
 
 
@@ -409,13 +449,14 @@ def side_model(settings: Settings) -> Model | None:
 
 
 def _copy(
-    source: MemoryStoreProtocol, target: MemoryStoreProtocol
+    source: MemoryStoreProtocol, target: MemoryStoreProtocol, *, trusted: bool = True
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
     """Save every memory of ``source`` into ``target`` with all it carries (provenance,
-    creation and modification times, index order, other front matter keys)."""
+    creation and modification times, index order, other front matter keys); ``trusted``
+    false: every copy is quarantined until confirmed."""
     from asyncrecall.memory._transfer import copy_memories
 
-    return copy_memories(source, target)
+    return copy_memories(source, target, trusted=trusted)
 
 
 def _report_copy(
@@ -442,5 +483,6 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
 
         raise ConfigError(f"memory import: {folder} is not a folder")
     target = _store(settings)
-    copied = _copy(MemoryStore(folder), target)
-    return _report_copy(args, copied, f"Imported {folder} into {target.location}")
+    copied = _copy(MemoryStore(folder), target, trusted=args.trusted)
+    held = "" if args.trusted else " (quarantined until `memory confirm NAME`; --trusted: not)"
+    return _report_copy(args, copied, f"Imported {folder} into {target.location}{held}")

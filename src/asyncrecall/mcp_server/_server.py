@@ -133,6 +133,9 @@ def _doc_json(doc: MemoryDoc, *, body: int | None) -> dict[str, Any]:
         "type": doc.type,
         "file": doc.rel_path,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(doc.mtime)),
+        # Where it came from; a quarantined memory is held back from recall (issue 25).
+        "origin": doc.origin,
+        "quarantined": doc.quarantined,
     }
     if body is None:
         out["body"] = doc.body

@@ -20,7 +20,13 @@ from asyncrecall.memory._limits import (
     SCAN_LIMIT,
 )
 from asyncrecall.memory._location import canonical_project_root, resolve_memory_dir
-from asyncrecall.memory._prompt import BODY_LIMIT, format_manifest, format_memory_block
+from asyncrecall.memory._prompt import (
+    BODY_LIMIT,
+    format_manifest,
+    format_memory_block,
+    neutralise_tags,
+)
+from asyncrecall.memory._provenance import ORIGINS, Source, is_quarantined
 from asyncrecall.memory._recall import DEFAULT_LIMIT, MemoryManager
 from asyncrecall.memory._selector import InstantSelector, Selector, validate_selection
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol, is_postgres_url
@@ -58,6 +64,7 @@ __all__ = [
     "INDEX_NAME",
     "MAX_FILE_BYTES",
     "MEMORY_TYPES",
+    "ORIGINS",
     "SCAN_LIMIT",
     "ConsolidationGate",
     "ConsolidationResult",
@@ -78,6 +85,7 @@ __all__ = [
     "RecallResult",
     "Refusal",
     "Selector",
+    "Source",
     "TranscriptTurn",
     "canonical_project_root",
     "consolidate",
@@ -85,6 +93,8 @@ __all__ = [
     "format_manifest",
     "format_memory_block",
     "is_postgres_url",
+    "is_quarantined",
+    "neutralise_tags",
     "read_source_offsets",
     "resolve_memory_dir",
     "safe_file_stem",

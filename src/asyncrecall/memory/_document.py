@@ -27,6 +27,13 @@ from typing import Any, cast
 
 from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._limits import MAX_NAME_BYTES
+from asyncrecall.memory._provenance import (
+    PROVENANCE_KEY,
+    Source,
+    is_quarantined,
+    origin_label,
+    parse_provenance,
+)
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryType
 
 __all__ = [
@@ -60,6 +67,15 @@ class ParsedDocument:
     description: str
     type: MemoryType
     body: str
+    sources: tuple[Source, ...] = ()
+
+    @property
+    def origin(self) -> str:
+        return origin_label(self.sources)
+
+    @property
+    def quarantined(self) -> bool:
+        return is_quarantined(self.sources)
 
 
 def _split(text: str) -> tuple[list[str], str]:
@@ -135,6 +151,7 @@ def parse_document(text: str, *, default_name: str) -> ParsedDocument:
         description=_text(fields.get("description")),
         type=kind,
         body=body.strip("\n"),
+        sources=parse_provenance(fields.get(PROVENANCE_KEY)),
     )
 
 

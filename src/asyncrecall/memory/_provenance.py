@@ -1,22 +1,238 @@
-"""A memory's provenance: the transcript turns it came from, the same in every store.
+"""A memory's provenance, the same in every store: where each of its writes came from.
 
-A folder keeps it as the ``source_offsets`` front matter key of the topic file, a
-database in a table beside the memory; extraction writes it, consolidation merges it,
-export and import carry it.
+Two records, kept side by side:
+
+- ``source_offsets`` ``{session id: [transcript offsets]}``: the turns extraction
+  cited (its cursor and merges use them). A folder keeps it as a front matter key, a
+  database in a table beside the memory.
+- ``provenance``: one :class:`Source` per kind of write that made the memory: its
+  ``origin`` (:data:`ORIGINS`), the session and offsets when it came from a
+  conversation, when, and ``untrusted``: the text came from content the user did not
+  write: the model's, written after tool output (a file it read, a page, a command's
+  output) with no user turn behind it, or a folder imported without ``--trusted``
+  (its claims about itself cannot be checked). A folder keeps it as the
+  ``provenance`` front matter key, a database in the row's ``provenance`` column
+  (schema version 7). Every write adds its source and keeps the others, so a merge or
+  an update keeps every source.
+
+A memory with no provenance (written before it existed, or by hand) is the user's own.
+
+**Quarantine**: a memory is quarantined while its newest source (sources are kept in
+write order) is model text that followed tool output (:func:`is_quarantined`): it is
+stored and listed, but recall does not inject it and the system prompt's index leaves
+it out, until the user confirms it (``memory confirm NAME``: a ``confirmed`` source)
+or the user's own later words say the same (an extraction citing a user turn updates
+it). A write that only repeats what a memory says adds no untrusted source to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, TypeAlias
 
-__all__ = ["SOURCE_OFFSETS_KEY", "SourceOffsets", "parse_source_offsets"]
+__all__ = [
+    "LEGACY_SOURCE",
+    "ORIGINS",
+    "PROVENANCE_KEY",
+    "SOURCE_OFFSETS_KEY",
+    "Origin",
+    "Source",
+    "SourceOffsets",
+    "is_quarantined",
+    "merge_sources",
+    "new_source",
+    "origin_label",
+    "parse_provenance",
+    "parse_source_offsets",
+    "provenance_json",
+    "same_keys",
+]
 
 #: The front matter key (folder) holding ``{session id: [transcript offsets]}``.
 SOURCE_OFFSETS_KEY: Final = "source_offsets"
+#: The front matter key (folder) holding the list of :class:`Source`.
+PROVENANCE_KEY: Final = "provenance"
 
 #: ``{session id: [transcript offsets]}``: the turns a memory came from.
 SourceOffsets = Mapping[str, list[int]]
+
+Origin: TypeAlias = Literal[
+    "user",
+    "save_memory",
+    "extraction-user",
+    "extraction-assistant",
+    "consolidation",
+    "import",
+    "mcp",
+    "confirmed",
+]
+
+#: Where a write came from: the user's own words through the CLI (``user``); the
+#: agent's ``save_memory`` tool (``save_memory``); extraction citing a user turn
+#: (``extraction-user``) or only the assistant's answers (``extraction-assistant``);
+#: a consolidation's merge or rewrite (``consolidation``); ``memory import``
+#: (``import``); the MCP server (``mcp``); ``memory confirm`` (``confirmed``).
+ORIGINS: Final[tuple[Origin, ...]] = (
+    "user",
+    "save_memory",
+    "extraction-user",
+    "extraction-assistant",
+    "consolidation",
+    "import",
+    "mcp",
+    "confirmed",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One kind of write that made a memory: ``origin``, ``at`` (POSIX time), and for a
+    write from a conversation its ``session`` and transcript ``offsets``;
+    ``untrusted``: the text came from content the user did not write (model text that
+    followed tool output, with no user turn behind it; an untrusted import)."""
+
+    origin: str
+    at: float = 0.0
+    session: str = ""
+    offsets: tuple[int, ...] = ()
+    untrusted: bool = False
+
+    @classmethod
+    def now(
+        cls,
+        origin: Origin,
+        *,
+        session: str = "",
+        offsets: Iterable[int] = (),
+        untrusted: bool = False,
+    ) -> Source:
+        """A source written now."""
+        return cls(origin, _clock(), session, tuple(sorted(set(offsets))), untrusted)
+
+    @property
+    def trusted(self) -> bool:
+        """Not model text that followed tool output."""
+        return not self.untrusted
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form: ``at`` as an ISO time; empty fields left out."""
+        out: dict[str, Any] = {"origin": self.origin, "at": _iso(self.at)}
+        if self.session:
+            out["session"] = self.session
+        if self.offsets:
+            out["offsets"] = list(self.offsets)
+        if self.untrusted:
+            out["untrusted"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, value: Any) -> Source | None:
+        """A stored source, ``None`` when it is not one (an edited file)."""
+        if not isinstance(value, Mapping) or not isinstance(value.get("origin"), str):
+            return None
+        offsets = value.get("offsets")
+        return cls(
+            origin=str(value["origin"]),
+            at=_posix(value.get("at")),
+            session=str(value.get("session") or ""),
+            offsets=tuple(o for o in offsets if isinstance(o, int) and not isinstance(o, bool))
+            if isinstance(offsets, list)
+            else (),
+            untrusted=value.get("untrusted") is True,
+        )
+
+
+#: The clock of new sources (tests replace it).
+_clock: Callable[[], float] = time.time
+
+#: What a memory without provenance is taken for: the user's own, from before.
+LEGACY_SOURCE: Final = Source("user")
+
+
+def new_source(origin: str) -> Source:
+    """The source of a write made now by ``origin`` (a history origin outside
+    :data:`ORIGINS`, such as ``extraction`` without its own source, counts as ``user``)."""
+    return Source(origin if origin in ORIGINS else "user", _clock())
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _posix(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, datetime):  # YAML reads an unquoted ISO time as one
+        stamp = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return stamp.timestamp()
+    if isinstance(value, str):
+        try:
+            return _posix(datetime.fromisoformat(value.replace("Z", "+00:00")))
+        except ValueError:
+            return 0.0
+    return 0.0
+
+
+def merge_sources(*groups: Iterable[Source]) -> tuple[Source, ...]:
+    """Every source of ``groups``, one per (origin, session, untrusted): offsets
+    united, the newest time kept. Order is write order: a source seen again moves to
+    the end (the newest write is last)."""
+    merged: dict[tuple[str, str, bool], Source] = {}
+    for group in groups:
+        for source in group:
+            key = (source.origin, source.session, source.untrusted)
+            known = merged.pop(key, None)
+            if known is None:
+                merged[key] = source
+            else:
+                offsets = tuple(sorted(set(known.offsets) | set(source.offsets)))
+                merged[key] = Source(
+                    known.origin, max(known.at, source.at), known.session, offsets,
+                    known.untrusted,
+                )  # fmt: skip
+    return tuple(merged.values())
+
+
+def same_keys(a: Sequence[Source], b: Sequence[Source]) -> bool:
+    """Whether ``a`` and ``b`` hold the same kinds of source (times and order aside)."""
+
+    def keys(sources: Sequence[Source]) -> set[tuple[str, str, bool, tuple[int, ...]]]:
+        return {(s.origin, s.session, s.untrusted, s.offsets) for s in sources}
+
+    return keys(a) == keys(b)
+
+
+def parse_provenance(value: Any) -> tuple[Source, ...]:
+    """The sources of a stored ``provenance`` list, merged (``()`` when it is none)."""
+    if not isinstance(value, list):
+        return ()
+    return merge_sources(s for s in map(Source.from_json, value) if s is not None)
+
+
+def provenance_json(sources: Sequence[Source]) -> list[dict[str, Any]]:
+    """The stored form of ``sources``."""
+    return [source.to_json() for source in sources]
+
+
+def is_quarantined(sources: Sequence[Source]) -> bool:
+    """Whether a memory with these sources (in write order) is kept out of recall: its
+    newest source is model text that followed tool output (none: the user's own)."""
+    return bool(sources) and not sources[-1].trusted
+
+
+def origin_label(sources: Sequence[Source]) -> str:
+    """The origins of ``sources`` for the memory block and listings, e.g.
+    ``extraction-user, consolidation``; ``user`` for a memory without provenance."""
+    if not sources:
+        return LEGACY_SOURCE.origin
+    seen: dict[str, None] = {}
+    for source in sources:
+        label = f"{source.origin} (untrusted)" if source.untrusted else source.origin
+        seen[label] = None
+    return ", ".join(seen)
 
 
 def parse_source_offsets(value: Any) -> dict[str, tuple[int, ...]]:

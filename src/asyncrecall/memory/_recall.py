@@ -5,7 +5,9 @@ query. Its promises:
 
 - an empty or blank query, no document left after ``excluded_paths``, or ``limit`` 0:
   :data:`EMPTY_RECALL`, and no selector is asked (no side query);
-- excluded paths are never offered to a selector;
+- excluded paths are never offered to a selector, nor are quarantined memories (their
+  newest write was model text after tool output, unconfirmed) unless the manager's
+  ``quarantine`` is off;
 - an :class:`~asyncrecall.memory.InstantSelector` whose ``inline`` is true (the
   lexical one) runs inline, scan included, so the recall completes without ever
   suspending, but only when that costs about a millisecond at most: every file's parse
@@ -70,10 +72,14 @@ class MemoryManager:
         selector: Selector,
         *,
         clock: Callable[[], float] = time.time,
+        quarantine: bool = True,
     ) -> None:
         self.store = store
         self.selector = selector
         self._clock = clock
+        #: Leave quarantined memories out (their newest write was model text after tool
+        #: output, unconfirmed: see ``_provenance``); ``False`` offers every memory.
+        self.quarantine = quarantine
 
     def __repr__(self) -> str:
         return f"MemoryManager({self.store!r}, {self.selector!r})"
@@ -102,8 +108,7 @@ class MemoryManager:
             if scan is None:
                 return EMPTY_RECALL  # our cancel fired: nothing to log, nothing to return
             docs = scan.result()
-        excluded = frozenset(excluded_paths)
-        offered = [doc for doc in docs if doc.rel_path not in excluded]
+        offered = self._offered(docs, excluded_paths)
         if not offered:
             return EMPTY_RECALL
         outcome = await _select(chosen, query, offered, limit=limit, cancel=cancel)
@@ -238,8 +243,7 @@ class MemoryManager:
         docs = store.scan_cached(budget_bytes=INLINE_BUDGET_BYTES)
         if docs is None:
             return None
-        excluded = frozenset(excluded_paths)
-        offered = [doc for doc in docs if doc.rel_path not in excluded]
+        offered = self._offered(docs, excluded_paths)
         if not offered:
             return EMPTY_RECALL
         if not selector.ready(offered):
@@ -248,10 +252,18 @@ class MemoryManager:
                 return None
         return self._result(selector.rank(query, offered, limit=limit), selector.name)
 
+    def _offered(
+        self, docs: Sequence[MemoryDoc], excluded_paths: Collection[str]
+    ) -> list[MemoryDoc]:
+        """What a selector is offered: not excluded, and not quarantined (unless off)."""
+        excluded = frozenset(excluded_paths)
+        held = self.quarantine
+        return [d for d in docs if d.rel_path not in excluded and not (held and d.quarantined)]
+
     def _result(
         self, selected: Sequence[MemoryDoc], strategy: str, *, fallback_reason: str | None = None
     ) -> RecallResult:
-        docs = tuple(selected)
+        docs = tuple(d for d in selected if not (self.quarantine and d.quarantined))
         prompt = format_memory_block(docs, now=self._clock()) if docs else ""
         return RecallResult(prompt, docs, strategy, fallback_reason=fallback_reason)
 

@@ -9,6 +9,8 @@ A memory is more than its name, description, type and body. A copy keeps:
   writes it as a ``created_at`` front matter key, which an import reads back, and only
   when it differs from the ``mtime``; a file without one was created when it was last
   modified, or just before the memory its index lists next, whichever is earlier);
+- its **provenance** (``provenance``: where each write came from), with an ``import``
+  source added;
 - its **place in the index**: memories are copied in the source's index order
   (``MEMORY.md``'s lines, then any file it does not list, oldest first; a database's
   creation order), so the target lists them in the same order;
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
+from asyncrecall.memory._provenance import LEGACY_SOURCE, Source, is_quarantined
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MemoryDoc
 
@@ -31,6 +34,7 @@ __all__ = [
     "MemoryRecord",
     "Transferable",
     "copy_memories",
+    "imported_sources",
     "read_records",
     "write_record",
 ]
@@ -50,6 +54,18 @@ class MemoryRecord:
     source_offsets: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     #: Front matter keys beyond name, description, type, provenance and creation time.
     front_matter: Mapping[str, Any] = field(default_factory=dict)
+    #: Where its writes came from (``()``: no provenance, the user's own).
+    provenance: tuple[Source, ...] = ()
+
+
+def imported_sources(record: MemoryRecord, *, trusted: bool = True) -> tuple[Source, ...]:
+    """What a copy's provenance gets: the original's sources (the user's own when it has
+    none) and an ``import`` source. That source is untrusted when the copy is (an
+    import of a folder someone handed over: what it says of itself cannot be checked),
+    and when the original was quarantined (a copy never lifts a quarantine)."""
+    claimed = record.provenance or (LEGACY_SOURCE,)
+    doubtful = not trusted or is_quarantined(claimed)
+    return (*claimed, Source.now("import", untrusted=doubtful))
 
 
 @runtime_checkable
@@ -61,8 +77,9 @@ class Transferable(Protocol):
         """Every memory with what it carries, in the index's order."""
         ...
 
-    def import_record(self, record: MemoryRecord) -> MemoryDoc:
-        """Save ``record`` (created or replaced) with all it carries."""
+    def import_record(self, record: MemoryRecord, *, trusted: bool = ...) -> MemoryDoc:
+        """Save ``record`` (created or replaced) with all it carries; ``trusted``
+        false: quarantined until confirmed."""
         ...
 
 
@@ -74,17 +91,26 @@ def read_records(store: MemoryStoreProtocol) -> list[MemoryRecord]:
     return [MemoryRecord(doc) for doc in docs]
 
 
-def write_record(store: MemoryStoreProtocol, record: MemoryRecord) -> MemoryDoc:
-    """Save ``record`` into ``store`` (created or replaced) with all it carries."""
+def write_record(
+    store: MemoryStoreProtocol, record: MemoryRecord, *, trusted: bool = True
+) -> MemoryDoc:
+    """Save ``record`` into ``store`` (created or replaced) with all it carries;
+    ``trusted`` false: the copy is quarantined (see :func:`imported_sources`)."""
     if isinstance(store, Transferable):
+        if not trusted:
+            return store.import_record(record, trusted=False)
         return store.import_record(record)
     doc = record.doc
     return store.save_memory(doc.name, doc.description, doc.type, doc.body)
 
 
 def copy_memories(
-    source: MemoryStoreProtocol, target: MemoryStoreProtocol
+    source: MemoryStoreProtocol, target: MemoryStoreProtocol, *, trusted: bool = True
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
     """Save every memory of ``source`` into ``target`` (see the module); each original
-    with its copy."""
-    return [(record.doc, write_record(target, record)) for record in read_records(source)]
+    with its copy. ``trusted`` false (``memory import`` without ``--trusted``): every
+    copy is quarantined until confirmed."""
+    return [
+        (record.doc, write_record(target, record, trusted=trusted))
+        for record in read_records(source)
+    ]

@@ -29,6 +29,10 @@ class MemoryDoc:
     ``size`` are the file's at the time it was read. ``revision`` tells apart two
     contents with the same path, size and ``mtime``: 0 for a file, the row version for
     a database row (a rewrite by another process may keep size and ``mtime``).
+    ``origin`` lists where its writes came from (``user`` for a memory without
+    provenance: see :mod:`asyncrecall.memory._provenance`); ``quarantined``: its newest
+    write was model text that followed tool output, so recall leaves it out until it is
+    confirmed (unless quarantine is turned off).
     """
 
     path: Path
@@ -40,6 +44,8 @@ class MemoryDoc:
     mtime: float
     size: int
     revision: int = 0
+    origin: str = "user"
+    quarantined: bool = False
 
     @property
     def fingerprint(self) -> tuple[int, float, int]:

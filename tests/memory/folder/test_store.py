@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from asyncrecall import MemoryStoreError
-from asyncrecall.memory import INDEX_MAX_BYTES, INDEX_MAX_LINES, MemoryStore
+from asyncrecall.memory import INDEX_MAX_BYTES, INDEX_MAX_LINES, MemoryStore, _provenance
 
 from ..conftest import WriteFile
 
@@ -24,9 +24,13 @@ def test_ensure_creates_the_folder_and_an_empty_index(tmp_path: Path) -> None:
     assert (tmp_path / "a" / "memory" / "MEMORY.md").read_text() == "- kept\n"
 
 
-def test_save_memory_writes_a_topic_file_and_an_index_line(tmp_path: Path) -> None:
-    """The file gets YAML-safe front matter; MEMORY.md gets ``- [Title](file.md) — hook``."""
+def test_save_memory_writes_a_topic_file_and_an_index_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file gets YAML-safe front matter, its provenance included (the user's own
+    write, when); MEMORY.md gets ``- [Title](file.md) — hook``."""
     store = MemoryStore(tmp_path / "memory")
+    monkeypatch.setattr(_provenance, "_clock", lambda: 1_764_000_000.0)
     doc = store.save_memory(
         "Testing policy", "tests: never mock the db", "feedback", "Use a real database."
     )
@@ -40,8 +44,10 @@ def test_save_memory_writes_a_topic_file_and_an_index_line(tmp_path: Path) -> No
     )
     assert doc.path.read_text() == (
         "---\nname: Testing policy\ndescription: 'tests: never mock the db'\ntype: feedback\n"
+        "provenance:\n- origin: user\n  at: '2025-11-24T16:00:00Z'\n"
         "---\nUse a real database.\n"
     )
+    assert (doc.origin, doc.quarantined) == ("user", False)
     assert store.index_path.read_text() == (
         "- [Testing policy](testing-policy.md) — tests: never mock the db\n"
     )

@@ -21,13 +21,14 @@ nothing is skipped, whatever the store.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._precondition import ANYTHING, Expected
-from asyncrecall.memory._provenance import SourceOffsets
+from asyncrecall.memory._provenance import Source, SourceOffsets
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MemoryDoc
 from asyncrecall.memory.extraction._state import (
@@ -101,8 +102,10 @@ class ExtractionBackend(Protocol):
         expected: Expected = ANYTHING,
         origin: str = "extraction",
         write_id: str = "",
+        sources: Sequence[Source] | None = None,
     ) -> MemoryDoc:
-        """Create or update the memory ``name`` with its provenance (idempotent).
+        """Create or update the memory ``name`` with its provenance (idempotent);
+        ``sources`` are added to its ``provenance`` (see ``_provenance``).
 
         ``expected`` is the memory as the writer read it (``None``: absent); when it no
         longer holds, :class:`~asyncrecall.MemoryConflictError` and nothing written."""
@@ -112,6 +115,10 @@ class ExtractionBackend(Protocol):
         self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "extraction"
     ) -> MemoryDoc:
         """Remove a memory (and its provenance), under the same precondition as :meth:`save`."""
+        ...
+
+    def provenance(self, doc: MemoryDoc) -> tuple[Source, ...]:
+        """Where ``doc``'s writes came from (``_provenance``)."""
         ...
 
     def locked(self) -> AbstractContextManager[None]:

@@ -45,6 +45,7 @@ from typing import Any, Final, Literal, TypeAlias
 from asyncrecall._exceptions import MemoryConflictError, ModelProtocolError
 from asyncrecall.memory._limits import INDEX_MAX_LINES
 from asyncrecall.memory._precondition import same_content
+from asyncrecall.memory._provenance import Source, merge_sources
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
 from asyncrecall.memory.extraction._backend import (
@@ -388,9 +389,13 @@ def _apply_action(
     # or in a new file; every other memory of the action is removed after it.
     target = next((doc for doc in seen if doc.name == action.name), None)
     offsets = _merged_offsets(backend, seen)
+    # Every source of every memory merged is kept, and the consolidation's own is as
+    # untrusted as the least trusted of them: a merge never lifts a quarantine.
+    kept = merge_sources(*(backend.provenance(doc) for doc in seen))
+    mine = Source.now("consolidation", untrusted=any(doc.quarantined for doc in seen))
     doc = backend.save(
         action.name, action.description, action.type, action.content, offsets,
-        expected=target, origin="consolidation",
+        expected=target, origin="consolidation", sources=(*kept, mine),
     )  # fmt: skip
     written.append(doc.rel_path)
     for old in seen:

@@ -106,9 +106,12 @@ class JournalEntry:
     seen_seq: int = 0
     write_id: str = ""
     legacy: bool = False
+    #: The write's provenance source, stored form (``None``: a journal from before).
+    source: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "source": self.source,
             "name": self.name,
             "description": self.description,
             "type": self.type,
@@ -145,6 +148,7 @@ class JournalEntry:
             seen_seq=int(data.get("seen_seq", 0)),
             write_id=str(data.get("write_id", "")),
             legacy="write_id" not in data,
+            source=dict(data["source"]) if isinstance(data.get("source"), dict) else None,
         )
 
 

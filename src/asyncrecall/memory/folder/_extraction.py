@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final
@@ -25,7 +25,12 @@ from asyncrecall.memory._atomic import atomic_write
 from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._limits import INDEX_MAX_BYTES, INDEX_MAX_LINES
 from asyncrecall.memory._precondition import ANYTHING, Expected
-from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, SourceOffsets, parse_source_offsets
+from asyncrecall.memory._provenance import (
+    SOURCE_OFFSETS_KEY,
+    Source,
+    SourceOffsets,
+    parse_source_offsets,
+)
 from asyncrecall.memory._types import MemoryDoc
 from asyncrecall.memory.extraction._backend import MIN_HOURS, MIN_SESSIONS
 from asyncrecall.memory.extraction._state import ExtractionState, Journal, default_state_dir
@@ -116,11 +121,12 @@ class FolderBackend:
         expected: Expected = ANYTHING,
         origin: str = "extraction",
         write_id: str = "",
+        sources: Sequence[Source] | None = None,
     ) -> MemoryDoc:
         extra = {SOURCE_OFFSETS_KEY: dict(source_offsets)} if source_offsets else None
         return self._store.save_memory(
             name, description, type, content,
-            extra=extra, expected=expected, origin=origin, write_id=write_id,
+            extra=extra, expected=expected, origin=origin, write_id=write_id, sources=sources,
         )  # fmt: skip
 
     def forget(
@@ -136,6 +142,9 @@ class FolderBackend:
 
     def history_after(self, name: str, seq: int) -> list[HistoryRecord]:
         return self._store.history.records(name, after=seq)
+
+    def provenance(self, doc: MemoryDoc) -> tuple[Source, ...]:
+        return self._store.provenance_of(doc)
 
     def source_offsets(self, doc: MemoryDoc) -> dict[str, tuple[int, ...]]:
         return read_source_offsets(doc.path)

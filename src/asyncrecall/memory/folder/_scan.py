@@ -67,7 +67,8 @@ _MTIME: Final = operator.itemgetter(4)
 #: Where the parses persist (a hidden folder: never walked).
 _INDEX_DIR: Final = ".cache"
 _INDEX_NAME: Final = "scan-v1.marshal"
-_INDEX_HEADER: Final = ("asyncrecall-scan", 1, marshal.version, sys.version_info[:2])
+# Version 2: each row also holds the memory's origin and quarantine (issue 25).
+_INDEX_HEADER: Final = ("asyncrecall-scan", 2, marshal.version, sys.version_info[:2])
 
 
 class _Candidate(NamedTuple):
@@ -391,6 +392,8 @@ class Scanner:
             body=parsed.body,
             mtime=candidate.mtime_ns / 1e9,
             size=candidate.size,
+            origin=parsed.origin,
+            quarantined=parsed.quarantined,
         )
         return doc, None
 
@@ -408,7 +411,7 @@ class Scanner:
                 return
             cache = self._cache
             base = Path(real_root)  # a child of it parses only its own relative part
-            for rel, size, mtime_ns, name, description, kind, body in data[1]:
+            for rel, size, mtime_ns, name, description, kind, body, origin, held in data[1]:
                 if kind not in _TYPES:
                     continue
                 known = cache.get(rel)
@@ -423,6 +426,8 @@ class Scanner:
                     body=str(body),
                     mtime=mtime_ns / 1e9,
                     size=int(size),
+                    origin=str(origin),
+                    quarantined=bool(held),
                 )
                 cache[rel] = _Entry((int(size), int(mtime_ns)), doc, None)
         except (OSError, ValueError, TypeError, EOFError, AttributeError):
@@ -447,6 +452,8 @@ class Scanner:
                     doc.description,
                     doc.type,
                     doc.body,
+                    doc.origin,
+                    doc.quarantined,
                 )
             )
         directory = os.path.join(real_root, _INDEX_DIR)

@@ -6,13 +6,14 @@ them out; they see it through :class:`FolderShape`, so none imports the store ba
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
 from asyncrecall.memory._history import FolderHistory
 from asyncrecall.memory._precondition import Expected
+from asyncrecall.memory._provenance import Source
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 
@@ -41,7 +42,10 @@ class FolderShape(MemoryStoreProtocol, Protocol):
         expected: Expected = ...,
         origin: str = ...,
         write_id: str = ...,
+        sources: Sequence[Source] | None = ...,
     ) -> MemoryDoc: ...
+
+    def provenance_of(self, doc: MemoryDoc) -> tuple[Source, ...]: ...
 
     def forget(
         self, name_or_rel_path: str, *, expected: Expected = ..., origin: str = ...

@@ -32,9 +32,12 @@ from typing import TYPE_CHECKING, Any, Final
 from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._atomic import atomic_write
 from asyncrecall.memory._document import (
+    FrontMatterError,
     checked_fields,
     checked_text,
+    front_matter,
     name_in_any_case,
+    parse_document,
     render_document,
     safe_file_stem,
 )
@@ -53,6 +56,17 @@ from asyncrecall.memory._limits import (
     inside,
 )
 from asyncrecall.memory._precondition import ANYTHING, Expected, check_expected
+from asyncrecall.memory._provenance import (
+    LEGACY_SOURCE,
+    PROVENANCE_KEY,
+    Source,
+    is_quarantined,
+    merge_sources,
+    new_source,
+    parse_provenance,
+    provenance_json,
+    same_keys,
+)
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.folder._scan import Scanner
@@ -204,6 +218,7 @@ class MemoryStore:
         expected: Expected = ANYTHING,
         origin: str = "user",
         write_id: str = "",
+        sources: Sequence[Source] | None = None,
     ) -> MemoryDoc:
         """Create or update the topic file for ``name`` and its index line.
 
@@ -212,21 +227,41 @@ class MemoryStore:
         over 1 MiB raise :class:`MemoryStoreError`; ``expected`` (the memory as read,
         ``None`` for "must not exist") that no longer holds raises
         :class:`~asyncrecall.MemoryConflictError` and writes nothing. ``origin`` and
-        ``write_id`` go into the history record.
+        ``write_id`` go into the history record. ``sources`` (default: one source of
+        ``origin``, now) are added to the memory's ``provenance`` front matter, whose
+        earlier sources are kept.
         """
         name, description, kind = checked_fields(name, description, type)
         checked_text(f"memory {name!r}", content)
-        text = render_document(
-            name=name, description=description, type=kind, body=content, extra=extra
-        )
-        if len(text.encode("utf-8")) > MAX_FILE_BYTES:
-            raise MemoryStoreError(f"memory {name!r} is over 1 MiB; save a shorter one")
+        added = tuple(sources) if sources is not None else (new_source(origin),)
         with self._locked():
             docs = self.scan(limit=None)
             existing = next((d for d in docs if d.name == name), None)
             check_expected(expected, existing, name=name)
             rel = existing.rel_path if existing else self._free_rel_path(name)
             before = _read_text(self.root / rel) if existing else None
+            kept = _provenance(before) if before is not None else ()
+            plain = {k: v for k, v in (extra or {}).items() if k != PROVENANCE_KEY}
+            unchanged = before is not None and _content(before) == render_document(
+                name=name, description=description, type=kind, body=content, extra=plain
+            )
+            if unchanged:
+                # The memory already says this: model text after tool output adds
+                # nothing to it, and a write is made only for a new trusted source (a
+                # merge's, the user's word lifting a quarantine).
+                added = tuple(s for s in added if s.trusted)
+                new = merge_sources(kept, added)
+                if same_keys(new, kept) and not (added and is_quarantined(kept)):
+                    added, kept = (), ()
+            merged = merge_sources(kept, added)
+            extra = {**plain, PROVENANCE_KEY: provenance_json(merged)} if merged else plain
+            text = render_document(
+                name=name, description=description, type=kind, body=content, extra=extra
+            )
+            if not merged:
+                text = before or text
+            if len(text.encode("utf-8")) > MAX_FILE_BYTES:
+                raise MemoryStoreError(f"memory {name!r} is over 1 MiB; save a shorter one")
             if before != text:
                 self.history.append(
                     name, "save", path=rel, before=before, after=text,
@@ -260,6 +295,32 @@ class MemoryStore:
                 raise MemoryStoreError(f"cannot remove {doc.path}: {exc.strerror}") from exc
             self._rewrite_index(doc.rel_path, None, docs)
             return doc
+
+    def quarantined_paths(self) -> set[str]:
+        """The relative paths of the quarantined memories (see ``_provenance``)."""
+        return {doc.rel_path for doc in self.scan(limit=None) if doc.quarantined}
+
+    def confirm(self, name_or_rel_path: str) -> MemoryDoc:
+        """The user's word for a memory: a ``confirmed`` source is added to its
+        provenance, which lifts a quarantine; its text and other keys are kept."""
+        with self._locked():
+            doc = self.get(name_or_rel_path)
+            text = _read_text(doc.path) or ""
+            extra = {
+                k: v
+                for k, v in front_matter(text).items()
+                if k not in ("name", "description", "type", PROVENANCE_KEY)
+            }
+            return self.save_memory(
+                doc.name, doc.description, doc.type, doc.body, extra=extra,
+                expected=doc, origin="confirmed", sources=(Source.now("confirmed"),),
+            )  # fmt: skip
+
+    def provenance_of(self, doc: MemoryDoc) -> tuple[Source, ...]:
+        """Where ``doc``'s writes came from (its ``provenance`` front matter; a file
+        without one is the user's own)."""
+        text = _read_text(doc.path)
+        return _provenance(text) if text is not None else (LEGACY_SOURCE,)
 
     def history_of(self, name_or_rel_path: str) -> list[HistoryRecord]:
         """Every recorded write of a memory, oldest first: by an existing memory's key (as
@@ -317,11 +378,11 @@ class MemoryStore:
 
         return export_records(self)
 
-    def import_record(self, record: MemoryRecord) -> MemoryDoc:
+    def import_record(self, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
         """Save ``record`` (created or replaced) with all it carries."""
         from asyncrecall.memory.folder._transfer import import_record
 
-        return import_record(self, record)
+        return import_record(self, record, trusted=trusted)
 
     # -- where extraction and consolidation keep their state -----------------------------
 
@@ -474,6 +535,28 @@ def _link_target(line: str) -> str | None:
     if "://" in target or target.startswith(("/", "#")):
         return None
     return target
+
+
+def _content(text: str) -> str | None:
+    """A topic file's text as :func:`render_document` writes it, without its provenance
+    (``None``: it does not parse)."""
+    try:
+        parsed = parse_document(text, default_name="")
+    except FrontMatterError:
+        return None
+    fields = front_matter(text)
+    extra = {
+        k: v for k, v in fields.items() if k not in ("name", "description", "type", PROVENANCE_KEY)
+    }
+    return render_document(
+        name=parsed.name, description=parsed.description, type=parsed.type,
+        body=parsed.body, extra=extra,
+    )  # fmt: skip
+
+
+def _provenance(text: str) -> tuple[Source, ...]:
+    """The sources a topic file's text records; a file without any is the user's own."""
+    return parse_provenance(front_matter(text).get(PROVENANCE_KEY)) or (LEGACY_SOURCE,)
 
 
 def _read_text(path: Path) -> str | None:

@@ -15,8 +15,13 @@ import re
 from typing import Any, Final
 
 from asyncrecall.memory._document import FrontMatterError, _load_key_values, _load_yaml, _split
-from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, parse_source_offsets
-from asyncrecall.memory._transfer import CREATED_AT_KEY, MemoryRecord
+from asyncrecall.memory._provenance import (
+    PROVENANCE_KEY,
+    SOURCE_OFFSETS_KEY,
+    parse_provenance,
+    parse_source_offsets,
+)
+from asyncrecall.memory._transfer import CREATED_AT_KEY, MemoryRecord, imported_sources
 from asyncrecall.memory._types import MemoryDoc
 from asyncrecall.memory.folder._shape import FolderShape
 
@@ -28,7 +33,7 @@ _SAME_TIME_S: Final = 1e-6  # a database keeps microseconds
 _ORDER_STEP_S: Final = 1e-3  # between estimated creation times, to keep the index order
 
 
-def import_record(store: FolderShape, record: MemoryRecord) -> MemoryDoc:
+def import_record(store: FolderShape, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
     """Save ``record`` into the folder with its keys, provenance and times."""
     doc = record.doc
     offsets = {k: list(v) for k, v in record.source_offsets.items()}
@@ -38,8 +43,9 @@ def import_record(store: FolderShape, record: MemoryRecord) -> MemoryDoc:
     if offsets:
         extra[SOURCE_OFFSETS_KEY] = offsets
     saved = store.save_memory(
-        doc.name, doc.description, doc.type, doc.body, extra=extra, origin="import"
-    )
+        doc.name, doc.description, doc.type, doc.body, extra=extra, origin="import",
+        sources=imported_sources(record, trusted=trusted),
+    )  # fmt: skip
     os.utime(saved.path, (doc.mtime, doc.mtime))
     return saved
 
@@ -58,7 +64,8 @@ def export_records(store: FolderShape) -> list[MemoryRecord]:
             created = min(doc.mtime, before - _ORDER_STEP_S)
         before = created
         offsets = parse_source_offsets(keys.pop(SOURCE_OFFSETS_KEY, None))
-        records.append(MemoryRecord(doc, created, offsets, keys))
+        sources = parse_provenance(keys.pop(PROVENANCE_KEY, None))
+        records.append(MemoryRecord(doc, created, offsets, keys, sources))
     records.reverse()
     return records
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final, LiteralString, TypeVar
@@ -44,7 +44,13 @@ from psycopg.types.json import Jsonb
 from asyncrecall._exceptions import MemoryConflictError, MemoryStoreError
 from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._precondition import ANYTHING, Expected, check_expected
-from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, SourceOffsets, parse_source_offsets
+from asyncrecall.memory._provenance import (
+    SOURCE_OFFSETS_KEY,
+    Source,
+    SourceOffsets,
+    parse_provenance,
+    parse_source_offsets,
+)
 from asyncrecall.memory._types import MemoryDoc
 from asyncrecall.memory.extraction._backend import LOCK_STALE_S, MIN_HOURS, MIN_SESSIONS
 from asyncrecall.memory.extraction._state import (
@@ -102,7 +108,7 @@ SELECT sources FROM asyncrecall_sources WHERE namespace = %(ns)s AND name = %(na
 RECORDS_SQL: Final[LiteralString] = """
 SELECT m.name, m.rel_path, m.description, m.type, m.body, m.size, m.version,
        extract(epoch FROM m.updated_at)::float8, m.xmin::text::bigint,
-       extract(epoch FROM m.created_at)::float8, m.front_matter, s.sources
+       extract(epoch FROM m.created_at)::float8, m.front_matter, s.sources, m.provenance
 FROM asyncrecall_memories m LEFT JOIN asyncrecall_sources s USING (namespace, name)
 WHERE m.namespace = %(ns)s
 ORDER BY m.created_at, m.name
@@ -240,16 +246,18 @@ class PostgresBackend:
         expected: Expected = ANYTHING,
         origin: str = "extraction",
         write_id: str = "",
+        sources: Sequence[Source] | None = None,
     ) -> MemoryDoc:
         extra = {SOURCE_OFFSETS_KEY: dict(source_offsets)} if source_offsets else None
         if expected is ANYTHING:
             return self._store.save_memory(
-                name, description, type, content, extra=extra, origin=origin, write_id=write_id
-            )
+                name, description, type, content, extra=extra, origin=origin,
+                write_id=write_id, sources=sources,
+            )  # fmt: skip
         revision = None if expected is None else expected.revision
         doc = self._store.save_if(
             name, description, type, content, expected_revision=revision, extra=extra,
-            origin=origin, write_id=write_id,
+            origin=origin, write_id=write_id, sources=sources,
         )  # fmt: skip
         if doc is None:
             check_expected(expected, self.get(name), name=name)  # says how it changed
@@ -285,6 +293,9 @@ class PostgresBackend:
             raise MemoryConflictError(f"memory {expected.name!r} changed since it was read")
         return gone
 
+    def provenance(self, doc: MemoryDoc) -> tuple[Source, ...]:
+        return self._store.provenance_of(doc)
+
     def source_offsets(self, doc: MemoryDoc) -> dict[str, tuple[int, ...]]:
         row = self._db.one(
             "read memory provenance", SOURCES_SQL, {"ns": self._db.ns, "name": doc.name}
@@ -297,9 +308,14 @@ class PostgresBackend:
     def repair_index(self) -> bool:
         return False  # the database's index is its rows: nothing to repair
 
-    def records(self) -> list[tuple[MemoryDoc, float, dict[str, Any], dict[str, tuple[int, ...]]]]:
+    def records(
+        self,
+    ) -> list[
+        tuple[MemoryDoc, float, dict[str, Any], dict[str, tuple[int, ...]], tuple[Source, ...]]
+    ]:
         """Every memory of the namespace, oldest first (the index's order), with its
-        creation time, its other front matter keys and its provenance, in one query."""
+        creation time, its other front matter keys, its source offsets and its
+        provenance, in one query."""
         found = self._db.run(
             "read the memories",
             lambda conn: conn.execute(RECORDS_SQL, {"ns": self._db.ns}).fetchall(),
@@ -307,10 +323,11 @@ class PostgresBackend:
         root = Path(f"postgresql:{namespace_key(self._db.ns)}")
         return [
             (
-                row_doc(root, row[:9]),
+                row_doc(root, (*row[:9], row[12])),
                 float(row[9]),
                 dict(row[10]) if isinstance(row[10], dict) else {},
                 parse_source_offsets(row[11]),
+                parse_provenance(row[12]),
             )
             for row in found
         ]

@@ -64,6 +64,13 @@ Version 6 (issue 26: notifications carry no names)::
         notify_salt  text         a random secret, made once: notifications carry
                                   digests of namespace and name keyed by it
 
+Version 7 (issue 25: where each memory came from; ``memory._provenance``)::
+
+    asyncrecall_memories
+        provenance   jsonb        the list of sources (origin, session, offsets, at,
+                                  untrusted); every save appends its own; NULL: a
+                                  memory from before, the user's own
+
 Every statement here is constant text: user data only ever travels as parameters.
 """
 
@@ -168,6 +175,9 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (  # 6: the secret notifications' digests are keyed by (issue 26, point 4; _text.Announcer)
         """ALTER TABLE asyncrecall_schema ADD COLUMN IF NOT EXISTS notify_salt text NOT NULL
            DEFAULT (gen_random_uuid()::text || gen_random_uuid()::text)""",
+    ),
+    (  # 7: each memory's sources (issue 25; memory._provenance); no table rewrite
+        "ALTER TABLE asyncrecall_memories ADD COLUMN IF NOT EXISTS provenance jsonb",
     ),
 )
 

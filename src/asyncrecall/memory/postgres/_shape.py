@@ -6,9 +6,10 @@ them out; they see it through :class:`PostgresShape`, so none imports the store 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from asyncrecall.memory._provenance import Source
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 
@@ -40,6 +41,7 @@ class PostgresShape(MemoryStoreProtocol, Protocol):
         extra: Mapping[str, Any] | None = ...,
         origin: str = ...,
         write_id: str = ...,
+        sources: Sequence[Source] | None = ...,
     ) -> MemoryDoc: ...
 
     def save_if(
@@ -53,7 +55,10 @@ class PostgresShape(MemoryStoreProtocol, Protocol):
         extra: Mapping[str, Any] | None = ...,
         origin: str = ...,
         write_id: str = ...,
+        sources: Sequence[Source] | None = ...,
     ) -> MemoryDoc | None: ...
+
+    def provenance_of(self, doc: MemoryDoc) -> tuple[Source, ...]: ...
 
     def forget(self, name_or_rel_path: str, *, origin: str = ...) -> MemoryDoc: ...
 

@@ -18,6 +18,7 @@ __all__ = [
     "DELETE_SQL",
     "FOLD_SQL",
     "FORGET_IF_SQL",
+    "FRONT_MATTER_SQL",
     "GET_BY_NAME_SQL",
     "GET_SQL",
     "INDEX_SQL",
@@ -27,6 +28,8 @@ __all__ = [
     "NAMESPACE_SIZE_SQL",
     "NEWEST_FILL",
     "NOTIFY_SQL",
+    "PROVENANCE_SQL",
+    "QUARANTINED_SQL",
     "SAVE_IF_SQL",
     "SAVE_NEW_SQL",
     "SCAN_SQL",
@@ -78,13 +81,13 @@ WITH newest AS (
     WHERE lexeme <> ALL(%(common)s::text[])
 )
 (SELECT 0, name, rel_path, description, type, body, size, version,
-        extract(epoch FROM updated_at)::float8, xmin::text::bigint
+        extract(epoch FROM updated_at)::float8, xmin::text::bigint, provenance
  FROM asyncrecall_memories
  WHERE namespace = %(ns)s AND name IN (SELECT name FROM newest) AND (SELECT yes FROM small)
  ORDER BY updated_at DESC, name)
 UNION ALL
 (SELECT 1, name, rel_path, description, type, body, size, version,
-        extract(epoch FROM updated_at)::float8, xmin::text::bigint
+        extract(epoch FROM updated_at)::float8, xmin::text::bigint, provenance
  -- The rows holding every rare term first, then those holding some: of each at most
  -- ``cap`` are ranked, so a row that holds them all is never cut for an arbitrary one
  -- holding one of them.
@@ -102,7 +105,7 @@ UNION ALL
  ORDER BY tier, ts_rank(search, q) DESC, updated_at DESC LIMIT %(matches)s)
 UNION ALL
 (SELECT 2, name, rel_path, description, type, body, size, version,
-        extract(epoch FROM updated_at)::float8, xmin::text::bigint
+        extract(epoch FROM updated_at)::float8, xmin::text::bigint, provenance
  FROM asyncrecall_memories
  WHERE namespace = %(ns)s AND rel_path <> ALL(%(ex)s) AND NOT (SELECT yes FROM small)
  ORDER BY updated_at DESC, name LIMIT %(fill)s)
@@ -110,7 +113,7 @@ UNION ALL
 
 SCAN_SQL: Final[LiteralString] = """
 SELECT name, rel_path, description, type, body, size, version,
-       extract(epoch FROM updated_at)::float8, xmin::text::bigint
+       extract(epoch FROM updated_at)::float8, xmin::text::bigint, provenance
 FROM asyncrecall_memories WHERE namespace = %(ns)s
 ORDER BY updated_at DESC, name LIMIT %(limit)s
 """
@@ -119,7 +122,7 @@ ORDER BY updated_at DESC, name LIMIT %(limit)s
 # first); a case-insensitive match is ``FOLD_SQL``'s, never a file-name stem.
 GET_SQL: Final[LiteralString] = """
 SELECT name, rel_path, description, type, body, size, version,
-       extract(epoch FROM updated_at)::float8, xmin::text::bigint
+       extract(epoch FROM updated_at)::float8, xmin::text::bigint, provenance
 FROM asyncrecall_memories
 WHERE namespace = %(ns)s AND (rel_path = %(key)s OR name = %(key)s)
 ORDER BY rel_path = %(key)s DESC
@@ -128,7 +131,7 @@ LIMIT 1
 
 GET_BY_NAME_SQL: Final[LiteralString] = """
 SELECT name, rel_path, description, type, body, size, version,
-       extract(epoch FROM updated_at)::float8, xmin::text::bigint
+       extract(epoch FROM updated_at)::float8, xmin::text::bigint, provenance
 FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(key)s
 """
 
@@ -155,7 +158,8 @@ def fold_params(namespace: str, key: str) -> dict[str, str]:
 
 _ROW: Final[LiteralString] = """
     RETURNING name, rel_path, description, type, body, size, version,
-              extract(epoch FROM updated_at)::float8 AS mtime, xmin::text::bigint AS revision
+              extract(epoch FROM updated_at)::float8 AS mtime, xmin::text::bigint AS revision,
+              provenance
 """
 
 
@@ -173,7 +177,7 @@ def _announced(op: LiteralString, cte: LiteralString) -> LiteralString:
     ON CONFLICT (namespace, name) DO UPDATE SET sources = EXCLUDED.sources
 )
 SELECT name, rel_path, description, type, body, size, version, mtime, revision,
-       pg_notify(%(channel)s::text, json_build_object(
+       provenance, pg_notify(%(channel)s::text, json_build_object(
            'ns', %(key)s::text, 'op', '"""
         + op
         + """', 'id', %(mid)s::text,
@@ -193,9 +197,9 @@ FROM saved
 _INSERT: Final[LiteralString] = """
     INSERT INTO asyncrecall_memories AS m
         (namespace, name, rel_path, description, type, body, size, front_matter,
-         created_at, updated_at)
+         provenance, created_at, updated_at)
     SELECT %(ns)s, %(name)s, %(rel)s, %(description)s, %(type)s, %(body)s, %(size)s,
-           %(extra)s::jsonb,
+           %(extra)s::jsonb, %(provenance)s::jsonb,
            coalesce(to_timestamp(%(created)s::float8), to_timestamp(%(at)s::float8),
                     clock_timestamp()),
            coalesce(to_timestamp(%(at)s::float8), clock_timestamp())
@@ -205,6 +209,8 @@ _INSERT: Final[LiteralString] = """
 _SET: Final[LiteralString] = """
         description = %(description)s, type = %(type)s, body = %(body)s, size = %(size)s,
         front_matter = %(extra)s::jsonb, version = m.version + 1,
+        provenance = coalesce(m.provenance, '[{"origin": "user"}]'::jsonb)
+                     || coalesce(%(provenance)s::jsonb, '[]'::jsonb),
         created_at = coalesce(to_timestamp(%(created)s::float8), m.created_at),
         updated_at = coalesce(to_timestamp(%(at)s::float8), clock_timestamp())
 """
@@ -243,7 +249,7 @@ WITH gone AS (
     + _ROW
     + """)
 SELECT name, rel_path, description, type, body, size, version, mtime, revision,
-       pg_notify(%(channel)s::text, json_build_object(
+       provenance, pg_notify(%(channel)s::text, json_build_object(
            'ns', %(key)s::text, 'op', 'forget', 'id', %(mid)s::text, 'v', version,
            'src', %(src)s::text)::text)
 FROM gone
@@ -252,6 +258,21 @@ FROM gone
 
 DELETE_SQL: Final[LiteralString] = """
 DELETE FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
+"""
+
+# The newest source of a row is the last one appended: quarantined when it is model
+# text after tool output (``memory._provenance.is_quarantined``).
+QUARANTINED_SQL: Final[LiteralString] = """
+SELECT rel_path FROM asyncrecall_memories
+WHERE namespace = %(ns)s AND provenance -> -1 ->> 'untrusted' = 'true'
+"""
+
+FRONT_MATTER_SQL: Final[LiteralString] = """
+SELECT front_matter FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
+"""
+
+PROVENANCE_SQL: Final[LiteralString] = """
+SELECT provenance FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
 """
 
 INDEX_SQL: Final[LiteralString] = """

@@ -60,7 +60,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
 
@@ -68,7 +68,7 @@ import psycopg
 from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from asyncrecall._exceptions import ConfigError, MemoryStoreError
+from asyncrecall._exceptions import ConfigError, MemoryConflictError, MemoryStoreError
 from asyncrecall.memory._document import checked_text, front_matter, parse_document
 from asyncrecall.memory._history import HistoryOp, HistoryRecord, revert_target
 from asyncrecall.memory._limits import (
@@ -78,7 +78,13 @@ from asyncrecall.memory._limits import (
     cut_index,
     index_line,
 )
-from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY
+from asyncrecall.memory._provenance import (
+    LEGACY_SOURCE,
+    SOURCE_OFFSETS_KEY,
+    Source,
+    new_source,
+    parse_provenance,
+)
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.postgres._candidates import CandidateQuery
 from asyncrecall.memory.postgres._changes import ChangeFeed, log_listener_end
@@ -92,8 +98,11 @@ from asyncrecall.memory.postgres._schema import (
 )
 from asyncrecall.memory.postgres._sql import (
     FORGET_IF_SQL,
+    FRONT_MATTER_SQL,
     GET_BY_NAME_SQL,
     INDEX_SQL,
+    PROVENANCE_SQL,
+    QUARANTINED_SQL,
     SAVE_IF_SQL,
     SAVE_NEW_SQL,
     SCAN_SQL,
@@ -457,11 +466,11 @@ class PostgresMemoryStore:
 
         return export_records(self)
 
-    def import_record(self, record: MemoryRecord) -> MemoryDoc:
+    def import_record(self, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
         """Save ``record`` (created or replaced) with all it carries."""
         from asyncrecall.memory.postgres._transfer import import_record
 
-        return import_record(self, record)
+        return import_record(self, record, trusted=trusted)
 
     # -- where extraction and consolidation keep their state -----------------------------
 
@@ -627,6 +636,7 @@ class PostgresMemoryStore:
         origin: str = "user",
         write_id: str = "",
         op: HistoryOp = "save",
+        sources: Sequence[Source] | None = None,
     ) -> MemoryDoc:
         """Create or update the memory ``name`` in one transaction (last write wins).
 
@@ -639,9 +649,13 @@ class PostgresMemoryStore:
         file does). An empty name, an unknown type, content over 1 MiB (as a topic
         file) or a NUL character raise :class:`MemoryStoreError`, and nothing is
         written. The write and its history record (``origin``, ``write_id``) are one
-        transaction (``_history``).
+        transaction (``_history``). ``sources`` (default: one source of ``origin``, now)
+        are appended to the row's ``provenance``.
         """
-        row = self._save_row(name, description, type, content, updated_at, created_at, extra)
+        row = self._save_row(
+            name, description, type, content, updated_at, created_at, extra,
+            sources if sources is not None else (new_source(origin),),
+        )  # fmt: skip
         doc = self._write(UPSERT_SQL, row, op=op, origin=origin, write_id=write_id)
         assert doc is not None  # RETURNING of an upsert: always one row
         return doc
@@ -658,6 +672,7 @@ class PostgresMemoryStore:
         extra: Mapping[str, Any] | None = None,
         origin: str = "user",
         write_id: str = "",
+        sources: Sequence[Source] | None = None,
     ) -> MemoryDoc | None:
         """:meth:`save_memory`, only if the memory ``name`` (exact) is still at
         ``expected_revision`` (its :attr:`MemoryDoc.revision` as read), or does not
@@ -667,7 +682,10 @@ class PostgresMemoryStore:
         expecting one revision, exactly one writes. Provenance is left as it is unless
         ``extra`` carries ``source_offsets`` (as for :meth:`save_memory`).
         """
-        row = self._save_row(name, description, type, content, updated_at, None, extra)
+        row = self._save_row(
+            name, description, type, content, updated_at, None, extra,
+            sources if sources is not None else (new_source(origin),),
+        )  # fmt: skip
         query, params = SAVE_NEW_SQL, row
         if expected_revision is not None:
             query, params = SAVE_IF_SQL, row | {"expected": int(expected_revision)}
@@ -697,7 +715,7 @@ class PostgresMemoryStore:
             raise self._error("forget in", exc) from exc
         if found is None:
             return None
-        doc = row_doc(self._doc_root, found[:9])
+        doc = row_doc(self._doc_root, found[:10])
         self._feed.changed("forget", doc.name, int(found[6]))
         return doc
 
@@ -710,6 +728,7 @@ class PostgresMemoryStore:
         updated_at: float | None,
         created_at: float | None,
         extra: Mapping[str, Any] | None,
+        sources: Sequence[Source],
     ) -> dict[str, Any]:
         return save_row(
             name,
@@ -722,6 +741,7 @@ class PostgresMemoryStore:
             namespace=self.namespace,
             announce=self._announcer(),
             source=self._id,
+            sources=sources,
         )
 
     def _write(
@@ -754,7 +774,7 @@ class PostgresMemoryStore:
                 raise self._error("save to", exc) from exc
             if found is None:
                 return None
-            doc = row_doc(self._doc_root, found[:9])
+            doc = row_doc(self._doc_root, found[:10])
             self._feed.changed("save", doc.name, int(found[6]))
             return doc
         raise AssertionError("unreachable")  # pragma: no cover
@@ -798,6 +818,42 @@ class PostgresMemoryStore:
         row = self._read("read from", lambda conn: conn.execute(
             GET_BY_NAME_SQL, {"ns": self.namespace, "key": key}).fetchone())  # fmt: skip
         return row_doc(self._doc_root, row) if row is not None else None
+
+    def quarantined_paths(self) -> set[str]:
+        """The relative paths of the quarantined memories (see ``_provenance``); none
+        while the database is unreachable (its index reads as "" then too)."""
+        params = {"ns": self.namespace}
+        try:
+            rows = self._run(lambda conn: conn.execute(QUARANTINED_SQL, params).fetchall())
+        except (PoolTimeout, psycopg.Error, ConfigError) as exc:
+            self._outage(exc)
+            return set()
+        return {str(rel) for (rel,) in rows}
+
+    def confirm(self, name_or_rel_path: str) -> MemoryDoc:
+        """The user's word for a memory: a ``confirmed`` source is appended to its
+        provenance, which lifts a quarantine; its text and other keys are kept."""
+        doc = self.get(name_or_rel_path)
+        params = {"ns": self.namespace, "name": doc.name}
+        row = self._read("read from", lambda conn: conn.execute(
+            FRONT_MATTER_SQL, params).fetchone())  # fmt: skip
+        extra = dict(row[0]) if row is not None and isinstance(row[0], dict) else {}
+        saved = self.save_if(
+            doc.name, doc.description, doc.type, doc.body, expected_revision=doc.revision,
+            extra=extra, origin="confirmed", sources=(Source.now("confirmed"),),
+        )  # fmt: skip
+        if saved is None:
+            raise MemoryConflictError(f"memory {doc.name!r} changed while it was confirmed")
+        return saved
+
+    def provenance_of(self, doc: MemoryDoc) -> tuple[Source, ...]:
+        """Where ``doc``'s writes came from (its row's ``provenance``; none: the user's
+        own)."""
+        params = {"ns": self.namespace, "name": doc.name}
+        row = self._read("read from", lambda conn: conn.execute(
+            PROVENANCE_SQL, params).fetchone())  # fmt: skip
+        sources = parse_provenance(row[0]) if row is not None else ()
+        return sources or (LEGACY_SOURCE,)
 
     def history_of(self, name_or_rel_path: str) -> list[HistoryRecord]:
         """Every recorded write of a memory, oldest first: by an existing memory's key

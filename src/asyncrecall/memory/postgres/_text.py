@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._document import checked_text
+from asyncrecall.memory._provenance import is_quarantined, origin_label, parse_provenance
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = [
@@ -131,8 +132,10 @@ def describe(exc: BaseException) -> str:
 
 def row_doc(root: Path, row: Iterable[Any]) -> MemoryDoc:
     """A memory from a row of the store's SQL (name, rel_path, description, type, body,
-    size, version, mtime, revision); its path is ``root / rel_path``."""
-    name, rel, description, kind, body, size, _version, mtime, revision = row
+    size, version, mtime, revision, and provenance when the query reads it); its path is
+    ``root / rel_path``."""
+    name, rel, description, kind, body, size, _version, mtime, revision, *more = row
+    sources = parse_provenance(more[0]) if more else ()
     return MemoryDoc(
         path=root / rel,
         rel_path=rel,
@@ -143,4 +146,6 @@ def row_doc(root: Path, row: Iterable[Any]) -> MemoryDoc:
         mtime=float(mtime),
         size=int(size),
         revision=int(revision),
+        origin=origin_label(sources),
+        quarantined=is_quarantined(sources),
     )

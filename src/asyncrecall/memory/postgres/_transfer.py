@@ -7,7 +7,7 @@ and both its times; memories are read in their creation order, one query.
 from __future__ import annotations
 
 from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY
-from asyncrecall.memory._transfer import MemoryRecord
+from asyncrecall.memory._transfer import MemoryRecord, imported_sources
 from asyncrecall.memory._types import MemoryDoc
 from asyncrecall.memory.postgres._extraction import PostgresBackend
 from asyncrecall.memory.postgres._shape import PostgresShape
@@ -18,12 +18,12 @@ __all__ = ["export_records", "import_record"]
 def export_records(store: PostgresShape) -> list[MemoryRecord]:
     """Every memory of the namespace with what it carries, oldest first."""
     return [
-        MemoryRecord(doc, created, sources, front)
-        for doc, created, front, sources in PostgresBackend(store).records()
+        MemoryRecord(doc, created, offsets, front, sources)
+        for doc, created, front, offsets, sources in PostgresBackend(store).records()
     ]
 
 
-def import_record(store: PostgresShape, record: MemoryRecord) -> MemoryDoc:
+def import_record(store: PostgresShape, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
     """Save ``record`` into the namespace with its keys, provenance and times."""
     doc = record.doc
     offsets = {k: list(v) for k, v in record.source_offsets.items()}
@@ -39,4 +39,5 @@ def import_record(store: PostgresShape, record: MemoryRecord) -> MemoryDoc:
         created_at=record.created_at if record.created_at is not None else doc.mtime,
         extra=extra,
         origin="import",
+        sources=imported_sources(record, trusted=trusted),
     )

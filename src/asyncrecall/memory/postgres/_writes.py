@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, LiteralString
 
@@ -26,7 +26,15 @@ from asyncrecall.memory._document import (
     safe_file_stem,
 )
 from asyncrecall.memory._limits import MAX_FILE_BYTES
-from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, parse_source_offsets
+from asyncrecall.memory._provenance import (
+    PROVENANCE_KEY,
+    SOURCE_OFFSETS_KEY,
+    Source,
+    merge_sources,
+    parse_provenance,
+    parse_source_offsets,
+    provenance_json,
+)
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.postgres._schema import CHANNEL
 from asyncrecall.memory.postgres._sql import (
@@ -65,6 +73,7 @@ def save_row(
     namespace: str,
     announce: Announcer,
     source: str,
+    sources: Sequence[Source] = (),
 ) -> dict[str, Any]:
     """The parameters of a save's SQL (``UPSERT_SQL``, ``SAVE_NEW_SQL``, ``SAVE_IF_SQL``),
     or :class:`MemoryStoreError` (an empty name, an unknown type, a NUL character, over
@@ -72,7 +81,8 @@ def save_row(
 
     ``extra`` is the folder's: front matter keys beyond name, description and type.
     Its ``source_offsets`` (provenance) goes to ``asyncrecall_sources``, the other keys
-    to the row's ``front_matter``.
+    to the row's ``front_matter``. ``sources``, with those of a ``provenance`` key of
+    ``extra`` (an import's), are appended to the row's ``provenance``.
     """
     name, description, kind = checked_fields(name, description, type)
     for what, value in (("the name", name), ("the description", description)):
@@ -80,14 +90,15 @@ def save_row(
     check_text(f"memory {name!r}", content)
     body = content.strip("\n")
     keys = {k: v for k, v in (extra or {}).items() if k not in _STANDARD_KEYS}
+    carried = merge_sources(parse_provenance(keys.pop(PROVENANCE_KEY, None)), sources)
     text = render_document(name=name, description=description, type=kind, body=body, extra=keys)
     size = len(text.encode("utf-8"))
     if size > MAX_FILE_BYTES:
         raise MemoryStoreError(f"memory {name!r} is over 1 MiB; save a shorter one")
-    sources = None
+    cited = None
     if SOURCE_OFFSETS_KEY in keys:
         offsets = parse_source_offsets(keys.pop(SOURCE_OFFSETS_KEY))
-        sources = Jsonb({k: sorted(set(v)) for k, v in offsets.items()})
+        cited = Jsonb({k: sorted(set(v)) for k, v in offsets.items()})
     rel = f"{safe_file_stem(name)}.md"
     return {
         "channel": CHANNEL,
@@ -105,7 +116,8 @@ def save_row(
         "at": updated_at,
         "created": created_at,
         "extra": Jsonb(_json_value(name, keys)) if keys else None,
-        "sources": sources,
+        "sources": cited,
+        "provenance": Jsonb(provenance_json(carried)) if carried else None,
     }
 
 
