@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from typing import Final
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import AsyncRecallError
@@ -76,9 +77,15 @@ class MessageType(enum.Enum):
     TOOL_RESULT = "tool_result"
 
 
+#: The modes whose recall may be held (the others wait for it before the request).
+_HELD_MODES: Final = frozenset({"async", "async+lexical"})
+
+
 @dataclass
 class _TurnState:
     keep_prefetch: bool = False
+    #: The user query's recall waits for it (``ClientOptions.hold_recall``).
+    gate: asyncio.Event | None = None
 
 
 @dataclass
@@ -269,7 +276,10 @@ class AgentClient:
                     yield event
                 return
             query = "".join(p.text for p in parts if isinstance(p, Text))
-            async for event in self._slot.trigger(query, cancel, prompt_id):
+            if options.hold_recall is not None and options.recall_mode in _HELD_MODES:
+                state.gate = asyncio.Event()
+            hold = state.gate.wait if state.gate is not None else None
+            async for event in self._slot.trigger(query, cancel, prompt_id, hold):
                 yield event
 
         if turns <= 0:
@@ -320,6 +330,11 @@ class AgentClient:
         else:
             self.history.append(content)
         yield RequestSentEvent(message_type=message_type.value, with_memory=injected is not None)
+        gate, state.gate = state.gate, None
+        if gate is not None:  # opened by the first streamed item, else after hold_recall
+            opening = asyncio.get_running_loop().call_later(
+                options.hold_recall or 0.0, gate.set
+            )
 
         text: list[str] = []
         calls: list[FunctionCall] = []
@@ -332,6 +347,10 @@ class AgentClient:
         try:
             async with aclosing(stream):
                 async for item in stream:
+                    if gate is not None:
+                        gate.set()
+                        opening.cancel()
+                        gate = None
                     if isinstance(item, TextDelta):
                         text.append(item.text)
                         yield ContentEvent(text=item.text)

@@ -28,6 +28,13 @@ class ClientOptions:
     blocking_deadline: float = 2.5
     #: Files an instant lexical pass may put on the first request (``async+lexical``).
     instant_limit: int = 2
+    #: When set: a user query's recall work that runs in the background (a cold
+    #: folder's reading, the side query and its prompt) waits until that query's
+    #: request is out (its first streamed item), at most this many seconds after the
+    #: request was handed to the model, so it never holds the interpreter while the
+    #: request is built. ``asyncrecall run`` sets it: its one request is built right
+    #: after start-up, when the folder is still cold. ``None``: the recall starts at once.
+    hold_recall: float | None = None
     #: The same tool call with the same arguments this many times in a row is a loop.
     loop_threshold: int = 5
     recall_limit: int = 5

@@ -80,9 +80,19 @@ class MemoryManager:
         #: Leave quarantined memories out (their newest write was model text after tool
         #: output, unconfirmed: see ``_provenance``); ``False`` offers every memory.
         self.quarantine = quarantine
+        self._primed: tuple[str, Callable[[int], RecallResult | None]] | None = None
 
     def __repr__(self) -> str:
         return f"MemoryManager({self.store!r}, {self.selector!r})"
+
+    def prime(self, query: str, take: Callable[[int], RecallResult | None]) -> None:
+        """An instant (lexical) recall of ``query`` computed elsewhere, such as by a
+        reader process started with the program: :meth:`recall_instant` of exactly that
+        query, with nothing excluded, asks ``take(limit)`` first, and uses its result
+        when it gives one (``None``: not ready, or not for that limit; the pass then
+        goes its usual way). The command line primes ``run``'s question, so the main
+        interpreter reads nothing before the first request."""
+        self._primed = (query, take)
 
     async def recall(
         self,
@@ -215,6 +225,12 @@ class MemoryManager:
             raise TypeError(f"{chosen!r} is not an inline (instant) selector")
         if not query.strip() or limit <= 0:
             return EMPTY_RECALL
+        primed = self._primed
+        if primed is not None and primed[0] == query and not excluded_paths:
+            if chosen.name == "lexical":
+                taken = primed[1](limit)
+                if taken is not None:
+                    return taken
         result = self._recall_inline(chosen, query, excluded_paths, limit)
         if result is None:
             self._warm(chosen)

@@ -166,6 +166,7 @@ class RecallPrefetcher:
         *,
         cancel: CancelSignal | None = None,
         prompt_id: str | None = None,
+        hold: Callable[[], Awaitable[object]] | None = None,
     ) -> bool:
         """Start recalling for the user message ``query`` of conversation ``key``.
 
@@ -173,6 +174,11 @@ class RecallPrefetcher:
         cancelled first (``superseded``), whether it was used or not. ``cancel`` is the
         caller's cancel signal: when it fires, the side query stops too. Returns whether
         a recall started (a blank query starts none).
+
+        ``hold``: what the recalls that run in a task wait for before they do any work
+        (the caller's first model request being on its way: so that a cold folder's
+        reading and the side query's prompt never hold the interpreter while that
+        request is built). A recall computed inline is not held.
         """
         if self._closed:
             raise RuntimeError("RecallPrefetcher is closed: start() after aclose()")
@@ -189,8 +195,11 @@ class RecallPrefetcher:
         main: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]] | None
         main = _inline(memory, query, excluded, limit, None)
         if main is None:
-            main = lambda control: memory.recall(  # noqa: E731
-                query, excluded_paths=excluded, limit=limit, cancel=control
+            main = _held(
+                hold,
+                lambda control: memory.recall(
+                    query, excluded_paths=excluded, limit=limit, cancel=control
+                ),
             )
         conversation.pending = PendingRecall(
             main,
@@ -205,12 +214,15 @@ class RecallPrefetcher:
             pass_: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]] | None
             pass_ = _inline(memory, query, excluded, instant_limit, instant)
             if pass_ is None:
-                pass_ = lambda control: memory.recall(  # noqa: E731
-                    query,
-                    excluded_paths=excluded,
-                    limit=instant_limit,
-                    cancel=control,
-                    selector=instant,
+                pass_ = _held(
+                    hold,
+                    lambda control: memory.recall(
+                        query,
+                        excluded_paths=excluded,
+                        limit=instant_limit,
+                        cancel=control,
+                        selector=instant,
+                    ),
                 )
             conversation.instant = PendingRecall(
                 pass_,
@@ -414,6 +426,23 @@ class RecallPrefetcher:
     def _emit(self, event: PrefetchEvent) -> None:
         if self._on_event is not None:
             self._on_event(event)
+
+
+def _held(
+    hold: Callable[[], Awaitable[object]] | None,
+    recall: Callable[[CancelSignal], Awaitable[RecallResult]],
+) -> Callable[[CancelSignal], Awaitable[RecallResult]]:
+    """``recall``, started once ``hold`` is over (at once without one)."""
+    if hold is None:
+        return recall
+
+    async def held(control: CancelSignal) -> RecallResult:
+        await hold()
+        if control.cancelled:
+            return EMPTY_RECALL
+        return await recall(control)
+
+    return held
 
 
 def _inline(
