@@ -37,6 +37,7 @@ from asyncrecall.memory._types import (
     MemoryType,
     RecallResult,
 )
+from asyncrecall.memory._vetting import held_reason
 from asyncrecall.memory.extraction._consolidate import ConsolidationResult, consolidate
 from asyncrecall.memory.extraction._extract import (  # issue 14
     ExtractionResult,
@@ -92,6 +93,7 @@ __all__ = [
     "embedding_available",
     "format_manifest",
     "format_memory_block",
+    "held_reason",
     "is_postgres_url",
     "is_quarantined",
     "neutralise_tags",
