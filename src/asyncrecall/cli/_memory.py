@@ -46,7 +46,9 @@ from asyncrecall.memory import (
     MemoryStoreProtocol,
     RecallResult,
 )
+from asyncrecall.memory._pending import PendingChange
 from asyncrecall.memory._prompt import age_in_days, format_age
+from asyncrecall.memory._provenance import origin_label
 from asyncrecall.models import Model
 
 __all__ = ["log_warnings_to_stderr", "register", "side_model"]
@@ -96,7 +98,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     confirm = add(
         "confirm", "vouch for a quarantined memory, so that recall may use it again", _confirm
     )
-    confirm.add_argument("name", metavar="NAME", help="the memory's name or relative path")
+    confirm.add_argument(
+        "names", nargs="+", metavar="NAME", help="the memory's name or relative path"
+    )
     versions = add("history", "list the recorded writes of a memory", _history)
     versions.add_argument("name", metavar="NAME", help="the memory's name (also a removed one)")
     undo = add("revert", "undo the newest write of a memory, or go back to a version", _revert)
@@ -255,7 +259,8 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
     store = _store(settings)
     docs = store.scan(limit=None)
     if args.json:
-        _print_json([_doc_json(doc) for doc in docs])
+        waiting = _pending_names(store)
+        _print_json([{**_doc_json(doc), "pending": doc.name in waiting} for doc in docs])
         return 0
     if not docs:
         _err().print(f"No memories in {store.location}", markup=False)
@@ -279,9 +284,12 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
 def _show(args: argparse.Namespace, settings: Settings) -> int:
     store = _store(settings)
     doc = store.get(args.name)
+    change = _pending(store, doc)
     if args.json:
         sources = _provenance(store, doc)
-        _print_json({**_doc_json(doc), "provenance": sources, "body": doc.body})
+        waiting = change.to_json() if change is not None else None
+        _print_json({**_doc_json(doc), "provenance": sources, "body": doc.body,
+                     "pending": waiting})  # fmt: skip
         return 0
     age = format_age(age_in_days(doc.mtime, now=time.time()))
     console = _out()
@@ -293,7 +301,27 @@ def _show(args: argparse.Namespace, settings: Settings) -> int:
         console.print(doc.description, markup=False)
     console.print()
     console.print(doc.body, markup=False)
+    if change is not None:
+        console.print()
+        console.print(
+            f"A change waits (untrusted: {origin_label(change.sources)}); recall uses the "
+            f"text above until `asyncrecall memory confirm {doc.name}` applies it:",
+            markup=False,
+            style="bold",
+        )
+        console.print(change.body, markup=False)
     return 0
+
+
+def _pending(store: MemoryStoreProtocol, doc: MemoryDoc) -> PendingChange | None:
+    """The change waiting beside ``doc`` (``None``: none, or a store without them)."""
+    read = getattr(store, "pending_of", None)
+    return read(doc) if callable(read) else None
+
+
+def _pending_names(store: MemoryStoreProtocol) -> set[str]:
+    read = getattr(store, "pending_names", None)
+    return set(read()) if callable(read) else set()
 
 
 def _provenance(store: MemoryStoreProtocol, doc: MemoryDoc) -> list[dict[str, Any]] | None:
@@ -330,17 +358,19 @@ def _forget(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _confirm(args: argparse.Namespace, settings: Settings) -> int:
-    """``memory confirm NAME``: a ``confirmed`` source, which lifts a quarantine."""
+    """``memory confirm NAME...``: a ``confirmed`` source, which lifts a quarantine or
+    applies the change waiting beside the memory (``memory._pending``)."""
     store = _store(settings)
     confirm = getattr(store, "confirm", None)
     if not callable(confirm):
         from asyncrecall._exceptions import ConfigError
 
         raise ConfigError(f"the store {store.location} records no provenance to confirm")
-    doc: MemoryDoc = confirm(args.name)
+    docs: list[MemoryDoc] = [confirm(name) for name in args.names]
     if args.json:
-        _print_json(_doc_json(doc))
-    else:
+        _print_json(_doc_json(docs[0]) if len(docs) == 1 else [_doc_json(d) for d in docs])
+        return 0
+    for doc in docs:
         _out().print(f"Confirmed {doc.name!r}: recall may use it", markup=False)
     return 0
 
@@ -484,5 +514,28 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"memory import: {folder} is not a folder")
     target = _store(settings)
     copied = _copy(MemoryStore(folder), target, trusted=args.trusted)
-    held = "" if args.trusted else " (quarantined until `memory confirm NAME`; --trusted: not)"
-    return _report_copy(args, copied, f"Imported {folder} into {target.location}{held}")
+    waiting = _pending_names(target)
+    held = [s.name for _, s in copied if s.quarantined or s.name in waiting]
+    if args.json:
+        _print_json([{"from": d.rel_path, "to": s.rel_path, "name": d.name,
+                      "quarantined": s.quarantined, "pending": s.name in waiting}
+                     for d, s in copied])  # fmt: skip
+        return 0
+    out = _out()
+    out.print(f"Imported {folder} into {target.location}: {len(copied)} memories", markup=False)
+    if held:
+        names = " ".join(_shell_word(n) for n in held)
+        out.print(
+            f"{len(held)} of them quarantined (not recalled; a memory you already had keeps "
+            "its text, the imported one waits beside it) until you confirm them:\n"
+            f"  asyncrecall memory confirm {names}\n"
+            "(or import with --trusted a folder that is your own export)",
+            markup=False,
+        )
+    return 0
+
+
+def _shell_word(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)

@@ -55,6 +55,7 @@ from asyncrecall.memory._limits import (
     index_line,
     inside,
 )
+from asyncrecall.memory._pending import PENDING_KEY, PendingChange, waits, with_pending
 from asyncrecall.memory._precondition import ANYTHING, Expected, check_expected
 from asyncrecall.memory._provenance import (
     LEGACY_SOURCE,
@@ -245,6 +246,18 @@ class MemoryStore:
             unchanged = before is not None and _content(before) == render_document(
                 name=name, description=description, type=kind, body=content, extra=plain
             )
+            if before is not None and not unchanged and waits(kept, added):
+                # An untrusted change to a memory recall uses waits beside it (_pending).
+                change = PendingChange(description, kind, content, added)
+                text = with_pending(before, change)
+                self.history.append(
+                    name, "save", path=rel, before=before, after=text,
+                    origin=origin, write_id=write_id,
+                )  # fmt: skip
+                atomic_write(self.root / rel, text)
+                assert existing is not None  # before is its text
+                self._rewrite_index(rel, index_line(name, rel, existing.description), docs)
+                return self._doc(rel)
             if unchanged:
                 # The memory already says this: model text after tool output adds
                 # nothing to it, and a write is made only for a new trusted source (a
@@ -302,19 +315,38 @@ class MemoryStore:
 
     def confirm(self, name_or_rel_path: str) -> MemoryDoc:
         """The user's word for a memory: a ``confirmed`` source is added to its
-        provenance, which lifts a quarantine; its text and other keys are kept."""
+        provenance, which lifts a quarantine; its text and other keys are kept. A change
+        waiting beside it (``_pending``) is applied, with that change's sources."""
         with self._locked():
             doc = self.get(name_or_rel_path)
             text = _read_text(doc.path) or ""
+            keys = front_matter(text)
             extra = {
                 k: v
-                for k, v in front_matter(text).items()
-                if k not in ("name", "description", "type", PROVENANCE_KEY)
+                for k, v in keys.items()
+                if k not in ("name", "description", "type", PROVENANCE_KEY, PENDING_KEY)
             }
+            change = PendingChange.from_json(keys.get(PENDING_KEY))
+            if change is not None:  # the waiting change is applied, with its sources
+                return self.save_memory(
+                    doc.name, change.description, change.type, change.body, extra=extra,
+                    expected=doc, origin="confirmed",
+                    sources=(*change.sources, Source.now("confirmed")),
+                )  # fmt: skip
             return self.save_memory(
                 doc.name, doc.description, doc.type, doc.body, extra=extra,
                 expected=doc, origin="confirmed", sources=(Source.now("confirmed"),),
             )  # fmt: skip
+
+    def pending_of(self, doc: MemoryDoc) -> PendingChange | None:
+        """The untrusted change waiting beside ``doc`` for ``memory confirm`` (``_pending``),
+        or ``None``."""
+        text = _read_text(doc.path)
+        return PendingChange.from_json(front_matter(text).get(PENDING_KEY)) if text else None
+
+    def pending_names(self) -> set[str]:
+        """The names of the memories with a change waiting beside them."""
+        return {doc.name for doc in self.scan(limit=None) if self.pending_of(doc) is not None}
 
     def provenance_of(self, doc: MemoryDoc) -> tuple[Source, ...]:
         """Where ``doc``'s writes came from (its ``provenance`` front matter; a file

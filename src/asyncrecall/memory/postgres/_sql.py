@@ -28,6 +28,7 @@ __all__ = [
     "NAMESPACE_SIZE_SQL",
     "NEWEST_FILL",
     "NOTIFY_SQL",
+    "PENDING_SQL",
     "PROVENANCE_SQL",
     "QUARANTINED_SQL",
     "SAVE_IF_SQL",
@@ -265,6 +266,11 @@ DELETE FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
 QUARANTINED_SQL: Final[LiteralString] = """
 SELECT rel_path FROM asyncrecall_memories
 WHERE namespace = %(ns)s AND provenance -> -1 ->> 'untrusted' = 'true'
+"""
+
+PENDING_SQL: Final[LiteralString] = """
+SELECT name FROM asyncrecall_memories
+WHERE namespace = %(ns)s AND front_matter -> 'pending' IS NOT NULL
 """
 
 FRONT_MATTER_SQL: Final[LiteralString] = """

@@ -62,7 +62,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, LiteralString, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, Connection
@@ -78,6 +78,7 @@ from asyncrecall.memory._limits import (
     cut_index,
     index_line,
 )
+from asyncrecall.memory._pending import PENDING_KEY, PendingChange, waits
 from asyncrecall.memory._provenance import (
     LEGACY_SOURCE,
     SOURCE_OFFSETS_KEY,
@@ -101,6 +102,7 @@ from asyncrecall.memory.postgres._sql import (
     FRONT_MATTER_SQL,
     GET_BY_NAME_SQL,
     INDEX_SQL,
+    PENDING_SQL,
     PROVENANCE_SQL,
     QUARANTINED_SQL,
     SAVE_IF_SQL,
@@ -151,6 +153,7 @@ RECONNECT_GIVE_UP_S: Final = 1.0
 _DOWN_WAIT_S: Final = 0.01
 #: A caller waits for a connection in slices this long (see ``_connection``).
 _WAIT_SLICE_S: Final = 0.5
+_HOLD_TRIES: Final = 5  # a waiting change written against a memory others keep changing
 
 
 class PostgresMemoryStore:
@@ -650,12 +653,19 @@ class PostgresMemoryStore:
         file) or a NUL character raise :class:`MemoryStoreError`, and nothing is
         written. The write and its history record (``origin``, ``write_id``) are one
         transaction (``_history``). ``sources`` (default: one source of ``origin``, now)
-        are appended to the row's ``provenance``.
+        are appended to the row's ``provenance``. An untrusted change to a memory recall
+        uses waits beside it (``_pending``).
         """
-        row = self._save_row(
-            name, description, type, content, updated_at, created_at, extra,
-            sources if sources is not None else (new_source(origin),),
-        )  # fmt: skip
+        added = tuple(sources) if sources is not None else (new_source(origin),)
+        for _ in range(_HOLD_TRIES):
+            held = self._hold(name, description, type, content, added, None, origin, write_id)
+            if held != "changed":
+                break
+        else:
+            raise MemoryConflictError(f"memory {name!r} kept changing while it was saved")
+        if held is not None:
+            return held
+        row = self._save_row(name, description, type, content, updated_at, created_at, extra, added)
         doc = self._write(UPSERT_SQL, row, op=op, origin=origin, write_id=write_id)
         assert doc is not None  # RETURNING of an upsert: always one row
         return doc
@@ -680,16 +690,78 @@ class PostgresMemoryStore:
 
         One statement (the check, the write and its ``NOTIFY``): of two writers
         expecting one revision, exactly one writes. Provenance is left as it is unless
-        ``extra`` carries ``source_offsets`` (as for :meth:`save_memory`).
+        ``extra`` carries ``source_offsets`` (as for :meth:`save_memory`). An untrusted
+        change to a memory recall uses waits beside it (``_pending``).
         """
-        row = self._save_row(
-            name, description, type, content, updated_at, None, extra,
-            sources if sources is not None else (new_source(origin),),
-        )  # fmt: skip
+        added = tuple(sources) if sources is not None else (new_source(origin),)
+        if expected_revision is not None:
+            held = self._hold(
+                name, description, type, content, added, expected_revision, origin, write_id
+            )
+            if held is not None:
+                return None if held == "changed" else held
+        row = self._save_row(name, description, type, content, updated_at, None, extra, added)
         query, params = SAVE_NEW_SQL, row
         if expected_revision is not None:
             query, params = SAVE_IF_SQL, row | {"expected": int(expected_revision)}
         return self._write(query, params, op="save", origin=origin, write_id=write_id)
+
+    def _hold(
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        added: Sequence[Source],
+        expected_revision: int | None,
+        origin: str,
+        write_id: str,
+    ) -> MemoryDoc | Literal["changed"] | None:
+        """An untrusted change to a memory recall uses, written as its waiting change
+        (``_pending``): the memory as it now is; ``None``: the write is not one (make it
+        as asked); ``"changed"``: the memory is not at ``expected_revision`` (or
+        changed meanwhile), nothing written."""
+        if not added or all(s.trusted for s in added):
+            return None
+        current = self.find(name)
+        if current is None:
+            return None
+        if expected_revision is not None and current.revision != expected_revision:
+            return "changed"
+        if not waits(self.provenance_of(current), added):
+            return None
+        if (current.description, current.type, current.body) == (
+            " ".join(description.split()),
+            type,
+            content.strip("\n"),
+        ):
+            return current  # it already says this: an untrusted source adds nothing
+        keys = self._front_matter(current.name)
+        change = PendingChange(" ".join(description.split()), str(type), content, tuple(added))
+        saved = self.save_if(
+            current.name, current.description, current.type, current.body,
+            expected_revision=current.revision, extra={**keys, PENDING_KEY: change.to_json()},
+            origin=origin, write_id=write_id, sources=(),
+        )  # fmt: skip
+        return "changed" if saved is None else saved
+
+    def pending_of(self, doc: MemoryDoc) -> PendingChange | None:
+        """The untrusted change waiting beside ``doc`` for ``memory confirm``
+        (``_pending``), or ``None``."""
+        return PendingChange.from_json(self._front_matter(doc.name).get(PENDING_KEY))
+
+    def pending_names(self) -> set[str]:
+        """The names of the memories with a change waiting beside them."""
+        params = {"ns": self.namespace}
+        rows = self._read("read from", lambda conn: conn.execute(
+            PENDING_SQL, params).fetchall())  # fmt: skip
+        return {str(name) for (name,) in rows}
+
+    def _front_matter(self, name: str) -> dict[str, Any]:
+        params = {"ns": self.namespace, "name": name}
+        row = self._read("read from", lambda conn: conn.execute(
+            FRONT_MATTER_SQL, params).fetchone())  # fmt: skip
+        return dict(row[0]) if row is not None and isinstance(row[0], dict) else {}
 
     def forget_if(
         self, name: str, *, expected_revision: int, origin: str = "user"
@@ -832,15 +904,19 @@ class PostgresMemoryStore:
 
     def confirm(self, name_or_rel_path: str) -> MemoryDoc:
         """The user's word for a memory: a ``confirmed`` source is appended to its
-        provenance, which lifts a quarantine; its text and other keys are kept."""
+        provenance, which lifts a quarantine; its text and other keys are kept. A change
+        waiting beside it (``_pending``) is applied, with that change's sources."""
         doc = self.get(name_or_rel_path)
-        params = {"ns": self.namespace, "name": doc.name}
-        row = self._read("read from", lambda conn: conn.execute(
-            FRONT_MATTER_SQL, params).fetchone())  # fmt: skip
-        extra = dict(row[0]) if row is not None and isinstance(row[0], dict) else {}
+        extra = self._front_matter(doc.name)
+        change = PendingChange.from_json(extra.pop(PENDING_KEY, None))
+        fields: tuple[str, str, str] = (doc.description, doc.type, doc.body)
+        sources: tuple[Source, ...] = (Source.now("confirmed"),)
+        if change is not None:  # the waiting change is applied, with its sources
+            fields = (change.description, change.type, change.body)
+            sources = (*change.sources, *sources)
         saved = self.save_if(
-            doc.name, doc.description, doc.type, doc.body, expected_revision=doc.revision,
-            extra=extra, origin="confirmed", sources=(Source.now("confirmed"),),
+            doc.name, *fields, expected_revision=doc.revision, extra=extra,
+            origin="confirmed", sources=sources,
         )  # fmt: skip
         if saved is None:
             raise MemoryConflictError(f"memory {doc.name!r} changed while it was confirmed")
