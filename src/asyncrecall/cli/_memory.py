@@ -23,6 +23,7 @@ import json
 import logging
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -101,11 +102,28 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     confirm.add_argument(
         "names", nargs="+", metavar="NAME", help="the memory's name or relative path"
     )
-    versions = add("history", "list the recorded writes of a memory", _history)
-    versions.add_argument("name", metavar="NAME", help="the memory's name (also a removed one)")
-    undo = add("revert", "undo the newest write of a memory, or go back to a version", _revert)
-    undo.add_argument("name", metavar="NAME", help="the memory's name (also a removed one)")
+    versions = add(
+        "history", "list the recorded writes of a memory (no NAME: the newest of all)", _history
+    )
+    versions.add_argument(
+        "name", nargs="?", metavar="NAME", help="the memory's name (also a removed one)"
+    )
+    undo = add(
+        "revert",
+        "undo the newest write of a memory, go back to a version, or undo one write of many "
+        "memories (a consolidation, an import) as one step",
+        _revert,
+    )
+    undo.add_argument(
+        "name", nargs="?", metavar="NAME", help="the memory's name (also a removed one)"
+    )
     undo.add_argument("--to", type=int, metavar="N", help="the version to bring back")
+    undo.add_argument(
+        "--write",
+        metavar="ID",
+        help="undo every change of this write (its id: `memory history`, or what consolidate "
+        "and import print)",
+    )
     from asyncrecall.cli import _consolidate  # issue 14: memory consolidate
 
     tidy = add(
@@ -376,29 +394,44 @@ def _confirm(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _history(args: argparse.Namespace, settings: Settings) -> int:
-    """Every recorded write of a memory (a store that keeps a history: the folder)."""
-    records = _history_keeper(_store(settings)).history_of(args.name)
+    """Every recorded write of a memory; without NAME, the newest writes of every memory
+    (each with its write id, which ``revert --write`` takes)."""
+    keeper = _history_keeper(_store(settings))
+    whole = args.name is None
+    records = keeper.recent_writes() if whole else keeper.history_of(args.name)
     if args.json:
         _print_json([r.to_json() for r in records])
         return 0
     if not records:
-        _out().print(f"no recorded writes of {args.name!r}", markup=False)
+        what = "any memory" if whole else repr(args.name)
+        _out().print(f"no recorded writes of {what}", markup=False)
         return 0
     from rich.table import Table
     from rich.text import Text
 
-    table = Table("version", "op", "by", "when", "size after", "file", box=None)
+    head = ("name", "version") if whole else ("version",)
+    table = Table(*head, "op", "by", "when", "size after", "file", "write", box=None)
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.at))
         size = "—" if r.after is None else f"{len(r.after.encode('utf-8'))} B"
-        table.add_row(*(Text(c) for c in (str(r.seq), r.op, r.origin, when, size, r.path)))
+        cells = (r.name, str(r.seq)) if whole else (str(r.seq),)
+        row = (*cells, r.op, r.origin, when, size, r.path, r.write_id or "—")
+        table.add_row(*(Text(c) for c in row))
     _out().print(table)
     return 0
 
 
 def _revert(args: argparse.Namespace, settings: Settings) -> int:
-    """Undo the newest write of a memory, or bring back version ``--to``."""
-    doc = _history_keeper(_store(settings)).revert(args.name, to=args.to)
+    """Undo the newest write of a memory, bring back version ``--to``, or undo every
+    change of one write (``--write ID``) as one step."""
+    keeper = _history_keeper(_store(settings))
+    if args.write is not None:
+        if args.name is not None or args.to is not None:
+            raise ConfigError("memory revert --write ID takes no NAME and no --to")
+        return _revert_write(args, keeper.revert_write(args.write))
+    if args.name is None:
+        raise ConfigError("memory revert needs a NAME, or --write ID")
+    doc = keeper.revert(args.name, to=args.to)
     if args.json:
         _print_json({"name": args.name, "removed": doc is None,
                      "rel_path": doc.rel_path if doc else None})  # fmt: skip
@@ -406,6 +439,23 @@ def _revert(args: argparse.Namespace, settings: Settings) -> int:
         _out().print(f"Reverted {args.name!r}: it is removed again", markup=False)
     else:
         _out().print(f"Reverted {doc.name!r} ({doc.rel_path})", markup=False)
+    return 0
+
+
+def _revert_write(args: argparse.Namespace, undone: dict[str, MemoryDoc | None]) -> int:
+    if args.json:
+        _print_json([{"name": name, "removed": doc is None,
+                      "rel_path": doc.rel_path if doc else None}
+                     for name, doc in undone.items()])  # fmt: skip
+        return 0
+    out = _out()
+    out.print(f"Undid write {args.write}: {len(undone)} memories", markup=False)
+    for name, doc in undone.items():
+        state = "removed again" if doc is None else f"back as it was ({doc.rel_path})"
+        out.print(f"  {name}: {state}", markup=False)
+    out.print(
+        f"(undo this with: asyncrecall memory revert --write undo:{args.write})", markup=False
+    )
     return 0
 
 
@@ -479,14 +529,18 @@ def side_model(settings: Settings) -> Model | None:
 
 
 def _copy(
-    source: MemoryStoreProtocol, target: MemoryStoreProtocol, *, trusted: bool = True
+    source: MemoryStoreProtocol,
+    target: MemoryStoreProtocol,
+    *,
+    trusted: bool = True,
+    write_id: str = "",
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
     """Save every memory of ``source`` into ``target`` with all it carries (provenance,
     creation and modification times, index order, other front matter keys); ``trusted``
     false: every copy is quarantined until confirmed."""
     from asyncrecall.memory._transfer import copy_memories
 
-    return copy_memories(source, target, trusted=trusted)
+    return copy_memories(source, target, trusted=trusted, write_id=write_id)
 
 
 def _report_copy(
@@ -513,12 +567,14 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
 
         raise ConfigError(f"memory import: {folder} is not a folder")
     target = _store(settings)
-    copied = _copy(MemoryStore(folder), target, trusted=args.trusted)
+    write_id = f"import:{uuid.uuid4().hex[:12]}"
+    copied = _copy(MemoryStore(folder), target, trusted=args.trusted, write_id=write_id)
     waiting = _pending_names(target)
     held = [s.name for _, s in copied if s.quarantined or s.name in waiting]
     if args.json:
         _print_json([{"from": d.rel_path, "to": s.rel_path, "name": d.name,
-                      "quarantined": s.quarantined, "pending": s.name in waiting}
+                      "quarantined": s.quarantined, "pending": s.name in waiting,
+                      "write_id": write_id}
                      for d, s in copied])  # fmt: skip
         return 0
     out = _out()
@@ -532,6 +588,9 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
             "(or import with --trusted a folder that is your own export)",
             markup=False,
         )
+    if copied:
+        out.print(f"Undo the whole import with: asyncrecall memory revert --write {write_id}",
+                  markup=False)  # fmt: skip
     return 0
 
 

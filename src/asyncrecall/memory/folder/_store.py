@@ -46,6 +46,7 @@ from asyncrecall.memory._history import (
     HistoryRecord,
     default_state_dir,
     revert_target,
+    undo_plan,
 )
 from asyncrecall.memory._limits import (
     INDEX_NAME,
@@ -285,7 +286,12 @@ class MemoryStore:
             return self._doc(rel)
 
     def forget(
-        self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "user"
+        self,
+        name_or_rel_path: str,
+        *,
+        expected: Expected = ANYTHING,
+        origin: str = "user",
+        write_id: str = "",
     ) -> MemoryDoc:
         """Remove a memory's topic file and its index line; returns what was removed.
 
@@ -298,7 +304,7 @@ class MemoryStore:
             check_expected(expected, doc, name=doc.name)
             self.history.append(
                 doc.name, "forget", path=doc.rel_path,
-                before=_read_text(doc.path), after=None, origin=origin,
+                before=_read_text(doc.path), after=None, origin=origin, write_id=write_id,
             )  # fmt: skip
             try:
                 os.unlink(self.root / doc.rel_path)
@@ -369,26 +375,56 @@ class MemoryStore:
             name = self._history_name(name_or_rel_path)
             target = revert_target(self.history.records(name), name, to)
             text = target.before if to is None else target.after
-            docs = self.scan(limit=None)
-            current = next((d for d in docs if d.name == name), None)
-            if text is None:
-                if current is None:
-                    return None
-                self.history.append(
-                    name, "revert", path=current.rel_path,
-                    before=_read_text(current.path), after=None, origin=origin,
-                )  # fmt: skip
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(current.path)
-                self._rewrite_index(current.rel_path, None, docs)
+            return self._restore(name, text, target.path, origin=origin, write_id="")
+
+    def revert_write(self, write_id: str, *, origin: str = "user") -> dict[str, MemoryDoc | None]:
+        """Undo every record of one write (a consolidation, an import: ``write_id``) as one
+        step: each memory it wrote back to what it was before (see
+        :func:`~asyncrecall.memory._history.undo_plan`, which refuses, writing nothing,
+        when one was written since). The undo is itself one write, ``undo:<write_id>``."""
+        with self._locked():
+            plan = undo_plan(write_id, self.history.touched_by(write_id))
+            paths = {n: self.history.records(n)[-1].path for n in plan}
+            return {
+                name: self._restore(
+                    name, text, paths[name], origin=origin, write_id=f"undo:{write_id}"
+                )
+                for name, text in plan.items()
+            }
+
+    def recent_writes(self, *, limit: int = 50) -> list[HistoryRecord]:
+        """The newest ``limit`` records of every memory, newest first."""
+        return self.history.every_record()[::-1][:limit]
+
+    def _restore(
+        self, name: str, text: str | None, path: str, *, origin: str, write_id: str
+    ) -> MemoryDoc | None:
+        """Make ``name``'s topic file ``text`` (``None``: remove it), as a ``revert``
+        record; the caller holds the lock."""
+        docs = self.scan(limit=None)
+        current = next((d for d in docs if d.name == name), None)
+        if text is None:
+            if current is None:
                 return None
-            rel = current.rel_path if current else self._revert_path(target.path, name, docs)
-            before = _read_text(self.root / rel) if current else None
-            self.history.append(name, "revert", path=rel, before=before, after=text, origin=origin)
-            atomic_write(self.root / rel, text)
-            doc = self._doc(rel)
-            self._rewrite_index(rel, index_line(doc.name, rel, doc.description), docs)
-            return doc
+            self.history.append(
+                name, "revert", path=current.rel_path, before=_read_text(current.path),
+                after=None, origin=origin, write_id=write_id,
+            )  # fmt: skip
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(current.path)
+            self._rewrite_index(current.rel_path, None, docs)
+            return None
+        rel = current.rel_path if current else self._revert_path(path, name, docs)
+        before = _read_text(self.root / rel) if current else None
+        if before == text:
+            return current
+        self.history.append(
+            name, "revert", path=rel, before=before, after=text, origin=origin, write_id=write_id
+        )
+        atomic_write(self.root / rel, text)
+        doc = self._doc(rel)
+        self._rewrite_index(rel, index_line(doc.name, rel, doc.description), docs)
+        return doc
 
     def _history_name(self, key: str) -> str:
         try:
@@ -410,11 +446,13 @@ class MemoryStore:
 
         return export_records(self)
 
-    def import_record(self, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
+    def import_record(
+        self, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
+    ) -> MemoryDoc:
         """Save ``record`` (created or replaced) with all it carries."""
         from asyncrecall.memory.folder._transfer import import_record
 
-        return import_record(self, record, trusted=trusted)
+        return import_record(self, record, trusted=trusted, write_id=write_id)
 
     # -- where extraction and consolidation keep their state -----------------------------
 

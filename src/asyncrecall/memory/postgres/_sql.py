@@ -210,8 +210,9 @@ _INSERT: Final[LiteralString] = """
 _SET: Final[LiteralString] = """
         description = %(description)s, type = %(type)s, body = %(body)s, size = %(size)s,
         front_matter = %(extra)s::jsonb, version = m.version + 1,
-        provenance = coalesce(m.provenance, '[{"origin": "user"}]'::jsonb)
-                     || coalesce(%(provenance)s::jsonb, '[]'::jsonb),
+        provenance = CASE WHEN %(exact)s::boolean THEN %(provenance)s::jsonb
+                          ELSE coalesce(m.provenance, '[{"origin": "user"}]'::jsonb)
+                               || coalesce(%(provenance)s::jsonb, '[]'::jsonb) END,
         created_at = coalesce(to_timestamp(%(created)s::float8), m.created_at),
         updated_at = coalesce(to_timestamp(%(at)s::float8), clock_timestamp())
 """

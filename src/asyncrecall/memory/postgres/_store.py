@@ -70,7 +70,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from asyncrecall._exceptions import ConfigError, MemoryConflictError, MemoryStoreError
 from asyncrecall.memory._document import checked_text, front_matter, parse_document
-from asyncrecall.memory._history import HistoryOp, HistoryRecord, revert_target
+from asyncrecall.memory._history import HistoryOp, HistoryRecord, revert_target, undo_plan
 from asyncrecall.memory._limits import (
     INDEX_MAX_LINES,
     MAX_NAMESPACE_BYTES,
@@ -89,7 +89,12 @@ from asyncrecall.memory._provenance import (
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.postgres._candidates import CandidateQuery
 from asyncrecall.memory.postgres._changes import ChangeFeed, log_listener_end
-from asyncrecall.memory.postgres._history import history_records, recorded
+from asyncrecall.memory.postgres._history import (
+    WRITE_NAMES_SQL,
+    history_records,
+    recent_records,
+    recorded,
+)
 from asyncrecall.memory.postgres._portal import Portal
 from asyncrecall.memory.postgres._schema import (
     CHANNEL,
@@ -469,11 +474,13 @@ class PostgresMemoryStore:
 
         return export_records(self)
 
-    def import_record(self, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
+    def import_record(
+        self, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
+    ) -> MemoryDoc:
         """Save ``record`` (created or replaced) with all it carries."""
         from asyncrecall.memory.postgres._transfer import import_record
 
-        return import_record(self, record, trusted=trusted)
+        return import_record(self, record, trusted=trusted, write_id=write_id)
 
     # -- where extraction and consolidation keep their state -----------------------------
 
@@ -656,7 +663,8 @@ class PostgresMemoryStore:
         are appended to the row's ``provenance``. An untrusted change to a memory recall
         uses waits beside it (``_pending``).
         """
-        added = tuple(sources) if sources is not None else (new_source(origin),)
+        exact = op == "revert"  # a version comes back with its own provenance
+        added = () if exact else tuple(sources) if sources is not None else (new_source(origin),)
         for _ in range(_HOLD_TRIES):
             held = self._hold(name, description, type, content, added, None, origin, write_id)
             if held != "changed":
@@ -665,7 +673,9 @@ class PostgresMemoryStore:
             raise MemoryConflictError(f"memory {name!r} kept changing while it was saved")
         if held is not None:
             return held
-        row = self._save_row(name, description, type, content, updated_at, created_at, extra, added)
+        row = self._save_row(
+            name, description, type, content, updated_at, created_at, extra, added, exact=exact
+        )
         doc = self._write(UPSERT_SQL, row, op=op, origin=origin, write_id=write_id)
         assert doc is not None  # RETURNING of an upsert: always one row
         return doc
@@ -764,7 +774,7 @@ class PostgresMemoryStore:
         return dict(row[0]) if row is not None and isinstance(row[0], dict) else {}
 
     def forget_if(
-        self, name: str, *, expected_revision: int, origin: str = "user"
+        self, name: str, *, expected_revision: int, origin: str = "user", write_id: str = ""
     ) -> MemoryDoc | None:
         """Remove the memory ``name`` (exact) only if it is still at
         ``expected_revision``; what was removed, or ``None`` (nothing removed) when it
@@ -779,7 +789,7 @@ class PostgresMemoryStore:
             found = self._run(
                 lambda conn: recorded(
                     conn, namespace=self.namespace, name=key, lock=None, op="forget",
-                    origin=origin, write_id="",
+                    origin=origin, write_id=write_id,
                     write=lambda c: c.execute(FORGET_IF_SQL, params).fetchone(),
                 )
             )  # fmt: skip
@@ -801,6 +811,8 @@ class PostgresMemoryStore:
         created_at: float | None,
         extra: Mapping[str, Any] | None,
         sources: Sequence[Source],
+        *,
+        exact: bool = False,
     ) -> dict[str, Any]:
         return save_row(
             name,
@@ -814,6 +826,7 @@ class PostgresMemoryStore:
             announce=self._announcer(),
             source=self._id,
             sources=sources,
+            exact=exact,
         )
 
     def _write(
@@ -852,7 +865,12 @@ class PostgresMemoryStore:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def forget(
-        self, name_or_rel_path: str, *, origin: str = "user", op: HistoryOp = "forget"
+        self,
+        name_or_rel_path: str,
+        *,
+        origin: str = "user",
+        op: HistoryOp = "forget",
+        write_id: str = "",
     ) -> MemoryDoc:
         """Remove the memory :meth:`get` finds for this key (one transaction, with its
         history record); returns what was removed. No such memory, or an ambiguous key,
@@ -867,7 +885,7 @@ class PostgresMemoryStore:
             name = str(found[0])
             return recorded(  # type: ignore[no-any-return]
                 conn, namespace=self.namespace, name=name, lock=None, op=op, origin=origin,
-                write_id="",
+                write_id=write_id,
                 write=lambda c: delete_memory(
                     c, name, namespace=self.namespace, announce=self._announcer(),
                     source=self._id, root=self._doc_root, where=self.location, exact=True,
@@ -945,9 +963,33 @@ class PostgresMemoryStore:
         name = self._history_name(name_or_rel_path)
         target = revert_target(self.history_of(name), name, to)
         text = target.before if to is None else target.after
+        return self._restore(name, text, origin=origin, write_id="")
+
+    def revert_write(self, write_id: str, *, origin: str = "user") -> dict[str, MemoryDoc | None]:
+        """Undo every record of one write as one step, as the folder's
+        :meth:`MemoryStore.revert_write` does."""
+        check_text("a write id", write_id)
+        params = {"ns": self.namespace, "write_id": write_id}
+        rows = self._read("read the history of", lambda conn: conn.execute(
+            WRITE_NAMES_SQL, params).fetchall())  # fmt: skip
+        touched = {str(name): self.history_of(str(name)) for (name,) in rows}
+        plan = undo_plan(write_id, touched)
+        return {
+            name: self._restore(name, text, origin=origin, write_id=f"undo:{write_id}")
+            for name, text in plan.items()
+        }
+
+    def recent_writes(self, *, limit: int = 50) -> list[HistoryRecord]:
+        """The newest ``limit`` records of every memory, newest first."""
+        params = {"ns": self.namespace, "limit": int(limit)}
+        return self._read("read the history of", lambda conn: recent_records(conn, params))
+
+    def _restore(
+        self, name: str, text: str | None, *, origin: str, write_id: str
+    ) -> MemoryDoc | None:
         if text is None:
             with contextlib.suppress(MemoryStoreError):  # already gone: nothing to undo
-                self.forget(name, origin=origin, op="revert")
+                self.forget(name, origin=origin, op="revert", write_id=write_id)
             return None
         parsed = parse_document(text, default_name=name)
         extra = {k: v for k, v in front_matter(text).items()
@@ -956,7 +998,7 @@ class PostgresMemoryStore:
             extra[SOURCE_OFFSETS_KEY] = {}  # the version had none: drop today's
         return self.save_memory(
             name, parsed.description, parsed.type, parsed.body, extra=extra,
-            origin=origin, op="revert",
+            origin=origin, op="revert", write_id=write_id,
         )  # fmt: skip
 
     def _history_name(self, key: str) -> str:
