@@ -210,7 +210,8 @@ async def test_the_model_selectors_manifest_is_bounded(
     assert 0 < len(manifest.encode()) <= 160
     counts = [e.count for e in _of(events, MemoryBudgetEvent) if isinstance(e, MemoryBudgetEvent)]
     assert counts == [len(offered) - 4, len(offered) - manifest.count("\n") - 1]
-    assert all(e.to_dict()["budget"] == "manifest" for e in _of(events, MemoryBudgetEvent))
+    assert [e.to_dict()["budget"] for e in _of(events, MemoryBudgetEvent)] == ["manifest"] * 2
+    assert [e.to_dict()["limit"] for e in _of(events, MemoryBudgetEvent)] == [4, 200]
 
 
 @pytest.mark.parametrize(

@@ -444,7 +444,8 @@ class RecallPrefetcher:
     ) -> MemoryBlock | None:
         result = handle.result_nowait()
         if result.manifest_left_out:
-            self._budget("manifest", 0, (), count=result.manifest_left_out)
+            listed = getattr(self.memory.selector, "manifest_files", 0)
+            self._budget("manifest", listed, (), count=result.manifest_left_out)
         docs = [doc for doc in result.selected if doc.rel_path not in conversation.surfaced]
         if not docs or not result.prompt:
             return None
