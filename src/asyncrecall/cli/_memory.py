@@ -138,7 +138,11 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     recall.add_argument("query", metavar="QUERY", help="the user query to recall for")
     recall.add_argument(
-        "--limit", type=int, default=DEFAULT_LIMIT, metavar="N", help="files at most (default 5)"
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"files at most (default: the recall_files setting, {DEFAULT_LIMIT})",
     )
     recall.add_argument(
         "--exclude",
@@ -475,7 +479,8 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
         _err().print("memory is disabled (--no-memory or ASYNCRECALL_MEMORY=0): no recall")
         result = EMPTY_RECALL
     else:
-        result = asyncio.run(_run_recall(settings, args.query, args.exclude, args.limit))
+        limit = args.limit if args.limit is not None else settings.recall_files
+        result = asyncio.run(_run_recall(settings, args.query, args.exclude, limit))
     elapsed_ms = (time.perf_counter() - started) * 1000
     if args.json:
         _print_json(
