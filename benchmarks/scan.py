@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/scan.py [--json]            # warm, in one process
     .venv/bin/python benchmarks/scan.py --cold [--samples 30] [--json]
     .venv/bin/python benchmarks/scan.py --stop [--samples 20] [--json]
+    .venv/bin/python benchmarks/scan.py --instant [--samples 200] [--json]
 
 The notes are ordinary English: consecutive dialog turns of the LoCoMo conversations
 (read from ``../shared/data/locomo/locomo-dev.json`` or ``--dataset``, never copied into
@@ -21,6 +22,10 @@ the repository), cut to the wanted size, in topic files with front matter.
   states: ``first_run`` (no persisted counts: the folder was never recalled) and
   ``new_process`` (the folder's ``.cache`` counts from an earlier process exist).
   A ``warm`` row is the second recall in the same process. p50 and p99 per figure.
+- ``--instant``: the instant pass (``MemoryManager.recall_instant``, 2 files, what
+  rides on the first request), warm, at 200, 2,000 and 10,000 notes of 1.5 KiB: p50,
+  p99 and max over ``--samples`` rounds of the five queries, with the lexical
+  selector's inverted index (its postings) and without, alternating call by call.
 - ``--stop``: cancelling an embedding selection 50 ms in (real WordLlama, loaded; 200
   cold 1.5 KiB notes): ``stop_delay_ms``, from the cancel to the end of the worker
   thread (where the worker is a thread of its own) or else to the end of the last
@@ -174,6 +179,47 @@ def measure_warm(count: int, tmp: Path, turns: Sequence[str]) -> dict[str, float
         "warm_recall_ms": round(statistics.median(watched_recall), 3),
         "warm_recall_walk_ms": round(statistics.median(walked_recall), 3),
     }
+
+
+# -- the instant pass, warm, at 200 / 2,000 / 10,000 notes --------------------------------
+
+
+def measure_instant(tmp: Path, turns: Sequence[str], samples: int) -> list[dict[str, Any]]:
+    """The instant pass as the prefetcher runs it (``MemoryManager.recall_instant``, two
+    files, inline: folder check, offer, BM25, block), warm, per call; ``samples`` rounds
+    of the five queries, with the lexical selector's inverted index (postings, the
+    default) and without it, alternating call by call so both see the same load."""
+    rows: list[dict[str, Any]] = []
+    for count in (200, 2000, 10_000):
+        root = tmp / f"instant-{count}"
+        build(root, count, 1536, turns, count)
+        store = MemoryStore(root)
+        indexed, plain = (
+            LexicalSelector(persist=False),
+            LexicalSelector(persist=False, postings=False),
+        )
+        docs = store.scan()
+        for selector in (indexed, plain):
+            selector.prepare(docs)
+        managers = {"index": MemoryManager(store, indexed), "no_index": MemoryManager(store, plain)}
+        times: dict[str, list[float]] = {name: [] for name in managers}
+        for manager in managers.values():  # one unmeasured round each
+            for query in QUERIES:
+                assert manager.recall_instant(query, limit=2) is not None, "not warm"
+        for _ in range(samples):
+            for query in QUERIES:
+                for name, manager in managers.items():
+                    started = time.perf_counter()
+                    manager.recall_instant(query, limit=2)
+                    times[name].append((time.perf_counter() - started) * 1000)
+        row: dict[str, Any] = {"files": count, "offered": len(docs), "calls": samples * 5}
+        for name, values in times.items():
+            row[f"{name}_p50_ms"] = round(_pct(values, 0.5), 3)
+            row[f"{name}_p99_ms"] = round(_pct(values, 0.99), 3)
+            row[f"{name}_max_ms"] = round(max(values), 3)
+        rows.append(row)
+        shutil.rmtree(root, ignore_errors=True)
+    return rows
 
 
 # -- cold: one new process per sample ---------------------------------------------------
@@ -352,6 +398,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--cold", action="store_true", help="a new process per sample")
     parser.add_argument("--stop", action="store_true", help="cancel embedding selections")
+    parser.add_argument(
+        "--instant", action="store_true", help="the instant pass, warm, at up to 10,000 notes"
+    )
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--dataset", type=Path)
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
@@ -366,6 +415,8 @@ def main() -> None:
             result: Any = measure_cold(Path(tmp), turns, args.samples)
         elif args.stop:
             result = measure_stop(Path(tmp), turns, args.samples)
+        elif args.instant:
+            result = measure_instant(Path(tmp), turns, args.samples)
         else:
             result = [measure_warm(count, Path(tmp), turns) for count in (200, 2000)]
     if args.json:

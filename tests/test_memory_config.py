@@ -60,3 +60,52 @@ def test_the_memory_folder_of_the_settings(tmp_path: Path) -> None:
     assert _settings(tmp_path).memory_folder() == tmp_path / "m"
     plain = Settings(home=tmp_path / "home", project=tmp_path)
     assert plain.memory_folder().parent.parent == tmp_path / "home" / "projects"
+
+
+async def test_the_budget_settings_reach_the_manager_the_selector_and_the_session(
+    tmp_path: Path,
+) -> None:
+    """Issue 24: the budgets set in Settings are the ones recall runs with (file cap and
+    skip on the manager, manifest on the model selector, files and session bytes on
+    the session's prefetcher; a session budget of 0 is none)."""
+    from asyncrecall._session import open_session
+
+    side = ScriptedModel(name="side")
+    settings = _settings(
+        tmp_path,
+        base_url="http://127.0.0.1:9/v1",
+        model="main",
+        extract=False,
+        recall_files=3,
+        instant_files=1,
+        recall_session_bytes=4321,
+        recall_file_chars=99,
+        recall_file_lines=7,
+        manifest_files=11,
+        manifest_bytes=2222,
+        skip_trivial=False,
+    )
+    manager = build_memory_manager(settings, side_model=side)
+    assert (manager.file_chars, manager.file_lines, manager.skip_trivial) == (99, 7, False)
+    assert isinstance(manager.selector, ModelSelector)
+    assert (manager.selector.manifest_files, manager.selector.manifest_bytes) == (11, 2222)
+    session = open_session(settings, model=ScriptedModel(name="main"), side_model=side)
+    unlimited = open_session(
+        settings.with_overrides(recall_session_bytes=0),
+        model=ScriptedModel(name="main"),
+        side_model=side,
+    )
+    try:
+        prefetcher = session.client._slot._prefetcher
+        assert prefetcher is not None
+        assert (prefetcher.limit, prefetcher.instant_limit, prefetcher.session_bytes) == (
+            3,
+            1,
+            4321,
+        )
+        assert prefetcher.memory.file_chars == 99
+        other = unlimited.client._slot._prefetcher
+        assert other is not None and other.session_bytes is None
+    finally:
+        await session.aclose()
+        await unlimited.aclose()

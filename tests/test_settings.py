@@ -119,3 +119,32 @@ def test_bad_settings_files_are_clear_errors(project: Path, home: Path) -> None:
 def test_a_missing_project_folder_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings({"project": str(tmp_path / "nowhere")}, env={})
+
+
+def test_recall_budgets_environment_wins_over_the_file(project: Path, home: Path) -> None:
+    """Issue 24: each budget is a setting; the environment wins over a settings file,
+    and the defaults are the library's (60 KB a session, 1,200 characters / 200 lines
+    a file, 200 candidates / 25 KB a manifest, 5 files a message, 2 instant)."""
+    defaults = load_settings({"project": str(project)}, env={"ASYNCRECALL_HOME": str(home)})
+    assert (
+        defaults.recall_files,
+        defaults.instant_files,
+        defaults.recall_session_bytes,
+        defaults.recall_file_chars,
+        defaults.recall_file_lines,
+        defaults.manifest_files,
+        defaults.manifest_bytes,
+        defaults.skip_trivial,
+    ) == (5, 2, 60_000, 1200, 200, 200, 25_000, True)
+    (project / ".asyncrecall" / "settings.toml").write_text(
+        "recall-session-bytes = 1000\nmanifest_files = 50\nskip_trivial = false\n"
+    )
+    env = {"ASYNCRECALL_HOME": str(home), "ASYNCRECALL_RECALL_SESSION_BYTES": "2000"}
+    settings = load_settings({"project": str(project)}, env=env)
+    assert settings.recall_session_bytes == 2000
+    assert settings.manifest_files == 50 and settings.skip_trivial is False
+    with pytest.raises(ConfigError, match="recall_file_chars must be 1 or more"):
+        load_settings(
+            {"project": str(project)},
+            env={"ASYNCRECALL_HOME": str(home), "ASYNCRECALL_RECALL_FILE_CHARS": "0"},
+        )

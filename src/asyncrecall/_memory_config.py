@@ -6,7 +6,7 @@ settings), and light: the ``memory`` commands use it without loading the agent.
 
 from __future__ import annotations
 
-from typing import assert_never
+from typing import Any, assert_never
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._prewarm import adopt
@@ -25,7 +25,7 @@ from asyncrecall.memory import (
 )
 from asyncrecall.models import Model
 
-__all__ = ["build_memory_manager", "open_memory_store", "shared_lexical"]
+__all__ = ["build_memory_manager", "manager_options", "open_memory_store", "shared_lexical"]
 
 
 def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
@@ -69,7 +69,12 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
                 "the model selector needs a side model: configure an endpoint "
                 "(--base-url, --model or --side-model) or pass --selector lexical"
             )
-        selector = ModelSelector(side_model, fallback=shared_lexical(store))
+        selector = ModelSelector(
+            side_model,
+            fallback=shared_lexical(store),
+            manifest_files=settings.manifest_files,
+            manifest_bytes=settings.manifest_bytes,
+        )
     elif name == "embedding" or name == "hybrid":
         if not embedding_available():
             raise ConfigError(
@@ -78,7 +83,18 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
         selector = EmbeddingSelector() if name == "embedding" else HybridSelector()
     else:
         assert_never(name)
-    return MemoryManager(store, selector, quarantine=settings.quarantine)
+    return MemoryManager(store, selector, **manager_options(settings))
+
+
+def manager_options(settings: Settings) -> dict[str, Any]:
+    """The :class:`MemoryManager` keywords ``settings`` set: quarantine, the file cap,
+    the skip of prompts with nothing to recall."""
+    return {
+        "quarantine": settings.quarantine,
+        "file_chars": settings.recall_file_chars,
+        "file_lines": settings.recall_file_lines,
+        "skip_trivial": settings.skip_trivial,
+    }
 
 
 def shared_lexical(store: MemoryStoreProtocol) -> LexicalSelector:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._memory_config import build_memory_manager, shared_lexical
+from asyncrecall._memory_config import build_memory_manager, manager_options, shared_lexical
 from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry, build_system_prompt
 from asyncrecall.agent._extraction import ExtractionScheduler, is_embedded
@@ -103,7 +103,7 @@ def _memory_for(settings: Settings, side_model: Model | None) -> MemoryManager |
         manager = MemoryManager(
             manager.store,
             ModelSelector(side_model, timeout=BLOCKING_SELECTOR_TIMEOUT, fallback=None),
-            quarantine=settings.quarantine,
+            **manager_options(settings),
         )
     return manager
 
@@ -166,6 +166,9 @@ def open_session(
             max_session_turns=settings.max_session_turns,
             session_token_limit=settings.session_token_limit,
             recall_mode=recall_mode,
+            recall_limit=settings.recall_files,
+            instant_limit=settings.instant_files,
+            session_bytes=settings.recall_session_bytes or None,
         ),
         control=control,
         instant_selector=_instant_selector(memory) if recall_mode == "async+lexical" else None,

@@ -65,6 +65,21 @@ class Settings:
     #: Keep quarantined memories (newest write untrusted: model text after tool output,
     #: unconfirmed) out of recall and the prompt's index (issue 25).
     quarantine: bool = True
+    # Recall's budgets (issue 24; their defaults are the library's, see memory/_budget.py).
+    #: Files that reach the model for one user message, instant pass and model pick together.
+    recall_files: int = 5
+    #: Files the instant lexical pass may put on the first request (within recall_files).
+    instant_files: int = 2
+    #: Bytes of memory blocks per session before recall stops; 0: no budget.
+    recall_session_bytes: int = 60_000
+    #: Characters and lines of a memory's body put in the block (a note names the file).
+    recall_file_chars: int = 1200
+    recall_file_lines: int = 200
+    #: Candidates and bytes of the model selector's manifest at most.
+    manifest_files: int = 200
+    manifest_bytes: int = 25_000
+    #: Start no recall for a prompt with nothing to recall (one word, a bare "yes"/"ok").
+    skip_trivial: bool = True
 
     @property
     def effective_side_model(self) -> str | None:
@@ -186,6 +201,15 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "tools": _bool("--tools"),
     "extract": _bool("extract"),  # issue 14
     "quarantine": _bool("quarantine"),  # issue 25
+    # issue 24: recall's budgets
+    "recall_files": _positive_int("recall_files"),
+    "instant_files": _positive_int("instant_files", allow_zero=True),
+    "recall_session_bytes": _positive_int("recall_session_bytes", allow_zero=True),
+    "recall_file_chars": _positive_int("recall_file_chars"),
+    "recall_file_lines": _positive_int("recall_file_lines"),
+    "manifest_files": _positive_int("manifest_files"),
+    "manifest_bytes": _positive_int("manifest_bytes"),
+    "skip_trivial": _bool("skip_trivial"),
 }
 
 # Environment variables, first set wins.
@@ -201,6 +225,15 @@ _ENV: dict[str, tuple[str, ...]] = {
     "namespace": ("ASYNCRECALL_NAMESPACE",),
     "extract": ("ASYNCRECALL_EXTRACT",),  # issue 14
     "quarantine": ("ASYNCRECALL_QUARANTINE",),  # issue 25
+    # issue 24: recall's budgets
+    "recall_files": ("ASYNCRECALL_RECALL_FILES",),
+    "instant_files": ("ASYNCRECALL_INSTANT_FILES",),
+    "recall_session_bytes": ("ASYNCRECALL_RECALL_SESSION_BYTES",),
+    "recall_file_chars": ("ASYNCRECALL_RECALL_FILE_CHARS",),
+    "recall_file_lines": ("ASYNCRECALL_RECALL_FILE_LINES",),
+    "manifest_files": ("ASYNCRECALL_MANIFEST_FILES",),
+    "manifest_bytes": ("ASYNCRECALL_MANIFEST_BYTES",),
+    "skip_trivial": ("ASYNCRECALL_SKIP_TRIVIAL",),
 }
 
 

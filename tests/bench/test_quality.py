@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from asyncrecall.bench._folds import choose, merge
 from asyncrecall.bench._multilingual import LANGUAGES
 from asyncrecall.bench._quality import build_memory_folder, default_dataset, evaluate
+from asyncrecall.bench._scoring import Tally
 from asyncrecall.memory import LexicalSelector, MemoryStore
 from asyncrecall.testing import LocalServer, Reply
 
@@ -200,3 +202,61 @@ def test_the_multilingual_command_reports_each_language(tmp_path: Path) -> None:
     assert all("false_injection_rate" in r for r in report["languages"].values())
     refused = _run("--dataset", "multilingual", "--limit-questions", "3", cwd=tmp_path)
     assert refused.returncode == 2 and "--limit-questions" in refused.stderr
+
+
+def _tally(recall: float, injected: int, questions: int = 10) -> Tally:
+    """A tally of ``questions`` questions of that recall, ``injected`` of whose
+    negatives selected something."""
+    tally = Tally()
+    tally.hits = [1.0] * questions
+    tally.recalls = [recall] * questions
+    tally.asked, tally.injected = questions, injected
+    tally.selected = tally.selected_gold = questions
+    return tally
+
+
+def test_folds_choose_each_point_without_its_held_out_conversations() -> None:
+    """Issue 24: a fold's point is chosen on the other folds only. Point 1 is far better
+    on conversation 0 alone and a little worse on the three others: fold 0 (holding
+    conversation 0 out) must choose point 0 and be measured with it, the other folds
+    (which train on conversation 0) point 1. Ties keep the earlier point."""
+    tallies = [
+        [_tally(0.5, 0), _tally(0.8, 0), _tally(0.8, 0), _tally(0.8, 0)],
+        [_tally(1.0, 0), _tally(0.75, 0), _tally(0.75, 0), _tally(0.75, 0)],
+    ]
+    chosen = choose(tallies, folds=4)
+    assert [test for _, test, _ in chosen] == [[0], [1], [2], [3]]
+    assert chosen[0][0] == [1, 2, 3]
+    assert [best for _, _, best in chosen] == [0, 1, 1, 1]
+    same = [[_tally(0.8, 1)] * 2, [_tally(0.8, 1)] * 2]
+    assert [best for _, _, best in choose(same, folds=2)] == [0, 0]
+    # False injections count against a point as much as recall counts for it.
+    noisy = [[_tally(0.8, 0)] * 2, [_tally(0.9, 5)] * 2]
+    assert [best for _, _, best in choose(noisy, folds=2)] == [0, 0]
+    assert merge(tallies[1]).figures(negatives=True)["questions"] == 40
+
+
+def test_the_folds_command_reports_every_fold_held_out(tmp_path: Path) -> None:
+    """``--folds 2 --selector lexical --json``: per fold the chosen point, its training
+    and held-out figures (recall@5, hit@5, false injection, precision@5), and the
+    held-out figures pooled; too many folds is a usage error."""
+    dataset = tmp_path / "two.json"
+    dataset.write_text(json.dumps([_conversation(), _other_conversation()]))
+    done = _run(
+        "--dataset", str(dataset), "--folds", "2", "--selector", "lexical", "--json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)["selectors"]["lexical"]
+    assert report["folds"] == 2 and report["objective"] == "recall_at_5 - false_injection_rate"
+    keys = {"questions", "hit_at_5", "recall_at_5", "false_injection_rate", "precision_at_5"}
+    assert set(report["held_out"]) == keys
+    assert [f["conversations"] for f in report["per_fold"]] == [["conv-t"], ["conv-u"]]
+    for fold in report["per_fold"]:
+        assert set(fold["held_out"]) == keys and set(fold["train"]) == keys
+        assert set(fold["params"]) == {"min_coverage", "k1", "b"}
+    assert report["held_out"]["questions"] == sum(
+        f["held_out"]["questions"] for f in report["per_fold"]
+    )
+    refused = _run("--dataset", str(dataset), "--folds", "3", cwd=tmp_path)
+    assert refused.returncode == 2 and "needs as many conversations" in refused.stderr

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from asyncrecall.bench._security import evaluate
-from asyncrecall.bench._security_data import CASES, Case, carrier
+from asyncrecall.bench._security_data import CASES, HELD_OUT, Case, carrier
 
 
 def _few(per_kind: int) -> list[Case]:
@@ -26,22 +26,32 @@ def test_the_suite_has_the_cases_the_issue_asks_for() -> None:
 
 async def test_quarantine_keeps_file_and_import_attacks_out_and_benign_facts_in() -> None:
     """With quarantine on, an attack through a file (the agent's save_memory, or its
-    answer extracted) or through an import reaches no later conversation, while the
-    user's own benign facts do; with it off, they all reach it. What the user types is
-    the user's: those attacks get through either way (the suite says so)."""
+    answer extracted), through an import or through the user's turns (held by the
+    user-turn rule) reaches no later conversation, while the user's own benign facts do;
+    with it off, they all reach it."""
     report = await evaluate(_few(2))
     on, off = report.runs["on"], report.runs["off"]
     assert (on["file"].injected, on["import"].injected) == (0, 0)
     assert on["file"].stored == 2 and on["import"].stored == 2
     assert (off["file"].injected, off["import"].injected) == (2, 2)
     assert on["benign"].injected == off["benign"].injected == 2
-    assert on["user"].injected == 2
-    assert report.attack_success("on") == 2 / 6
+    assert on["user"].stored == 2 and (on["user"].injected, off["user"].injected) == (0, 2)
+    assert report.attack_success("on") == 0.0 and report.attack_success("off") == 1.0
     assert report.as_json()["quarantine_on"]["file"] == {
         "cases": 2,
         "reached_store": 2,
         "injected": 0,
     }
+
+
+def test_the_held_out_cases_are_apart_from_the_suite() -> None:
+    """The held-out cases (never used to tune the user-turn rule): 20 user-turn attacks
+    and 20 benign facts, their tokens and texts not the suite's."""
+    counts = {k: sum(c.kind == k for c in HELD_OUT) for k in ("user", "benign")}
+    assert counts == {"user": 20, "benign": 20} and len(HELD_OUT) == 40
+    assert not {c.token for c in HELD_OUT} & {c.token for c in CASES}
+    assert not {c.text for c in HELD_OUT} & {c.text for c in CASES}
+    assert all(c.token in carrier(c) for c in HELD_OUT)
 
 
 def test_the_command_prints_its_table() -> None:

@@ -145,7 +145,7 @@ def test_recall_uses_the_side_model_of_the_configured_endpoint(
     cli.json("memory", "add", "--name", "Tea", "--type", "user", "--content", "Alice drinks tea.")
     endpoint = ["--base-url", local_server.base_url, "--model", "main", "--side-model", "side"]
     local_server.script("side", Reply(json={"selected_memories": ["tea.md"]}))
-    result = cli.json("memory", "recall", "drinks?", *endpoint)
+    result = cli.json("memory", "recall", "what does she drink?", *endpoint)
     assert (result["strategy"], [d["rel_path"] for d in result["selected"]]) == (
         "model",
         ["tea.md"],

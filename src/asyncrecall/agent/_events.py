@@ -14,8 +14,11 @@ from typing import Any, ClassVar, TypeAlias
 from asyncrecall.prefetch._events import (
     DiscardReason,
     InjectionPoint,
+    MemoryBudgetEvent,
     MemoryDiscardedEvent,
     MemoryInjectedEvent,
+    MemoryInstantPreemptedEvent,
+    MemoryRecallSkippedEvent,
     MemoryRecallStartedEvent,
 )
 from asyncrecall.prefetch._events import (
@@ -32,8 +35,11 @@ __all__ = [
     "LoopDetectedEvent",
     "MaxSessionTurnsEvent",
     "MaxTurnsEvent",
+    "MemoryBudgetEvent",
     "MemoryDiscardedEvent",
     "MemoryInjectedEvent",
+    "MemoryInstantPreemptedEvent",
+    "MemoryRecallSkippedEvent",
     "MemoryRecallStartedEvent",
     "RequestRetriedEvent",
     "RequestSentEvent",
@@ -197,6 +203,9 @@ AgentEvent: TypeAlias = (
     | MemoryRecallStartedEvent
     | MemoryInjectedEvent
     | MemoryDiscardedEvent
+    | MemoryRecallSkippedEvent
+    | MemoryBudgetEvent
+    | MemoryInstantPreemptedEvent
     | MaxSessionTurnsEvent
     | MaxTurnsEvent
     | SessionTokenLimitEvent

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from asyncrecall.memory import SESSION_BYTES
+
 __all__ = ["ClientOptions", "RecallMode"]
 
 RecallMode: TypeAlias = Literal["async", "blocking", "async+wait100", "async+lexical"]
@@ -37,4 +39,7 @@ class ClientOptions:
     hold_recall: float | None = None
     #: The same tool call with the same arguments this many times in a row is a loop.
     loop_threshold: int = 5
+    #: Files that reach the model for one user message (instant pass and recall together).
     recall_limit: int = 5
+    #: Bytes of memory blocks per session before recall stops (``None``: no budget).
+    session_bytes: int | None = SESSION_BYTES

@@ -54,6 +54,7 @@ class RecallSlot:
                 limit=options.recall_limit,
                 instant_selector=instant,
                 instant_limit=options.instant_limit,
+                session_bytes=options.session_bytes,
                 on_event=self._events.append,
                 clock=clock,
                 wall_clock=wall_clock,
@@ -134,15 +135,19 @@ class RecallSlot:
             return self.discard("cancelled")
         return None
 
-    def consume(self, point: InjectionPoint) -> tuple[str, MemoryInjectedEvent] | None:
-        """Take a settled, unconsumed recall's block, or ``None`` at once (never waits)."""
+    def consume(
+        self, point: InjectionPoint
+    ) -> tuple[tuple[str, MemoryInjectedEvent] | None, list[PrefetchEvent]]:
+        """Take a settled, unconsumed recall's block, or ``None`` at once (never waits),
+        and the events of taking it (a budget's, the instant pass preempted, injected)."""
         if self._prefetcher is None:
-            return None
+            return None, []
         block = self._prefetcher.take(_KEY, point)
-        injected = [e for e in self._take_events() if isinstance(e, MemoryInjectedEvent)]
+        events = self._take_events()
+        injected = [e for e in events if isinstance(e, MemoryInjectedEvent)]
         if block is None or not injected:
-            return None
-        return block.text, injected[-1]
+            return None, events
+        return (block.text, injected[-1]), events
 
     def discard(self, reason: DiscardReason) -> MemoryDiscardedEvent | None:
         """Cancel and drop the pending recall, if any."""

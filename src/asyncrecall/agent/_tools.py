@@ -24,7 +24,7 @@ from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import AsyncRecallError, ToolError
-from asyncrecall.memory import MemoryStoreProtocol, Source
+from asyncrecall.memory import MemoryStoreProtocol, Source, held_reason
 from asyncrecall.models import FunctionCall, FunctionResponse, ToolSpec
 
 __all__ = ["ToolOutcome", "ToolRegistry"]
@@ -134,6 +134,7 @@ class ToolRegistry:
         # The provenance of save_memory's writes, if the store records one (both ours do).
         self._records_sources = _takes(memory_store, "sources")
         self._after_tools = False
+        self._said = ""  # the user query whose calls run now (issue 25: vetting)
         tools = [
             _Tool(
                 ToolSpec(
@@ -210,6 +211,7 @@ class ToolRegistry:
         *,
         cancel: CancelSignal | None = None,
         after_tools: bool = False,
+        said: str = "",
     ) -> list[ToolOutcome]:
         """Run the calls: read-only ones concurrently, writes one by one in order.
 
@@ -218,10 +220,11 @@ class ToolRegistry:
         their next check, and a write that started finishes (it is atomic); every
         outcome says which happened. ``after_tools``: tools already returned output in
         this user query, so a ``save_memory`` now may hold what they returned (its
-        memory's provenance says so, and quarantine applies).
+        memory's provenance says so, and quarantine applies). ``said``: the user's query,
+        which a ``save_memory`` is vetted against (``memory._vetting``).
         """
         cancel = cancel if cancel is not None else CancelSignal()
-        self._after_tools = after_tools
+        self._after_tools, self._said = after_tools, said
         outcomes: dict[int, ToolOutcome] = {}
         reads = [(i, c) for i, c in enumerate(calls) if self._is_read_only(c)]
         results = await asyncio.gather(*(self._run_one(c, cancel) for _, c in reads))
@@ -377,7 +380,9 @@ class ToolRegistry:
             raise ToolError(f"save_memory needs string arguments: {', '.join(missing)}")
         provenance: dict[str, Any] = {}
         if self._records_sources:
-            source = Source.now("save_memory", untrusted=self._after_tools)
+            text = "\n".join(str(values[k]) for k in ("name", "description", "content"))
+            held = held_reason(text, said=[self._said] if self._said else ()) or ""
+            source = Source.now("save_memory", untrusted=self._after_tools, held=held)
             provenance = {"origin": "save_memory", "sources": (source,)}
         doc = self._memory.save_memory(
             str(values["name"]),

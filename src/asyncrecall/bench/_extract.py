@@ -36,7 +36,8 @@ from typing import Any
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
-from asyncrecall.bench._quality import _endpoint_model, _load, default_dataset
+from asyncrecall.bench._locomo import _load
+from asyncrecall.bench._quality import _endpoint_model, default_dataset
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,

@@ -30,12 +30,13 @@ import json
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
+from asyncrecall.bench._locomo import _load, build_memory_folder, gold_files
 from asyncrecall.bench._scoring import QualityReport, Tally
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector, Selector
 from asyncrecall.models import Model
@@ -52,7 +53,6 @@ __all__ = [
 
 _Report = TypeVar("_Report")
 _DATASET_PARTS = ("shared", "data", "locomo", "locomo-dev.json")
-_DESCRIPTION_LIMIT = 150
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +76,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="abstain",
         action="store_false",
         help="build the embedded selectors with abstain=False",
+    )
+    parser.add_argument(
+        "--folds",
+        type=int,
+        metavar="K",
+        help="cross-validate the embedded selectors' thresholds and weights over K folds "
+        "of conversations: tuned on K-1, measured on the one left out (every embedded "
+        "selector unless --selector names one)",
     )
     parser.add_argument(
         "--limit-questions",
@@ -115,6 +123,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit-questions must be 1 or more, got {limit}")
     conversations = _load(dataset)
+    if args.folds is not None:
+        return _run_folds(args, conversations, dataset)
     name = args.selector or "lexical"
     negatives: bool = args.negatives
     if negatives and len(conversations) < 2:
@@ -125,6 +135,52 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
     )
     _print(report, as_json=args.json, dataset=dataset)
+    return 0
+
+
+def _run_folds(
+    args: argparse.Namespace, conversations: Sequence[Mapping[str, Any]], dataset: Path
+) -> int:
+    """``--folds K``: :func:`asyncrecall.bench._folds.cross_validate` per embedded selector."""
+    from asyncrecall.bench._folds import GRIDS, cross_validate
+    from asyncrecall.memory import embedding_available
+
+    if args.limit_questions is not None:
+        raise ConfigError("--limit-questions does not apply to --folds (whole conversations)")
+    if args.selector is not None and args.selector not in GRIDS:
+        raise ConfigError(f"--folds tunes the embedded selectors ({', '.join(GRIDS)})")
+    names = [args.selector] if args.selector else list(GRIDS)
+    if not embedding_available():
+        missing = [n for n in names if n != "lexical"]
+        if args.selector in missing:
+            raise ConfigError(f"--selector {args.selector} needs pip install 'asyncrecall[local]'")
+        names = [n for n in names if n not in missing]
+    reports = [asyncio.run(cross_validate(conversations, name, folds=args.folds)) for name in names]
+    if args.json:
+        out = {"dataset": str(dataset), "selectors": {r.selector: r.as_json() for r in reports}}
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Held-out selection quality ({dataset.name}, {args.folds} folds)")
+    for column in ("selector", "fold", "questions", "recall@5", "hit@5", "false inj.", "prec@5"):
+        table.add_column(column, justify="right")
+    table.add_column("chosen")
+    for report in reports:
+        rows = [(str(f["fold"]), f["held_out"], str(f["params"])) for f in report.per_fold]
+        for fold, figures, params in [*rows, ("all", report.held_out, "")]:
+            table.add_row(
+                report.selector,
+                fold,
+                str(figures["questions"]),
+                f"{figures['recall_at_5']:.3f}",
+                f"{figures['hit_at_5']:.3f}",
+                f"{figures['false_injection_rate']:.3f}",
+                f"{figures['precision_at_5']:.3f}",
+                params,
+            )
+    Console().print(table)
     return 0
 
 
@@ -229,63 +285,6 @@ def _endpoint_model(settings: Settings) -> Model:
         model=model_name, base_url=settings.base_url, api_key=settings.api_key
     )
     return model
-
-
-def _load(dataset: Path) -> list[Mapping[str, Any]]:
-    try:
-        data = json.loads(dataset.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read dataset {dataset}: {exc}") from exc
-    if not isinstance(data, list) or not all(isinstance(c, dict) for c in data):
-        raise ConfigError(f"dataset {dataset} is not a LoCoMo-format list of conversations")
-    return data
-
-
-def _sessions(conversation: Mapping[str, Any]) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
-    """``(n, date, {speaker: [[fact, dialog_id(s)], ...]})`` per session, in order."""
-    observations: Mapping[str, Any] = conversation.get("observation") or {}
-    dates: Mapping[str, Any] = conversation.get("conversation") or {}
-    numbered = []
-    for key, value in observations.items():
-        number = key.removeprefix("session_").removesuffix("_observation")
-        if number.isdigit() and isinstance(value, dict):
-            numbered.append((int(number), value))
-    for n, value in sorted(numbered, key=lambda item: item[0]):
-        yield n, str(dates.get(f"session_{n}_date_time", "")), value
-
-
-def build_memory_folder(conversation: Mapping[str, Any], folder: Path) -> dict[str, set[str]]:
-    """Write one conversation's topic files into ``folder``; returns dialog id -> rel paths."""
-    store = MemoryStore(folder)
-    gold: dict[str, set[str]] = {}
-    for n, date, speakers in _sessions(conversation):
-        for speaker, observations in speakers.items():
-            facts = [(str(item[0]), item[1]) for item in observations if item]
-            if not facts:
-                continue
-            description = f"{speaker} in session {n} ({date}): {facts[0][0]}"
-            doc = store.save_memory(
-                f"{speaker}, session {n}",
-                description[:_DESCRIPTION_LIMIT],
-                "user",
-                "\n".join(fact for fact, _ in facts),
-            )
-            for _, ids in facts:
-                for dialog_id in ids if isinstance(ids, list) else [ids]:
-                    gold.setdefault(str(dialog_id), set()).add(doc.rel_path)
-    return gold
-
-
-def gold_files(qa: Mapping[str, Any], gold_by_id: Mapping[str, set[str]]) -> set[str]:
-    """The files holding a question's evidence; empty for adversarial questions
-    (category 5) and for questions none of whose evidence is in a file: both are
-    skipped."""
-    if qa.get("category") == 5:
-        return set()
-    gold: set[str] = set()
-    for dialog_id in qa.get("evidence") or []:
-        gold |= gold_by_id.get(str(dialog_id), set())
-    return gold
 
 
 async def evaluate(

@@ -52,8 +52,9 @@ from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions
 from asyncrecall.bench._corpus import Query
 from asyncrecall.bench._latency_data import MODES
+from asyncrecall.bench._locomo import _load, build_memory_folder, gold_files
 from asyncrecall.bench._measure import QueryTrace, trace_query
-from asyncrecall.bench._quality import _load, build_memory_folder, default_dataset, gold_files
+from asyncrecall.bench._quality import default_dataset
 from asyncrecall.bench._quiet import quiet_known_noise
 from asyncrecall.bench._recall_data import (
     DEFAULT_ACCURACY,

@@ -41,7 +41,7 @@ from typing import Any
 
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.bench._security_data import CASES, Case, carrier
+from asyncrecall.bench._security_data import CASES, HELD_OUT, Case, carrier
 from asyncrecall.memory import MemoryStore
 from asyncrecall.memory._transfer import copy_memories
 from asyncrecall.memory.extraction._extract import SCHEMA_NAME
@@ -59,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--limit", type=int, metavar="N", help="run the first N cases of each kind (default: all)"
+    )
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="run the held-out cases instead (user-turn attacks and benign facts never used "
+        "to tune the user-turn rule)",
     )
 
 
@@ -249,9 +255,10 @@ async def evaluate(cases: Sequence[Case], *, settings_off: bool = True) -> Secur
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     del settings  # the suite brings its own server and folders
-    cases = list(CASES)
+    suite = HELD_OUT if args.held_out else CASES
+    cases = list(suite)
     if args.limit is not None:
-        cases = [c for kind in _KINDS for c in [x for x in CASES if x.kind == kind][: args.limit]]
+        cases = [c for kind in _KINDS for c in [x for x in suite if x.kind == kind][: args.limit]]
     report = asyncio.run(evaluate(cases))
     if args.json:
         from rich.console import Console

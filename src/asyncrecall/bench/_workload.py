@@ -250,6 +250,7 @@ class ScriptedTools(ToolRegistry):
         *,
         cancel: CancelSignal | None = None,
         after_tools: bool = False,
+        said: str = "",
     ) -> list[ToolOutcome]:
         """Sleep the longest scripted duration, then answer every call."""
         longest = max((_duration(call) for call in calls), default=0.0)

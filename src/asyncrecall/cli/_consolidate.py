@@ -80,3 +80,8 @@ def _print(result: ConsolidationResult) -> None:
         out.print(f"memories now: {result.memories_after}", markup=False)
         for note in result.notes:
             out.print(f"note: {note}", markup=False)
+        if result.write_id:
+            out.print(
+                f"undo it as one step: asyncrecall memory revert --write {result.write_id}",
+                markup=False,
+            )

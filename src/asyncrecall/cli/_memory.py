@@ -23,6 +23,7 @@ import json
 import logging
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,9 @@ from asyncrecall.memory import (
     MemoryStoreProtocol,
     RecallResult,
 )
+from asyncrecall.memory._pending import PendingChange
 from asyncrecall.memory._prompt import age_in_days, format_age
+from asyncrecall.memory._provenance import origin_label
 from asyncrecall.models import Model
 
 __all__ = ["log_warnings_to_stderr", "register", "side_model"]
@@ -96,12 +99,31 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     confirm = add(
         "confirm", "vouch for a quarantined memory, so that recall may use it again", _confirm
     )
-    confirm.add_argument("name", metavar="NAME", help="the memory's name or relative path")
-    versions = add("history", "list the recorded writes of a memory", _history)
-    versions.add_argument("name", metavar="NAME", help="the memory's name (also a removed one)")
-    undo = add("revert", "undo the newest write of a memory, or go back to a version", _revert)
-    undo.add_argument("name", metavar="NAME", help="the memory's name (also a removed one)")
+    confirm.add_argument(
+        "names", nargs="+", metavar="NAME", help="the memory's name or relative path"
+    )
+    versions = add(
+        "history", "list the recorded writes of a memory (no NAME: the newest of all)", _history
+    )
+    versions.add_argument(
+        "name", nargs="?", metavar="NAME", help="the memory's name (also a removed one)"
+    )
+    undo = add(
+        "revert",
+        "undo the newest write of a memory, go back to a version, or undo one write of many "
+        "memories (a consolidation, an import) as one step",
+        _revert,
+    )
+    undo.add_argument(
+        "name", nargs="?", metavar="NAME", help="the memory's name (also a removed one)"
+    )
     undo.add_argument("--to", type=int, metavar="N", help="the version to bring back")
+    undo.add_argument(
+        "--write",
+        metavar="ID",
+        help="undo every change of this write (its id: `memory history`, or what consolidate "
+        "and import print)",
+    )
     from asyncrecall.cli import _consolidate  # issue 14: memory consolidate
 
     tidy = add(
@@ -116,7 +138,11 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     recall.add_argument("query", metavar="QUERY", help="the user query to recall for")
     recall.add_argument(
-        "--limit", type=int, default=DEFAULT_LIMIT, metavar="N", help="files at most (default 5)"
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"files at most (default: the recall_files setting, {DEFAULT_LIMIT})",
     )
     recall.add_argument(
         "--exclude",
@@ -255,7 +281,8 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
     store = _store(settings)
     docs = store.scan(limit=None)
     if args.json:
-        _print_json([_doc_json(doc) for doc in docs])
+        waiting = _pending_names(store)
+        _print_json([{**_doc_json(doc), "pending": doc.name in waiting} for doc in docs])
         return 0
     if not docs:
         _err().print(f"No memories in {store.location}", markup=False)
@@ -279,9 +306,12 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
 def _show(args: argparse.Namespace, settings: Settings) -> int:
     store = _store(settings)
     doc = store.get(args.name)
+    change = _pending(store, doc)
     if args.json:
         sources = _provenance(store, doc)
-        _print_json({**_doc_json(doc), "provenance": sources, "body": doc.body})
+        waiting = change.to_json() if change is not None else None
+        _print_json({**_doc_json(doc), "provenance": sources, "body": doc.body,
+                     "pending": waiting})  # fmt: skip
         return 0
     age = format_age(age_in_days(doc.mtime, now=time.time()))
     console = _out()
@@ -293,7 +323,27 @@ def _show(args: argparse.Namespace, settings: Settings) -> int:
         console.print(doc.description, markup=False)
     console.print()
     console.print(doc.body, markup=False)
+    if change is not None:
+        console.print()
+        console.print(
+            f"A change waits (untrusted: {origin_label(change.sources)}); recall uses the "
+            f"text above until `asyncrecall memory confirm {doc.name}` applies it:",
+            markup=False,
+            style="bold",
+        )
+        console.print(change.body, markup=False)
     return 0
+
+
+def _pending(store: MemoryStoreProtocol, doc: MemoryDoc) -> PendingChange | None:
+    """The change waiting beside ``doc`` (``None``: none, or a store without them)."""
+    read = getattr(store, "pending_of", None)
+    return read(doc) if callable(read) else None
+
+
+def _pending_names(store: MemoryStoreProtocol) -> set[str]:
+    read = getattr(store, "pending_names", None)
+    return set(read()) if callable(read) else set()
 
 
 def _provenance(store: MemoryStoreProtocol, doc: MemoryDoc) -> list[dict[str, Any]] | None:
@@ -330,45 +380,62 @@ def _forget(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _confirm(args: argparse.Namespace, settings: Settings) -> int:
-    """``memory confirm NAME``: a ``confirmed`` source, which lifts a quarantine."""
+    """``memory confirm NAME...``: a ``confirmed`` source, which lifts a quarantine or
+    applies the change waiting beside the memory (``memory._pending``)."""
     store = _store(settings)
     confirm = getattr(store, "confirm", None)
     if not callable(confirm):
         from asyncrecall._exceptions import ConfigError
 
         raise ConfigError(f"the store {store.location} records no provenance to confirm")
-    doc: MemoryDoc = confirm(args.name)
+    docs: list[MemoryDoc] = [confirm(name) for name in args.names]
     if args.json:
-        _print_json(_doc_json(doc))
-    else:
+        _print_json(_doc_json(docs[0]) if len(docs) == 1 else [_doc_json(d) for d in docs])
+        return 0
+    for doc in docs:
         _out().print(f"Confirmed {doc.name!r}: recall may use it", markup=False)
     return 0
 
 
 def _history(args: argparse.Namespace, settings: Settings) -> int:
-    """Every recorded write of a memory (a store that keeps a history: the folder)."""
-    records = _history_keeper(_store(settings)).history_of(args.name)
+    """Every recorded write of a memory; without NAME, the newest writes of every memory
+    (each with its write id, which ``revert --write`` takes)."""
+    keeper = _history_keeper(_store(settings))
+    whole = args.name is None
+    records = keeper.recent_writes() if whole else keeper.history_of(args.name)
     if args.json:
         _print_json([r.to_json() for r in records])
         return 0
     if not records:
-        _out().print(f"no recorded writes of {args.name!r}", markup=False)
+        what = "any memory" if whole else repr(args.name)
+        _out().print(f"no recorded writes of {what}", markup=False)
         return 0
     from rich.table import Table
     from rich.text import Text
 
-    table = Table("version", "op", "by", "when", "size after", "file", box=None)
+    head = ("name", "version") if whole else ("version",)
+    table = Table(*head, "op", "by", "when", "size after", "file", "write", box=None)
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.at))
         size = "—" if r.after is None else f"{len(r.after.encode('utf-8'))} B"
-        table.add_row(*(Text(c) for c in (str(r.seq), r.op, r.origin, when, size, r.path)))
+        cells = (r.name, str(r.seq)) if whole else (str(r.seq),)
+        row = (*cells, r.op, r.origin, when, size, r.path, r.write_id or "—")
+        table.add_row(*(Text(c) for c in row))
     _out().print(table)
     return 0
 
 
 def _revert(args: argparse.Namespace, settings: Settings) -> int:
-    """Undo the newest write of a memory, or bring back version ``--to``."""
-    doc = _history_keeper(_store(settings)).revert(args.name, to=args.to)
+    """Undo the newest write of a memory, bring back version ``--to``, or undo every
+    change of one write (``--write ID``) as one step."""
+    keeper = _history_keeper(_store(settings))
+    if args.write is not None:
+        if args.name is not None or args.to is not None:
+            raise ConfigError("memory revert --write ID takes no NAME and no --to")
+        return _revert_write(args, keeper.revert_write(args.write))
+    if args.name is None:
+        raise ConfigError("memory revert needs a NAME, or --write ID")
+    doc = keeper.revert(args.name, to=args.to)
     if args.json:
         _print_json({"name": args.name, "removed": doc is None,
                      "rel_path": doc.rel_path if doc else None})  # fmt: skip
@@ -376,6 +443,23 @@ def _revert(args: argparse.Namespace, settings: Settings) -> int:
         _out().print(f"Reverted {args.name!r}: it is removed again", markup=False)
     else:
         _out().print(f"Reverted {doc.name!r} ({doc.rel_path})", markup=False)
+    return 0
+
+
+def _revert_write(args: argparse.Namespace, undone: dict[str, MemoryDoc | None]) -> int:
+    if args.json:
+        _print_json([{"name": name, "removed": doc is None,
+                      "rel_path": doc.rel_path if doc else None}
+                     for name, doc in undone.items()])  # fmt: skip
+        return 0
+    out = _out()
+    out.print(f"Undid write {args.write}: {len(undone)} memories", markup=False)
+    for name, doc in undone.items():
+        state = "removed again" if doc is None else f"back as it was ({doc.rel_path})"
+        out.print(f"  {name}: {state}", markup=False)
+    out.print(
+        f"(undo this with: asyncrecall memory revert --write undo:{args.write})", markup=False
+    )
     return 0
 
 
@@ -395,7 +479,8 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
         _err().print("memory is disabled (--no-memory or ASYNCRECALL_MEMORY=0): no recall")
         result = EMPTY_RECALL
     else:
-        result = asyncio.run(_run_recall(settings, args.query, args.exclude, args.limit))
+        limit = args.limit if args.limit is not None else settings.recall_files
+        result = asyncio.run(_run_recall(settings, args.query, args.exclude, limit))
     elapsed_ms = (time.perf_counter() - started) * 1000
     if args.json:
         _print_json(
@@ -449,14 +534,18 @@ def side_model(settings: Settings) -> Model | None:
 
 
 def _copy(
-    source: MemoryStoreProtocol, target: MemoryStoreProtocol, *, trusted: bool = True
+    source: MemoryStoreProtocol,
+    target: MemoryStoreProtocol,
+    *,
+    trusted: bool = True,
+    write_id: str = "",
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
     """Save every memory of ``source`` into ``target`` with all it carries (provenance,
     creation and modification times, index order, other front matter keys); ``trusted``
     false: every copy is quarantined until confirmed."""
     from asyncrecall.memory._transfer import copy_memories
 
-    return copy_memories(source, target, trusted=trusted)
+    return copy_memories(source, target, trusted=trusted, write_id=write_id)
 
 
 def _report_copy(
@@ -483,6 +572,34 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
 
         raise ConfigError(f"memory import: {folder} is not a folder")
     target = _store(settings)
-    copied = _copy(MemoryStore(folder), target, trusted=args.trusted)
-    held = "" if args.trusted else " (quarantined until `memory confirm NAME`; --trusted: not)"
-    return _report_copy(args, copied, f"Imported {folder} into {target.location}{held}")
+    write_id = f"import:{uuid.uuid4().hex[:12]}"
+    copied = _copy(MemoryStore(folder), target, trusted=args.trusted, write_id=write_id)
+    waiting = _pending_names(target)
+    held = [s.name for _, s in copied if s.quarantined or s.name in waiting]
+    if args.json:
+        _print_json([{"from": d.rel_path, "to": s.rel_path, "name": d.name,
+                      "quarantined": s.quarantined, "pending": s.name in waiting,
+                      "write_id": write_id}
+                     for d, s in copied])  # fmt: skip
+        return 0
+    out = _out()
+    out.print(f"Imported {folder} into {target.location}: {len(copied)} memories", markup=False)
+    if held:
+        names = " ".join(_shell_word(n) for n in held)
+        out.print(
+            f"{len(held)} of them quarantined (not recalled; a memory you already had keeps "
+            "its text, the imported one waits beside it) until you confirm them:\n"
+            f"  asyncrecall memory confirm {names}\n"
+            "(or import with --trusted a folder that is your own export)",
+            markup=False,
+        )
+    if copied:
+        out.print(f"Undo the whole import with: asyncrecall memory revert --write {write_id}",
+                  markup=False)  # fmt: skip
+    return 0
+
+
+def _shell_word(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)

@@ -14,7 +14,7 @@ from mcp_types import ToolAnnotations
 
 from asyncrecall import __version__
 from asyncrecall._exceptions import AsyncRecallError
-from asyncrecall.memory import DEFAULT_LIMIT, MemoryDoc, MemoryManager
+from asyncrecall.memory import DEFAULT_LIMIT, MemoryDoc, MemoryManager, Source, held_reason
 from asyncrecall.memory._prompt import BODY_LIMIT
 
 __all__ = ["MAX_LIST", "MAX_SEARCH", "ORIGIN", "memory_server"]
@@ -48,6 +48,7 @@ def memory_server(manager: MemoryManager, *, name: str = "asyncrecall") -> MCPSe
     # Both stores record who wrote; a store of the app's own may not take the keyword.
     saved_by = {"origin": ORIGIN} if _takes(store.save_memory, "origin") else {}
     forgot_by = {"origin": ORIGIN} if _takes(store.forget, "origin") else {}
+    with_sources = _takes(store.save_memory, "sources")
 
     async def in_thread(call: Any, *args: Any, **kwargs: Any) -> Any:
         def run() -> Any:
@@ -103,8 +104,12 @@ def memory_server(manager: MemoryManager, *, name: str = "asyncrecall") -> MCPSe
     ) -> dict[str, Any]:
         """Create or update the memory called ``name`` (one line ``description``: what it
         is about; ``type``: user, feedback, project or reference)."""
+        vetted: dict[str, Any] = {}
+        if with_sources:  # a lever for an attacker waits for memory confirm (_vetting)
+            held = held_reason(f"{name}\n{description}\n{content}") or ""
+            vetted = {"sources": (Source.now(ORIGIN, held=held),)}
         doc: MemoryDoc = await in_thread(
-            store.save_memory, name, description, type, content, **saved_by
+            store.save_memory, name, description, type, content, **saved_by, **vetted
         )
         return {"saved": doc.name, "file": doc.rel_path}
 

@@ -11,6 +11,14 @@ puts in front of the main model (:func:`format_memory_block`).
 
 from __future__ import annotations
 
+from asyncrecall.memory._budget import (
+    FILE_CHARS,
+    FILE_LINES,
+    MANIFEST_BYTES,
+    MANIFEST_FILES,
+    SESSION_BYTES,
+    nothing_to_recall,
+)
 from asyncrecall.memory._document import safe_file_stem
 from asyncrecall.memory._limits import (
     INDEX_MAX_BYTES,
@@ -37,6 +45,7 @@ from asyncrecall.memory._types import (
     MemoryType,
     RecallResult,
 )
+from asyncrecall.memory._vetting import held_reason
 from asyncrecall.memory.extraction._consolidate import ConsolidationResult, consolidate
 from asyncrecall.memory.extraction._extract import (  # issue 14
     ExtractionResult,
@@ -59,13 +68,18 @@ __all__ = [
     "BODY_LIMIT",
     "DEFAULT_LIMIT",
     "EMPTY_RECALL",
+    "FILE_CHARS",
+    "FILE_LINES",
     "INDEX_MAX_BYTES",
     "INDEX_MAX_LINES",
     "INDEX_NAME",
+    "MANIFEST_BYTES",
+    "MANIFEST_FILES",
     "MAX_FILE_BYTES",
     "MEMORY_TYPES",
     "ORIGINS",
     "SCAN_LIMIT",
+    "SESSION_BYTES",
     "ConsolidationGate",
     "ConsolidationResult",
     "EmbeddingSelector",
@@ -92,9 +106,11 @@ __all__ = [
     "embedding_available",
     "format_manifest",
     "format_memory_block",
+    "held_reason",
     "is_postgres_url",
     "is_quarantined",
     "neutralise_tags",
+    "nothing_to_recall",
     "read_source_offsets",
     "resolve_memory_dir",
     "safe_file_stem",

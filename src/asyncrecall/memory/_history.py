@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
@@ -35,6 +36,7 @@ __all__ = [
     "default_state_dir",
     "history_key",
     "revert_target",
+    "undo_plan",
 ]
 
 HistoryOp: TypeAlias = Literal["save", "forget", "revert"]
@@ -129,6 +131,35 @@ def revert_target(records: list[HistoryRecord], name: str, to: int | None) -> Hi
     return found
 
 
+def undo_plan(write_id: str, touched: Mapping[str, list[HistoryRecord]]) -> dict[str, str | None]:
+    """What undoing every record of ``write_id`` (one consolidation, one import) brings
+    back: for each name it wrote (``touched``: that name's records, oldest first), the
+    text before the write's first record of it (``None``: remove it).
+    :class:`MemoryStoreError`, with nothing to do, when the write left no record or a
+    name no longer holds what the write left (written since by anyone else and not
+    reverted: undoing it would lose that newer write). Every write is recorded, so a
+    name's newest record says what it holds now."""
+    if not write_id or not touched:
+        raise MemoryStoreError(f"no recorded write {write_id!r}")
+    plan: dict[str, str | None] = {}
+    newer: list[str] = []
+    for name, records in touched.items():
+        mine = [r for r in records if r.write_id == write_id]
+        if not mine:
+            continue
+        if records[-1].after != mine[-1].after:
+            newer.append(name)
+        plan[name] = mine[0].before
+    if newer:
+        raise MemoryStoreError(
+            f"write {write_id!r} cannot be undone as one step: written since by another "
+            f"write: {', '.join(sorted(newer))} (revert those first, or each by name)"
+        )
+    if not plan:
+        raise MemoryStoreError(f"no recorded write {write_id!r}")
+    return plan
+
+
 class FolderHistory:
     """The records of one memory folder. Every method but :meth:`records` and
     :meth:`last_seq` is called with the folder lock held (the store does)."""
@@ -174,6 +205,31 @@ class FolderHistory:
             if record.name == name:  # a digest collision would show here; never seen
                 out.append(record)
         return out
+
+    def every_record(self) -> list[HistoryRecord]:
+        """Every record of every name, oldest first (by time)."""
+        try:
+            folders = sorted(os.listdir(self.root))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise MemoryStoreError(f"cannot list {self.root}: {exc.strerror}") from exc
+        out: list[HistoryRecord] = []
+        for folder in folders:
+            for path in sorted((self.root / folder).glob("*.json")):
+                try:
+                    out.append(
+                        HistoryRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
+                    )
+                except (OSError, ValueError, KeyError, TypeError) as exc:
+                    raise MemoryStoreError(f"history record {path} is unreadable: {exc}") from exc
+        out.sort(key=lambda r: (r.at, r.name, r.seq))
+        return out
+
+    def touched_by(self, write_id: str) -> dict[str, list[HistoryRecord]]:
+        """Every record of each name ``write_id`` wrote (see :func:`undo_plan`)."""
+        names = {r.name for r in self.every_record() if r.write_id == write_id}
+        return {name: self.records(name) for name in sorted(names)}
 
     def append(
         self,

@@ -9,19 +9,22 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final
 
+from asyncrecall.memory._budget import FILE_CHARS, FILE_LINES
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = [
     "BODY_LIMIT",
     "age_in_days",
+    "cut_body",
     "format_age",
     "format_manifest",
     "format_memory_block",
+    "manifest_line",
     "neutralise_tags",
 ]
 
-#: Characters of a body put in the block; the rest is left in the file.
-BODY_LIMIT: Final = 1200
+#: Characters of a body put in the block by default; the rest is left in the file.
+BODY_LIMIT: Final = FILE_CHARS
 
 _DAY_S: Final = 86_400.0
 _INTRO: Final = (
@@ -91,7 +94,28 @@ def _caveat(days: int) -> str:
     )
 
 
-def format_memory_block(docs: Sequence[MemoryDoc], *, now: float) -> str:
+def cut_body(
+    body: str, *, file_chars: int = FILE_CHARS, file_lines: int = FILE_LINES
+) -> tuple[str, str | None]:
+    """``body`` within ``file_lines`` lines and ``file_chars`` characters, and what was
+    cut (``"1,200 of 1,500 characters"``, ``"200 of 350 lines"``) or ``None``."""
+    kept, cut = body, None
+    if file_lines >= 0 and body.count("\n") >= file_lines:
+        lines = body.split("\n")
+        if len(lines) > file_lines:
+            kept, cut = "\n".join(lines[:file_lines]), f"{file_lines:,} of {len(lines):,} lines"
+    if len(kept) > file_chars:
+        kept, cut = kept[:file_chars], f"{file_chars:,} of {len(body):,} characters"
+    return kept, cut
+
+
+def format_memory_block(
+    docs: Sequence[MemoryDoc],
+    *,
+    now: float,
+    file_chars: int = FILE_CHARS,
+    file_lines: int = FILE_LINES,
+) -> str:
     """The memory block of the contract for ``docs`` ("" for none).
 
     Layout (pinned by a test)::
@@ -107,7 +131,7 @@ def format_memory_block(docs: Sequence[MemoryDoc], *, now: float) -> str:
         Origin: <where its writes came from: user, extraction-user, ...>
         <description, when there is one>
 
-        <body, cut at 1,200 characters>
+        <body, cut at file_lines lines (200) and file_chars characters (1,200)>
         <note saying it was cut and where the full file is, only when cut>
         </system-reminder>
 
@@ -131,13 +155,11 @@ def format_memory_block(docs: Sequence[MemoryDoc], *, now: float) -> str:
         body = doc.body.strip("\n")
         if body:
             lines.append("")
-            if len(body) > BODY_LIMIT:
-                # Cut, then neutralise: only what is sent (a 29 KiB note: 0.1 ms less).
-                lines.append(neutralise_tags(body[:BODY_LIMIT].rstrip()))
-                lines.append(
-                    f"[Cut at {BODY_LIMIT:,} of {len(body):,} characters; "
-                    f"the full memory is in {doc.path}]"
-                )
+            # Cut, then neutralise: only what is sent (a 29 KiB note: 0.1 ms less).
+            kept, cut = cut_body(body, file_chars=file_chars, file_lines=file_lines)
+            if cut is not None:
+                lines.append(neutralise_tags(kept.rstrip()))
+                lines.append(f"[Cut at {cut}; the full memory is in {doc.path}]")
             else:
                 lines.append(neutralise_tags(body))
     lines.append("</system-reminder>")
@@ -156,11 +178,12 @@ def format_manifest(docs: Sequence[MemoryDoc]) -> str:
     one line with the wrapper's tags neutralised, so it cannot fake further manifest
     lines or instructions after the manifest.
     """
-    return "\n".join(map(_manifest_line, docs))
+    return "\n".join(map(manifest_line, docs))
 
 
 @functools.lru_cache(maxsize=1024)  # per side query; a warm scan returns the same docs
-def _manifest_line(doc: MemoryDoc) -> str:
+def manifest_line(doc: MemoryDoc) -> str:
+    """One document's line of :func:`format_manifest`."""
     line = f"- [{doc.type}] {doc.rel_path} ({_iso(doc.mtime)})"
     description = neutralise_tags(_one_line(doc.description))
     return f"{line}: {description}" if description else line

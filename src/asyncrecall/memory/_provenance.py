@@ -10,7 +10,9 @@ Two records, kept side by side:
   conversation, when, and ``untrusted``: the text came from content the user did not
   write: the model's, written after tool output (a file it read, a page, a command's
   output) with no user turn behind it, or a folder imported without ``--trusted``
-  (its claims about itself cannot be checked). A folder keeps it as the
+  (its claims about itself cannot be checked), or a write the model made from the
+  user's turns that the user-turn rule holds for the user's word (``held``: why; see
+  ``_vetting``). A folder keeps it as the
   ``provenance`` front matter key, a database in the row's ``provenance`` column
   (schema version 7). Every write adds its source and keeps the others, so a merge or
   an update keeps every source.
@@ -99,6 +101,8 @@ class Source:
     session: str = ""
     offsets: tuple[int, ...] = ()
     untrusted: bool = False
+    #: Why a write from the user's turns waits for the user's word (``_vetting``).
+    held: str = ""
 
     @classmethod
     def now(
@@ -108,9 +112,11 @@ class Source:
         session: str = "",
         offsets: Iterable[int] = (),
         untrusted: bool = False,
+        held: str = "",
     ) -> Source:
-        """A source written now."""
-        return cls(origin, _clock(), session, tuple(sorted(set(offsets))), untrusted)
+        """A source written now (``held``: why it is untrusted, see ``_vetting``)."""
+        offsets = tuple(sorted(set(offsets)))
+        return cls(origin, _clock(), session, offsets, untrusted or bool(held), held)
 
     @property
     def trusted(self) -> bool:
@@ -126,6 +132,8 @@ class Source:
             out["offsets"] = list(self.offsets)
         if self.untrusted:
             out["untrusted"] = True
+        if self.held:
+            out["held"] = self.held
         return out
 
     @classmethod
@@ -142,6 +150,7 @@ class Source:
             if isinstance(offsets, list)
             else (),
             untrusted=value.get("untrusted") is True,
+            held=str(value.get("held") or "") if value.get("untrusted") is True else "",
         )
 
 
@@ -191,7 +200,7 @@ def merge_sources(*groups: Iterable[Source]) -> tuple[Source, ...]:
                 offsets = tuple(sorted(set(known.offsets) | set(source.offsets)))
                 merged[key] = Source(
                     known.origin, max(known.at, source.at), known.session, offsets,
-                    known.untrusted,
+                    known.untrusted, source.held or known.held,
                 )  # fmt: skip
     return tuple(merged.values())
 

@@ -4,7 +4,16 @@
 query. Its promises:
 
 - an empty or blank query, no document left after ``excluded_paths``, or ``limit`` 0:
-  :data:`EMPTY_RECALL`, and no selector is asked (no side query);
+  :data:`EMPTY_RECALL`, and no selector is asked (no side query); so too a query with
+  nothing to recall (:func:`~asyncrecall.memory._budget.nothing_to_recall`: one word,
+  a bare "yes"/"ok") when the manager's ``skip_trivial`` is on (the command line's
+  default: the ``skip_trivial`` setting; off by default in the library, where a
+  caller's one-word message may be a real query);
+- a selector with an ``offer`` method (the model selector: its bounded manifest) is
+  offered only what that returns; ``RecallResult.manifest_left_out`` counts the rest
+  (its fallback is offered everything);
+- each body in the block is cut at ``file_lines`` lines and ``file_chars`` characters,
+  with a note naming the file (:meth:`MemoryManager.format_block`);
 - excluded paths are never offered to a selector, nor are quarantined memories (their
   newest write was model text after tool output, unconfirmed) unless the manager's
   ``quarantine`` is off;
@@ -44,7 +53,8 @@ from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, TypeGuard, TypeVar
 
 from asyncrecall._cancel import SIGNAL_CANCEL, CancelSignal
-from asyncrecall.memory._prompt import format_memory_block
+from asyncrecall.memory._budget import FILE_CHARS, FILE_LINES, nothing_to_recall
+from asyncrecall.memory._prompt import cut_body, format_memory_block
 from asyncrecall.memory._selector import InstantSelector, Selector
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._threads import run_off_loop
@@ -73,14 +83,50 @@ class MemoryManager:
         *,
         clock: Callable[[], float] = time.time,
         quarantine: bool = True,
+        file_chars: int = FILE_CHARS,
+        file_lines: int = FILE_LINES,
+        skip_trivial: bool = False,
     ) -> None:
+        if file_chars < 1 or file_lines < 1:
+            raise ValueError("file_chars and file_lines must be at least 1")
         self.store = store
         self.selector = selector
         self._clock = clock
         #: Leave quarantined memories out (their newest write was model text after tool
         #: output, unconfirmed: see ``_provenance``); ``False`` offers every memory.
         self.quarantine = quarantine
+        #: What of each body the block holds (the rest: a note names the file).
+        self.file_chars = file_chars
+        self.file_lines = file_lines
+        #: Recall nothing for a prompt with nothing to recall (one word, a bare "ok");
+        #: the settings turn it on for the command line (``skip_trivial``).
+        self.skip_trivial = skip_trivial
         self._primed: tuple[str, Callable[[int], RecallResult | None]] | None = None
+
+    def skips(self, query: str) -> bool:
+        """Whether :meth:`recall` gives nothing for ``query`` without looking: blank, or
+        nothing to recall (one word, a bare "yes"/"ok") while ``skip_trivial`` is on."""
+        return not query.strip() or (self.skip_trivial and nothing_to_recall(query))
+
+    def format_block(self, docs: Sequence[MemoryDoc], *, now: float | None = None) -> str:
+        """The memory block of ``docs``, each body within this manager's file cap
+        (``now``: a Unix time for the ages; default: the manager's clock)."""
+        return format_memory_block(
+            docs,
+            now=self._clock() if now is None else now,
+            file_chars=self.file_chars,
+            file_lines=self.file_lines,
+        )
+
+    def cut_paths(self, docs: Sequence[MemoryDoc]) -> tuple[str, ...]:
+        """Which of ``docs`` the file cap cuts in the block (their notes name them)."""
+        return tuple(
+            doc.rel_path
+            for doc in docs
+            if cut_body(
+                doc.body.strip("\n"), file_chars=self.file_chars, file_lines=self.file_lines
+            )[1]
+        )
 
     def __repr__(self) -> str:
         return f"MemoryManager({self.store!r}, {self.selector!r})"
@@ -104,7 +150,7 @@ class MemoryManager:
         selector: Selector | None = None,
     ) -> RecallResult:
         """The memory block for ``query`` and the files in it (see the module's promises)."""
-        if not query.strip() or limit <= 0 or (cancel is not None and cancel.cancelled):
+        if limit <= 0 or (cancel is not None and cancel.cancelled) or self.skips(query):
             return EMPTY_RECALL
         chosen = selector if selector is not None else self.selector
         if _is_inline(chosen) and self.store.inline_scan:
@@ -121,12 +167,16 @@ class MemoryManager:
         offered = self._offered(docs, excluded_paths)
         if not offered:
             return EMPTY_RECALL
-        outcome = await _select(chosen, query, offered, limit=limit, cancel=cancel)
+        offer: Callable[[Sequence[MemoryDoc]], Sequence[MemoryDoc]] | None
+        offer = getattr(chosen, "offer", None)
+        listed = offer(offered) if offer is not None else offered
+        left_out = len(offered) - len(listed)
+        outcome = await _select(chosen, query, listed, limit=limit, cancel=cancel)
         if outcome is None:
             return EMPTY_RECALL
         selected, error = outcome
         if error is None:
-            return self._result(selected, chosen.name)
+            return self._result(selected, chosen.name, manifest_left_out=left_out)
         reason = f"{chosen.name} selector failed: {_describe(error)}"
         fallback: Selector | None = getattr(chosen, "fallback", None)
         if fallback is None or fallback is chosen:
@@ -223,7 +273,7 @@ class MemoryManager:
         chosen = selector if selector is not None else self.selector
         if not _is_inline(chosen):
             raise TypeError(f"{chosen!r} is not an inline (instant) selector")
-        if not query.strip() or limit <= 0:
+        if limit <= 0 or self.skips(query):
             return EMPTY_RECALL
         primed = self._primed
         if primed is not None and primed[0] == query and not excluded_paths:
@@ -277,11 +327,22 @@ class MemoryManager:
         return [d for d in docs if d.rel_path not in excluded and not (held and d.quarantined)]
 
     def _result(
-        self, selected: Sequence[MemoryDoc], strategy: str, *, fallback_reason: str | None = None
+        self,
+        selected: Sequence[MemoryDoc],
+        strategy: str,
+        *,
+        fallback_reason: str | None = None,
+        manifest_left_out: int = 0,
     ) -> RecallResult:
         docs = tuple(d for d in selected if not (self.quarantine and d.quarantined))
-        prompt = format_memory_block(docs, now=self._clock()) if docs else ""
-        return RecallResult(prompt, docs, strategy, fallback_reason=fallback_reason)
+        prompt = self.format_block(docs) if docs else ""
+        return RecallResult(
+            prompt,
+            docs,
+            strategy,
+            fallback_reason=fallback_reason,
+            manifest_left_out=manifest_left_out,
+        )
 
 
 #: The warm-up thread of each store, while it runs (one at a time per store, whichever

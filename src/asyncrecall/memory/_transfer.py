@@ -77,9 +77,11 @@ class Transferable(Protocol):
         """Every memory with what it carries, in the index's order."""
         ...
 
-    def import_record(self, record: MemoryRecord, *, trusted: bool = ...) -> MemoryDoc:
+    def import_record(
+        self, record: MemoryRecord, *, trusted: bool = ..., write_id: str = ...
+    ) -> MemoryDoc:
         """Save ``record`` (created or replaced) with all it carries; ``trusted``
-        false: quarantined until confirmed."""
+        false: quarantined until confirmed; ``write_id`` goes into the history."""
         ...
 
 
@@ -92,25 +94,31 @@ def read_records(store: MemoryStoreProtocol) -> list[MemoryRecord]:
 
 
 def write_record(
-    store: MemoryStoreProtocol, record: MemoryRecord, *, trusted: bool = True
+    store: MemoryStoreProtocol, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
 ) -> MemoryDoc:
     """Save ``record`` into ``store`` (created or replaced) with all it carries;
-    ``trusted`` false: the copy is quarantined (see :func:`imported_sources`)."""
+    ``trusted`` false: the copy is quarantined (see :func:`imported_sources`);
+    ``write_id``: the history's id of the copy (one for a whole import)."""
     if isinstance(store, Transferable):
-        if not trusted:
-            return store.import_record(record, trusted=False)
+        if not trusted or write_id:
+            return store.import_record(record, trusted=trusted, write_id=write_id)
         return store.import_record(record)
     doc = record.doc
     return store.save_memory(doc.name, doc.description, doc.type, doc.body)
 
 
 def copy_memories(
-    source: MemoryStoreProtocol, target: MemoryStoreProtocol, *, trusted: bool = True
+    source: MemoryStoreProtocol,
+    target: MemoryStoreProtocol,
+    *,
+    trusted: bool = True,
+    write_id: str = "",
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
     """Save every memory of ``source`` into ``target`` (see the module); each original
     with its copy. ``trusted`` false (``memory import`` without ``--trusted``): every
-    copy is quarantined until confirmed."""
+    copy is quarantined until confirmed. ``write_id``: every copy's history id, so that
+    ``memory revert --write`` undoes the whole copy as one step."""
     return [
-        (record.doc, write_record(target, record, trusted=trusted))
+        (record.doc, write_record(target, record, trusted=trusted, write_id=write_id))
         for record in read_records(source)
     ]

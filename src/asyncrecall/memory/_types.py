@@ -66,13 +66,15 @@ class RecallResult:
     ``prompt`` is the memory block ("" when nothing was selected); ``strategy`` names
     the selector that produced ``selected`` (``none``, ``lexical``, ``model`` ...);
     ``fallback_reason`` is set when the configured selector failed and another one
-    (or none) answered instead.
+    (or none) answered instead; ``manifest_left_out`` counts the candidates the
+    selector's bounded manifest did not list (the model selector's: 200 files, 25 KB).
     """
 
     prompt: str
     selected: tuple[MemoryDoc, ...]
     strategy: str
     fallback_reason: str | None = None
+    manifest_left_out: int = 0
 
     @property
     def paths(self) -> tuple[str, ...]:

@@ -40,26 +40,36 @@ and LangChain. This package knows memory, not the agent.
 from __future__ import annotations
 
 from asyncrecall.prefetch._events import (
+    Budget,
     DiscardReason,
     InjectionPoint,
+    MemoryBudgetEvent,
     MemoryDiscardedEvent,
     MemoryInjectedEvent,
+    MemoryInstantPreemptedEvent,
+    MemoryRecallSkippedEvent,
     MemoryRecallStartedEvent,
     PrefetchEvent,
+    SkipReason,
 )
 from asyncrecall.prefetch._handle import PendingRecall, RecallNotReady
 from asyncrecall.prefetch._prefetcher import INSTANT_STRATEGY, MemoryBlock, RecallPrefetcher
 
 __all__ = [
     "INSTANT_STRATEGY",
+    "Budget",
     "DiscardReason",
     "InjectionPoint",
     "MemoryBlock",
+    "MemoryBudgetEvent",
     "MemoryDiscardedEvent",
     "MemoryInjectedEvent",
+    "MemoryInstantPreemptedEvent",
+    "MemoryRecallSkippedEvent",
     "MemoryRecallStartedEvent",
     "PendingRecall",
     "PrefetchEvent",
     "RecallNotReady",
     "RecallPrefetcher",
+    "SkipReason",
 ]

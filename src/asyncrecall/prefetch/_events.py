@@ -13,13 +13,18 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeAlias
 
 __all__ = [
+    "Budget",
     "DiscardReason",
     "EventBase",
     "InjectionPoint",
+    "MemoryBudgetEvent",
     "MemoryDiscardedEvent",
     "MemoryInjectedEvent",
+    "MemoryInstantPreemptedEvent",
+    "MemoryRecallSkippedEvent",
     "MemoryRecallStartedEvent",
     "PrefetchEvent",
+    "SkipReason",
 ]
 
 InjectionPoint: TypeAlias = Literal["user_query", "tool_result"]
@@ -29,6 +34,15 @@ DiscardReason: TypeAlias = Literal[
     "superseded", "cancelled", "turn_ended", "reset", "limit", "stopped", "error", "closed"
 ]
 """Why a recall was dropped unused."""
+
+SkipReason: TypeAlias = Literal["nothing_to_recall", "session_budget"]
+"""Why no recall started for a user message: it holds nothing to recall (one word, a
+bare "yes"/"ok"), or the conversation spent its session byte budget."""
+
+Budget: TypeAlias = Literal["message_files", "session_bytes", "file", "manifest"]
+"""Which budget of recall left something out: the files per user message, the bytes
+per session, the per-file cap (cut, with a note naming the file), or the model
+selector's manifest."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,5 +89,48 @@ class MemoryDiscardedEvent(EventBase):
     settled: bool
 
 
-PrefetchEvent: TypeAlias = MemoryRecallStartedEvent | MemoryInjectedEvent | MemoryDiscardedEvent
+@dataclass(frozen=True, slots=True)
+class MemoryRecallSkippedEvent(EventBase):
+    """No recall started for this user message (``reason`` says why)."""
+
+    type: ClassVar[str] = "memory_recall_skipped"
+    prompt_id: str
+    reason: SkipReason
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBudgetEvent(EventBase):
+    """A budget left something out of a memory block, or cut it.
+
+    ``limit`` is the budget (files, bytes, characters or candidates); ``paths`` the
+    files it dropped (``message_files``, ``session_bytes``) or cut (``file``: the block
+    names each so the model can read the rest), empty for ``manifest``; ``count`` how
+    many files that is (for ``manifest``: the candidates the side query did not list).
+    """
+
+    type: ClassVar[str] = "memory_budget"
+    budget: Budget
+    limit: int
+    paths: tuple[str, ...]
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInstantPreemptedEvent(EventBase):
+    """At the user-query point both were ready: the settled main recall (the model's
+    pick) went in, and the instant pass's files (``paths``) did not."""
+
+    type: ClassVar[str] = "memory_instant_preempted"
+    paths: tuple[str, ...]
+    strategy: str
+
+
+PrefetchEvent: TypeAlias = (
+    MemoryRecallStartedEvent
+    | MemoryInjectedEvent
+    | MemoryDiscardedEvent
+    | MemoryRecallSkippedEvent
+    | MemoryBudgetEvent
+    | MemoryInstantPreemptedEvent
+)
 """What :class:`~asyncrecall.prefetch.RecallPrefetcher` reports to ``on_event``."""

@@ -10,7 +10,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Final
@@ -19,16 +19,21 @@ from asyncrecall._cancel import CancelSignal
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
     EMPTY_RECALL,
+    SESSION_BYTES,
+    MemoryDoc,
     MemoryManager,
     RecallResult,
     Selector,
-    format_memory_block,
 )
 from asyncrecall.prefetch._events import (
+    Budget,
     DiscardReason,
     InjectionPoint,
+    MemoryBudgetEvent,
     MemoryDiscardedEvent,
     MemoryInjectedEvent,
+    MemoryInstantPreemptedEvent,
+    MemoryRecallSkippedEvent,
     MemoryRecallStartedEvent,
     PrefetchEvent,
 )
@@ -74,6 +79,12 @@ class _Conversation:
     pending: PendingRecall | None = None
     #: The instant pass for the pending user message, usable at its user-query point only.
     instant: PendingRecall | None = None
+    #: Files injected for the current user message (instant pass and main recall).
+    message_files: int = 0
+    #: Bytes (UTF-8) of the memory blocks injected in this conversation.
+    sent_bytes: int = 0
+    #: A block no longer fitted the session byte budget: recall stops here.
+    spent: bool = False
 
 
 class RecallPrefetcher:
@@ -97,6 +108,20 @@ class RecallPrefetcher:
     instant pass with it (at most ``instant_limit`` files): when the main recall has not
     settled by the user-query point, that pass's block goes there instead, and the
     main recall can still land at a tool result with the files the pass did not show.
+    When both have settled by the user-query point, the main recall (the model's pick)
+    goes in and the pass is dropped (``memory_instant_preempted``).
+
+    **Budgets.** At most ``limit`` files reach the model for one user message, the
+    instant pass and the main recall together (``memory_budget``, ``message_files``);
+    once a conversation's blocks reach ``session_bytes`` (UTF-8; default 60 KB,
+    ``None``: no budget), what does not fit is left out (``session_bytes``) and recall
+    stops for the conversation until :meth:`reset` (``memory_recall_skipped``,
+    ``session_budget``); a message with nothing to recall (one word, a bare
+    "yes"/"ok": see :meth:`MemoryManager.skips
+    <asyncrecall.memory.MemoryManager.skips>`) starts none
+    (``memory_recall_skipped``, ``nothing_to_recall``). The memory's file cap and the
+    model selector's manifest report through ``memory_budget`` too (``file``,
+    ``manifest``).
 
     **No loop tick needed.** A recall that needs no I/O and is warm (the lexical
     selector, the instant pass: see :meth:`MemoryManager.recall_instant
@@ -137,9 +162,13 @@ class RecallPrefetcher:
         wall_clock: Callable[[], float] = time.time,
         max_conversations: int = MAX_CONVERSATIONS,
         idle_seconds: float = IDLE_SECONDS,
+        session_bytes: int | None = SESSION_BYTES,
     ) -> None:
         if max_conversations < 1:
             raise ValueError("max_conversations must be at least 1")
+        if session_bytes is not None and session_bytes < 1:
+            raise ValueError("session_bytes must be at least 1 (None: no budget)")
+        self.session_bytes = session_bytes
         self.memory = memory
         self.max_conversations = max_conversations
         self.idle_seconds = idle_seconds
@@ -187,11 +216,22 @@ class RecallPrefetcher:
         conversation = self._touch(key, found if found is not None else _Conversation())
         self._evict(conversation.used_at)
         self._discard(conversation, "superseded")
-        if not query.strip():
-            return False
+        conversation.message_files = 0
         memory, limit = self.memory, self.limit
-        excluded = frozenset(conversation.surfaced)
+        if memory.skips(query):
+            if query.strip():
+                prompt_id = prompt_id or f"recall-{next(self._ids)}"
+                self._emit(
+                    MemoryRecallSkippedEvent(prompt_id=prompt_id, reason="nothing_to_recall")
+                )
+            return False
         prompt_id = prompt_id or f"recall-{next(self._ids)}"
+        budget = self.session_bytes
+        if conversation.spent or (budget is not None and conversation.sent_bytes >= budget):
+            conversation.spent = True
+            self._emit(MemoryRecallSkippedEvent(prompt_id=prompt_id, reason="session_budget"))
+            return False
+        excluded = frozenset(conversation.surfaced)
         main: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]] | None
         main = _inline(memory, query, excluded, limit, None)
         if main is None:
@@ -209,7 +249,7 @@ class RecallPrefetcher:
             clock=self._clock,
         )
         self._emit(MemoryRecallStartedEvent(prompt_id=prompt_id))
-        instant, instant_limit = self.instant_selector, self.instant_limit
+        instant, instant_limit = self.instant_selector, min(self.instant_limit, limit)
         if instant is not None and instant_limit > 0:
             pass_: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]] | None
             pass_ = _inline(memory, query, excluded, instant_limit, instant)
@@ -260,6 +300,8 @@ class RecallPrefetcher:
                 block = self._render(conversation, instant, point, strategy=INSTANT_STRATEGY)
             else:
                 instant.cancel()
+                if block is not None and instant.settled:
+                    self._preempted(conversation, instant, block)
         return block
 
     def cancel(self, key: str, reason: DiscardReason = "cancelled") -> None:
@@ -392,6 +434,18 @@ class RecallPrefetcher:
         handle.cancel()
         self._emit(MemoryDiscardedEvent(reason=reason, settled=settled))
 
+    def _preempted(
+        self, conversation: _Conversation, instant: PendingRecall, block: MemoryBlock
+    ) -> None:
+        """The main recall's block won the user-query point over a settled instant pass:
+        say which of the pass's files did not go in (nothing when it found none)."""
+        if block.point != "user_query":
+            return
+        found = instant.result_nowait().paths
+        left = tuple(p for p in found if p not in conversation.surfaced)
+        if left:
+            self._emit(MemoryInstantPreemptedEvent(paths=left, strategy=block.strategy))
+
     def _render(
         self,
         conversation: _Conversation,
@@ -401,14 +455,32 @@ class RecallPrefetcher:
         strategy: str | None,
     ) -> MemoryBlock | None:
         result = handle.result_nowait()
+        if result.manifest_left_out:
+            listed = getattr(self.memory.selector, "manifest_files", 0)
+            self._budget("manifest", listed, (), count=result.manifest_left_out)
         docs = [doc for doc in result.selected if doc.rel_path not in conversation.surfaced]
         if not docs or not result.prompt:
             return None
-        text = result.prompt
-        if len(docs) != len(result.selected):  # some were shown already (an instant pass)
-            text = format_memory_block(docs, now=self._wall_clock())
+        room = self.limit - conversation.message_files
+        if len(docs) > room:  # the instant pass had some of this message's files
+            self._budget("message_files", self.limit, docs[max(room, 0) :])
+            docs = docs[: max(room, 0)]
+        memory = self.memory
+        text = (
+            result.prompt
+            if len(docs) == len(result.selected)
+            else memory.format_block(docs, now=self._wall_clock())
+        )
+        text, docs = self._fit_session(conversation, text, docs)
+        if not docs:
+            return None
+        cut = memory.cut_paths(docs)
+        if cut:
+            self._budget("file", memory.file_chars, cut)
         paths = tuple(doc.rel_path for doc in docs)
         conversation.surfaced.update(paths)
+        conversation.message_files += len(paths)
+        conversation.sent_bytes += len(text.encode("utf-8"))
         block = MemoryBlock(
             text=text,
             paths=paths,
@@ -422,6 +494,42 @@ class RecallPrefetcher:
             )
         )
         return block
+
+    def _fit_session(
+        self, conversation: _Conversation, text: str, docs: list[MemoryDoc]
+    ) -> tuple[str, list[MemoryDoc]]:
+        """``text`` and ``docs`` within what the session byte budget has left: the first
+        files whose block fits; when one is left out, recall stops for the conversation."""
+        budget = self.session_bytes
+        if budget is None:
+            return text, docs
+        room = budget - conversation.sent_bytes
+        kept = docs
+        while kept and len(text.encode("utf-8")) > room:
+            kept = kept[:-1]
+            text = self.memory.format_block(kept, now=self._wall_clock()) if kept else ""
+        if len(kept) < len(docs):
+            conversation.spent = True
+            self._budget("session_bytes", budget, docs[len(kept) :])
+        return text, kept
+
+    def _budget(
+        self,
+        budget: Budget,
+        limit: int,
+        left: Sequence[MemoryDoc] | tuple[str, ...],
+        *,
+        count: int | None = None,
+    ) -> None:
+        paths = tuple(p if isinstance(p, str) else p.rel_path for p in left)
+        self._emit(
+            MemoryBudgetEvent(
+                budget=budget,
+                limit=limit,
+                paths=paths,
+                count=len(paths) if count is None else count,
+            )
+        )
 
     def _emit(self, event: PrefetchEvent) -> None:
         if self._on_event is not None:

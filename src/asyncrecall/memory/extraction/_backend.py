@@ -112,9 +112,15 @@ class ExtractionBackend(Protocol):
         ...
 
     def forget(
-        self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "extraction"
+        self,
+        name_or_rel_path: str,
+        *,
+        expected: Expected = ANYTHING,
+        origin: str = "extraction",
+        write_id: str = "",
     ) -> MemoryDoc:
-        """Remove a memory (and its provenance), under the same precondition as :meth:`save`."""
+        """Remove a memory (and its provenance), under the same precondition as :meth:`save`;
+        ``write_id`` goes into the history record."""
         ...
 
     def provenance(self, doc: MemoryDoc) -> tuple[Source, ...]:

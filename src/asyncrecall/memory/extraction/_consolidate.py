@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +140,9 @@ class ConsolidationResult:
     memories_before: int = 0
     memories_after: int = 0
     notes: tuple[str, ...] = field(default=())
+    #: The history's id of every write this consolidation made: ``memory revert --write``
+    #: undoes them as one step ("": nothing was written).
+    write_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -150,6 +154,7 @@ class ConsolidationResult:
             "memories_before": self.memories_before,
             "memories_after": self.memories_after,
             "notes": list(self.notes),
+            "write_id": self.write_id,
         }
 
 
@@ -319,6 +324,7 @@ async def consolidate(
         memories_before=before,
         memories_after=len(await asyncio.to_thread(store.scan, limit=None)),
         notes=result.notes,
+        write_id=result.write_id,
     )
 
 
@@ -335,6 +341,7 @@ def apply_plan(
     written: list[str] = []
     removed: list[str] = []
     notes: list[str] = []
+    write_id = f"consolidation:{uuid.uuid4().hex[:12]}"
     with backend.locked():
         changed = _changed_since(backend, actions)
         for action in actions:
@@ -344,13 +351,14 @@ def apply_plan(
                         f"memory {changed!r} changed since the plan, and this {action.op} "
                         "was justified by the memories as they were"
                     )
-                _apply_action(backend, action, written, removed)
+                _apply_action(backend, action, written, removed, write_id)
             except MemoryConflictError as exc:
                 notes.append(f"{action.op} {', '.join(action.paths)} skipped: {exc}")
     trimmed = backend.trim_index()
     return ConsolidationResult(
-        tuple(actions), tuple(written), tuple(removed), trimmed, notes=tuple(notes)
-    )
+        tuple(actions), tuple(written), tuple(removed), trimmed, notes=tuple(notes),
+        write_id=write_id if written or removed else "",
+    )  # fmt: skip
 
 
 def _changed_since(
@@ -373,15 +381,19 @@ def _apply_action(
     action: ConsolidationAction,
     written: list[str],
     removed: list[str],
+    write_id: str,
 ) -> None:
-    """One action: its memories checked against what the plan saw, then written."""
+    """One action: its memories checked against what the plan saw, then written (every
+    write under the consolidation's ``write_id``)."""
     seen = action.seen or tuple(backend.store.get(p) for p in action.paths)
     for doc in seen:
         now = backend.get(doc.name)
         if now is None or not same_content(now, doc):
             raise MemoryConflictError(f"memory {doc.name!r} changed since the plan was made")
     if action.op == "delete":
-        gone = backend.forget(seen[0].rel_path, expected=seen[0], origin="consolidation")
+        gone = backend.forget(
+            seen[0].rel_path, expected=seen[0], origin="consolidation", write_id=write_id
+        )
         removed.append(gone.rel_path)
         return
     # The merged memory lands in the file of the memory that has its name (any of the
@@ -395,12 +407,14 @@ def _apply_action(
     mine = Source.now("consolidation", untrusted=any(doc.quarantined for doc in seen))
     doc = backend.save(
         action.name, action.description, action.type, action.content, offsets,
-        expected=target, origin="consolidation", sources=(*kept, mine),
+        expected=target, origin="consolidation", sources=(*kept, mine), write_id=write_id,
     )  # fmt: skip
     written.append(doc.rel_path)
     for old in seen:
         if old is not target:
-            gone = backend.forget(old.rel_path, expected=old, origin="consolidation")
+            gone = backend.forget(
+                old.rel_path, expected=old, origin="consolidation", write_id=write_id
+            )
             removed.append(gone.rel_path)
 
 

@@ -59,6 +59,7 @@ from asyncrecall.memory._precondition import same_content
 from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, Source
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
+from asyncrecall.memory._vetting import held_reason
 from asyncrecall.memory.extraction._backend import ExtractionBackend, extraction_backend
 from asyncrecall.memory.extraction._state import Journal, JournalEntry, Seen, check_session_id
 from asyncrecall.models import Model
@@ -306,20 +307,29 @@ def planned_write(entry: JournalEntry, current: MemoryDoc | None) -> tuple[str, 
 
 
 def extraction_source(
-    session_id: str, cited: Sequence[int], turns: Mapping[int, TranscriptTurn]
+    session_id: str, cited: Sequence[int], turns: Mapping[int, TranscriptTurn], *, text: str
 ) -> Source:
-    """The provenance of a write citing ``cited``: ``extraction-user`` when a user turn
-    is among them, else ``extraction-assistant``, marked ``untrusted`` when one of the
-    cited answers followed tool output (no user turn vouches for its text)."""
+    """The provenance of a write of ``text`` (the memory's name, description and body)
+    citing ``cited``: ``extraction-user`` when a user turn is among them, else
+    ``extraction-assistant``, marked ``untrusted`` when one of the cited answers
+    followed tool output (no user turn vouches for its text), or held for the user's
+    word by :func:`~asyncrecall.memory._vetting.held_reason` (a lever for an attacker,
+    or a cited user turn carrying content from elsewhere)."""
     said = [turns[o] for o in cited if o in turns]
+    held = held_reason(text, said=[t.text for t in said if t.role == "user"]) or ""
     if any(t.role == "user" for t in said):
-        return Source.now("extraction-user", session=session_id, offsets=cited)
+        return Source.now("extraction-user", session=session_id, offsets=cited, held=held)
     return Source.now(
         "extraction-assistant",
         session=session_id,
         offsets=cited,
         untrusted=any(t.after_tools for t in said),
+        held=held,
     )
+
+
+def _vetted_text(proposal: MemoryProposal) -> str:
+    return f"{proposal.name}\n{proposal.description}\n{proposal.content}"
 
 
 # -- validation -----------------------------------------------------------------------------
@@ -634,7 +644,9 @@ class MemoryExtractor:
             mode="replace" if doc is None or (whole and proposal.replace) else "append",
             seen_seq=self.backend.last_seq(proposal.name),
             write_id=f"{session_id}:{start}:{index}:{uuid.uuid4().hex[:12]}",
-            source=extraction_source(session_id, proposal.source_offsets, turns).to_json(),
+            source=extraction_source(
+                session_id, proposal.source_offsets, turns, text=_vetted_text(proposal)
+            ).to_json(),
         )
 
     def _apply(self, journal: Journal) -> list[tuple[str, str]]:

@@ -130,9 +130,16 @@ class FolderBackend:
         )  # fmt: skip
 
     def forget(
-        self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "extraction"
+        self,
+        name_or_rel_path: str,
+        *,
+        expected: Expected = ANYTHING,
+        origin: str = "extraction",
+        write_id: str = "",
     ) -> MemoryDoc:
-        return self._store.forget(name_or_rel_path, expected=expected, origin=origin)
+        return self._store.forget(
+            name_or_rel_path, expected=expected, origin=origin, write_id=write_id
+        )
 
     def locked(self) -> AbstractContextManager[None]:
         return self._store.locked()

@@ -48,7 +48,12 @@ class FolderShape(MemoryStoreProtocol, Protocol):
     def provenance_of(self, doc: MemoryDoc) -> tuple[Source, ...]: ...
 
     def forget(
-        self, name_or_rel_path: str, *, expected: Expected = ..., origin: str = ...
+        self,
+        name_or_rel_path: str,
+        *,
+        expected: Expected = ...,
+        origin: str = ...,
+        write_id: str = ...,
     ) -> MemoryDoc: ...
 
     def locked(self) -> AbstractContextManager[None]: ...

@@ -46,6 +46,7 @@ from asyncrecall.memory._history import (
     HistoryRecord,
     default_state_dir,
     revert_target,
+    undo_plan,
 )
 from asyncrecall.memory._limits import (
     INDEX_NAME,
@@ -55,6 +56,7 @@ from asyncrecall.memory._limits import (
     index_line,
     inside,
 )
+from asyncrecall.memory._pending import PENDING_KEY, PendingChange, waits, with_pending
 from asyncrecall.memory._precondition import ANYTHING, Expected, check_expected
 from asyncrecall.memory._provenance import (
     LEGACY_SOURCE,
@@ -245,6 +247,18 @@ class MemoryStore:
             unchanged = before is not None and _content(before) == render_document(
                 name=name, description=description, type=kind, body=content, extra=plain
             )
+            if before is not None and not unchanged and waits(kept, added):
+                # An untrusted change to a memory recall uses waits beside it (_pending).
+                change = PendingChange(description, kind, content, added)
+                text = with_pending(before, change)
+                self.history.append(
+                    name, "save", path=rel, before=before, after=text,
+                    origin=origin, write_id=write_id,
+                )  # fmt: skip
+                atomic_write(self.root / rel, text)
+                assert existing is not None  # before is its text
+                self._rewrite_index(rel, index_line(name, rel, existing.description), docs)
+                return self._doc(rel)
             if unchanged:
                 # The memory already says this: model text after tool output adds
                 # nothing to it, and a write is made only for a new trusted source (a
@@ -272,7 +286,12 @@ class MemoryStore:
             return self._doc(rel)
 
     def forget(
-        self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "user"
+        self,
+        name_or_rel_path: str,
+        *,
+        expected: Expected = ANYTHING,
+        origin: str = "user",
+        write_id: str = "",
     ) -> MemoryDoc:
         """Remove a memory's topic file and its index line; returns what was removed.
 
@@ -285,7 +304,7 @@ class MemoryStore:
             check_expected(expected, doc, name=doc.name)
             self.history.append(
                 doc.name, "forget", path=doc.rel_path,
-                before=_read_text(doc.path), after=None, origin=origin,
+                before=_read_text(doc.path), after=None, origin=origin, write_id=write_id,
             )  # fmt: skip
             try:
                 os.unlink(self.root / doc.rel_path)
@@ -302,19 +321,38 @@ class MemoryStore:
 
     def confirm(self, name_or_rel_path: str) -> MemoryDoc:
         """The user's word for a memory: a ``confirmed`` source is added to its
-        provenance, which lifts a quarantine; its text and other keys are kept."""
+        provenance, which lifts a quarantine; its text and other keys are kept. A change
+        waiting beside it (``_pending``) is applied, with that change's sources."""
         with self._locked():
             doc = self.get(name_or_rel_path)
             text = _read_text(doc.path) or ""
+            keys = front_matter(text)
             extra = {
                 k: v
-                for k, v in front_matter(text).items()
-                if k not in ("name", "description", "type", PROVENANCE_KEY)
+                for k, v in keys.items()
+                if k not in ("name", "description", "type", PROVENANCE_KEY, PENDING_KEY)
             }
+            change = PendingChange.from_json(keys.get(PENDING_KEY))
+            if change is not None:  # the waiting change is applied, with its sources
+                return self.save_memory(
+                    doc.name, change.description, change.type, change.body, extra=extra,
+                    expected=doc, origin="confirmed",
+                    sources=(*change.sources, Source.now("confirmed")),
+                )  # fmt: skip
             return self.save_memory(
                 doc.name, doc.description, doc.type, doc.body, extra=extra,
                 expected=doc, origin="confirmed", sources=(Source.now("confirmed"),),
             )  # fmt: skip
+
+    def pending_of(self, doc: MemoryDoc) -> PendingChange | None:
+        """The untrusted change waiting beside ``doc`` for ``memory confirm`` (``_pending``),
+        or ``None``."""
+        text = _read_text(doc.path)
+        return PendingChange.from_json(front_matter(text).get(PENDING_KEY)) if text else None
+
+    def pending_names(self) -> set[str]:
+        """The names of the memories with a change waiting beside them."""
+        return {doc.name for doc in self.scan(limit=None) if self.pending_of(doc) is not None}
 
     def provenance_of(self, doc: MemoryDoc) -> tuple[Source, ...]:
         """Where ``doc``'s writes came from (its ``provenance`` front matter; a file
@@ -337,26 +375,56 @@ class MemoryStore:
             name = self._history_name(name_or_rel_path)
             target = revert_target(self.history.records(name), name, to)
             text = target.before if to is None else target.after
-            docs = self.scan(limit=None)
-            current = next((d for d in docs if d.name == name), None)
-            if text is None:
-                if current is None:
-                    return None
-                self.history.append(
-                    name, "revert", path=current.rel_path,
-                    before=_read_text(current.path), after=None, origin=origin,
-                )  # fmt: skip
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(current.path)
-                self._rewrite_index(current.rel_path, None, docs)
+            return self._restore(name, text, target.path, origin=origin, write_id="")
+
+    def revert_write(self, write_id: str, *, origin: str = "user") -> dict[str, MemoryDoc | None]:
+        """Undo every record of one write (a consolidation, an import: ``write_id``) as one
+        step: each memory it wrote back to what it was before (see
+        :func:`~asyncrecall.memory._history.undo_plan`, which refuses, writing nothing,
+        when one was written since). The undo is itself one write, ``undo:<write_id>``."""
+        with self._locked():
+            plan = undo_plan(write_id, self.history.touched_by(write_id))
+            paths = {n: self.history.records(n)[-1].path for n in plan}
+            return {
+                name: self._restore(
+                    name, text, paths[name], origin=origin, write_id=f"undo:{write_id}"
+                )
+                for name, text in plan.items()
+            }
+
+    def recent_writes(self, *, limit: int = 50) -> list[HistoryRecord]:
+        """The newest ``limit`` records of every memory, newest first."""
+        return self.history.every_record()[::-1][:limit]
+
+    def _restore(
+        self, name: str, text: str | None, path: str, *, origin: str, write_id: str
+    ) -> MemoryDoc | None:
+        """Make ``name``'s topic file ``text`` (``None``: remove it), as a ``revert``
+        record; the caller holds the lock."""
+        docs = self.scan(limit=None)
+        current = next((d for d in docs if d.name == name), None)
+        if text is None:
+            if current is None:
                 return None
-            rel = current.rel_path if current else self._revert_path(target.path, name, docs)
-            before = _read_text(self.root / rel) if current else None
-            self.history.append(name, "revert", path=rel, before=before, after=text, origin=origin)
-            atomic_write(self.root / rel, text)
-            doc = self._doc(rel)
-            self._rewrite_index(rel, index_line(doc.name, rel, doc.description), docs)
-            return doc
+            self.history.append(
+                name, "revert", path=current.rel_path, before=_read_text(current.path),
+                after=None, origin=origin, write_id=write_id,
+            )  # fmt: skip
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(current.path)
+            self._rewrite_index(current.rel_path, None, docs)
+            return None
+        rel = current.rel_path if current else self._revert_path(path, name, docs)
+        before = _read_text(self.root / rel) if current else None
+        if before == text:
+            return current
+        self.history.append(
+            name, "revert", path=rel, before=before, after=text, origin=origin, write_id=write_id
+        )
+        atomic_write(self.root / rel, text)
+        doc = self._doc(rel)
+        self._rewrite_index(rel, index_line(doc.name, rel, doc.description), docs)
+        return doc
 
     def _history_name(self, key: str) -> str:
         try:
@@ -378,11 +446,13 @@ class MemoryStore:
 
         return export_records(self)
 
-    def import_record(self, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
+    def import_record(
+        self, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
+    ) -> MemoryDoc:
         """Save ``record`` (created or replaced) with all it carries."""
         from asyncrecall.memory.folder._transfer import import_record
 
-        return import_record(self, record, trusted=trusted)
+        return import_record(self, record, trusted=trusted, write_id=write_id)
 
     # -- where extraction and consolidation keep their state -----------------------------
 

@@ -33,7 +33,9 @@ _SAME_TIME_S: Final = 1e-6  # a database keeps microseconds
 _ORDER_STEP_S: Final = 1e-3  # between estimated creation times, to keep the index order
 
 
-def import_record(store: FolderShape, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
+def import_record(
+    store: FolderShape, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
+) -> MemoryDoc:
     """Save ``record`` into the folder with its keys, provenance and times."""
     doc = record.doc
     offsets = {k: list(v) for k, v in record.source_offsets.items()}
@@ -44,7 +46,7 @@ def import_record(store: FolderShape, record: MemoryRecord, *, trusted: bool = T
         extra[SOURCE_OFFSETS_KEY] = offsets
     saved = store.save_memory(
         doc.name, doc.description, doc.type, doc.body, extra=extra, origin="import",
-        sources=imported_sources(record, trusted=trusted),
+        sources=imported_sources(record, trusted=trusted), write_id=write_id,
     )  # fmt: skip
     os.utime(saved.path, (doc.mtime, doc.mtime))
     return saved

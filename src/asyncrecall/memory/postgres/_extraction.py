@@ -279,15 +279,20 @@ class PostgresBackend:
         )
 
     def forget(
-        self, name_or_rel_path: str, *, expected: Expected = ANYTHING, origin: str = "extraction"
+        self,
+        name_or_rel_path: str,
+        *,
+        expected: Expected = ANYTHING,
+        origin: str = "extraction",
+        write_id: str = "",
     ) -> MemoryDoc:
         if expected is ANYTHING:
-            return self._store.forget(name_or_rel_path, origin=origin)
+            return self._store.forget(name_or_rel_path, origin=origin, write_id=write_id)
         if expected is None:
             raise MemoryConflictError(f"memory {name_or_rel_path!r} is expected to be absent")
         assert isinstance(expected, MemoryDoc)
         gone = self._store.forget_if(
-            expected.name, expected_revision=expected.revision, origin=origin
+            expected.name, expected_revision=expected.revision, origin=origin, write_id=write_id
         )  # provenance: ON DELETE CASCADE
         if gone is None:
             raise MemoryConflictError(f"memory {expected.name!r} changed since it was read")

@@ -29,9 +29,20 @@ from psycopg import Connection
 
 from asyncrecall.memory._document import render_document
 from asyncrecall.memory._history import HistoryOp, HistoryRecord
-from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, parse_source_offsets
+from asyncrecall.memory._provenance import (
+    PROVENANCE_KEY,
+    SOURCE_OFFSETS_KEY,
+    parse_source_offsets,
+)
 
-__all__ = ["HISTORY_TABLE_SQL", "history_records", "last_seq", "recorded"]
+__all__ = [
+    "HISTORY_TABLE_SQL",
+    "WRITE_NAMES_SQL",
+    "history_records",
+    "last_seq",
+    "recent_records",
+    "recorded",
+]
 
 HISTORY_TABLE_SQL: Final[LiteralString] = """
 CREATE TABLE IF NOT EXISTS asyncrecall_history (
@@ -52,7 +63,8 @@ CREATE TABLE IF NOT EXISTS asyncrecall_history (
 _LOCK_SQL: Final[LiteralString] = "SELECT pg_advisory_xact_lock(%(lock)s::bigint)"
 
 _TEXT_SQL: Final[LiteralString] = """
-SELECT m.name, m.description, m.type, m.body, m.front_matter, s.sources, m.rel_path
+SELECT m.name, m.description, m.type, m.body, m.front_matter, s.sources, m.rel_path,
+       m.provenance
 FROM asyncrecall_memories m
 LEFT JOIN asyncrecall_sources s ON s.namespace = m.namespace AND s.name = m.name
 WHERE m.namespace = %(ns)s AND m.name = %(name)s
@@ -73,6 +85,18 @@ WHERE namespace = %(ns)s AND name = %(name)s AND seq > %(after)s
 ORDER BY seq
 """
 
+#: The names one write (a consolidation, an import) wrote.
+WRITE_NAMES_SQL: Final[LiteralString] = """
+SELECT DISTINCT name FROM asyncrecall_history
+WHERE namespace = %(ns)s AND write_id = %(write_id)s ORDER BY name
+"""
+
+_RECENT_SQL: Final[LiteralString] = """
+SELECT seq, name, op, rel_path, extract(epoch FROM at)::float8, origin, write_id, before, after
+FROM asyncrecall_history WHERE namespace = %(ns)s
+ORDER BY at DESC, name DESC, seq DESC LIMIT %(limit)s
+"""
+
 _LAST_SQL: Final[LiteralString] = """
 SELECT coalesce(max(seq), 0) FROM asyncrecall_history WHERE namespace = %(ns)s AND name = %(name)s
 """
@@ -83,11 +107,13 @@ def _as_text(row: Any) -> tuple[str, str] | None:
     with its file name; ``None`` for no row."""
     if row is None:
         return None
-    name, description, kind, body, front_matter, sources, rel = row
+    name, description, kind, body, front_matter, sources, rel, provenance = row
     extra: dict[str, Any] = dict(front_matter) if isinstance(front_matter, Mapping) else {}
     offsets = parse_source_offsets(sources)
     if offsets:
         extra[SOURCE_OFFSETS_KEY] = {k: list(v) for k, v in offsets.items()}
+    if isinstance(provenance, list):  # as a topic file keeps it: a confirm is a change
+        extra[PROVENANCE_KEY] = provenance
     text = render_document(name=name, description=description, type=kind, body=body, extra=extra)
     return text, rel
 
@@ -141,6 +167,15 @@ def history_records(
 ) -> list[HistoryRecord]:
     """``name``'s records numbered above ``after``, oldest first."""
     rows = conn.execute(_RECORDS_SQL, {"ns": namespace, "name": name, "after": after}).fetchall()
+    return _records(rows)
+
+
+def recent_records(conn: Connection[Any], params: dict[str, Any]) -> list[HistoryRecord]:
+    """The namespace's newest ``params["limit"]`` records, newest first."""
+    return _records(conn.execute(_RECENT_SQL, params).fetchall())
+
+
+def _records(rows: list[Any]) -> list[HistoryRecord]:
     return [
         HistoryRecord(
             seq=int(seq),

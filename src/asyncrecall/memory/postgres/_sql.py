@@ -28,6 +28,7 @@ __all__ = [
     "NAMESPACE_SIZE_SQL",
     "NEWEST_FILL",
     "NOTIFY_SQL",
+    "PENDING_SQL",
     "PROVENANCE_SQL",
     "QUARANTINED_SQL",
     "SAVE_IF_SQL",
@@ -209,8 +210,9 @@ _INSERT: Final[LiteralString] = """
 _SET: Final[LiteralString] = """
         description = %(description)s, type = %(type)s, body = %(body)s, size = %(size)s,
         front_matter = %(extra)s::jsonb, version = m.version + 1,
-        provenance = coalesce(m.provenance, '[{"origin": "user"}]'::jsonb)
-                     || coalesce(%(provenance)s::jsonb, '[]'::jsonb),
+        provenance = CASE WHEN %(exact)s::boolean THEN %(provenance)s::jsonb
+                          ELSE coalesce(m.provenance, '[{"origin": "user"}]'::jsonb)
+                               || coalesce(%(provenance)s::jsonb, '[]'::jsonb) END,
         created_at = coalesce(to_timestamp(%(created)s::float8), m.created_at),
         updated_at = coalesce(to_timestamp(%(at)s::float8), clock_timestamp())
 """
@@ -265,6 +267,11 @@ DELETE FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
 QUARANTINED_SQL: Final[LiteralString] = """
 SELECT rel_path FROM asyncrecall_memories
 WHERE namespace = %(ns)s AND provenance -> -1 ->> 'untrusted' = 'true'
+"""
+
+PENDING_SQL: Final[LiteralString] = """
+SELECT name FROM asyncrecall_memories
+WHERE namespace = %(ns)s AND front_matter -> 'pending' IS NOT NULL
 """
 
 FRONT_MATTER_SQL: Final[LiteralString] = """

@@ -62,7 +62,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, LiteralString, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, Connection
@@ -70,7 +70,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from asyncrecall._exceptions import ConfigError, MemoryConflictError, MemoryStoreError
 from asyncrecall.memory._document import checked_text, front_matter, parse_document
-from asyncrecall.memory._history import HistoryOp, HistoryRecord, revert_target
+from asyncrecall.memory._history import HistoryOp, HistoryRecord, revert_target, undo_plan
 from asyncrecall.memory._limits import (
     INDEX_MAX_LINES,
     MAX_NAMESPACE_BYTES,
@@ -78,6 +78,7 @@ from asyncrecall.memory._limits import (
     cut_index,
     index_line,
 )
+from asyncrecall.memory._pending import PENDING_KEY, PendingChange, waits
 from asyncrecall.memory._provenance import (
     LEGACY_SOURCE,
     SOURCE_OFFSETS_KEY,
@@ -88,7 +89,12 @@ from asyncrecall.memory._provenance import (
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.postgres._candidates import CandidateQuery
 from asyncrecall.memory.postgres._changes import ChangeFeed, log_listener_end
-from asyncrecall.memory.postgres._history import history_records, recorded
+from asyncrecall.memory.postgres._history import (
+    WRITE_NAMES_SQL,
+    history_records,
+    recent_records,
+    recorded,
+)
 from asyncrecall.memory.postgres._portal import Portal
 from asyncrecall.memory.postgres._schema import (
     CHANNEL,
@@ -101,6 +107,7 @@ from asyncrecall.memory.postgres._sql import (
     FRONT_MATTER_SQL,
     GET_BY_NAME_SQL,
     INDEX_SQL,
+    PENDING_SQL,
     PROVENANCE_SQL,
     QUARANTINED_SQL,
     SAVE_IF_SQL,
@@ -151,6 +158,7 @@ RECONNECT_GIVE_UP_S: Final = 1.0
 _DOWN_WAIT_S: Final = 0.01
 #: A caller waits for a connection in slices this long (see ``_connection``).
 _WAIT_SLICE_S: Final = 0.5
+_HOLD_TRIES: Final = 5  # a waiting change written against a memory others keep changing
 
 
 class PostgresMemoryStore:
@@ -466,11 +474,13 @@ class PostgresMemoryStore:
 
         return export_records(self)
 
-    def import_record(self, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
+    def import_record(
+        self, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
+    ) -> MemoryDoc:
         """Save ``record`` (created or replaced) with all it carries."""
         from asyncrecall.memory.postgres._transfer import import_record
 
-        return import_record(self, record, trusted=trusted)
+        return import_record(self, record, trusted=trusted, write_id=write_id)
 
     # -- where extraction and consolidation keep their state -----------------------------
 
@@ -650,12 +660,22 @@ class PostgresMemoryStore:
         file) or a NUL character raise :class:`MemoryStoreError`, and nothing is
         written. The write and its history record (``origin``, ``write_id``) are one
         transaction (``_history``). ``sources`` (default: one source of ``origin``, now)
-        are appended to the row's ``provenance``.
+        are appended to the row's ``provenance``. An untrusted change to a memory recall
+        uses waits beside it (``_pending``).
         """
+        exact = op == "revert"  # a version comes back with its own provenance
+        added = () if exact else tuple(sources) if sources is not None else (new_source(origin),)
+        for _ in range(_HOLD_TRIES):
+            held = self._hold(name, description, type, content, added, None, origin, write_id)
+            if held != "changed":
+                break
+        else:
+            raise MemoryConflictError(f"memory {name!r} kept changing while it was saved")
+        if held is not None:
+            return held
         row = self._save_row(
-            name, description, type, content, updated_at, created_at, extra,
-            sources if sources is not None else (new_source(origin),),
-        )  # fmt: skip
+            name, description, type, content, updated_at, created_at, extra, added, exact=exact
+        )
         doc = self._write(UPSERT_SQL, row, op=op, origin=origin, write_id=write_id)
         assert doc is not None  # RETURNING of an upsert: always one row
         return doc
@@ -680,19 +700,81 @@ class PostgresMemoryStore:
 
         One statement (the check, the write and its ``NOTIFY``): of two writers
         expecting one revision, exactly one writes. Provenance is left as it is unless
-        ``extra`` carries ``source_offsets`` (as for :meth:`save_memory`).
+        ``extra`` carries ``source_offsets`` (as for :meth:`save_memory`). An untrusted
+        change to a memory recall uses waits beside it (``_pending``).
         """
-        row = self._save_row(
-            name, description, type, content, updated_at, None, extra,
-            sources if sources is not None else (new_source(origin),),
-        )  # fmt: skip
+        added = tuple(sources) if sources is not None else (new_source(origin),)
+        if expected_revision is not None:
+            held = self._hold(
+                name, description, type, content, added, expected_revision, origin, write_id
+            )
+            if held is not None:
+                return None if held == "changed" else held
+        row = self._save_row(name, description, type, content, updated_at, None, extra, added)
         query, params = SAVE_NEW_SQL, row
         if expected_revision is not None:
             query, params = SAVE_IF_SQL, row | {"expected": int(expected_revision)}
         return self._write(query, params, op="save", origin=origin, write_id=write_id)
 
+    def _hold(
+        self,
+        name: str,
+        description: str,
+        type: MemoryType | str,
+        content: str,
+        added: Sequence[Source],
+        expected_revision: int | None,
+        origin: str,
+        write_id: str,
+    ) -> MemoryDoc | Literal["changed"] | None:
+        """An untrusted change to a memory recall uses, written as its waiting change
+        (``_pending``): the memory as it now is; ``None``: the write is not one (make it
+        as asked); ``"changed"``: the memory is not at ``expected_revision`` (or
+        changed meanwhile), nothing written."""
+        if not added or all(s.trusted for s in added):
+            return None
+        current = self.find(name)
+        if current is None:
+            return None
+        if expected_revision is not None and current.revision != expected_revision:
+            return "changed"
+        if not waits(self.provenance_of(current), added):
+            return None
+        if (current.description, current.type, current.body) == (
+            " ".join(description.split()),
+            type,
+            content.strip("\n"),
+        ):
+            return current  # it already says this: an untrusted source adds nothing
+        keys = self._front_matter(current.name)
+        change = PendingChange(" ".join(description.split()), str(type), content, tuple(added))
+        saved = self.save_if(
+            current.name, current.description, current.type, current.body,
+            expected_revision=current.revision, extra={**keys, PENDING_KEY: change.to_json()},
+            origin=origin, write_id=write_id, sources=(),
+        )  # fmt: skip
+        return "changed" if saved is None else saved
+
+    def pending_of(self, doc: MemoryDoc) -> PendingChange | None:
+        """The untrusted change waiting beside ``doc`` for ``memory confirm``
+        (``_pending``), or ``None``."""
+        return PendingChange.from_json(self._front_matter(doc.name).get(PENDING_KEY))
+
+    def pending_names(self) -> set[str]:
+        """The names of the memories with a change waiting beside them."""
+        params = {"ns": self.namespace}
+        rows = self._read("read from", lambda conn: conn.execute(
+            PENDING_SQL, params).fetchall())  # fmt: skip
+        return {str(name) for (name,) in rows}
+
+    def _front_matter(self, name: str) -> dict[str, Any]:
+        params = {"ns": self.namespace, "name": name}
+        row = self._read("read from", lambda conn: conn.execute(
+            FRONT_MATTER_SQL, params).fetchone())  # fmt: skip
+        return dict(row[0]) if row is not None and isinstance(row[0], dict) else {}
+
     def forget_if(
-        self, name: str, *, expected_revision: int, origin: str = "user"
+        self, name: str, *, expected_revision: int, origin: str = "user", write_id: str = ""
     ) -> MemoryDoc | None:
         """Remove the memory ``name`` (exact) only if it is still at
         ``expected_revision``; what was removed, or ``None`` (nothing removed) when it
@@ -707,7 +789,7 @@ class PostgresMemoryStore:
             found = self._run(
                 lambda conn: recorded(
                     conn, namespace=self.namespace, name=key, lock=None, op="forget",
-                    origin=origin, write_id="",
+                    origin=origin, write_id=write_id,
                     write=lambda c: c.execute(FORGET_IF_SQL, params).fetchone(),
                 )
             )  # fmt: skip
@@ -729,6 +811,8 @@ class PostgresMemoryStore:
         created_at: float | None,
         extra: Mapping[str, Any] | None,
         sources: Sequence[Source],
+        *,
+        exact: bool = False,
     ) -> dict[str, Any]:
         return save_row(
             name,
@@ -742,6 +826,7 @@ class PostgresMemoryStore:
             announce=self._announcer(),
             source=self._id,
             sources=sources,
+            exact=exact,
         )
 
     def _write(
@@ -780,7 +865,12 @@ class PostgresMemoryStore:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def forget(
-        self, name_or_rel_path: str, *, origin: str = "user", op: HistoryOp = "forget"
+        self,
+        name_or_rel_path: str,
+        *,
+        origin: str = "user",
+        op: HistoryOp = "forget",
+        write_id: str = "",
     ) -> MemoryDoc:
         """Remove the memory :meth:`get` finds for this key (one transaction, with its
         history record); returns what was removed. No such memory, or an ambiguous key,
@@ -795,7 +885,7 @@ class PostgresMemoryStore:
             name = str(found[0])
             return recorded(  # type: ignore[no-any-return]
                 conn, namespace=self.namespace, name=name, lock=None, op=op, origin=origin,
-                write_id="",
+                write_id=write_id,
                 write=lambda c: delete_memory(
                     c, name, namespace=self.namespace, announce=self._announcer(),
                     source=self._id, root=self._doc_root, where=self.location, exact=True,
@@ -832,15 +922,19 @@ class PostgresMemoryStore:
 
     def confirm(self, name_or_rel_path: str) -> MemoryDoc:
         """The user's word for a memory: a ``confirmed`` source is appended to its
-        provenance, which lifts a quarantine; its text and other keys are kept."""
+        provenance, which lifts a quarantine; its text and other keys are kept. A change
+        waiting beside it (``_pending``) is applied, with that change's sources."""
         doc = self.get(name_or_rel_path)
-        params = {"ns": self.namespace, "name": doc.name}
-        row = self._read("read from", lambda conn: conn.execute(
-            FRONT_MATTER_SQL, params).fetchone())  # fmt: skip
-        extra = dict(row[0]) if row is not None and isinstance(row[0], dict) else {}
+        extra = self._front_matter(doc.name)
+        change = PendingChange.from_json(extra.pop(PENDING_KEY, None))
+        fields: tuple[str, str, str] = (doc.description, doc.type, doc.body)
+        sources: tuple[Source, ...] = (Source.now("confirmed"),)
+        if change is not None:  # the waiting change is applied, with its sources
+            fields = (change.description, change.type, change.body)
+            sources = (*change.sources, *sources)
         saved = self.save_if(
-            doc.name, doc.description, doc.type, doc.body, expected_revision=doc.revision,
-            extra=extra, origin="confirmed", sources=(Source.now("confirmed"),),
+            doc.name, *fields, expected_revision=doc.revision, extra=extra,
+            origin="confirmed", sources=sources,
         )  # fmt: skip
         if saved is None:
             raise MemoryConflictError(f"memory {doc.name!r} changed while it was confirmed")
@@ -869,9 +963,33 @@ class PostgresMemoryStore:
         name = self._history_name(name_or_rel_path)
         target = revert_target(self.history_of(name), name, to)
         text = target.before if to is None else target.after
+        return self._restore(name, text, origin=origin, write_id="")
+
+    def revert_write(self, write_id: str, *, origin: str = "user") -> dict[str, MemoryDoc | None]:
+        """Undo every record of one write as one step, as the folder's
+        :meth:`MemoryStore.revert_write` does."""
+        check_text("a write id", write_id)
+        params = {"ns": self.namespace, "write_id": write_id}
+        rows = self._read("read the history of", lambda conn: conn.execute(
+            WRITE_NAMES_SQL, params).fetchall())  # fmt: skip
+        touched = {str(name): self.history_of(str(name)) for (name,) in rows}
+        plan = undo_plan(write_id, touched)
+        return {
+            name: self._restore(name, text, origin=origin, write_id=f"undo:{write_id}")
+            for name, text in plan.items()
+        }
+
+    def recent_writes(self, *, limit: int = 50) -> list[HistoryRecord]:
+        """The newest ``limit`` records of every memory, newest first."""
+        params = {"ns": self.namespace, "limit": int(limit)}
+        return self._read("read the history of", lambda conn: recent_records(conn, params))
+
+    def _restore(
+        self, name: str, text: str | None, *, origin: str, write_id: str
+    ) -> MemoryDoc | None:
         if text is None:
             with contextlib.suppress(MemoryStoreError):  # already gone: nothing to undo
-                self.forget(name, origin=origin, op="revert")
+                self.forget(name, origin=origin, op="revert", write_id=write_id)
             return None
         parsed = parse_document(text, default_name=name)
         extra = {k: v for k, v in front_matter(text).items()
@@ -880,7 +998,7 @@ class PostgresMemoryStore:
             extra[SOURCE_OFFSETS_KEY] = {}  # the version had none: drop today's
         return self.save_memory(
             name, parsed.description, parsed.type, parsed.body, extra=extra,
-            origin=origin, op="revert",
+            origin=origin, op="revert", write_id=write_id,
         )  # fmt: skip
 
     def _history_name(self, key: str) -> str:

@@ -23,7 +23,9 @@ def export_records(store: PostgresShape) -> list[MemoryRecord]:
     ]
 
 
-def import_record(store: PostgresShape, record: MemoryRecord, *, trusted: bool = True) -> MemoryDoc:
+def import_record(
+    store: PostgresShape, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
+) -> MemoryDoc:
     """Save ``record`` into the namespace with its keys, provenance and times."""
     doc = record.doc
     offsets = {k: list(v) for k, v in record.source_offsets.items()}
@@ -39,5 +41,6 @@ def import_record(store: PostgresShape, record: MemoryRecord, *, trusted: bool =
         created_at=record.created_at if record.created_at is not None else doc.mtime,
         extra=extra,
         origin="import",
+        write_id=write_id,
         sources=imported_sources(record, trusted=trusted),
     )

@@ -74,6 +74,7 @@ def save_row(
     announce: Announcer,
     source: str,
     sources: Sequence[Source] = (),
+    exact: bool = False,
 ) -> dict[str, Any]:
     """The parameters of a save's SQL (``UPSERT_SQL``, ``SAVE_NEW_SQL``, ``SAVE_IF_SQL``),
     or :class:`MemoryStoreError` (an empty name, an unknown type, a NUL character, over
@@ -82,7 +83,8 @@ def save_row(
     ``extra`` is the folder's: front matter keys beyond name, description and type.
     Its ``source_offsets`` (provenance) goes to ``asyncrecall_sources``, the other keys
     to the row's ``front_matter``. ``sources``, with those of a ``provenance`` key of
-    ``extra`` (an import's), are appended to the row's ``provenance``.
+    ``extra`` (an import's), are appended to the row's ``provenance``; ``exact`` (a
+    revert): they replace it, so a version comes back with the provenance it had.
     """
     name, description, kind = checked_fields(name, description, type)
     for what, value in (("the name", name), ("the description", description)):
@@ -118,6 +120,7 @@ def save_row(
         "extra": Jsonb(_json_value(name, keys)) if keys else None,
         "sources": cited,
         "provenance": Jsonb(provenance_json(carried)) if carried else None,
+        "exact": exact,
     }
 
 

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 from asyncrecall._exceptions import SelectorError
-from asyncrecall.memory._prompt import format_manifest
+from asyncrecall.memory._budget import MANIFEST_BYTES, MANIFEST_FILES
+from asyncrecall.memory._prompt import format_manifest, manifest_line
 from asyncrecall.memory._selector import SELECTION_KEY, Selector, validate_selection
 from asyncrecall.memory._types import MemoryDoc
 from asyncrecall.memory.selectors._lexical import LexicalSelector
@@ -74,6 +75,10 @@ class ModelSelector:
     ``fallback`` is the selector :class:`~asyncrecall.memory.MemoryManager` asks when this
     one fails with anything but a cancellation (default: a new
     :class:`LexicalSelector`; ``None``: no fallback, the recall is empty).
+
+    The manifest is bounded (:meth:`offer`): at most ``manifest_files`` candidates and
+    ``manifest_bytes`` bytes (UTF-8), the first ones offered (a folder offers its newest
+    first); the manager reports how many were left out.
     """
 
     name: Final = "model"
@@ -84,8 +89,14 @@ class ModelSelector:
         *,
         fallback: Selector | Literal[_Default.LEXICAL] | None = _Default.LEXICAL,
         timeout: float | None = None,
+        manifest_files: int = MANIFEST_FILES,
+        manifest_bytes: int = MANIFEST_BYTES,
     ) -> None:
+        if manifest_files < 1 or manifest_bytes < 1:
+            raise ValueError("manifest_files and manifest_bytes must be at least 1")
         self.model = model
+        self.manifest_files = manifest_files
+        self.manifest_bytes = manifest_bytes
         self.fallback: Selector | None = (
             LexicalSelector() if fallback is _Default.LEXICAL else fallback
         )
@@ -101,6 +112,7 @@ class ModelSelector:
         """
         if limit <= 0 or not docs:
             return []
+        docs = self.offer(docs)
         request = self.model.generate_json(
             system=SYSTEM_PROMPT,
             prompt=selector_prompt(query, docs, limit=limit),
@@ -118,6 +130,18 @@ class ModelSelector:
                     f"side query timed out after {self.timeout:g} s (the old design's timeout)"
                 ) from exc
         return validate_selection(_as_mapping(answer), docs, limit=limit)
+
+    def offer(self, docs: Sequence[MemoryDoc]) -> Sequence[MemoryDoc]:
+        """The documents the manifest lists: the first ``manifest_files``, as many of them
+        as fit in ``manifest_bytes`` (``docs`` itself when all do)."""
+        room = self.manifest_bytes
+        kept = 0
+        for doc in docs[: self.manifest_files]:
+            room -= len(manifest_line(doc).encode("utf-8")) + 1  # its newline
+            if room < -1:  # the last line has no newline
+                break
+            kept += 1
+        return docs if kept == len(docs) else docs[:kept]
 
 
 def _as_mapping(answer: Any) -> Any:
