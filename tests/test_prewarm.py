@@ -146,11 +146,13 @@ def test_the_cli_starts_reading_before_it_imports_the_command(
         order.append("import the command")
         raise SystemExit(0)
 
-    monkeypatch.setattr(cli_main, "start_reading_memory", lambda argv: order.append("read"))
+    monkeypatch.setattr(
+        cli_main, "start_reading_memory", lambda argv, question: order.append(f"read {question}")
+    )
     monkeypatch.setattr(cli_main, "_build_parser", build_parser)
     with pytest.raises(SystemExit):
         cli_main.main(["run", "q"])
-    assert order == ["read", "import the command"]
+    assert order == ["read q", "import the command"]
 
 
 _READER = """
@@ -224,3 +226,125 @@ def test_a_failing_reader_process_falls_back_to_the_thread(
     assert (folder / ".reader-ran").exists()
     docs = warmup.store.scan_cached()
     assert docs is not None and len(docs) == 40 and warmup.lexical.ready(docs)
+
+
+_PRIMER = """
+import json, sys, time
+from asyncrecall._prewarm import start_reading_memory
+warmup = start_reading_memory(sys.argv[1:], "why does CI hang on real sockets?")
+at_once = warmup.primed.take(2)
+deadline = time.monotonic() + 60
+result = at_once
+while result is None and time.monotonic() < deadline:
+    time.sleep(0.01)
+    result = warmup.primed.take(2)
+print(json.dumps({
+    "thread": warmup.thread is not None,
+    "at_once": at_once is not None,
+    "paths": None if result is None else list(result.paths),
+    "block": result is not None and "CI hangs on real sockets" in result.prompt,
+    "parsed_here": "yaml" in sys.modules,
+    "read_here": warmup.store.scan_cached() is not None,
+}))
+"""
+
+
+def test_runs_question_is_recalled_by_a_reader_process(folder: Path, tmp_path: Path) -> None:
+    """With ``run``'s question on the command line, a reader process reads the folder
+    and runs the question's instant pass; this interpreter starts no thread, reads and
+    parses nothing, and takes the result without waiting for it (``None`` until then)."""
+    (gold,) = (d.rel_path for d in MemoryStore(folder).scan())
+    found = _run_entry(_PRIMER, folder, tmp_path)
+    assert found == {
+        "thread": False,
+        "at_once": False,
+        "paths": [gold],
+        "block": True,
+        "parsed_here": False,
+        "read_here": False,
+    }
+
+
+async def test_runs_side_query_waits_for_its_first_request(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run``'s session (``hold_recall``) sends its side query only once its first
+    request is out (its first streamed item; the cap made long here), so reading a cold
+    folder and building the side query's prompt never delay that request."""
+    import asyncio
+    import threading
+
+    from asyncrecall import _session
+    from asyncrecall.testing import LocalServer, Reply
+
+    monkeypatch.setattr(_session, "HOLD_RECALL_S", 30.0)
+    answer = threading.Event()
+    with LocalServer() as server:
+        server.script(
+            "main", Reply(tool_calls=[("list_directory", {"path": "."})], gate=answer), "ok"
+        )
+        server.set_default("side", lambda _request: Reply(text='{"selected_memories": []}'))
+        settings = Settings(
+            base_url=server.base_url,
+            model="main",
+            side_model="side",
+            memory_dir=folder,
+            project=tmp_path,
+            home=tmp_path / "home",
+            extract=False,
+        )
+        session = open_session(settings, hold_recall=True)
+        await session.start()
+
+        async def drain() -> None:
+            async for _event in session.agent.run_query("why does CI hang on real sockets?"):
+                pass
+
+        turn = asyncio.create_task(drain())
+        await server.await_for(lambda r: r.model == "main")
+        await asyncio.sleep(0.5)  # a cold folder is read in well under this
+        assert [r.model for r in server.requests] == ["main"]
+        answer.set()
+        side = await server.await_for(lambda r: r.model == "side")
+        await turn
+        await session.aclose()
+    main = next(r for r in server.requests if r.model == "main")
+    assert side.arrived_at > main.arrived_at
+
+
+async def test_runs_session_puts_the_primed_pass_on_its_first_request(
+    folder: Path, tmp_path: Path
+) -> None:
+    """The session built after the reader process answered takes its pass: the first
+    request carries the memory, though this interpreter never read the folder."""
+    import asyncio
+
+    from asyncrecall.testing import LocalServer
+
+    question = "why does CI hang on real sockets?"
+    argv = ["run", question, "--memory-dir", str(folder), "--project", str(tmp_path)]
+    warmup = _prewarm.start_reading_memory(argv, question)
+    assert warmup is not None and warmup.primed is not None
+    for _ in range(6000):  # the test waits for the reader; run never does
+        if warmup.primed.take(2) is not None:
+            break
+        await asyncio.sleep(0.01)
+    with LocalServer() as server:
+        server.script("main", "ok")
+        settings = Settings(
+            base_url=server.base_url,
+            model="main",
+            side_model="side",
+            memory_dir=folder,
+            project=tmp_path,
+            home=tmp_path / "home",
+            extract=False,
+        )
+        session = open_session(settings, hold_recall=True)
+        await session.start()
+        async for _event in session.agent.run_query(question):
+            pass
+        await session.aclose()
+    (main,) = (r for r in server.requests if r.model == "main")
+    assert "CI hangs on real sockets" in json.dumps(main.body["messages"][-1])
+    assert warmup.store.scan_cached() is None  # nothing read here before that request

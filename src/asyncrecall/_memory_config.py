@@ -6,10 +6,11 @@ settings), and light: the ``memory`` commands use it without loading the agent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, assert_never
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._prewarm import adopt
+from asyncrecall._prewarm import adopt, encode_result
 from asyncrecall._settings import Settings
 from asyncrecall.memory import (
     EmbeddingSelector,
@@ -25,7 +26,13 @@ from asyncrecall.memory import (
 )
 from asyncrecall.models import Model
 
-__all__ = ["build_memory_manager", "manager_options", "open_memory_store", "shared_lexical"]
+__all__ = [
+    "build_memory_manager",
+    "manager_options",
+    "open_memory_store",
+    "prime_child",
+    "shared_lexical",
+]
 
 
 def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
@@ -83,7 +90,11 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
         selector = EmbeddingSelector() if name == "embedding" else HybridSelector()
     else:
         assert_never(name)
-    return MemoryManager(store, selector, **manager_options(settings))
+    manager = MemoryManager(store, selector, **manager_options(settings))
+    warmup = adopt(store.root) if isinstance(store, MemoryStore) else None
+    if warmup is not None and warmup.store is store and warmup.primed is not None:
+        manager.prime(warmup.primed.query, warmup.primed.take)  # run's question, read ahead
+    return manager
 
 
 def manager_options(settings: Settings) -> dict[str, Any]:
@@ -105,3 +116,33 @@ def shared_lexical(store: MemoryStoreProtocol) -> LexicalSelector:
     if warmup is not None and warmup.store is store:
         return warmup.lexical
     return LexicalSelector()
+
+
+def prime_child(argv: Sequence[str]) -> int:
+    """A reader process's work for ``asyncrecall run QUESTION`` (started by
+    :func:`asyncrecall._prewarm.start_reading_memory`): read the folder (writing its
+    persisted index and term counts, as a warm-up does), run the instant lexical pass
+    for the question at the instant and the recall limits, and write the results as
+    JSON to ``argv[0]`` (atomically). ``argv``: the result's path, the question, then
+    the settings flags as JSON. Exit 0 when the results are written."""
+    import json
+    import os
+
+    from asyncrecall._settings import load_settings
+
+    out, question, flags = argv[0], argv[1], json.loads(argv[2])
+    settings = load_settings(flags)
+    lexical = LexicalSelector(postings=False)
+    store = MemoryStore(settings.memory_folder())
+    lexical.prepare(store.warm_scan())
+    manager = MemoryManager(store, lexical, **manager_options(settings))
+    results: dict[str, Any] = {}
+    for limit in {settings.instant_files, settings.recall_files}:
+        result = manager.recall_instant(question, limit=limit, selector=lexical)
+        if result is not None:
+            results[str(limit)] = encode_result(result)
+    partial = f"{out}.part"
+    with open(partial, "w", encoding="utf-8") as file:
+        json.dump(results, file)
+    os.replace(partial, out)
+    return 0

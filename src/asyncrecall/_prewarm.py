@@ -30,18 +30,21 @@ and is left to the command to report.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import dataclasses
 import logging
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from asyncrecall.memory import LexicalSelector, MemoryStore
+    from asyncrecall.memory import LexicalSelector, MemoryStore, RecallResult
 
 __all__ = ["FolderWarmup", "adopt", "index_folder", "start_reading_memory"]
 
@@ -59,24 +62,92 @@ CHILD_TIMEOUT_S: Final = 30.0
 _CHILD_CODE: Final = (
     "import sys; from asyncrecall._prewarm import index_folder; index_folder(sys.argv[1])"
 )
+_PRIME_CODE: Final = (
+    "import sys; from asyncrecall._memory_config import prime_child; "
+    "sys.exit(prime_child(sys.argv[1:]))"
+)
 
 
 @dataclass(frozen=True)
 class FolderWarmup:
-    """A memory folder being read ahead of the session that will use it."""
+    """A memory folder being read ahead of the session that will use it: in a thread,
+    or (``run QUESTION``) in a reader process that also runs the question's instant pass."""
 
     store: MemoryStore
     lexical: LexicalSelector
-    thread: threading.Thread
+    thread: threading.Thread | None
+    primed: PrimedRecall | None = None
+
+
+class PrimedRecall:
+    """The instant pass of ``run``'s question, computed by a reader process: see
+    :meth:`asyncrecall.memory.MemoryManager.prime`. :meth:`take` never waits."""
+
+    def __init__(self, query: str, child: subprocess.Popen[bytes], out: str) -> None:
+        self.query = query
+        self._child, self._out = child, out
+        self._results: dict[str, Any] | None = None
+        atexit.register(self._forget)
+
+    def take(self, limit: int) -> RecallResult | None:
+        """The pass's result at ``limit`` files, or ``None`` (not done, failed, or no
+        result at that limit)."""
+        if self._results is None:
+            if self._child.poll() is None:
+                return None
+            self._results = self._read() if self._child.returncode == 0 else {}
+            self._forget()
+        data = self._results.get(str(limit))
+        return decode_result(data) if data is not None else None
+
+    def _read(self) -> dict[str, Any]:
+        import json
+
+        try:
+            with open(self._out, encoding="utf-8") as file:
+                found = json.load(file)
+        except (OSError, ValueError):
+            logger.debug("cannot read the reader process's result", exc_info=True)
+            return {}
+        return found if isinstance(found, dict) else {}
+
+    def _forget(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self._out)
+
+
+def encode_result(result: RecallResult) -> dict[str, Any]:
+    """``result`` as JSON-ready data (:func:`decode_result` reads it back)."""
+    docs = [
+        {**{f.name: getattr(d, f.name) for f in dataclasses.fields(d)}, "path": str(d.path)}
+        for d in result.selected
+    ]
+    return {
+        "prompt": result.prompt,
+        "strategy": result.strategy,
+        "fallback_reason": result.fallback_reason,
+        "selected": docs,
+    }
+
+
+def decode_result(data: Mapping[str, Any]) -> RecallResult:
+    """The :class:`~asyncrecall.memory.RecallResult` :func:`encode_result` wrote."""
+    from asyncrecall.memory import MemoryDoc, RecallResult
+
+    docs = tuple(MemoryDoc(**{**d, "path": Path(d["path"])}) for d in data["selected"])
+    return RecallResult(data["prompt"], docs, data["strategy"], data["fallback_reason"])
 
 
 _started: dict[Path, FolderWarmup] = {}
 _lock = threading.Lock()
 
 
-def start_reading_memory(argv: Sequence[str]) -> FolderWarmup | None:
+def start_reading_memory(argv: Sequence[str], question: str | None = None) -> FolderWarmup | None:
     """Start reading the folder ``argv`` (the command line after the program's name)
-    will recall from; ``None`` when it will not recall, or anything is unclear."""
+    will recall from; ``None`` when it will not recall, or anything is unclear.
+    ``question``: ``run``'s, when it is on the command line: a reader process reads the
+    folder and runs the question's instant pass (see :class:`PrimedRecall`), so this
+    interpreter reads nothing before its first request; the thread when it cannot start."""
     flags = _memory_flags(argv)
     if flags is None:
         return None
@@ -89,7 +160,12 @@ def start_reading_memory(argv: Sequence[str]) -> FolderWarmup | None:
         return None  # the command reports it
     if not settings.memory_enabled or settings.store:
         return None
-    return warm_folder(settings.memory_folder())
+    root = settings.memory_folder()
+    if question and question.strip():
+        primed = _prime(root, question, flags)
+        if primed is not None:
+            return primed
+    return warm_folder(root)
 
 
 def warm_folder(root: Path) -> FolderWarmup:
@@ -111,6 +187,38 @@ def warm_folder(root: Path) -> FolderWarmup:
 
         thread = MemoryManager(store, lexical).start_warming(first=parse_changes)
         found = _started[key] = FolderWarmup(store, lexical, thread)
+        return found
+
+
+def _prime(root: Path, question: str, flags: Mapping[str, object]) -> FolderWarmup | None:
+    """Start the reader process of :class:`PrimedRecall` for ``root``; ``None`` when it
+    cannot start (the thread reads the folder then)."""
+    import json
+    import tempfile
+
+    from asyncrecall.memory import LexicalSelector, MemoryStore
+
+    key = root.expanduser().absolute()
+    with _lock:
+        if key in _started:
+            return _started[key]
+        handle, out = tempfile.mkstemp(prefix="asyncrecall-primed-", suffix=".json")
+        os.close(handle)
+        try:
+            child = subprocess.Popen(
+                [sys.executable, "-c", _PRIME_CODE, out, question, json.dumps(dict(flags))],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except (OSError, ValueError):  # ValueError: a NUL in the question
+            logger.debug("cannot start the folder's reader process", exc_info=True)
+            os.unlink(out)
+            return None
+        primed = PrimedRecall(question, child, out)
+        found = _started[key] = FolderWarmup(
+            MemoryStore(key), LexicalSelector(postings=False), None, primed
+        )
         return found
 
 

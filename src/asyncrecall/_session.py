@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import ConfigError
@@ -34,6 +35,9 @@ __all__ = ["Session", "build_extraction", "open_session"]
 #: ``--side-model local``: the embedded model answers the side queries.
 LOCAL = "local"
 
+#: How long ``run``'s recall waits for its request to be out, at most (seconds).
+HOLD_RECALL_S = 0.05
+
 #: The old design's selector timeout, kept only for the blocking baseline.
 BLOCKING_SELECTOR_TIMEOUT = 1.0
 
@@ -54,6 +58,8 @@ class Session:
     #: Loads the embedded model (blocking), when the session runs on it.
     _load_embedded: Callable[[], object] | None = None
     _warming: asyncio.Task[None] | None = None
+    #: ``False`` (``hold_recall``): :meth:`start` warms nothing; the first recall reads.
+    warm_at_start: bool = True
 
     async def start(self) -> None:
         """Start-up work, kept off every request's path.
@@ -64,7 +70,7 @@ class Session:
         side and are awaited together (the load is the longer), so the first query's
         instant lexical pass rides on its only request.
         """
-        if self.memory is None or self._warming is not None:
+        if self.memory is None or self._warming is not None or not self.warm_at_start:
             return
         self._warming = asyncio.get_running_loop().create_task(
             self.client.warm_memory(), name="asyncrecall-memory-warm"
@@ -115,8 +121,13 @@ def open_session(
     side_model: Model | None = None,
     control: CancelSignal | None = None,
     handoff: bool = False,
+    hold_recall: bool = False,
 ) -> Session:
     """Wire a session. Without ``model``, the OpenAI-compatible endpoint of ``settings``.
+
+    ``hold_recall`` (``run``): the recall's background work waits for the first request
+    to be out (at most :data:`HOLD_RECALL_S`), and the session warms nothing at
+    :meth:`Session.start`: the folder is read after that request, or was read ahead.
 
     ``handoff`` (the command line's ``run`` and ``chat``): at exit, extraction that is
     owed goes to a detached worker process instead of being drained (see
@@ -154,6 +165,8 @@ def open_session(
     tools = ToolRegistry(settings.project, memory_store=store)
     offered = tools.specs if settings.tools_enabled(embedded=embedded) else ()
     recall_mode = settings.effective_recall_mode(embedded=embedded)
+    # On the embedded model the first turn waits for its load anyway (see Session.start).
+    held = hold_recall and not embedded
     control = control or CancelSignal()
     client = AgentClient(
         model=model,
@@ -169,6 +182,7 @@ def open_session(
             recall_limit=settings.recall_files,
             instant_limit=settings.instant_files,
             session_bytes=settings.recall_session_bytes or None,
+            hold_recall=HOLD_RECALL_S if held else None,
         ),
         control=control,
         instant_selector=_instant_selector(memory) if recall_mode == "async+lexical" else None,
@@ -189,6 +203,7 @@ def open_session(
         extraction=extraction,
         _closers=closers,
         _load_embedded=getattr(model, "load", None) if embedded else None,
+        warm_at_start=not held,
     )
 
 
@@ -197,39 +212,43 @@ def _handoff_for(
 ) -> Callable[[Handoff | None], None] | None:
     """The exit hand-off of ``scheduler``: writes what it owes and starts a worker (or
     one for stale hand-offs); ``None`` where a worker could not rebuild the store or the
-    side model (then exit drains, as a library session does)."""
+    side model (then exit drains, as a library session does). Its set-up (the worker's
+    module, the hand-off folder: about 2 ms) waits for the exit: ``run`` builds this
+    before its first request."""
     if not HANDOFF_SUPPORTED:
         return None
-    from asyncrecall._handoff_worker import WorkerConfig, hand_off
     from asyncrecall.memory import MemoryStore
 
     extractor = scheduler.extractor
     store = extractor.store
-    config = WorkerConfig()
+    where: dict[str, str]
     if isinstance(store, MemoryStore):
-        config["store"] = {"folder": str(store.root)}
+        where = {"folder": str(store.root)}
     elif settings.store and getattr(store, "namespace", None):
-        config["store"] = {"url": settings.store, "namespace": store.namespace}  # type: ignore[attr-defined]
+        where = {"url": settings.store, "namespace": store.namespace}  # type: ignore[attr-defined]
     else:
         return None
+    side: dict[str, Any]
     if is_embedded(side_model) if side_model is not None else False:
-        config["side"] = {"local": True}
+        side = {"local": True}
     elif side_model is not None and hasattr(side_model, "base_url"):
-        config["side"] = {
+        side = {
             "base_url": side_model.base_url,
             "model": side_model.name,
             "api_key": settings.api_key,
         }
     else:
         return None
-    directory = HandoffDir(handoff_dir(extractor, cache=settings.home / "handoff"))
 
     def handoff(owed: Handoff | None) -> None:
-        side = config["side"]
+        from asyncrecall._handoff_worker import WorkerConfig, hand_off
+
         if "base_url" in side:  # what this process learned: the worker is as careful
             from asyncrecall.models._traffic import traffic
 
             side["interrupts"] = traffic(side["base_url"]).interrupts
+        config = WorkerConfig(store=where, side=side)
+        directory = HandoffDir(handoff_dir(extractor, cache=settings.home / "handoff"))
         hand_off(directory, owed, config)
 
     return handoff

@@ -333,9 +333,7 @@ class AgentClient:
         yield RequestSentEvent(message_type=message_type.value, with_memory=injected is not None)
         gate, state.gate = state.gate, None
         if gate is not None:  # opened by the first streamed item, else after hold_recall
-            opening = asyncio.get_running_loop().call_later(
-                options.hold_recall or 0.0, gate.set
-            )
+            opening = asyncio.get_running_loop().call_later(options.hold_recall or 0.0, gate.set)
 
         text: list[str] = []
         calls: list[FunctionCall] = []

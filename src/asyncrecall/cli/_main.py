@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
+from typing import NoReturn
 
 from asyncrecall import __version__
 from asyncrecall._exceptions import AsyncRecallError, ConfigError
@@ -81,14 +82,34 @@ def _main(argv: Sequence[str]) -> int:
         resume_collection()  # every way out before that, and main(argv) from Python
 
 
+class _Quiet(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
+
+
+def _run_question(argv: list[str]) -> str | None:
+    """``run``'s question when it is on the command line (not ``-``: standard input),
+    read with the command's own flags; ``None`` when unclear (the command reports it)."""
+    parser = _Quiet(add_help=False, parents=[common_parser()])
+    parser.add_argument("command")
+    parser.add_argument("prompt", nargs="?")
+    try:
+        args, _ = parser.parse_known_args(argv)
+    except (ValueError, argparse.ArgumentError):
+        return None
+    prompt = args.prompt
+    return prompt if isinstance(prompt, str) and prompt != "-" else None
+
+
 #: The commands that build an agent session (and import the OpenAI SDK to do it).
 _SESSION_COMMANDS = frozenset({"run", "chat"})
 
 
 def _command(argv: list[str], command: str | None) -> int:
     # Before the command's imports (the OpenAI SDK: about half a second): the memory
-    # folder is read meanwhile, in a thread (see asyncrecall._prewarm).
-    start_reading_memory(argv)
+    # folder is read meanwhile, in a thread, or with run's question in a reader process
+    # (see asyncrecall._prewarm).
+    start_reading_memory(argv, _run_question(argv) if command == "run" else None)
     parser = _build_parser(command)
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)

@@ -41,7 +41,7 @@ def _handle(args: argparse.Namespace) -> int:
         return 2
     # The session is built before the event loop runs: importing the OpenAI SDK takes
     # about half a second, which would otherwise block the loop.
-    session = open_session(settings, handoff=True)
+    session = open_session(settings, handoff=True, hold_recall=True)
     resume_collection()  # the imports are done (see cli._main)
     if session.extraction is not None:
         # One query, then exit: its extraction goes straight to the worker process.

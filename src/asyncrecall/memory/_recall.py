@@ -276,11 +276,11 @@ class MemoryManager:
         if limit <= 0 or self.skips(query):
             return EMPTY_RECALL
         primed = self._primed
+        # The primed pass was a lexical selector's, over everything (nothing excluded).
         if primed is not None and primed[0] == query and not excluded_paths:
-            if chosen.name == "lexical":
-                taken = primed[1](limit)
-                if taken is not None:
-                    return taken
+            taken = primed[1](limit) if chosen.name == "lexical" else None
+            if taken is not None:
+                return taken
         result = self._recall_inline(chosen, query, excluded_paths, limit)
         if result is None:
             self._warm(chosen)
