@@ -48,7 +48,7 @@ def test_run_builds_its_session_without_collections_and_collects_again_before_th
         "from asyncrecall._exceptions import ConfigError\n"
         "from asyncrecall.cli import _run, main\n"
         "seen = []\n"
-        "def fake_open(settings, handoff):\n"
+        "def fake_open(settings, handoff, hold_recall=False):\n"
         "    seen.append(('building', gc.isenabled()))\n"
         "    if len(seen) > 2:\n"
         "        raise ConfigError('no session')\n"
