@@ -284,16 +284,7 @@ async def test_runs_side_query_waits_for_its_first_request(
             "main", Reply(tool_calls=[("list_directory", {"path": "."})], gate=answer), "ok"
         )
         server.set_default("side", lambda _request: Reply(text='{"selected_memories": []}'))
-        settings = Settings(
-            base_url=server.base_url,
-            model="main",
-            side_model="side",
-            memory_dir=folder,
-            project=tmp_path,
-            home=tmp_path / "home",
-            extract=False,
-        )
-        session = open_session(settings, hold_recall=True)
+        session = open_session(_run_settings(server.base_url, folder, tmp_path), hold_recall=True)
         await session.start()
 
         async def drain() -> None:
@@ -331,20 +322,24 @@ async def test_runs_session_puts_the_primed_pass_on_its_first_request(
         await asyncio.sleep(0.01)
     with LocalServer() as server:
         server.script("main", "ok")
-        settings = Settings(
-            base_url=server.base_url,
-            model="main",
-            side_model="side",
-            memory_dir=folder,
-            project=tmp_path,
-            home=tmp_path / "home",
-            extract=False,
-        )
         server.set_default("side", lambda _request: Reply(text='{"selected_memories": []}'))
-        session = open_session(settings, hold_recall=True)
+        session = open_session(_run_settings(server.base_url, folder, tmp_path), hold_recall=True)
         await session.start()
         async for _event in session.agent.run_query(question):
             pass
         await session.aclose()
     (main,) = (r for r in server.requests if r.model == "main")
     assert "CI hangs on real sockets" in json.dumps(main.body["messages"][-1])
+
+
+def _run_settings(base_url: str, folder: Path, tmp_path: Path) -> Settings:
+    """``run``'s settings against the test server (main model ``main``, side ``side``)."""
+    return Settings(
+        base_url=base_url,
+        model="main",
+        side_model="side",
+        memory_dir=folder,
+        project=tmp_path,
+        home=tmp_path / "home",
+        extract=False,
+    )
