@@ -343,3 +343,33 @@ def _run_settings(base_url: str, folder: Path, tmp_path: Path) -> Settings:
         home=tmp_path / "home",
         extract=False,
     )
+
+
+async def test_runs_side_query_is_held_no_longer_than_the_cap(folder: Path, tmp_path: Path) -> None:
+    """A first request whose answer does not come (a slow model) holds the side query
+    only :data:`HOLD_RECALL_S`: it goes out while the main request still waits."""
+    import asyncio
+    import threading
+
+    from asyncrecall.testing import LocalServer, Reply
+
+    answer = threading.Event()
+    with LocalServer() as server:
+        server.script(
+            "main", Reply(tool_calls=[("list_directory", {"path": "."})], gate=answer), "ok"
+        )
+        server.set_default("side", lambda _request: Reply(text='{"selected_memories": []}'))
+        session = open_session(_run_settings(server.base_url, folder, tmp_path), hold_recall=True)
+        await session.start()
+
+        async def drain() -> None:
+            async for _event in session.agent.run_query("why does CI hang on real sockets?"):
+                pass
+
+        turn = asyncio.create_task(drain())
+        side = await server.await_for(lambda r: r.model == "side")  # before the answer
+        answer.set()
+        await turn
+        await session.aclose()
+    main = next(r for r in server.requests if r.model == "main")
+    assert main.arrived_at < side.arrived_at
