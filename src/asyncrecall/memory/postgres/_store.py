@@ -1,7 +1,11 @@
 """Memories in PostgreSQL, shared by every worker process: :class:`PostgresMemoryStore`.
 
 One table keyed by (namespace, name) holds what the folder's topic files hold (see
-``_schema`` for the schema). What the store promises:
+``_schema`` for the schema). A store is a view of one namespace: every store of a
+process opened on one URL (with the same pool options) shares one engine (``_engine``:
+its pools, loop connections, ``LISTEN`` connection and thread), each passing its
+namespace with every call, so a process serving 1,000 tenants holds one engine's
+connections, not 1,000 stores' (issue 26, point 1). What the store promises:
 
 - **Writes.** A save is one transaction: an upsert on (namespace, name) whose row is
   written whole, so two processes saving one name resolve to the last commit, never to
@@ -21,12 +25,12 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
   query's cost. The selectors rank the candidates as
   they rank a folder. The query runs inside the recall task on a connection of the
   caller's own event loop (``_loops``: psycopg's async I/O never blocks that
-  loop, and no thread hop is paid), or on the store's own loop and pool
+  loop, and no thread hop is paid), or on the engine's own loop and pool
   (``_portal``) when the loop has ``max_size`` queries in flight already;
   the turn never waits for it. Synchronous calls (CLI, memory tool) use a
   synchronous pool in the caller's thread.
 - **Caches.** Per-process caches (the index text, scans, candidate lists) are used
-  only while the store's ``LISTEN`` connection is up; any save or forget, by this
+  only while the engine's ``LISTEN`` connection is up; any save or forget, by this
   process or another, bumps :attr:`generation`, empties them and calls the change
   listeners (:meth:`add_change_listener`). A lost ``LISTEN`` connection empties them,
   and they stay off until it is back. The selectors' caches (term counts, vectors)
@@ -37,16 +41,17 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
 - **Faults.** A database that cannot be reached when the store opens, or whose schema
   is newer than this code, is a :class:`ConfigError`. Later, a save, get or forget
   raises :class:`MemoryStoreError`; recall and the index log one warning per outage
-  on ``asyncrecall.memory`` and give nothing (the turn goes on without memory) until
-  the database answers again. The index (read on the event loop) never waits for a
-  connection to be made while the database is down; the pools give a reconnection up
-  after :data:`~._engine.RECONNECT_GIVE_UP_S`, so the first call after the database is back
-  connects at once instead of waiting out a doubled pause.
+  of the database (not per namespace) on ``asyncrecall.memory`` and give nothing
+  (the turn goes on without memory) until the database answers again. The index
+  (read on the event loop) never waits for a connection to be made while the database
+  is down; the pools give a reconnection up
+  after :data:`~._engine.RECONNECT_GIVE_UP_S`, so the first call after the database
+  is back connects at once instead of waiting out a doubled pause.
 - **Input.** Every query is constant SQL text; names, namespaces and bodies travel
   only as parameters.
 
-The parts: ``_changes`` (caches and ``LISTEN``), ``_candidates`` and
-``_loops`` (recall's query and its connections), ``_writes`` (a
+The parts: ``_engine`` (the shared connections), ``_changes`` (caches),
+``_candidates`` and ``_loops`` (recall's query and its connections), ``_writes`` (a
 save's checks, a forget's transaction), ``_text`` (values and helpers),
 ``_sql`` and ``_schema``.
 """
@@ -156,12 +161,15 @@ class PostgresMemoryStore:
     ``url`` is a libpq connection URI (``postgresql://user@host/db``,
     ``postgresql:///db?host=/run/postgresql``). Nothing connects until
     :meth:`connect` or the first call; :meth:`open` does both. Close with
-    :meth:`close` (or ``with``): it stops the store's thread and pools.
+    :meth:`close` (or ``with``); the last store of the process on this database stops
+    the engine's thread and pools. :meth:`for_namespace` opens another namespace's
+    store on the same engine (as :meth:`open` with the same URL and options does).
 
-    Synchronous calls (the CLI, the agent's memory tool) use a synchronous pool in the
-    caller's thread; :meth:`candidates` (recall) uses up to ``max_size`` connections of
-    the caller's event loop, then an async pool on the store's own loop, where the
-    ``LISTEN`` connection lives (``_portal``).
+    The engine (one per process, URL and ``min_size``/``max_size``/``timeout``/``listen``)
+    holds a synchronous pool for synchronous calls (the CLI, the agent's memory tool,
+    extraction's state), used in the caller's thread; :meth:`candidates` (recall) uses
+    up to ``max_size`` connections of the caller's event loop, then an async pool on
+    the engine's own loop, where the ``LISTEN`` connection lives (``_portal``).
     """
 
     #: A database round trip never runs inline (``scan_cached`` is always ``None``).
