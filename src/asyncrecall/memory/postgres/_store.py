@@ -107,6 +107,7 @@ from asyncrecall.memory.postgres._sql import (
     FRONT_MATTER_SQL,
     GET_BY_NAME_SQL,
     INDEX_SQL,
+    NAMESPACE_SIZE_SQL,
     PROVENANCE_SQL,
     QUARANTINED_SQL,
     SAVE_IF_SQL,
@@ -374,6 +375,12 @@ class PostgresMemoryStore:
         docs = self._rows(SCAN_SQL, {"ns": self.namespace, "limit": limit})
         self._feed.keep_scan(token, limit, docs)
         return list(docs)
+
+    def count(self) -> int:
+        """How many memories the namespace holds (counted by the database)."""
+        row = self._read("read from", lambda conn: conn.execute(
+            NAMESPACE_SIZE_SQL, {"ns": self.namespace}).fetchone())  # fmt: skip
+        return int(row[0]) if row is not None else 0
 
     def get(self, name_or_rel_path: str) -> MemoryDoc:
         """The memory with this exact relative path, else this exact name, else this
