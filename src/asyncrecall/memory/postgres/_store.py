@@ -97,6 +97,7 @@ from asyncrecall.memory.postgres._engine import Engine, EngineOptions
 from asyncrecall.memory.postgres._engine import acquire as acquire_engine
 from asyncrecall.memory.postgres._engine import release as release_engine
 from asyncrecall.memory.postgres._history import history_records, recorded
+from asyncrecall.memory.postgres._rls import bind_role, enable_row_security
 from asyncrecall.memory.postgres._schema import (
     CHANNEL,
     SCHEMA_VERSION,
@@ -315,6 +316,23 @@ class PostgresMemoryStore:
                 f"cannot use the memory database {redact_url(url)}: {describe(exc)}"
             ) from exc
         return found, SCHEMA_VERSION
+
+    @staticmethod
+    def enable_row_security(url: str, *, bind: Mapping[str, str] | None = None) -> None:
+        """Have the database itself keep tenants apart (``_rls``), as the tables' owner:
+        a role bound to namespaces reads and writes only those; ``bind`` maps roles to
+        the namespace each is bound to. Idempotent. :class:`ConfigError` (one line)
+        when the database cannot be reached or this role may not."""
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+                ensure_schema(conn, where=redact_url(url))
+                enable_row_security(conn)
+                for role, namespace in (bind or {}).items():
+                    bind_role(conn, role=role, namespace=namespace)
+        except psycopg.Error as exc:
+            raise ConfigError(
+                f"cannot enable row-level security in {redact_url(url)}: {describe(exc)}"
+            ) from exc
 
     def close(self) -> None:
         """Stop this namespace's caches; the last store of the process on this database
