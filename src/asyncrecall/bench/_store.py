@@ -47,7 +47,12 @@ from typing import Any
 from asyncrecall._settings import Settings
 from asyncrecall.bench._corpus import MEMORIES, QUERIES
 from asyncrecall.bench._measure import percentile
-from asyncrecall.bench._store_tenants import TenantsRow, measure_tenants, tenants_table
+from asyncrecall.bench._store_tenants import (
+    TenantsRow,
+    WarningCounter,
+    measure_tenants,
+    tenants_table,
+)
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
 from asyncrecall.memory._document import render_document, safe_file_stem
 
@@ -191,22 +196,13 @@ class _Outcome:
     seen: dict[str, float]
 
 
-class _Counter(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.count = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.count += 1
-
-
 def _work(spec: _Spec, barrier: Any, results: Any) -> None:
     """A worker process: warm up, wait for every other worker, measure, report."""
     results.put((spec.worker, asdict(asyncio.run(_awork(spec, barrier)))))
 
 
 async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
-    counter = _Counter()
+    counter = WarningCounter()
     logger = logging.getLogger("asyncrecall.memory")
     logger.addHandler(counter)
     logger.propagate = False

@@ -26,7 +26,7 @@ from typing import Any
 from asyncrecall.bench._measure import percentile
 from asyncrecall.memory import LexicalSelector, MemoryManager
 
-__all__ = ["TenantsRow", "measure_tenants", "tenants_table"]
+__all__ = ["TenantsRow", "WarningCounter", "measure_tenants", "tenants_table"]
 
 _SAMPLE_S = 0.05
 
@@ -47,7 +47,9 @@ class TenantsRow:
     errors: int
 
 
-class _Warnings(logging.Handler):
+class WarningCounter(logging.Handler):
+    """Counts the warnings logged (a bench's errors include them)."""
+
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.count = 0
@@ -102,7 +104,7 @@ async def measure_tenants(
     prefix = f"bench-tenant-{uuid.uuid4().hex[:8]}-"
     PostgresMemoryStore.migrate(url)
     await asyncio.to_thread(_load, url, prefix, tenants, per_tenant, memory)
-    warnings = _Warnings()
+    warnings = WarningCounter()
     logger = logging.getLogger("asyncrecall.memory")
     logger.addHandler(warnings)
     stores: list[PostgresMemoryStore] = []
