@@ -76,9 +76,16 @@ def app_url(postgres_server: LocalPostgres) -> str:
         postgres_server.start()
     PostgresMemoryStore.migrate(postgres_server.url)
     with psycopg.connect(postgres_server.url, autocommit=True) as owner:
+        owner.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")  # PostgreSQL 15's default
         owner.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(APP_ROLE)))
         for grant in GRANTS:
             owner.execute(grant.format(role=APP_ROLE))  # type: ignore[arg-type]
+        may_create = owner.execute(
+            "SELECT has_schema_privilege(%s, 'public', 'CREATE'),"
+            " has_database_privilege(%s, current_database(), 'CREATE')",
+            (APP_ROLE, APP_ROLE),
+        ).fetchone()
+    assert may_create == (False, False)  # the whole store suite runs without CREATE
     return postgres_server.url.replace("user=postgres", f"user={APP_ROLE}")
 
 

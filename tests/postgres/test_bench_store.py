@@ -16,7 +16,7 @@ def test_the_store_benchmark_runs_and_reports_every_row(pg_server: LocalPostgres
     result = subprocess.run(
         [sys.executable, "-m", "asyncrecall", "bench", "store", "--store", pg_server.url,
          "--memories", "300", "--workers", "1,2", "--sessions", "2", "--seconds", "1",
-         "--save-ratio", "0.3", "--json"],
+         "--save-ratio", "0.3", "--tenants", "30", "--tenant-memories", "3", "--json"],
         capture_output=True,
         text=True,
         timeout=240,
@@ -35,6 +35,11 @@ def test_the_store_benchmark_runs_and_reports_every_row(pg_server: LocalPostgres
     assert all(r["saves_per_s"] > 0 for r in rows)
     two = rows[1]
     assert two["invalidation_p50_ms"] is not None and two["invalidation_p50_ms"] > 0
+    tenants = report["tenants"]
+    assert tenants["tenants"] == 30 and tenants["recalls"] > 0 and tenants["errors"] == 0
+    # 30 namespaces' stores in one process: one engine's connections (two pools of 4,
+    # the LISTEN connection, 4 of the loop), not about four per namespace (issue 26).
+    assert 0 < tenants["server_connections"] <= 13, tenants
 
 
 @pytest.mark.timeout(300)

@@ -105,7 +105,7 @@ async def test_a_connection_the_server_closed_is_replaced_within_the_same_recall
         ended = admin.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
             " WHERE application_name = %s",
-            (f"asyncrecall-recall-{store._id[:12]}",),
+            (store._query.loops.name,),
         ).fetchone()
     assert ended is not None and ended[0] >= 1  # the recall's connection was there
     assert (await manager.recall("postgres")).paths == ("database.md",)

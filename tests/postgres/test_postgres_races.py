@@ -55,7 +55,7 @@ def _log_since(server: LocalPostgres, offset: int) -> str:
 
 @pytest.mark.timeout(300)
 def test_saves_of_the_same_new_names_from_eight_processes_all_count(
-    pg_server: LocalPostgres, open_pg: Any, namespace: str
+    pg_server: LocalPostgres, pg_url: str, open_pg: Any, namespace: str
 ) -> None:
     """8 processes save the same 60 new names at once (480 saves): every save returns,
     none raises, each name's row counts all 8 saves (version 8: one insert, seven
@@ -64,7 +64,7 @@ def test_saves_of_the_same_new_names_from_eight_processes_all_count(
     log_start = _server_log(pg_server).stat().st_size
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _WORKER, pg_server.url, namespace, str(w)],
+            [sys.executable, "-c", _WORKER, pg_url, namespace, str(w)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

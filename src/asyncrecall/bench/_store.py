@@ -21,6 +21,9 @@ long, then started again. Measured: the longest the event loop was held while th
 database was down, and from the moment the server accepts connections again to the
 first save that succeeds, the first recall that returns its memory and the first index
 that lists it. (A database given with ``--store`` is not ours to stop: no outage row.)
+
+The many-tenants row (``--tenants``, ``_store_tenants``): that many namespaces, each
+with its store, in one process; the server connections it holds, recall p50/p99.
 """
 
 from __future__ import annotations
@@ -44,6 +47,12 @@ from typing import Any
 from asyncrecall._settings import Settings
 from asyncrecall.bench._corpus import MEMORIES, QUERIES
 from asyncrecall.bench._measure import percentile
+from asyncrecall.bench._store_tenants import (
+    TenantsRow,
+    WarningCounter,
+    measure_tenants,
+    tenants_table,
+)
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
 from asyncrecall.memory._document import render_document, safe_file_stem
 
@@ -66,6 +75,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=5.0,
         metavar="SECONDS",
         help="stop the local server this long and time the recovery (0: no outage row)",
+    )
+    parser.add_argument(
+        "--tenants",
+        type=int,
+        default=1000,
+        help="namespaces of the many-tenants row, all in one process (0: no such row)",
+    )
+    parser.add_argument(
+        "--tenant-memories", type=int, default=20, help="memories per namespace of that row"
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -178,22 +196,13 @@ class _Outcome:
     seen: dict[str, float]
 
 
-class _Counter(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.count = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.count += 1
-
-
 def _work(spec: _Spec, barrier: Any, results: Any) -> None:
     """A worker process: warm up, wait for every other worker, measure, report."""
     results.put((spec.worker, asdict(asyncio.run(_awork(spec, barrier)))))
 
 
 async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
-    counter = _Counter()
+    counter = WarningCounter()
     logger = logging.getLogger("asyncrecall.memory")
     logger.addHandler(counter)
     logger.propagate = False
@@ -471,8 +480,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         server = LocalPostgres().start()
         url = server.url
     outage: OutageRow | None = None
+    tenants: TenantsRow | None = None
     try:
         rows = measure(args, url)
+        if args.tenants > 0:
+            words = _Words(_SEED + 2)
+            tenants = asyncio.run(
+                measure_tenants(
+                    url, tenants=args.tenants, per_tenant=args.tenant_memories,
+                    sessions=args.sessions, seconds=args.seconds, memory=words.memory,
+                    query=words.query,
+                )
+            )  # fmt: skip
         if server is not None and args.outage > 0:
             namespace = f"bench-outage-{uuid.uuid4().hex[:8]}"
             outage = asyncio.run(_measure_outage(server, namespace, args.outage))
@@ -485,10 +504,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
     if args.json:
         console.print_json(
-            json.dumps({"rows": [asdict(row) for row in rows], "outage": outage and asdict(outage)})
+            json.dumps(
+                {
+                    "rows": [asdict(row) for row in rows],
+                    "outage": outage and asdict(outage),
+                    "tenants": tenants and asdict(tenants),
+                }
+            )
         )
         return 0
     console.print(_table(rows, args), markup=False)
+    if tenants is not None:
+        console.print(tenants_table(tenants), markup=False)
     if outage is not None:
         console.print(_outage_table(outage), markup=False)
     return 0

@@ -151,7 +151,22 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="a relative path already surfaced this session (repeatable)",
     )
-    add("migrate", "create or update the database store's schema (as its owner)", _migrate)
+    migrate = add(
+        "migrate", "create or update the database store's schema (as its owner)", _migrate
+    )
+    migrate.add_argument(
+        "--row-security",
+        action="store_true",
+        help="also have the database keep namespaces apart: a role bound to namespaces "
+        "(--bind) reads and writes only those",
+    )
+    migrate.add_argument(
+        "--bind",
+        action="append",
+        default=[],
+        metavar="ROLE=NAMESPACE",
+        help="with --row-security: bind a role to a namespace (repeatable)",
+    )
     export = add("export", "copy every memory of the store into a memory folder", _export)
     export.add_argument("--to", required=True, metavar="DIR", help="the folder to write")
     load = add("import", "copy every memory of a memory folder into the store", _import)
@@ -257,13 +272,29 @@ def _migrate(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("memory migrate needs a database store: --store postgresql://...")
     from asyncrecall.memory.postgres._store import PostgresMemoryStore
 
+    binds: dict[str, str] = {}
+    for item in args.bind:
+        role, sep, namespace = str(item).partition("=")
+        if not sep or not role or not namespace:
+            raise ConfigError(f"--bind takes ROLE=NAMESPACE, got {item!r}")
+        binds[role] = namespace
+    if binds and not args.row_security:
+        raise ConfigError("--bind needs --row-security")
     found, now = PostgresMemoryStore.migrate(url)
+    if args.row_security:
+        PostgresMemoryStore.enable_row_security(url, bind=binds)
     if args.json:
-        _print_json({"found": found, "version": now})
-    elif found == now:
+        report: dict[str, object] = {"found": found, "version": now}
+        if args.row_security:
+            report["row_security"] = {"bound": sorted(binds)}
+        _print_json(report)
+        return 0
+    if found == now:
         _out().print(f"schema version {now}: up to date", markup=False)
     else:
         _out().print(f"schema version {found} -> {now}", markup=False)
+    if args.row_security:
+        _out().print(f"row-level security on ({len(binds)} role(s) bound now)", markup=False)
     return 0
 
 

@@ -1,7 +1,9 @@
 """Consolidation ("dream"): merge duplicates, rewrite stale facts, remove superseded ones.
 
-One side query reads the whole folder (every memory's path, type, name, description
-and body) and answers a plan, ``{"actions": [...]}``, each action one of:
+A side query reads a cluster of memories (each one's path, type, name, description
+and body; ``_clusters``: the whole store when it fits one, else at most four bounded
+clusters of related memories, one side query each) and answers a plan,
+``{"actions": [...]}``, each action one of:
 
 - ``merge``: ``paths`` (two or more existing memories) become one memory
   (``name``, ``description``, ``type``, ``content``) kept in the file of the one that
@@ -57,6 +59,7 @@ from asyncrecall.memory.extraction._backend import (
     consolidation_gate,
     extraction_backend,
 )
+from asyncrecall.memory.extraction._clusters import BODY_CHARS, clusters
 from asyncrecall.memory.extraction._extract import (
     MAX_CONTENT_CHARS,
     MAX_DESCRIPTION_CHARS,
@@ -86,7 +89,7 @@ Op: TypeAlias = Literal["merge", "rewrite", "delete"]
 
 MAX_ACTIONS: Final = 50
 SCHEMA_NAME: Final = "memory_consolidation"
-_BODY_CHARS: Final = 1_500
+_BODY_CHARS: Final = BODY_CHARS
 
 SYSTEM_PROMPT: Final = (
     "You tidy the long-term memory folder of an AI agent. You get every memory: path, "
@@ -278,21 +281,26 @@ def _validate_action(
 async def plan_consolidation(
     store: MemoryStoreProtocol, model: Model, *, backend: ExtractionBackend | None = None
 ) -> list[ConsolidationAction]:
-    """Ask the side model for a plan over the whole store, validated (nothing written)."""
-    import asyncio
-
+    """Ask the side model for a plan over each cluster of the store (``_clusters``),
+    validated (nothing written); each action's snapshot is its cluster."""
     backend = backend or extraction_backend(store)
-    docs = await asyncio.to_thread(store.scan, limit=None)
-    if len(docs) < 2:
-        return []
-    answer = await model.generate_json(
-        system=SYSTEM_PROMPT,
-        prompt=consolidation_prompt(docs),
-        schema=consolidation_schema(),
-        schema_name=SCHEMA_NAME,
-        max_tokens=CONSOLIDATION_MAX_TOKENS,
-    )
-    return validate_plan(answer, root=backend.files_root, docs=docs)
+    actions: list[ConsolidationAction] = []
+    for docs in await clusters(store):
+        answer = await model.generate_json(
+            system=SYSTEM_PROMPT,
+            prompt=consolidation_prompt(docs),
+            schema=consolidation_schema(),
+            schema_name=SCHEMA_NAME,
+            max_tokens=CONSOLIDATION_MAX_TOKENS,
+        )
+        actions.extend(validate_plan(answer, root=backend.files_root, docs=docs))
+    return actions
+
+
+def _count(store: MemoryStoreProtocol) -> int:
+    """The store's memories: counted by the database when it can, else scanned."""
+    count = getattr(store, "count", None)
+    return int(count()) if callable(count) else len(store.scan(limit=None))
 
 
 async def consolidate(
@@ -310,7 +318,7 @@ async def consolidate(
     import asyncio
 
     backend = backend or extraction_backend(store)
-    before = len(await asyncio.to_thread(store.scan, limit=None))
+    before = await asyncio.to_thread(_count, store)
     actions = await plan_consolidation(store, model, backend=backend)
     if dry_run:
         return ConsolidationResult(tuple(actions), dry_run=True, memories_before=before)
@@ -322,7 +330,7 @@ async def consolidate(
         removed=result.removed,
         index_trimmed=result.index_trimmed,
         memories_before=before,
-        memories_after=len(await asyncio.to_thread(store.scan, limit=None)),
+        memories_after=await asyncio.to_thread(_count, store),
         notes=result.notes,
         write_id=result.write_id,
     )
@@ -343,8 +351,13 @@ def apply_plan(
     notes: list[str] = []
     write_id = f"consolidation:{uuid.uuid4().hex[:12]}"
     with backend.locked():
-        changed = _changed_since(backend, actions)
+        # Each snapshot a delete or a rewrite rests on is checked once, before anything
+        # of the plan is written.
+        changes = {
+            id(a.snapshot): _changed_since(backend, a.snapshot) for a in actions if a.op != "merge"
+        }
         for action in actions:
+            changed = changes.get(id(action.snapshot))
             try:
                 if action.op != "merge" and changed is not None:
                     raise MemoryConflictError(
@@ -361,16 +374,11 @@ def apply_plan(
     )  # fmt: skip
 
 
-def _changed_since(
-    backend: ExtractionBackend, actions: Sequence[ConsolidationAction]
-) -> str | None:
-    """The name of a memory of the plan's snapshot that changed or went since, if any."""
-    snapshot = next((a.snapshot for a in actions if a.snapshot), ())
-    if not snapshot or all(a.op == "merge" for a in actions):
-        return None
-    now = {doc.name: doc for doc in backend.store.scan(limit=None)}
+def _changed_since(backend: ExtractionBackend, snapshot: Sequence[MemoryDoc]) -> str | None:
+    """The name of a memory of a snapshot (a cluster, bounded) that changed or went
+    since, if any: each looked up by its name."""
     for doc in snapshot:
-        current = now.get(doc.name)
+        current = backend.get(doc.name)
         if current is None or not same_content(current, doc):
             return doc.name
     return None

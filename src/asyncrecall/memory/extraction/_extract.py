@@ -11,9 +11,15 @@ a role, a text) and a side :class:`~asyncrecall.models.Model`. One
 2. takes the turns from the session's cursor to ``end``; with none, it only moves the
    cursor (to ``end``) and asks nobody;
 3. asks the side model once (``generate_json``) for proposals: create a memory, update
-   one, or nothing (an empty list), each citing the turn offsets it came from;
-4. validates every proposal with ``save_memory``'s rules (type, non-empty name, size)
-   plus extraction's own (lengths, offsets from the slice, at most
+   one, or nothing (an empty list), each citing the turn offsets it came from. It is
+   shown at most 60 existing memories, those recall would offer for the new turns
+   (``store.candidates``: the newest of a small store; of a large database, the
+   full-text matches on the turns' words, then the newest), never the whole store: a
+   namespace of 100,000 memories was read whole, bodies and all, by every extraction
+   (issue 26, point 7);
+4. looks up the memories the answer names that it was not shown (a path, a name: one
+   indexed read each), then validates every proposal with ``save_memory``'s rules
+   (type, non-empty name, size) plus extraction's own (lengths, offsets from the slice, at most
    :data:`MAX_PROPOSALS`); a proposal naming a path that is not a memory file inside
    the folder (or, for a database, not a name a memory file could have) is refused,
    never written;
@@ -51,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Final, Literal, TypeAlias
 
-from asyncrecall._exceptions import MemoryConflictError, ModelProtocolError
+from asyncrecall._exceptions import MemoryConflictError, MemoryStoreError, ModelProtocolError
 from asyncrecall.memory._document import FrontMatterError, parse_document, render_document
 from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._limits import INDEX_NAME, MAX_FILE_BYTES, inside
@@ -573,14 +579,15 @@ class MemoryExtractor:
                 empty = Journal(session_id, start, end, ())
                 await _committed(asyncio.to_thread(backend.commit, empty))
             return ExtractionResult(session_id, start, end, recovered=recovered)
-        docs = await asyncio.to_thread(self.store.scan, limit=None)
+        shown = await self._shown(todo)
         answer = await self.model.generate_json(
             system=SYSTEM_PROMPT,
-            prompt=extraction_prompt(todo, docs),
+            prompt=extraction_prompt(todo, shown),
             schema=extraction_schema(self.max_proposals),
             schema_name=SCHEMA_NAME,
             max_tokens=EXTRACTION_MAX_TOKENS,
         )
+        docs = await asyncio.to_thread(self._named, answer, shown)
         proposals, refused = validate_proposals(
             answer,
             root=backend.files_root,
@@ -592,7 +599,7 @@ class MemoryExtractor:
         by_offset = {t.offset: t for t in todo}
         entries = await asyncio.to_thread(
             lambda: tuple(
-                self._entry(session_id, i, p, docs, start, by_offset)
+                self._entry(session_id, i, p, docs, shown, start, by_offset)
                 for i, p in enumerate(proposals)
             )
         )
@@ -613,12 +620,55 @@ class MemoryExtractor:
             proposals=tuple(proposals),
         )
 
+    async def _shown(self, turns: Sequence[TranscriptTurn]) -> list[MemoryDoc]:
+        """The existing memories the side model is shown (step 3): what recall offers
+        for the turns' words, the user's newest first."""
+        said = [t.text for t in reversed(turns) if t.role == "user"]
+        query = " ".join(said or [t.text for t in reversed(turns)])
+        return (await self.store.candidates(query))[:_MANIFEST_DOCS]
+
+    def _named(self, answer: Any, shown: Sequence[MemoryDoc]) -> list[MemoryDoc]:
+        """``shown`` and the memories the answer names by a path or a name that it does
+        not hold (step 4), each looked up in the store: validation tells an update
+        from a create by them."""
+        if isinstance(answer, str):
+            try:
+                answer = json.loads(answer)
+            except ValueError:
+                return list(shown)  # validation says what is wrong with it
+        raw = answer.get("memories") if isinstance(answer, Mapping) else None
+        known = {doc.rel_path: doc for doc in shown}
+        names = {doc.name for doc in shown}
+        for item in raw if isinstance(raw, list) else ():
+            if not isinstance(item, Mapping):
+                continue
+            found: MemoryDoc | None = None
+            path, name = item.get("path"), _one_line(item.get("name"))
+            try:
+                if isinstance(path, str) and path.strip():
+                    rel = confine_path(self.backend.files_root, path)
+                    if rel not in known:
+                        doc = self.store.get(rel)
+                        found = doc if doc.rel_path == rel else None
+                if found is None and name and name not in names:
+                    found = self.backend.get(name)
+            except (ValueError, MemoryStoreError):
+                # No such memory, no such name can be, or the store failed: validation
+                # decides; a write onto a memory not looked up is added to its end
+                # (planned_write), never a replacement of what the model did not see.
+                continue
+            if found is not None:
+                known.setdefault(found.rel_path, found)
+                names.add(found.name)
+        return list(known.values())
+
     def _entry(
         self,
         session_id: str,
         index: int,
         proposal: MemoryProposal,
         docs: Sequence[MemoryDoc],
+        shown_docs: Sequence[MemoryDoc],
         start: int,
         turns: Mapping[int, TranscriptTurn],
     ) -> JournalEntry:
@@ -628,7 +678,7 @@ class MemoryExtractor:
             offsets = {k: list(v) for k, v in self.backend.source_offsets(doc).items()}
         merged = set(offsets.get(session_id, ())) | set(proposal.source_offsets)
         offsets[session_id] = sorted(merged)
-        shown = shown_body(docs, doc) if doc is not None else None
+        shown = shown_body(shown_docs, doc) if doc is not None else None
         whole = (
             shown is not None and doc is not None and len(" ".join(doc.body.split())) <= len(shown)
         )

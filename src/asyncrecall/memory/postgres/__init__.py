@@ -7,7 +7,9 @@
 - ``_candidates``: what recall offers a selector (full-text search, newest first);
 - ``_changes``: the change feed (``LISTEN``/``NOTIFY``) that keeps the caches fresh;
 - ``_writes`` and ``_history``: conditional writes and the change history;
-- ``_loops`` and ``_portal``: the event loop of the pool and the call from other threads;
+- ``_engine``: the connections, loop and listener every store of a database shares in
+  a process; ``_loops`` and ``_portal``: recall's connections of the callers' loops, and
+  the engine's own loop with the call from other threads;
 - ``_extraction``: extraction's and consolidation's state in the database.
 
 The only part of the package that imports psycopg; loaded when a PostgreSQL store is

@@ -5,10 +5,10 @@ large one, the best full-text matches on the query's terms but the common ones, 
 the newest. The namespace's common lexemes (expected in over ``COMMON_ROWS`` of its
 rows, judged from its newest ``COMMON_SAMPLE`` memories) are counted every 10 minutes
 and sent as one ``text[]`` literal; a namespace of at most ``COMMON_ROWS`` memories has
-none, and is not sampled. The query
-runs on a connection of the caller's loop (``_loops``) or, when that loop has
-none to spare, on the store's own pool; a connection the server has closed (a restart)
-is dropped and the query tried again on another.
+none, and is not sampled. The query runs on a connection of the caller's loop
+(``_loops``) or, when that loop has none to spare, on the engine's own pool (both
+shared by every namespace, ``_engine``); a connection the server has closed (a
+restart) is dropped and the query tried again on another.
 """
 
 from __future__ import annotations
@@ -45,23 +45,12 @@ __all__ = ["CandidateQuery"]
 class CandidateQuery:
     """The candidates of one namespace (rows become documents below ``root``)."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        namespace: str,
-        root: Path,
-        connect_timeout: int,
-        max_size: int,
-        name: str,
-    ) -> None:
+    def __init__(self, *, namespace: str, root: Path, loops: LoopConnections) -> None:
         self.namespace = namespace
         self.root = root
-        #: The connections of the callers' loops (``application_name`` ``name``).
-        self.loops = LoopConnections(
-            url, connect_timeout=connect_timeout, limit=max_size, name=name
-        )
-        self._attempts = max_size + 1
+        #: The connections of the callers' loops (the engine's: every namespace's).
+        self.loops = loops
+        self._attempts = loops.limit + 1
         # Read and replaced whole from any loop (a str and a float: no lock needed).
         self._common = "{}"
         self._common_read_at = float("-inf")
@@ -108,10 +97,6 @@ class CandidateQuery:
                     if not conn.closed or attempt == self._attempts - 1:
                         raise
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def close(self) -> None:
-        """Close the callers' loops' connections (from any thread)."""
-        self.loops.close()
 
     async def _query(self, conn: AsyncConnection[Any], params: dict[str, Any]) -> list[MemoryDoc]:
         params["common"] = await self._common_lexemes(conn)

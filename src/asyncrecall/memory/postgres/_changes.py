@@ -2,11 +2,12 @@
 
 :class:`ChangeFeed` holds what a store caches (the index text, scans, candidate lists)
 and the ``generation`` that every change bumps. The caches are used only while the
-store's ``LISTEN`` connection (:meth:`ChangeFeed.listen`, on the store's own loop) is
-up: a change seen there (another process's save or forget), a change made here, or a
-reconnect (changes may have been missed) empties them and calls the change listeners.
-A read tags itself with the generation it started under (:meth:`ChangeFeed.token`) and
-is cached only if no change came in meanwhile.
+``LISTEN`` connection of the store's engine (``_engine``: one per database, which hands
+each namespace's notifications to its feeds) is up: a change seen there (another
+process's save or forget), a change made here, or a reconnect (changes may have been
+missed) empties them and calls the change listeners. A read tags itself with the
+generation it started under (:meth:`ChangeFeed.token`) and is cached only if no change
+came in meanwhile.
 """
 
 from __future__ import annotations
@@ -21,11 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Final
 
-import psycopg
-from psycopg import AsyncConnection
-
 from asyncrecall.memory._types import MemoryDoc
-from asyncrecall.memory.postgres._sql import LISTEN_SQL
 from asyncrecall.memory.postgres._text import Announcer, StoreChange
 
 __all__ = ["ChangeFeed", "log_listener_end"]
@@ -80,9 +77,9 @@ class ChangeFeed:
     def changed(self, op: str, name: str, version: int) -> None:
         """This store's own write."""
         memory_id = self._announce.memory_id(name) if self._announce is not None else ""
-        self._seen(StoreChange(op, memory_id, version, time.time(), name))
+        self.seen(StoreChange(op, memory_id, version, time.time(), name))
 
-    def _seen(self, change: StoreChange) -> None:
+    def seen(self, change: StoreChange) -> None:
         """A change seen: by the listener (another store's, or a reconnect), or made here."""
         with self._lock:
             self._generation += 1
@@ -99,48 +96,27 @@ class ChangeFeed:
             self._listening = up
             self._drop_locked()
 
-    def on_notify(self, payload: str) -> None:
+    @property
+    def namespace_key(self) -> str:
+        """The digest of this namespace its notifications carry."""
+        assert self._announce is not None  # set when the store connects
+        return self._announce.namespace_key
+
+    @staticmethod
+    def parse(payload: str) -> tuple[str, str, StoreChange] | None:
+        """A notification's namespace digest, source and change; ``None``: not ours."""
         try:
             data = json.loads(payload)
-            announce = self._announce
-            if announce is None or data.get("ns") != announce.namespace_key:
-                return  # another namespace
-            if data.get("src") == self._own_id:
-                return  # our own change (already applied)
             op, memory_id = str(data.get("op", "")), str(data.get("id", ""))
-            self._seen(StoreChange(op, memory_id, int(data["v"]), time.time()))
-        except (ValueError, KeyError, TypeError):
-            return  # not one of ours
+            change = StoreChange(op, memory_id, int(data["v"]), time.time())
+            return str(data["ns"]), str(data.get("src", "")), change
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
 
-    async def listen(self, url: str, *, connect_timeout: int, ready: asyncio.Event) -> None:
-        """Keep a ``LISTEN`` connection up (reconnecting with a backoff up to 1 s); the
-        caches are on only while it is. ``ready`` is set once it listens or has failed
-        its first try."""
-        delay = 0.05
-        while True:
-            try:
-                conn = await AsyncConnection.connect(
-                    url, autocommit=True, connect_timeout=connect_timeout
-                )
-            except psycopg.Error:
-                ready.set()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            try:
-                async with conn:
-                    await conn.execute(LISTEN_SQL)
-                    self.set_listening(True)
-                    self._seen(StoreChange("reconnect", "", 0, time.time()))  # changes missed
-                    delay = 0.05
-                    ready.set()
-                    async for note in conn.notifies():
-                        self.on_notify(note.payload)
-            except psycopg.Error:
-                pass
-            finally:
-                self.set_listening(False)
-            await asyncio.sleep(delay)
+    def seen_from(self, source: str, change: StoreChange) -> None:
+        """A change the ``LISTEN`` connection heard (its source: the writing store)."""
+        if source != self._own_id:  # our own change was applied when made
+            self.seen(change)
 
     # -- the caches ---------------------------------------------------------------------
 

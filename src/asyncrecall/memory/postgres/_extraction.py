@@ -22,8 +22,10 @@ of schema version 2 (see ``_schema``), per namespace:
 Proposed names are confined as for a folder (``confine_path`` without a folder): no
 absolute path, no ``..``, no hidden part, ``*.md`` only, never the index.
 
-Each call opens one short connection of its own (the store's pools are its own); the
-calls are a few per extraction, in worker threads, never on the user's path. Every
+Each call is one transaction on the synchronous pool every namespace of the database
+shares in this process (``_engine``: connections stay bounded however many namespaces
+extract); the calls are a few per extraction, in worker threads, never on the user's
+path. Every
 statement is constant text; session ids, names and journals travel as parameters.
 """
 
@@ -40,6 +42,7 @@ from typing import Any, Final, LiteralString, TypeVar
 import psycopg
 from psycopg import Connection
 from psycopg.types.json import Jsonb
+from psycopg_pool import PoolTimeout
 
 from asyncrecall._exceptions import MemoryConflictError, MemoryStoreError
 from asyncrecall.memory._history import HistoryRecord
@@ -66,7 +69,6 @@ from asyncrecall.memory.postgres._text import namespace_key, redact_url, row_doc
 __all__ = ["PostgresBackend", "PostgresConsolidationGate"]
 
 _T = TypeVar("_T")
-_CONNECT_TIMEOUT_S: Final = 5
 
 CURSOR_SQL: Final[LiteralString] = """
 SELECT processed FROM asyncrecall_extraction WHERE namespace = %(ns)s AND session = %(s)s
@@ -151,7 +153,7 @@ WHERE namespace = %(ns)s AND locked_by = %(token)s
 
 
 class _Database:
-    """Short connections to a store's database, each call one transaction."""
+    """A store's database, each call one transaction on the store's shared pool."""
 
     def __init__(self, store: PostgresShape) -> None:
         self.store = store
@@ -160,14 +162,9 @@ class _Database:
 
     def run(self, action: str, work: Callable[[Connection[Any]], _T]) -> _T:
         """``work(connection)`` in one transaction; :class:`MemoryStoreError` on failure."""
-        self.store.connect()  # the schema (version 2 included) is there from now on
         try:
-            with (
-                psycopg.connect(self.store.url, connect_timeout=_CONNECT_TIMEOUT_S) as conn,
-                conn.transaction(),
-            ):
-                return work(conn)
-        except psycopg.Error as exc:
+            return self.store.transact(work)
+        except (PoolTimeout, psycopg.Error) as exc:
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise MemoryStoreError(
                 f"cannot {action} in the memory database {self._where}: {reason}"

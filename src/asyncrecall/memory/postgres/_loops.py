@@ -56,7 +56,7 @@ class LoopConnections:
         self._url = url
         self.name = name  #: their ``application_name`` (``pg_stat_activity`` shows it)
         self._connect_timeout = connect_timeout
-        self._limit = limit
+        self.limit = limit  #: per loop
         self._lock = threading.Lock()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Slots] = (
             weakref.WeakKeyDictionary()
@@ -133,7 +133,7 @@ class LoopConnections:
                 if not conn.closed:
                     return slots, conn
                 slots.all.remove(conn)
-            if len(slots.all) + slots.opening >= self._limit:
+            if len(slots.all) + slots.opening >= self.limit:
                 return None, None
             slots.opening += 1
             return slots, None

@@ -6,14 +6,18 @@ them out; they see it through :class:`PostgresShape`, so none imports the store 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from psycopg import Connection
 
 from asyncrecall.memory._provenance import Source
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 
 __all__ = ["PostgresShape"]
+
+_T = TypeVar("_T")
 
 
 class PostgresShape(MemoryStoreProtocol, Protocol):
@@ -26,6 +30,8 @@ class PostgresShape(MemoryStoreProtocol, Protocol):
     def namespace(self) -> str: ...
 
     def connect(self) -> None: ...
+
+    def transact(self, work: Callable[[Connection[Any]], _T]) -> _T: ...
 
     def find(self, name: str) -> MemoryDoc | None: ...
 

@@ -1,7 +1,11 @@
 """Memories in PostgreSQL, shared by every worker process: :class:`PostgresMemoryStore`.
 
 One table keyed by (namespace, name) holds what the folder's topic files hold (see
-``_schema`` for the schema). What the store promises:
+``_schema`` for the schema). A store is a view of one namespace: every store of a
+process opened on one URL (with the same pool options) shares one engine (``_engine``:
+its pools, loop connections, ``LISTEN`` connection and thread), each passing its
+namespace with every call, so a process serving 1,000 tenants holds one engine's
+connections, not 1,000 stores' (issue 26, point 1). What the store promises:
 
 - **Writes.** A save is one transaction: an upsert on (namespace, name) whose row is
   written whole, so two processes saving one name resolve to the last commit, never to
@@ -21,12 +25,12 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
   query's cost. The selectors rank the candidates as
   they rank a folder. The query runs inside the recall task on a connection of the
   caller's own event loop (``_loops``: psycopg's async I/O never blocks that
-  loop, and no thread hop is paid), or on the store's own loop and pool
+  loop, and no thread hop is paid), or on the engine's own loop and pool
   (``_portal``) when the loop has ``max_size`` queries in flight already;
   the turn never waits for it. Synchronous calls (CLI, memory tool) use a
   synchronous pool in the caller's thread.
 - **Caches.** Per-process caches (the index text, scans, candidate lists) are used
-  only while the store's ``LISTEN`` connection is up; any save or forget, by this
+  only while the engine's ``LISTEN`` connection is up; any save or forget, by this
   process or another, bumps :attr:`generation`, empties them and calls the change
   listeners (:meth:`add_change_listener`). A lost ``LISTEN`` connection empties them,
   and they stay off until it is back. The selectors' caches (term counts, vectors)
@@ -37,16 +41,17 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
 - **Faults.** A database that cannot be reached when the store opens, or whose schema
   is newer than this code, is a :class:`ConfigError`. Later, a save, get or forget
   raises :class:`MemoryStoreError`; recall and the index log one warning per outage
-  on ``asyncrecall.memory`` and give nothing (the turn goes on without memory) until
-  the database answers again. The index (read on the event loop) never waits for a
-  connection to be made while the database is down; the pools give a reconnection up
-  after :data:`RECONNECT_GIVE_UP_S`, so the first call after the database is back
-  connects at once instead of waiting out a doubled pause.
+  of the database (not per namespace) on ``asyncrecall.memory`` and give nothing
+  (the turn goes on without memory) until the database answers again. The index
+  (read on the event loop) never waits for a connection to be made while the database
+  is down; the pools give a reconnection up
+  after :data:`~._engine.RECONNECT_GIVE_UP_S`, so the first call after the database
+  is back connects at once instead of waiting out a doubled pause.
 - **Input.** Every query is constant SQL text; names, namespaces and bodies travel
   only as parameters.
 
-The parts: ``_changes`` (caches and ``LISTEN``), ``_candidates`` and
-``_loops`` (recall's query and its connections), ``_writes`` (a
+The parts: ``_engine`` (the shared connections), ``_changes`` (caches),
+``_candidates`` and ``_loops`` (recall's query and its connections), ``_writes`` (a
 save's checks, a forget's transaction), ``_text`` (values and helpers),
 ``_sql`` and ``_schema``.
 """
@@ -65,8 +70,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, LiteralString, TypeVar
 
 import psycopg
-from psycopg import AsyncConnection, Connection
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+from psycopg import Connection
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from asyncrecall._exceptions import ConfigError, MemoryConflictError, MemoryStoreError
 from asyncrecall.memory._document import checked_text, front_matter, parse_document
@@ -88,25 +93,28 @@ from asyncrecall.memory._provenance import (
 )
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.postgres._candidates import CandidateQuery
-from asyncrecall.memory.postgres._changes import ChangeFeed, log_listener_end
+from asyncrecall.memory.postgres._changes import ChangeFeed
+from asyncrecall.memory.postgres._engine import Engine, EngineOptions
+from asyncrecall.memory.postgres._engine import acquire as acquire_engine
+from asyncrecall.memory.postgres._engine import release as release_engine
 from asyncrecall.memory.postgres._history import (
     WRITE_NAMES_SQL,
     history_records,
     recent_records,
     recorded,
 )
-from asyncrecall.memory.postgres._portal import Portal
+from asyncrecall.memory.postgres._rls import bind_role, enable_row_security
 from asyncrecall.memory.postgres._schema import (
     CHANNEL,
     SCHEMA_VERSION,
     ensure_schema,
-    notify_salt,
 )
 from asyncrecall.memory.postgres._sql import (
     FORGET_IF_SQL,
     FRONT_MATTER_SQL,
     GET_BY_NAME_SQL,
     INDEX_SQL,
+    NAMESPACE_SIZE_SQL,
     PENDING_SQL,
     PROVENANCE_SQL,
     QUARANTINED_SQL,
@@ -150,10 +158,6 @@ RETRIED_STATES: Final = frozenset({"40P01", "40001"})
 #: Retries of such a transaction at most (then the error is the caller's).
 ROLLBACK_RETRIES: Final = 8
 _ROLLBACK_PAUSE_S: Final = 0.002  # doubled each retry, a random share of it taken
-#: A pool gives a failed reconnection up after this long (its pause doubles after each
-#: failure: left to run, a try came up to 16 s after the database was back); the next
-#: call that finds the pool empty starts a new one at once.
-RECONNECT_GIVE_UP_S: Final = 1.0
 #: How long a read on the event loop waits for a connection while the database is down.
 _DOWN_WAIT_S: Final = 0.01
 #: A caller waits for a connection in slices this long (see ``_connection``).
@@ -167,12 +171,15 @@ class PostgresMemoryStore:
     ``url`` is a libpq connection URI (``postgresql://user@host/db``,
     ``postgresql:///db?host=/run/postgresql``). Nothing connects until
     :meth:`connect` or the first call; :meth:`open` does both. Close with
-    :meth:`close` (or ``with``): it stops the store's thread and pools.
+    :meth:`close` (or ``with``); the last store of the process on this database stops
+    the engine's thread and pools. :meth:`for_namespace` opens another namespace's
+    store on the same engine (as :meth:`open` with the same URL and options does).
 
-    Synchronous calls (the CLI, the agent's memory tool) use a synchronous pool in the
-    caller's thread; :meth:`candidates` (recall) uses up to ``max_size`` connections of
-    the caller's event loop, then an async pool on the store's own loop, where the
-    ``LISTEN`` connection lives (``_portal``).
+    The engine (one per process, URL and ``min_size``/``max_size``/``timeout``/``listen``)
+    holds a synchronous pool for synchronous calls (the CLI, the agent's memory tool,
+    extraction's state), used in the caller's thread; :meth:`candidates` (recall) uses
+    up to ``max_size`` connections of the caller's event loop, then an async pool on
+    the engine's own loop, where the ``LISTEN`` connection lives (``_portal``).
     """
 
     #: A database round trip never runs inline (``scan_cached`` is always ``None``).
@@ -205,26 +212,17 @@ class PostgresMemoryStore:
         self._ns_key = namespace_key(namespace)
         self._id = uuid.uuid4().hex  # our own NOTIFYs come back: known by this
         self._doc_root = Path(f"postgresql:{self._ns_key}")
-        self._min_size, self._max_size, self._timeout = min_size, max_size, timeout
-        self._connect_timeout = max(2, round(timeout))  # libpq: whole seconds, 2 at least
-        self._listen_enabled = listen
-        self._portal = Portal(f"asyncrecall-pg-{self._ns_key[:8]}")
+        self._timeout = timeout
+        self._options = EngineOptions(
+            min_size=min_size, max_size=max_size, timeout=timeout, listen=listen
+        )
         self._feed = ChangeFeed(self._id)
         self._announce: Announcer | None = None  # the database's secret, read at connect
-        self._query = CandidateQuery(
-            url,
-            namespace=namespace,
-            root=self._doc_root,
-            connect_timeout=self._connect_timeout,
-            max_size=max_size,
-            name=f"asyncrecall-recall-{self._id[:12]}",
-        )
         self._connect_lock = threading.Lock()
-        self._pool: ConnectionPool[Connection[Any]] | None = None
-        # Owned by the portal's loop (touched only there):
-        self._apool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
-        self._listener: asyncio.Task[None] | None = None
-        self._healthy = True
+        # Set together by ``connect``: the process's engine of this database, and the
+        # namespace's candidates query over its loop connections.
+        self._engine: Engine | None = None
+        self._query: CandidateQuery | None = None
         self._closed = False
 
     @classmethod
@@ -282,7 +280,8 @@ class PostgresMemoryStore:
     # -- life cycle ---------------------------------------------------------------------
 
     def connect(self) -> None:
-        """Create or migrate the schema, open the pools, start listening; idempotent.
+        """Create or migrate the schema, open the pools, start listening (all the
+        process's engine of this database does once, ``_engine``); idempotent.
 
         :class:`ConfigError` (one line) when the database cannot be reached or its
         schema is newer than this code.
@@ -290,40 +289,26 @@ class PostgresMemoryStore:
         with self._connect_lock:
             if self._closed:
                 raise MemoryStoreError(f"the memory store {self.location} is closed")
-            if self._pool is not None:
+            if self._engine is not None:
                 return
-            try:
-                # One direct connection first: a database that is down fails fast, with
-                # libpq's own reason, and the schema is ready before the pools open.
-                with psycopg.connect(
-                    self.url, autocommit=True, connect_timeout=self._connect_timeout
-                ) as conn:
-                    ensure_schema(conn, where=self._where)
-                    announce = Announcer(notify_salt(conn), self.namespace)
-            except psycopg.Error as exc:
-                raise self._unusable(exc) from exc
+            engine = acquire_engine(self.url, self._options)
+            announce = Announcer(engine.salt, self.namespace)
             self._announce = announce
             self._feed.set_announcer(announce)
-            pool: ConnectionPool[Connection[Any]] = ConnectionPool(
-                self.url,
-                min_size=self._min_size,
-                max_size=self._max_size,
-                timeout=self._timeout,
-                reconnect_timeout=RECONNECT_GIVE_UP_S,
-                kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
-                name=f"asyncrecall-{self._ns_key[:8]}",
-                open=False,
+            self._query = CandidateQuery(
+                namespace=self.namespace, root=self._doc_root, loops=engine.loops
             )
-            try:
-                pool.open(wait=True, timeout=self._timeout)
-                self._portal.call(self._aopen())
-            except (PoolTimeout, psycopg.Error) as exc:
-                pool.close()
-                raise self._unusable(exc) from exc
-            except BaseException:
-                pool.close()
-                raise
-            self._pool = pool
+            engine.attach(self._feed)
+            self._engine = engine
+
+    def for_namespace(self, namespace: str) -> PostgresMemoryStore:
+        """A connected store of another namespace of this database, sharing this one's
+        connections (close it as any store)."""
+        opts = self._options
+        return PostgresMemoryStore.open(
+            self.url, namespace=namespace, min_size=opts.min_size, max_size=opts.max_size,
+            timeout=opts.timeout, listen=opts.listen,
+        )  # fmt: skip
 
     @staticmethod
     def migrate(url: str, *, connect_timeout: int = 5) -> tuple[int, int]:
@@ -340,88 +325,55 @@ class PostgresMemoryStore:
             ) from exc
         return found, SCHEMA_VERSION
 
+    @staticmethod
+    def enable_row_security(url: str, *, bind: Mapping[str, str] | None = None) -> None:
+        """Have the database itself keep tenants apart (``_rls``), as the tables' owner:
+        a role bound to namespaces reads and writes only those; ``bind`` maps roles to
+        the namespace each is bound to. Idempotent. :class:`ConfigError` (one line)
+        when the database cannot be reached or this role may not."""
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+                ensure_schema(conn, where=redact_url(url))
+                enable_row_security(conn)
+                for role, namespace in (bind or {}).items():
+                    bind_role(conn, role=role, namespace=namespace)
+        except psycopg.Error as exc:
+            raise ConfigError(
+                f"cannot enable row-level security in {redact_url(url)}: {describe(exc)}"
+            ) from exc
+
     def close(self) -> None:
-        """Stop listening, close the pools, the loops' connections and the store's
-        thread. Idempotent."""
+        """Stop this namespace's caches; the last store of the process on this database
+        closes its engine (pools, the loops' connections, the listener, its thread).
+        Idempotent."""
         with self._connect_lock:
             if self._closed:
                 return
             self._closed = True
-            pool, self._pool = self._pool, None
-        try:
-            self._query.close()
-            self._portal.call(self._aclose())
-        finally:
-            self._portal.stop()
-            if pool is not None:
-                pool.close()
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.detach(self._feed)
+            release_engine(engine)
 
-    async def _aopen(self) -> None:
-        apool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-            self.url,
-            min_size=1,
-            max_size=self._max_size,
-            timeout=self._timeout,
-            reconnect_timeout=RECONNECT_GIVE_UP_S,
-            kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
-            name=f"asyncrecall-recall-{self._ns_key[:8]}",
-            open=False,
-        )
-        try:
-            await apool.open(wait=True, timeout=self._timeout)
-        except BaseException:
-            await apool.close()
-            raise
-        self._apool = apool
-        if self._listen_enabled:
-            ready = asyncio.Event()
-            self._listener = asyncio.create_task(
-                self._feed.listen(self.url, connect_timeout=self._connect_timeout, ready=ready),
-                name="asyncrecall-pg-listen",
-            )
-            self._listener.add_done_callback(log_listener_end)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._timeout):
-                    await ready.wait()  # caches on from the first call
-
-    async def _aclose(self) -> None:
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            listener.cancel()
-            await asyncio.wait({listener})
-        apool, self._apool = self._apool, None
-        if apool is not None:
-            await apool.close()
-        self._feed.set_listening(False)
-
-    def _sync_pool(self) -> ConnectionPool[Connection[Any]]:
-        pool = self._pool
-        if pool is None:
+    def _connected(self) -> Engine:
+        engine = self._engine
+        if engine is None:
             self.connect()
-            pool = self._pool
-            if pool is None:  # pragma: no cover - closed by another thread meanwhile
+            engine = self._engine
+            if engine is None:  # pragma: no cover - closed by another thread meanwhile
                 raise MemoryStoreError(f"the memory store {self.location} is closed")
-        return pool
-
-    def _unusable(self, exc: BaseException) -> ConfigError:
-        return ConfigError(f"cannot use the memory database {self._where}: {describe(exc)}")
+        return engine
 
     def _outage(self, exc: BaseException) -> None:
-        if self._closed:
+        engine = self._engine
+        if self._closed or engine is None:
             return  # closed under a call (its pool is closed): no outage of the database
-        if self._healthy:
-            self._healthy = False
-            logger.warning(
-                "memory database %s unreachable (%s): recall goes on without memory "
-                "until it is back",
-                self._where,
-                describe(exc),
-            )
+        engine.outage(exc)
 
     def _answered(self) -> None:
-        if not self._healthy:
-            self._healthy = True
-            logger.warning("memory database %s is reachable again: recall resumes", self._where)
+        engine = self._engine
+        if engine is not None:
+            engine.answered()
 
     # -- reading ------------------------------------------------------------------------
 
@@ -449,6 +401,12 @@ class PostgresMemoryStore:
         docs = self._rows(SCAN_SQL, {"ns": self.namespace, "limit": limit})
         self._feed.keep_scan(token, limit, docs)
         return list(docs)
+
+    def count(self) -> int:
+        """How many memories the namespace holds (counted by the database)."""
+        row = self._read("read from", lambda conn: conn.execute(
+            NAMESPACE_SIZE_SQL, {"ns": self.namespace}).fetchone())  # fmt: skip
+        return int(row[0]) if row is not None else 0
 
     def get(self, name_or_rel_path: str) -> MemoryDoc:
         """The memory with this exact relative path, else this exact name, else this
@@ -514,7 +472,10 @@ class PostgresMemoryStore:
         # It is read on the event loop (a session's start, a reset): while the database
         # is down (the listener lost it, or the last read failed), take a connection the
         # pool has ready or none, never wait for one to be made.
-        down = not self._healthy or (self._listen_enabled and not self._feed.listening)
+        engine = self._engine
+        down = engine is not None and (
+            not engine.healthy or (self._options.listen and not self._feed.listening)
+        )
         try:
             rows = self._run(
                 lambda conn: conn.execute(INDEX_SQL, params).fetchall(),
@@ -542,18 +503,25 @@ class PostgresMemoryStore:
         cached = self._feed.candidates(key)
         if cached is not None:
             return list(cached)
-        if self._pool is None:
+        engine, candidates = self._engine, self._query
+        if engine is None or candidates is None:
             try:
                 await asyncio.to_thread(self.connect)  # first use: never on our loop
             except (ConfigError, MemoryStoreError) as exc:
                 self._outage(exc)
                 return []
+            engine, candidates = self._engine, self._query
+            if engine is None or candidates is None:
+                return []  # closed meanwhile
         token = self._feed.token()
-        params = self._query.params(query, key[1])
+        params = candidates.params(query, key[1])
         try:
-            docs = await self._query.on_caller_loop(params)
-            if docs is None:  # this loop has all its connections busy: the store's loop
-                docs = await self._portal.acall(self._on_own_pool(params))
+            docs = await candidates.on_caller_loop(params)
+            if docs is None:  # this loop has all its connections busy: the engine's loop
+                portal = engine.portal
+                if portal is None:
+                    raise RuntimeError("the store is closed")
+                docs = await portal.acall(self._on_own_pool(engine, candidates, params))
         except RuntimeError:
             return []  # the store was closed meanwhile
         except (PoolTimeout, psycopg.Error) as exc:
@@ -563,11 +531,14 @@ class PostgresMemoryStore:
         self._feed.keep_candidates(token, key, docs)
         return list(docs)
 
-    async def _on_own_pool(self, params: dict[str, Any]) -> list[MemoryDoc]:
-        apool = self._apool
+    @staticmethod
+    async def _on_own_pool(
+        engine: Engine, candidates: CandidateQuery, params: dict[str, Any]
+    ) -> list[MemoryDoc]:
+        apool = engine.apool
         if apool is None:
             raise RuntimeError("the store is closed")
-        return await self._query.on_pool(apool, params)
+        return await candidates.on_pool(apool, params)
 
     def _rows(self, query: LiteralString, params: dict[str, Any]) -> list[MemoryDoc]:
         try:
@@ -575,6 +546,18 @@ class PostgresMemoryStore:
         except (PoolTimeout, psycopg.Error) as exc:
             raise self._error("read", exc) from exc
         return [row_doc(self._doc_root, row) for row in rows]
+
+    def transact(self, work: Callable[[Connection[Any]], _T]) -> _T:
+        """``work(connection)`` in one transaction on the pool every namespace of this
+        database shares (the helpers' statements: extraction's state); raises what
+        psycopg and the pool raise. Run again on another connection when the server
+        closed this one (nothing of it was written)."""
+
+        def in_transaction(conn: Connection[Any]) -> _T:
+            with conn.transaction():
+                return work(conn)
+
+        return self._run(in_transaction)
 
     def _run(self, work: Callable[[Connection[Any]], _T], *, wait: float | None = None) -> _T:
         """``work(connection)`` on a pooled connection, which must be one transaction
@@ -586,7 +569,10 @@ class PostgresMemoryStore:
         (``40P01``) or a serialisation failure (``40001``), again after a short random
         pause, at most :data:`ROLLBACK_RETRIES` times: nothing of it was written.
         """
-        pool = self._sync_pool()
+        engine = self._connected()
+        pool = engine.pool
+        if pool is None:
+            raise MemoryStoreError(f"the memory store {self.location} is closed")
         reconnects = rollbacks = 0
         while True:
             with self._connection(pool, wait) as conn:
@@ -597,7 +583,7 @@ class PostgresMemoryStore:
                         if rollbacks == ROLLBACK_RETRIES:
                             raise
                         rollbacks += 1
-                    elif not conn.closed or reconnects == self._max_size:
+                    elif not conn.closed or reconnects == self._options.max_size:
                         raise
                     else:
                         reconnects += 1
@@ -613,7 +599,7 @@ class PostgresMemoryStore:
 
         Waited for in slices of :data:`_WAIT_SLICE_S`: the pool makes a connection only
         for a caller that arrives (its own reconnection gives up after
-        :data:`RECONNECT_GIVE_UP_S`), so a caller waiting since before the database came
+        :data:`~._engine.RECONNECT_GIVE_UP_S`), so a caller waiting since before the database came
         back would otherwise wait out its whole timeout. Each slice arrives anew."""
         total = self._timeout if wait is None else wait
         deadline = time.monotonic() + total
