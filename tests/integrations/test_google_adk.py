@@ -31,7 +31,7 @@ from google.adk.agents.run_config import StreamingMode
 from google.adk.apps import App
 from google.adk.events import Event
 from google.adk.models.lite_llm import LiteLlm
-from google.adk.runners import Runner
+from google.adk.runners import InMemoryRunner, Runner
 from google.adk.sessions import InMemorySessionService, Session
 from google.genai import types
 
@@ -195,7 +195,7 @@ class AdkRunner:
         )
         self.plugin = AsyncRecallPlugin(prefetcher, key=key)
         app = App(name=APP, root_agent=agent, plugins=[self.plugin])
-        self.runner = Runner(app=app, session_service=InMemorySessionService())
+        self.runner = InMemoryRunner(app=app)
 
     async def session(self, session_id: str = KEY) -> None:
         service = self.runner.session_service

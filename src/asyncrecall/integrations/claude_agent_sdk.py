@@ -39,10 +39,12 @@ The conversation key is the session id (``key=`` a string names one conversation
 every session of these hooks, or a function maps the session id). The CLI keeps the
 memory in the session's history (resume included), so files shown in a session are not
 offered again in it. When a conversation moves to another session (a string key and a
-new session, a fork), ``UserPromptSubmit`` reads that session's transcript
-(``transcript_path``) once: the files shown before that it does not hold are offered
-again, and a recall the app started for the message, which left them out, is started
-afresh. A new session under its own id starts with none shown.
+new session), ``UserPromptSubmit`` reads that session's transcript (``transcript_path``)
+once: the files shown before that it does not hold are offered again, and a recall the
+app started for the message, which left them out, is started afresh. A fork
+(``fork_session``) has no transcript yet at its first prompt, so its files are offered
+again too: the model may see one twice (tokens, never memory lost). A new session under
+its own id starts with none shown.
 
 The CLI puts hook context in a system message of its own and escapes ``<`` in it, so
 the block goes without its ``<system-reminder>`` wrapper (from its ``## Relevant memory``
@@ -85,6 +87,11 @@ from asyncrecall.prefetch import DiscardReason, MemoryBlock, PendingRecall, Reca
 
 __all__ = ["AsyncRecallHooks", "memory_context"]
 
+# The session each conversation was last seen in, whose history holds what it was shown:
+# kept with the prefetcher (an app may make hooks per request), pruned with the
+# conversations the prefetcher lets go of.
+_sessions: weakref.WeakKeyDictionary[RecallPrefetcher, dict[str, str]] = weakref.WeakKeyDictionary()
+
 _OPEN, _CLOSE = "<system-reminder>\n", "\n</system-reminder>"
 
 
@@ -115,9 +122,6 @@ class AsyncRecallHooks:
         self._recalls: weakref.WeakValueDictionary[str, PendingRecall] = (
             weakref.WeakValueDictionary()
         )
-        # The session each conversation was last seen in, whose history holds what it
-        # was shown (pruned with the conversations the prefetcher lets go of).
-        self._sessions: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"AsyncRecallHooks({self.prefetcher!r})"
@@ -250,12 +254,13 @@ class AsyncRecallHooks:
 
     def _moved(self, key: str, session: str) -> bool:
         """Note the conversation's session; whether it was last seen in another one."""
-        seen = self._sessions.pop(key, None)
-        self._sessions[key] = session
-        count = len(self._sessions)
+        sessions = _sessions.setdefault(self.prefetcher, {})
+        seen = sessions.pop(key, None)
+        sessions[key] = session
+        count = len(sessions)
         if count >= 64 and count & (count - 1) == 0:  # now and then: drop the let-go
-            for gone in [k for k in self._sessions if k != key and not self.prefetcher.surfaced(k)]:
-                del self._sessions[gone]
+            for gone in [k for k in sessions if k != key and not self.prefetcher.surfaced(k)]:
+                del sessions[gone]
         return seen is not None and seen != session
 
     def _key_for(self, session_id: str) -> str:
