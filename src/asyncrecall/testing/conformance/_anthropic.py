@@ -10,7 +10,7 @@ from typing import Any
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing._anthropic import AnthropicServer
 from asyncrecall.testing._replies import Reply
-from asyncrecall.testing.conformance._wire import MAIN_MODEL, WireRequest
+from asyncrecall.testing.conformance._wire import MAIN_MODEL, LocalServerWire, WireRequest
 
 __all__ = ["AnthropicServerWire", "chat_messages"]
 
@@ -18,10 +18,11 @@ __all__ = ["AnthropicServerWire", "chat_messages"]
 _CONTEXT_TAG = "<system-reminder>"
 
 
-class AnthropicServerWire:
+class AnthropicServerWire(LocalServerWire):
     """A :class:`~asyncrecall.testing.conformance.Wire` on an
     :class:`~asyncrecall.testing.AnthropicServer`: the main model is the server's model
-    ``model`` on ``POST /v1/messages``, and each request reads back as OpenAI chat
+    ``model`` on ``POST /v1/messages`` (its ``base_url``, without ``/v1``, is what
+    ``ANTHROPIC_BASE_URL`` takes), and each request reads back as OpenAI chat
     messages (:func:`chat_messages`). The kit's side model stays on the same server's
     OpenAI chat completions route, so a driver that uses this wire sets
     ``Driver.server_type = AnthropicServer``.
@@ -39,18 +40,8 @@ class AnthropicServerWire:
                 f"AnthropicServerWire needs an AnthropicServer, not {type(server).__name__} "
                 "(set the driver's server_type = AnthropicServer)"
             )
-        self.server = server
-        self._model = model
+        super().__init__(server, model=model)
         self.tool_prefix = tool_prefix
-
-    @property
-    def base_url(self) -> str:
-        """What ``ANTHROPIC_BASE_URL`` takes (no ``/v1``)."""
-        return self.server.base_url
-
-    @property
-    def model(self) -> str:
-        return self._model
 
     def script(self, *replies: Reply | str) -> None:
         self.server.script(self._model, *(self._prefixed(r) for r in replies))
