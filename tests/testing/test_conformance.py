@@ -134,3 +134,57 @@ def test_cases_are_named_by_letter_and_marks_go_by_id() -> None:
     assert [p.id for p in marked] == ["g-bounded-memory-with-keys"]
     with pytest.raises(ValueError, match="no conformance case named"):
         cases(marks={"z-nothing": [pytest.mark.slow]})
+
+
+# -- the Anthropic Messages wire ---------------------------------------------------------
+
+
+def _round(context_in: int) -> dict[str, Any]:
+    """A Messages request after a round of two tool calls, with the client's context
+    (a memory block) inside the result ``context_in``."""
+    from asyncrecall.testing.conformance import MEMORY_MARK
+
+    results = []
+    for n in range(2):
+        content = [{"type": "text", "text": f"contents of f{n}"}]
+        if n == context_in:
+            reminder = f"<system-reminder>\n{MEMORY_MARK}\nx\n</system-reminder>"
+            content.append({"type": "text", "text": reminder})
+        results.append({"type": "tool_result", "tool_use_id": f"t{n}", "content": content})
+    calls = [{"type": "tool_use", "id": f"t{n}", "name": "read_file", "input": {}} for n in (0, 1)]
+    return {
+        "system": [{"type": "text", "text": "You are terse."}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "question"}]},
+            {"role": "assistant", "content": calls},
+            {"role": "user", "content": results},
+        ],
+    }
+
+
+def test_the_anthropic_wire_reads_context_in_the_last_result_as_after_the_round() -> None:
+    """The CLI's context in the round's last tool result reads as one user message after
+    every tool message; in another result it reads as a user message between them,
+    which the kit's checks reject (a per-call injection fails)."""
+    from asyncrecall.testing.conformance._anthropic import chat_messages
+    from asyncrecall.testing.conformance._wire import (
+        assert_memory_after_tools,
+        assert_valid_chat,
+    )
+
+    after = chat_messages(_round(context_in=1))
+    assert [m["role"] for m in after] == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert after[2]["tool_calls"][1]["id"] == "t1"
+    assert_valid_chat(after)
+    assert_memory_after_tools(after)
+    between = chat_messages(_round(context_in=0))
+    with pytest.raises(AssertionError, match="unanswered"):
+        assert_valid_chat(between)
+
+
+def test_the_anthropic_wire_needs_an_anthropic_server() -> None:
+    """A plain LocalServer is refused with the way out (the driver's server_type)."""
+    from asyncrecall.testing.conformance import AnthropicServerWire
+
+    with LocalServer() as server, pytest.raises(TypeError, match="server_type"):
+        AnthropicServerWire(server)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ __all__ = [
     "finish",
     "forget_conversation",
     "forget_unsent",
+    "has_shown",
     "prompt_text",
     "record_shown",
     "start_recall",
@@ -95,6 +96,11 @@ def record_shown(prefetcher: RecallPrefetcher, key: str, block: MemoryBlock) -> 
     if count >= 64 and count & (count - 1) == 0:
         for gone in [k for k in keys if k != key and not prefetcher.surfaced(k)]:
             del keys[gone]
+
+
+def has_shown(prefetcher: RecallPrefetcher, key: str) -> bool:
+    """Whether the conversation has blocks recorded by :func:`record_shown`."""
+    return bool(_shown.get(prefetcher, {}).get(key))
 
 
 def forget_unsent(prefetcher: RecallPrefetcher, key: str, history: Iterable[str]) -> bool:

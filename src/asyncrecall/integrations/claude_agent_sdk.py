@@ -38,7 +38,13 @@ cancellation, leaving the loop early: close the stream, e.g. with
 The conversation key is the session id (``key=`` a string names one conversation for
 every session of these hooks, or a function maps the session id). The CLI keeps the
 memory in the session's history (resume included), so files shown in a session are not
-offered again in it; a new session starts with none shown.
+offered again in it. When a conversation moves to another session (a string key and a
+new session), ``UserPromptSubmit`` reads that session's transcript (``transcript_path``)
+once: the files shown before that it does not hold are offered again, and a recall the
+app started for the message, which left them out, is started afresh. A fork
+(``fork_session``) has no transcript yet at its first prompt, so its files are offered
+again too: the model may see one twice (tokens, never memory lost). A new session under
+its own id starts with none shown.
 
 The CLI puts hook context in a system message of its own and escapes ``<`` in it, so
 the block goes without its ``<system-reminder>`` wrapper (from its ``## Relevant memory``
@@ -49,9 +55,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import uuid
 import weakref
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any, cast
 
 from claude_agent_sdk import (
@@ -68,10 +76,21 @@ from claude_agent_sdk import (
 from claude_agent_sdk import query as sdk_query
 from claude_agent_sdk.types import HookEvent, SyncHookJSONOutput
 
-from asyncrecall.integrations._common import adopt_or_start, end_reason, finish
+from asyncrecall.integrations._common import (
+    adopt_or_start,
+    end_reason,
+    finish,
+    has_shown,
+    record_shown,
+)
 from asyncrecall.prefetch import DiscardReason, MemoryBlock, PendingRecall, RecallPrefetcher
 
 __all__ = ["AsyncRecallHooks", "memory_context"]
+
+# The session each conversation was last seen in, whose history holds what it was shown:
+# kept with the prefetcher (an app may make hooks per request), pruned with the
+# conversations the prefetcher lets go of.
+_sessions: weakref.WeakKeyDictionary[RecallPrefetcher, dict[str, str]] = weakref.WeakKeyDictionary()
 
 _OPEN, _CLOSE = "<system-reminder>\n", "\n</system-reminder>"
 
@@ -137,12 +156,16 @@ class AsyncRecallHooks:
         """Start (or adopt) the message's recall; its block at once if it has settled."""
         if input["hook_event_name"] != "UserPromptSubmit":
             return {}
-        key = self._key_for(input["session_id"])
-        recall = adopt_or_start(self.prefetcher, key, input["prompt"])
+        session = input["session_id"]
+        key = self._key_for(session)
+        history = None
+        if self._moved(key, session) and has_shown(self.prefetcher, key):
+            history = await asyncio.to_thread(_transcript_texts, input.get("transcript_path"))
+        recall = adopt_or_start(self.prefetcher, key, input["prompt"], history=history)
         if recall is not None:
             self._recalls[key] = recall
         await asyncio.sleep(0)  # one tick: a recall with no I/O settles here
-        return _output("UserPromptSubmit", self.prefetcher.take(key, "user_query"))
+        return self._give("UserPromptSubmit", key, self.prefetcher.take(key, "user_query"))
 
     async def post_tool_batch(
         self, input: HookInput, tool_use_id: str | None, context: HookContext
@@ -151,7 +174,7 @@ class AsyncRecallHooks:
         if cast(str, input["hook_event_name"]) != "PostToolBatch" or "agent_id" in input:
             return {}
         key = self._key_for(input["session_id"])
-        return _output("PostToolBatch", self.prefetcher.take(key, "tool_result"))
+        return self._give("PostToolBatch", key, self.prefetcher.take(key, "tool_result"))
 
     async def stop(
         self, input: HookInput, tool_use_id: str | None, context: HookContext
@@ -220,6 +243,26 @@ class AsyncRecallHooks:
             for session in sessions:
                 self.cancel(session, reason)
 
+    def _give(self, event: str, key: str, block: MemoryBlock | None) -> SyncHookJSONOutput:
+        """The hook's answer with ``block``, recorded as held by the session's history."""
+        if block is None:
+            return {}
+        context = memory_context(block)
+        record_shown(self.prefetcher, key, dataclasses.replace(block, text=context))
+        specific = {"hookEventName": event, "additionalContext": context}
+        return {"hookSpecificOutput": cast(Any, specific)}
+
+    def _moved(self, key: str, session: str) -> bool:
+        """Note the conversation's session; whether it was last seen in another one."""
+        sessions = _sessions.setdefault(self.prefetcher, {})
+        seen = sessions.pop(key, None)
+        sessions[key] = session
+        count = len(sessions)
+        if count >= 64 and count & (count - 1) == 0:  # now and then: drop the let-go
+            for gone in [k for k in sessions if k != key and not self.prefetcher.surfaced(k)]:
+                del sessions[gone]
+        return seen is not None and seen != session
+
     def _key_for(self, session_id: str) -> str:
         if isinstance(self.key, str):
             return self.key
@@ -228,11 +271,33 @@ class AsyncRecallHooks:
         return session_id
 
 
-def _output(event: Any, block: MemoryBlock | None) -> SyncHookJSONOutput:
-    if block is None:
-        return {}
-    specific = {"hookEventName": event, "additionalContext": memory_context(block)}
-    return {"hookSpecificOutput": cast(Any, specific)}
+def _transcript_texts(path: str | None) -> list[str]:
+    """Every string in the session's transcript (the CLI's JSONL file): the history its
+    next request re-sends, hook context included; none if there is no such file."""
+    if not path:
+        return []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    texts: list[str] = []
+    for line in lines:
+        try:
+            texts += _strings(json.loads(line))
+        except ValueError:
+            continue  # a line the CLI is still writing
+    return texts
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def _session_of(message: Message) -> str | None:

@@ -104,6 +104,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the dev extra installs 
         "pip install pytest pytest-asyncio"
     ) from exc
 
+from asyncrecall.testing.conformance._anthropic import AnthropicServerWire
 from asyncrecall.testing.conformance._cases import CASES, Case, cases
 from asyncrecall.testing.conformance._driver import TOOL_NAME, Driver, Ending, Run, Unsupported
 from asyncrecall.testing.conformance._harness import KEY, MEMORIES, SIDE_MODEL, Harness
@@ -128,6 +129,7 @@ __all__ = [
     "MEMORY_MARK",
     "SIDE_MODEL",
     "TOOL_NAME",
+    "AnthropicServerWire",
     "Case",
     "ConformanceSuite",
     "Driver",

@@ -72,6 +72,10 @@ class Driver(abc.ABC):
     #: The endings of case (c) this framework can produce; ``"is left early"`` needs a
     #: way to leave a run in its middle (an iteration, a stream).
     endings: ClassVar[frozenset[Ending]] = frozenset({"returns", "raises", "is cancelled"})
+    #: The kit's server, which answers the side model (OpenAI chat completions) and by
+    #: default the main model: :class:`~asyncrecall.testing.AnthropicServer` for a
+    #: driver whose :meth:`wire` is an ``AnthropicServerWire``.
+    server_type: ClassVar[type[LocalServer]] = LocalServer
 
     @abc.abstractmethod
     async def run(self, run: Run) -> Any:

@@ -125,6 +125,7 @@ class Harness:
             key=key,
             text=text,
             base_url=self.wire.base_url,
+            model=self.wire.model,
             read_file=read_file,
             previous=previous,
             chat=chat,

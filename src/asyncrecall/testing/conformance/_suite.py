@@ -34,10 +34,11 @@ class ConformanceSuite:
             metafunc.parametrize("conformance_case", cases(marks=self.case_marks))
 
     @pytest.fixture
-    def conformance_server(self) -> Iterator[LocalServer]:
-        """A fresh :class:`LocalServer` for the test: the side model, and the main model
-        unless the driver's :meth:`Driver.wire` says otherwise."""
-        with LocalServer() as server:
+    def conformance_server(self, driver: Driver) -> Iterator[LocalServer]:
+        """A fresh server of the driver's :attr:`Driver.server_type` for the test: the
+        side model, and the main model unless the driver's :meth:`Driver.wire` says
+        otherwise."""
+        with driver.server_type() as server:
             yield server
 
     @pytest.mark.asyncio

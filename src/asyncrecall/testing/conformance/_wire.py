@@ -62,6 +62,11 @@ class Wire(Protocol):
         """What the framework's model client takes as its base URL."""
         ...
 
+    @property
+    def model(self) -> str:
+        """The model name the framework's client asks for (``Run.model``)."""
+        ...
+
     def script(self, *replies: Reply | str) -> None:
         """Queue the main model's next replies, first in, first out."""
         ...
@@ -77,20 +82,24 @@ class LocalServerWire:
 
     def __init__(self, server: LocalServer, *, model: str = MAIN_MODEL) -> None:
         self.server = server
-        self.model = model
+        self._model = model
 
     @property
     def base_url(self) -> str:
         return self.server.base_url
 
+    @property
+    def model(self) -> str:
+        return self._model
+
     def script(self, *replies: Reply | str) -> None:
-        self.server.script(self.model, *replies)
+        self.server.script(self._model, *replies)
 
     def requests(self) -> list[WireRequest]:
         return [
             WireRequest(messages=r.messages, arrived_at=r.arrived_at, raw=r)
             for r in self.server.requests
-            if r.model == self.model
+            if r.model == self._model
         ]
 
 
