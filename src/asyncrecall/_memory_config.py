@@ -121,10 +121,10 @@ def shared_lexical(store: MemoryStoreProtocol) -> LexicalSelector:
 def prime_child(argv: Sequence[str]) -> int:
     """A reader process's work for ``asyncrecall run QUESTION`` (started by
     :func:`asyncrecall._prewarm.start_reading_memory`): read the folder (writing its
-    persisted index and term counts, as a warm-up does), run the instant lexical pass
-    for the question at the instant and the recall limits, and write the results as
-    JSON to ``argv[0]`` (atomically). ``argv``: the result's path, the question, then
-    the settings flags as JSON. Exit 0 when the results are written."""
+    persisted index, term counts and quarantined paths, as a warm-up does), run the
+    instant lexical pass for the question at the instant and the recall limits, and
+    write the results as JSON to ``argv[0]`` (atomically). ``argv``: the result's path,
+    the question, then the settings flags as JSON. Exit 0 when the results are written."""
     import json
     import os
 
@@ -145,4 +145,5 @@ def prime_child(argv: Sequence[str]) -> int:
     with open(partial, "w", encoding="utf-8") as file:
         json.dump(results, file)
     os.replace(partial, out)
+    store.quarantined_paths()  # recorded for the system prompt (``folder/_held``)
     return 0

@@ -223,10 +223,13 @@ def _prime(root: Path, question: str, flags: Mapping[str, object]) -> FolderWarm
 
 
 def index_folder(root: str) -> None:
-    """The child's work: parse the folder, tokenise it, write both persisted indexes."""
+    """The child's work: parse the folder, tokenise it, write both persisted indexes and
+    the record of quarantined paths."""
     from asyncrecall.memory import LexicalSelector, MemoryStore
 
-    LexicalSelector(postings=False).prepare(MemoryStore(Path(root)).warm_scan())
+    store = MemoryStore(Path(root))
+    LexicalSelector(postings=False).prepare(store.warm_scan())
+    store.quarantined_paths()
 
 
 def _in_child(root: Path) -> bool:

@@ -54,6 +54,7 @@ from typing import Final, NamedTuple
 from asyncrecall.memory._document import FrontMatterError, parse_document, parser_loaded
 from asyncrecall.memory._limits import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT, inside
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc
+from asyncrecall.memory.folder._held import Stamps, dir_stamps, read_held, still, write_held
 from asyncrecall.memory.folder._watch import FolderWatch
 
 __all__ = ["Scanner"]
@@ -109,6 +110,7 @@ class Scanner:
         self._index_read = False  # the persisted parses were read (or found missing)
         self._index_dirty = False  # parsed since the index was last read or written
         self._budget = 0  # bytes the current cached-only scan may still parse
+        self._held_stamps: Stamps | None = None  # the folder times last recorded (_held)
         weakref.finalize(self, _close_watch, self._watch_slot)
 
     def scan(self, *, limit: int | None = SCAN_LIMIT, persist: bool = False) -> list[MemoryDoc]:
@@ -161,6 +163,31 @@ class Scanner:
                 if (entry := cache.get(candidate.rel_path)) is None
                 or entry.key != (candidate.size, candidate.mtime_ns)
             )
+
+    def quarantined(self) -> set[str]:
+        """The relative paths of every quarantined document. A scanner that has not
+        scanned yet answers from the folder's record (:mod:`._held`: no file is walked
+        or parsed) while it holds; otherwise a full scan answers, and is recorded when
+        no folder changed during it nor within :data:`._held.SETTLE_NS` before."""
+        try:
+            real_root = os.path.realpath(self._root)
+        except OSError:
+            return set()
+        if not self._scanned:
+            recorded = read_held(real_root)
+            if recorded is not None:
+                return recorded
+        stamps = dir_stamps(real_root)
+        held = {doc.rel_path for doc in self.scan(limit=None) if doc.quarantined}
+        if (
+            stamps is not None
+            and stamps != self._held_stamps
+            and still(stamps)
+            and dir_stamps(real_root) == stamps
+        ):
+            write_held(real_root, stamps, held)
+            self._held_stamps = stamps
+        return held
 
     def reread_index(self) -> None:
         """Read the folder's persisted index again (another process has just written

@@ -316,8 +316,9 @@ class MemoryStore:
             return doc
 
     def quarantined_paths(self) -> set[str]:
-        """The relative paths of the quarantined memories (see ``_provenance``)."""
-        return {doc.rel_path for doc in self.scan(limit=None) if doc.quarantined}
+        """The relative paths of the quarantined memories (see ``_provenance``); a new
+        process reads them from the folder's record while it holds (``_held``)."""
+        return self._scanner.quarantined()
 
     def confirm(self, name_or_rel_path: str) -> MemoryDoc:
         """The user's word for a memory: a ``confirmed`` source is added to its

