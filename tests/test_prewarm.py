@@ -398,3 +398,26 @@ def test_the_reader_process_records_the_quarantined_paths(folder: Path, tmp_path
     fresh = MemoryStore(folder)
     assert fresh.quarantined_paths() == {"rule.md"}
     assert not fresh._scanner._scanned  # answered from the record
+
+
+def test_a_primed_question_not_yet_answered_starts_no_reading_here(folder: Path) -> None:
+    """Before the reader process answers, the instant pass of the primed question gives
+    nothing and neither reads the folder nor starts a warm-up thread in this interpreter
+    (which would hold it while the first request is built); another question warms as
+    before."""
+    from asyncrecall.memory import LexicalSelector, MemoryManager
+    from asyncrecall.memory import _recall as recall_module
+
+    store, lexical = MemoryStore(folder), LexicalSelector()
+    manager = MemoryManager(store, lexical)
+    asked: list[int] = []
+
+    def take(limit: int) -> None:  # the reader has not answered
+        asked.append(limit)
+
+    manager.prime("why does CI hang?", take)
+    assert manager.recall_instant("why does CI hang?", limit=2, selector=lexical) is None
+    assert asked == [2] and recall_module._WARMING.get(store) is None
+    assert not store._scanner._scanned
+    assert manager.recall_instant("what about deploys?", limit=2, selector=lexical) is None
+    assert recall_module._WARMING.get(store) is not None  # the usual way: a warm-up thread

@@ -134,9 +134,10 @@ class MemoryManager:
     def prime(self, query: str, take: Callable[[int], RecallResult | None]) -> None:
         """An instant (lexical) recall of ``query`` computed elsewhere, such as by a
         reader process started with the program: :meth:`recall_instant` of exactly that
-        query, with nothing excluded, asks ``take(limit)`` first, and uses its result
-        when it gives one (``None``: not ready, or not for that limit; the pass then
-        goes its usual way). The command line primes ``run``'s question, so the main
+        query, with nothing excluded, and a lexical selector, answers ``take(limit)``: its
+        result, or ``None`` (not ready, or not for that limit) without reading the folder
+        or starting a warm-up thread (the recall's task, held until the first request is
+        on its way, reads it). The command line primes ``run``'s question, so the main
         interpreter reads nothing before the first request."""
         self._primed = (query, take)
 
@@ -276,11 +277,11 @@ class MemoryManager:
         if limit <= 0 or self.skips(query):
             return EMPTY_RECALL
         primed = self._primed
-        # The primed pass was a lexical selector's, over everything (nothing excluded).
-        if primed is not None and primed[0] == query and not excluded_paths:
-            taken = primed[1](limit) if chosen.name == "lexical" else None
-            if taken is not None:
-                return taken
+        # The primed pass was a lexical selector's, over everything (nothing excluded):
+        # its answer, or none yet, and then no warm-up thread starts here, to hold this
+        # interpreter while its first request is built (the recall's task, ``hold``).
+        if primed and primed[0] == query and not excluded_paths and chosen.name == "lexical":
+            return primed[1](limit)
         result = self._recall_inline(chosen, query, excluded_paths, limit)
         if result is None:
             self._warm(chosen)
