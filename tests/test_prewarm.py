@@ -421,3 +421,34 @@ def test_a_primed_question_not_yet_answered_starts_no_reading_here(folder: Path)
     assert not store._scanner._scanned
     assert manager.recall_instant("what about deploys?", limit=2, selector=lexical) is None
     assert recall_module._WARMING.get(store) is not None  # the usual way: a warm-up thread
+
+
+def test_the_readers_results_count_once_written_before_it_exits(tmp_path: Path) -> None:
+    """The reader writes its results, then records what later processes reuse (which can
+    take a while on a large folder): ``take`` answers from the results as soon as they are
+    written, not when the process ends; a reader that ends without writing gives none."""
+    from asyncrecall.memory import LexicalSelector, MemoryManager
+
+    store = MemoryStore(tmp_path / "memory")
+    store.save_memory("ci hang", "CI hangs on real sockets", "project", "Use fake_bank.")
+    lexical = LexicalSelector()
+    lexical.prepare(store.scan())
+    result = MemoryManager(store, lexical).recall_instant("why does CI hang?", limit=2)
+    assert result is not None and result.paths
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out = tmp_path / "primed.json"
+        out.touch()  # as _prime makes it, empty
+        primed = _prewarm.PrimedRecall("why does CI hang?", sleeper, str(out))
+        assert primed.take(2) is None  # not written yet, the reader still runs
+        out.write_text(json.dumps({"2": _prewarm.encode_result(result)}))
+        taken = primed.take(2)
+        assert taken is not None and taken.paths == result.paths
+        assert sleeper.poll() is None  # answered while the reader still runs
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    (tmp_path / "empty.json").touch()
+    assert _prewarm.PrimedRecall("q", ended, str(tmp_path / "empty.json")).take(2) is None

@@ -93,12 +93,23 @@ class PrimedRecall:
         """The pass's result at ``limit`` files, or ``None`` (not done, failed, or no
         result at that limit)."""
         if self._results is None:
-            if self._child.poll() is None:
+            # The reader replaces the empty file with its results, then records what
+            # the next process may reuse (``prime_child``): the results count from then.
+            if self._written():
+                self._results = self._read()
+            elif self._child.poll() is None:
                 return None
-            self._results = self._read() if self._child.returncode == 0 else {}
+            else:
+                self._results = {}  # it ended without writing them
             self._forget()
         data = self._results.get(str(limit))
         return decode_result(data) if data is not None else None
+
+    def _written(self) -> bool:
+        try:
+            return os.stat(self._out).st_size > 0
+        except OSError:
+            return False
 
     def _read(self) -> dict[str, Any]:
         import json

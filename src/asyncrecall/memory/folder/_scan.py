@@ -165,18 +165,17 @@ class Scanner:
             )
 
     def quarantined(self) -> set[str]:
-        """The relative paths of every quarantined document. A scanner that has not
-        scanned yet answers from the folder's record (:mod:`._held`: no file is walked
-        or parsed) while it holds; otherwise a full scan answers, and is recorded when
-        no folder changed during it nor within :data:`._held.SETTLE_NS` before."""
+        """The relative paths of every quarantined document: from the folder's record
+        (:mod:`._held`: no file walked or parsed) while it holds, else from a full scan
+        (every file, not only the newest 200), recorded when no folder changed during it
+        nor within :data:`._held.SETTLE_NS` before."""
         try:
             real_root = os.path.realpath(self._root)
         except OSError:
             return set()
-        if not self._scanned:
-            recorded = read_held(real_root)
-            if recorded is not None:
-                return recorded
+        recorded = read_held(real_root)
+        if recorded is not None:
+            return recorded
         stamps = dir_stamps(real_root)
         held = {doc.rel_path for doc in self.scan(limit=None) if doc.quarantined}
         if (
