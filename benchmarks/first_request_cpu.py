@@ -17,7 +17,8 @@ processes, each step memory adds on that thread before it:
 
 N pairs of new processes, memory on and ``--no-memory``, alternating which goes
 first, over a folder of ``--files`` generated notes (``bench cli``'s) unchanged since the
-previous run, against a local server; *gold first* counts the pairs whose memory-on
+previous run (``--changed``: every note rewritten before each memory-on run), against a
+local server; *gold first* counts the pairs whose memory-on
 request carried the relevant memory (the wait and what it delivers, together).
 
     PYTHONPATH=src python benchmarks/first_request_cpu.py [--pairs 12] [--files 200] [--json]
@@ -36,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.bench._cli import QUESTION, build_folder
+from asyncrecall.bench._cli import QUESTION, build_folder, rewrite_notes
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 #: The code each measured process runs: the CLI's entry with the steps timed.
@@ -143,7 +144,7 @@ def _one(server: LocalServer, folder: Path, project: Path, memory: bool) -> dict
     raise RuntimeError(f"no first request (exit {done.returncode}): {done.stderr[-500:]}")
 
 
-def measure(pairs: int, files: int) -> dict[str, Any]:
+def measure(pairs: int, files: int, *, changed: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="asyncrecall-cpu-") as tmp:
         folder, project = Path(tmp) / "memory", Path(tmp) / "project"
         project.mkdir()
@@ -166,6 +167,8 @@ def measure(pairs: int, files: int) -> dict[str, Any]:
             gold_first = 0
             for i in range(pairs):
                 for memory in (True, False) if i % 2 else (False, True):
+                    if memory and changed:  # every note rewritten since the last run
+                        rewrite_notes(folder, files - 1, seed=7, generation=i + 1)
                     before = len(firsts)
                     (on if memory else off).append(_one(server, folder, project, memory))
                     if memory and gold in json.dumps(firsts[before].messages):
@@ -175,6 +178,7 @@ def measure(pairs: int, files: int) -> dict[str, Any]:
     return {
         "pairs": pairs,
         "files": files,
+        "folder": "changed" if changed else "known",
         "gold_first": gold_first,
         "main_thread_cpu_ms": {
             "memory_on_p50": round(p50(r["main"] for r in on), 1),
@@ -196,14 +200,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pairs", type=int, default=12)
     parser.add_argument("--files", type=int, default=200)
+    parser.add_argument(
+        "--changed", action="store_true", help="rewrite every note before each memory-on run"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    report = measure(args.pairs, args.files)
+    report = measure(args.pairs, args.files, changed=args.changed)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     cpu = report["main_thread_cpu_ms"]
-    print(f"{args.files} files, {args.pairs} pairs; gold in the first request: "
+    print(f"{args.files} files, {report['folder']}, {args.pairs} pairs; gold in the first request: "
           f"{report['gold_first']} of {args.pairs}")  # fmt: skip
     print(f"main thread CPU at the first request: on {cpu['memory_on_p50']} ms, off "
           f"{cpu['memory_off_p50']} ms, paired {cpu['added_p50']:+} ms (p50; quartiles "

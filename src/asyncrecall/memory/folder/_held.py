@@ -14,7 +14,10 @@ edited in place by hand is not seen, and the only hand edit that changes quarant
 one that lifts it (a stale record then hides a line the user would now accept, never
 the reverse). A folder modified within :data:`SETTLE_NS` of the scan is not recorded (a
 second write in the same clock tick would leave its time unchanged), nor is a walk that
-met a link (its target can change where no time of ours moves).
+met a link (its target can change where no time of ours moves), except by the store's
+own writers: each records after its write, under the folder's lock, which every other
+writer of ours waits for (``Scanner.record_quarantined``), so the process after a save
+(the last run's extraction) reads the record instead of scanning.
 """
 
 from __future__ import annotations

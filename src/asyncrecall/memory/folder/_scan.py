@@ -176,12 +176,22 @@ class Scanner:
         recorded = read_held(real_root)
         if recorded is not None:
             return recorded
+        return self._record_held(real_root, settled_only=True)
+
+    def record_quarantined(self) -> None:
+        """Record the quarantined paths now, a folder changed just now included: for the
+        store's writers, which hold the folder's lock (no write of ours can fall in the
+        same clock tick unseen), so that the next process need not scan after a save."""
+        with contextlib.suppress(OSError):
+            self._record_held(os.path.realpath(self._root), settled_only=False)
+
+    def _record_held(self, real_root: str, *, settled_only: bool) -> set[str]:
         stamps = dir_stamps(real_root)
         held = {doc.rel_path for doc in self.scan(limit=None) if doc.quarantined}
         if (
             stamps is not None
             and stamps != self._held_stamps
-            and still(stamps)
+            and (still(stamps) or not settled_only)
             and dir_stamps(real_root) == stamps
         ):
             write_held(real_root, stamps, held)

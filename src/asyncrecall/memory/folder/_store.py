@@ -574,6 +574,7 @@ class MemoryStore:
             self._lock_depth = 1
             try:
                 yield
+                self._scanner.record_quarantined()  # still under the lock (``_held``)
             finally:
                 self._lock_depth = 0
                 lock.release()
