@@ -20,6 +20,7 @@ first, over a folder of ``--files`` generated notes (``bench cli``'s) unchanged 
 previous run (``--changed``: every note rewritten before each memory-on run), against a
 local server; *gold first* counts the pairs whose memory-on
 request carried the relevant memory (the wait and what it delivers, together).
+``--aa`` runs ``--no-memory`` on both sides: the spread of a difference that is zero.
 
     PYTHONPATH=src python benchmarks/first_request_cpu.py [--pairs 12] [--files 200] [--json]
 """
@@ -129,13 +130,15 @@ sys.exit(main(sys.argv[1:]))
 _STEPS = ("entry", "system prompt", "instant pass", "prime", "imports")
 
 
-def _one(server: LocalServer, folder: Path, project: Path, memory: bool) -> dict[str, float]:
+def _one(
+    server: LocalServer, folder: Path, project: Path, memory: bool, *, aa: bool = False
+) -> dict[str, float]:
     argv = [
         sys.executable, "-c", _CHILD, "run", QUESTION, "--memory-dir", str(folder),
         "--project", str(project), "--base-url", server.base_url, "--model", "main",
         "--side-model", "side", "--no-extract",
     ]  # fmt: skip
-    if not memory:
+    if not memory or aa:
         argv.append("--no-memory")
     done = subprocess.run(argv, capture_output=True, text=True, cwd=project, timeout=120)
     for line in done.stderr.splitlines():
@@ -144,7 +147,7 @@ def _one(server: LocalServer, folder: Path, project: Path, memory: bool) -> dict
     raise RuntimeError(f"no first request (exit {done.returncode}): {done.stderr[-500:]}")
 
 
-def measure(pairs: int, files: int, *, changed: bool = False) -> dict[str, Any]:
+def measure(pairs: int, files: int, *, changed: bool = False, aa: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="asyncrecall-cpu-") as tmp:
         folder, project = Path(tmp) / "memory", Path(tmp) / "project"
         project.mkdir()
@@ -170,8 +173,8 @@ def measure(pairs: int, files: int, *, changed: bool = False) -> dict[str, Any]:
                     if memory and changed:  # every note rewritten since the last run
                         rewrite_notes(folder, files - 1, seed=7, generation=i + 1)
                     before = len(firsts)
-                    (on if memory else off).append(_one(server, folder, project, memory))
-                    if memory and gold in json.dumps(firsts[before].messages):
+                    (on if memory else off).append(_one(server, folder, project, memory, aa=aa))
+                    if memory and not aa and gold in json.dumps(firsts[before].messages):
                         gold_first += 1
     p50 = statistics.median
     added = [a["main"] - b["main"] for a, b in zip(on, off, strict=True)]
@@ -203,9 +206,12 @@ def main() -> int:
     parser.add_argument(
         "--changed", action="store_true", help="rewrite every note before each memory-on run"
     )
+    parser.add_argument(
+        "--aa", action="store_true", help="both sides --no-memory: the pairing's own noise"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    report = measure(args.pairs, args.files, changed=args.changed)
+    report = measure(args.pairs, args.files, changed=args.changed, aa=args.aa)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
