@@ -120,14 +120,7 @@ class Engine:
             except psycopg.Error as exc:
                 raise self.unusable(exc) from exc
             pool: ConnectionPool[Connection[Any]] = ConnectionPool(
-                self.url,
-                min_size=opts.min_size,
-                max_size=opts.max_size,
-                timeout=opts.timeout,
-                reconnect_timeout=RECONNECT_GIVE_UP_S,
-                kwargs={"autocommit": True, "connect_timeout": opts.connect_timeout},
-                name=f"asyncrecall-{self._id[:8]}",
-                open=False,
+                self.url, min_size=opts.min_size, **self._pool_options("asyncrecall")
             )
             portal = Portal(f"asyncrecall-pg-{self._id[:8]}")
             try:
@@ -140,6 +133,18 @@ class Engine:
                 self._abandon(pool, portal)
                 raise
             self.pool, self.portal = pool, portal
+
+    def _pool_options(self, prefix: str) -> dict[str, Any]:
+        """What the engine's two pools share but their least size; ``open`` later."""
+        opts = self.options
+        return {
+            "max_size": opts.max_size,
+            "timeout": opts.timeout,
+            "reconnect_timeout": RECONNECT_GIVE_UP_S,
+            "kwargs": {"autocommit": True, "connect_timeout": opts.connect_timeout},
+            "name": f"{prefix}-{self._id[:8]}",
+            "open": False,
+        }
 
     def _abandon(self, pool: ConnectionPool[Connection[Any]], portal: Portal) -> None:
         with contextlib.suppress(RuntimeError):
@@ -164,14 +169,7 @@ class Engine:
     async def _aopen(self) -> None:
         opts = self.options
         apool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-            self.url,
-            min_size=1,
-            max_size=opts.max_size,
-            timeout=opts.timeout,
-            reconnect_timeout=RECONNECT_GIVE_UP_S,
-            kwargs={"autocommit": True, "connect_timeout": opts.connect_timeout},
-            name=f"asyncrecall-recall-{self._id[:8]}",
-            open=False,
+            self.url, min_size=1, **self._pool_options("asyncrecall-recall")
         )
         try:
             await apool.open(wait=True, timeout=opts.timeout)
