@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, get_args
 
 __all__ = [
     "LEGACY_SOURCE",
@@ -77,16 +77,7 @@ Origin: TypeAlias = Literal[
 #: (``extraction-user``) or only the assistant's answers (``extraction-assistant``);
 #: a consolidation's merge or rewrite (``consolidation``); ``memory import``
 #: (``import``); the MCP server (``mcp``); ``memory confirm`` (``confirmed``).
-ORIGINS: Final[tuple[Origin, ...]] = (
-    "user",
-    "save_memory",
-    "extraction-user",
-    "extraction-assistant",
-    "consolidation",
-    "import",
-    "mcp",
-    "confirmed",
-)
+ORIGINS: Final[tuple[Origin, ...]] = get_args(Origin)
 
 
 @dataclass(frozen=True, slots=True)
