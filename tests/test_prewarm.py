@@ -6,11 +6,14 @@ thread, and the session adopts what it read; with memory off nothing starts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -265,19 +268,15 @@ def test_runs_question_is_recalled_by_a_reader_process(folder: Path, tmp_path: P
     }
 
 
-async def test_runs_side_query_waits_for_its_first_request(
-    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``run``'s session (``hold_recall``) sends its side query only once its first
-    request is out (its first streamed item; the cap made long here), so reading a cold
-    folder and building the side query's prompt never delay that request."""
+@contextlib.asynccontextmanager
+async def _held_turn(folder: Path, tmp_path: Path) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """``run``'s session on a test server whose first answer (a tool call) waits for
+    the yielded gate; yields the server, the gate and the running turn, then ends it."""
     import asyncio
     import threading
 
-    from asyncrecall import _session
     from asyncrecall.testing import LocalServer, Reply
 
-    monkeypatch.setattr(_session, "HOLD_RECALL_S", 30.0)
     answer = threading.Event()
     with LocalServer() as server:
         server.script(
@@ -292,13 +291,31 @@ async def test_runs_side_query_waits_for_its_first_request(
                 pass
 
         turn = asyncio.create_task(drain())
+        try:
+            yield server, answer, turn
+        finally:
+            answer.set()
+            await turn
+            await session.aclose()
+
+
+async def test_runs_side_query_waits_for_its_first_request(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run``'s session (``hold_recall``) sends its side query only once its first
+    request is out (its first streamed item; the cap made long here), so reading a cold
+    folder and building the side query's prompt never delay that request."""
+    import asyncio
+
+    from asyncrecall import _session
+
+    monkeypatch.setattr(_session, "HOLD_RECALL_S", 30.0)
+    async with _held_turn(folder, tmp_path) as (server, answer, _turn):
         await server.await_for(lambda r: r.model == "main")
         await asyncio.sleep(0.5)  # a cold folder is read in well under this
         assert [r.model for r in server.requests] == ["main"]
         answer.set()
         side = await server.await_for(lambda r: r.model == "side")
-        await turn
-        await session.aclose()
     main = next(r for r in server.requests if r.model == "main")
     assert side.arrived_at > main.arrived_at
 
@@ -348,29 +365,8 @@ def _run_settings(base_url: str, folder: Path, tmp_path: Path) -> Settings:
 async def test_runs_side_query_is_held_no_longer_than_the_cap(folder: Path, tmp_path: Path) -> None:
     """A first request whose answer does not come (a slow model) holds the side query
     only :data:`HOLD_RECALL_S`: it goes out while the main request still waits."""
-    import asyncio
-    import threading
-
-    from asyncrecall.testing import LocalServer, Reply
-
-    answer = threading.Event()
-    with LocalServer() as server:
-        server.script(
-            "main", Reply(tool_calls=[("list_directory", {"path": "."})], gate=answer), "ok"
-        )
-        server.set_default("side", lambda _request: Reply(text='{"selected_memories": []}'))
-        session = open_session(_run_settings(server.base_url, folder, tmp_path), hold_recall=True)
-        await session.start()
-
-        async def drain() -> None:
-            async for _event in session.agent.run_query("why does CI hang on real sockets?"):
-                pass
-
-        turn = asyncio.create_task(drain())
+    async with _held_turn(folder, tmp_path) as (server, _answer, _turn):
         side = await server.await_for(lambda r: r.model == "side")  # before the answer
-        answer.set()
-        await turn
-        await session.aclose()
     main = next(r for r in server.requests if r.model == "main")
     assert main.arrived_at < side.arrived_at
 
