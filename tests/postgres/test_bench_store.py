@@ -61,3 +61,31 @@ def test_the_outage_row_stops_its_own_server_and_sees_everything_come_back() -> 
     assert outage["outage_s"] == 2 and outage["failed_saves"] >= 0
     for key in ("save_after_ms", "recall_after_ms", "index_after_ms"):
         assert outage[key] is not None and outage[key] >= 0, outage
+
+
+@pytest.mark.timeout(300)
+def test_a_named_namespace_is_loaded_once_then_reused(pg_server: LocalPostgres) -> None:
+    """``--namespace``: the first run loads it, the next reuses it as it is (a million
+    memories take minutes to load); one holding fewer than ``--memories`` is refused
+    before anything is written."""
+
+    def bench(memories: int) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "asyncrecall", "bench", "store", "--store", pg_server.url,
+             "--namespace", "bench-kept", "--memories", str(memories), "--workers", "1",
+             "--sessions", "1", "--seconds", "0.5", "--save-ratio", "0", "--no-folder",
+             "--outage", "0", "--tenants", "0", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )  # fmt: skip
+
+    first, again, more = bench(200), bench(150), bench(500)
+    assert first.returncode == 0, first.stderr
+    assert "loading 200 memories into namespace 'bench-kept'" in first.stderr
+    assert again.returncode == 0, again.stderr
+    assert "namespace 'bench-kept' holds 200 memories: reused" in again.stderr
+    assert json.loads(again.stdout)["rows"][0]["recalls"] > 0
+    assert more.returncode == 2
+    assert "holds 200 memories, fewer than --memories 500" in more.stderr
+    assert more.stdout == ""

@@ -36,6 +36,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -44,6 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
 from asyncrecall.bench._corpus import MEMORIES, QUERIES
 from asyncrecall.bench._measure import percentile
@@ -55,6 +57,7 @@ from asyncrecall.bench._store_tenants import (
 )
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
 from asyncrecall.memory._document import render_document, safe_file_stem
+from asyncrecall.memory.postgres._sql import NAMESPACE_SIZE_SQL
 
 __all__ = ["add_arguments", "run"]
 
@@ -84,6 +87,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tenant-memories", type=int, default=20, help="memories per namespace of that row"
+    )
+    parser.add_argument(
+        "--namespace",
+        metavar="NAME",
+        help="load the memories into this namespace, or reuse it if it holds them already"
+        " (with --store: a large namespace is loaded once for many runs)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -127,6 +136,8 @@ class _Words:
 
 
 def _load_database(url: str, namespace: str, count: int) -> None:
+    """``count`` memories into ``namespace``; one already holding that many is reused as
+    it is (``--namespace``: loading a million takes minutes), one holding fewer refused."""
     import psycopg
 
     from asyncrecall.memory.postgres._store import PostgresMemoryStore
@@ -135,6 +146,17 @@ def _load_database(url: str, namespace: str, count: int) -> None:
     words = _Words(_SEED)
     now = time.time()
     with psycopg.connect(url) as conn:
+        row = conn.execute(NAMESPACE_SIZE_SQL, {"ns": namespace}).fetchone()
+        held = int(row[0]) if row else 0
+        if held >= count:
+            _log(f"namespace {namespace!r} holds {held:,} memories: reused")
+            return
+        if held:
+            raise ConfigError(
+                f"namespace {namespace!r} holds {held:,} memories, fewer than --memories"
+                f" {count:,}: name another (or empty this one)"
+            )
+        _log(f"loading {count:,} memories into namespace {namespace!r}")
         with conn.cursor().copy(
             "COPY asyncrecall_memories (namespace, name, rel_path, description, type, body,"
             " size, created_at, updated_at) FROM STDIN"
@@ -146,6 +168,12 @@ def _load_database(url: str, namespace: str, count: int) -> None:
                 copy.write_row((namespace, name, rel, description, "project", body, 400, stamp,
                                 stamp))  # fmt: skip
         conn.execute("ANALYZE asyncrecall_memories")
+
+
+def _log(message: str) -> None:
+    """Progress of the long steps, on stderr (the table or JSON goes to stdout)."""
+    sys.stderr.write(f"{message}\n")
+    sys.stderr.flush()
 
 
 def _timestamp(epoch: float) -> Any:
@@ -433,7 +461,7 @@ async def _measure_outage(server: Any, namespace: str, seconds: float) -> Outage
 def measure(args: argparse.Namespace, url: str) -> list[Row]:
     counts = [int(n) for n in str(args.workers).split(",") if n.strip()]
     rows = []
-    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    namespace = args.namespace or f"bench-{uuid.uuid4().hex[:8]}"
     _load_database(url, namespace, args.memories)  # once: later runs add their saves
     for workers in counts:
         rows.append(_run_workers(workers, url=url, folder=None, namespace=namespace, args=args))
