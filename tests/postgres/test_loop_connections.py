@@ -11,6 +11,7 @@ import asyncio
 import gc
 import threading
 import time
+import uuid
 from typing import Any
 
 import psycopg
@@ -116,3 +117,36 @@ async def test_a_cancelled_recall_leaves_a_working_store(
     assert task.cancelled()
     async with asyncio.timeout(10):
         assert [d.name for d in await pg_store.candidates("staging")] == ["Deploy"]
+
+
+async def test_recall_connections_keep_one_generic_plan_and_no_jit(pg_url: str) -> None:
+    """Recall's connections plan a prepared statement once, generically, and never JIT
+    compile (planning each call was most of recall's p99 at 1,000,000 memories); the
+    URL's own ``options`` still apply."""
+    url = f"{pg_url}{'&' if '?' in pg_url else '?'}options=-c%20statement_timeout%3D54321"
+    store = PostgresMemoryStore.open(url, namespace=f"generic-{uuid.uuid4().hex[:8]}")
+    try:
+        store.save_memory("Deploy", "deploys", "project", "staging first")
+        for n in range(8):  # psycopg prepares a statement at its fifth use (a new query
+            # each time: the store answers a query it has answered from its cache)
+            assert [d.name for d in await store.candidates(f"staging {n}")] == ["Deploy"]
+        async with store._query.loops.connection() as conn:
+            assert conn is not None
+            plans = await (
+                await conn.execute(
+                    "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements"
+                    " WHERE statement LIKE '%%asyncrecall_memories%%'"
+                )
+            ).fetchone()
+            settings = await (
+                await conn.execute(
+                    "SELECT current_setting('jit'), current_setting('statement_timeout')"
+                )
+            ).fetchone()
+    finally:
+        store.close()
+    assert plans is not None and settings is not None
+    generic, custom = plans
+    assert generic and generic > 0
+    assert custom == 0
+    assert settings == ("off", "54321ms")
