@@ -153,18 +153,19 @@ class Engine:
         pool.close()
 
     def close(self) -> None:
-        """Stop listening, close the pools, the loops' connections and the thread."""
+        """Stop listening, close the pools, the loops' connections and the thread. Each
+        part is closed even when closing another fails (that error is raised after):
+        nothing is left open behind a failure."""
         with self._lock:
             pool, self.pool = self.pool, None
             portal, self.portal = self.portal, None
-        self.loops.close()
-        if portal is not None:
-            try:
-                portal.call(self._aclose())
-            finally:
-                portal.stop()
-        if pool is not None:
-            pool.close()
+        with contextlib.ExitStack() as parts:  # closed last to first
+            if pool is not None:
+                parts.callback(pool.close)
+            if portal is not None:
+                parts.callback(portal.stop)
+                parts.callback(lambda: portal.call(self._aclose()))
+            parts.callback(self.loops.close)
 
     async def _aopen(self) -> None:
         opts = self.options
