@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import threading
 from typing import LiteralString
 
 import psycopg
@@ -17,6 +18,7 @@ import pytest
 from asyncrecall import ConfigError, MemoryStoreError
 from asyncrecall.memory import PostgresMemoryStore
 from asyncrecall.memory.postgres._rls import RLS_TABLES
+from asyncrecall.memory.postgres._text import Announcer
 from asyncrecall.testing import LocalPostgres
 
 from .test_postgres_roles import _app_role, _migrate_cli
@@ -265,3 +267,111 @@ def test_a_misspelt_role_is_refused_and_changes_nothing(pg_server: LocalPostgres
     assert _state(url) == after
     unbound = _migrate(url, "--row-security")
     assert "no role is bound to all namespaces" in unbound.stderr
+
+
+def test_a_tenant_hears_its_own_namespace_and_gets_no_secret_to_test_others(
+    pg_server: LocalPostgres,
+) -> None:
+    """A role bound to namespaces may not read the notification secret (with it, it
+    could test guessed names of any namespace's memories against the notifications it
+    can ``LISTEN`` to); it gets the keys of its own namespaces only, with which its
+    stores and the fleet's still hear each other's changes there. A later grant of the
+    secret is taken back by turning row-level security on again; one through PUBLIC is
+    reported."""
+    url = _scratch_database(pg_server)
+    PostgresMemoryStore.migrate(url)
+    fleet_url, bob_url = _app_role(url), _app_role(url)
+    bob = _role(bob_url)
+    assert (
+        PostgresMemoryStore.enable_row_security(
+            url, bind=[(bob, "bob")], bind_all=[_role(fleet_url)]
+        )
+        == ()
+    )
+
+    def secret_readable() -> bool:
+        with psycopg.connect(bob_url, autocommit=True) as conn:
+            assert conn.execute("SELECT version FROM asyncrecall_schema").fetchone() is not None
+            try:
+                conn.execute("SELECT notify_salt FROM asyncrecall_schema")
+            except psycopg.errors.InsufficientPrivilege:
+                return False
+            return True
+
+    assert not secret_readable()
+    with psycopg.connect(bob_url, autocommit=True) as conn:
+        keys = conn.execute("SELECT namespace, key FROM asyncrecall_notify_keys").fetchall()
+    assert [namespace for namespace, _ in keys] == ["bob"]
+
+    with (
+        PostgresMemoryStore.open(fleet_url, namespace="bob") as fleet_side,
+        PostgresMemoryStore.open(bob_url, namespace="bob") as bob_side,
+        PostgresMemoryStore.open(fleet_url, namespace="alice") as alice,
+        PostgresMemoryStore.open(bob_url, namespace="alice") as alice_seen_by_bob,
+    ):
+        assert bob_side.caching and not alice_seen_by_bob.caching
+        assert bob_side.memory_id("Plan") == fleet_side.memory_id("Plan")
+        heard = {"bob": threading.Event(), "fleet": threading.Event()}
+        bob_side.add_change_listener(
+            lambda c: heard["bob"].set() if c.memory_id == bob_side.memory_id("F") else None
+        )
+        fleet_side.add_change_listener(
+            lambda c: heard["fleet"].set() if c.memory_id == fleet_side.memory_id("B") else None
+        )
+        assert bob_side.index_for_prompt() == ""  # cached
+        fleet_side.save_memory("F", "", "user", "from the fleet")
+        assert heard["bob"].wait(10)
+        assert "F" in bob_side.index_for_prompt()
+        bob_side.save_memory("B", "", "user", "from bob's own process")
+        assert heard["fleet"].wait(10)
+
+        with psycopg.connect(bob_url, autocommit=True) as listener:
+            listener.execute("LISTEN asyncrecall_memories")
+            alice.save_memory("Alice layoff", "", "user", "confidential")
+            payload = json.loads(next(listener.notifies(timeout=10)).payload)
+        guesses = [Announcer(key, "alice") for _, key in keys]
+        assert payload["id"] == alice.memory_id("Alice layoff")
+        assert payload["id"] not in [g.memory_id("Alice layoff") for g in guesses]
+        assert payload["ns"] not in [g.namespace_key for g in guesses]
+        assert alice_seen_by_bob.memory_id("Alice layoff") != payload["id"]
+
+    with psycopg.connect(url, autocommit=True) as owner:
+        owner.execute(psycopg.sql.SQL("GRANT SELECT ON asyncrecall_schema TO {}").format(
+            psycopg.sql.Identifier(bob)))  # fmt: skip
+    assert secret_readable()
+    assert PostgresMemoryStore.enable_row_security(url) == ()
+    assert not secret_readable()
+    with psycopg.connect(url, autocommit=True) as owner:
+        owner.execute("GRANT SELECT ON asyncrecall_schema TO PUBLIC")
+        (warning,) = PostgresMemoryStore.enable_row_security(url)
+        assert f"role {bob!r} can still read asyncrecall_schema.notify_salt" in warning
+        owner.execute("REVOKE SELECT ON asyncrecall_schema FROM PUBLIC")
+
+
+def test_a_tenant_cannot_make_the_keys_view_leak_other_tenants_keys(
+    pg_server: LocalPostgres,
+) -> None:
+    """The view of notification keys is a security barrier: a condition of the tenant's
+    own that tells what it sees (a function raising a notice, made cheap so the planner
+    would run it first) sees only the tenant's own rows, not another tenant's binding."""
+    url = _scratch_database(pg_server)
+    PostgresMemoryStore.migrate(url)
+    bob_url, carol_url = _app_role(url), _app_role(url)
+    PostgresMemoryStore.enable_row_security(
+        url, bind=[(_role(bob_url), "bob"), (_role(carol_url), "carol")]
+    )
+    seen: list[str] = []
+    with psycopg.connect(bob_url, autocommit=True) as conn:
+        conn.add_notice_handler(lambda notice: seen.append(str(notice.message_primary)))
+        conn.execute("SET enable_indexscan = off")  # every row to the cheapest condition
+        conn.execute("SET enable_bitmapscan = off")
+        conn.execute(
+            """CREATE FUNCTION pg_temp.leak(namespace text) RETURNS boolean
+               LANGUAGE plpgsql COST 0.0000001 AS
+               $$ BEGIN RAISE NOTICE '%', namespace; RETURN true; END $$"""
+        )
+        rows = conn.execute(
+            "SELECT namespace FROM asyncrecall_notify_keys WHERE pg_temp.leak(namespace)"
+        ).fetchall()
+    assert rows == [("bob",)]
+    assert seen == ["bob"]

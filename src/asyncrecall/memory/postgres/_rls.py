@@ -76,6 +76,39 @@ USING (
 """
 
 
+#: The notification keys of the namespaces the role is bound to (``_text.notify_key``,
+#: the same derivation): what such a role gets instead of the secret, which it may not
+#: read. A security barrier: a query's own conditions (a function that leaks what it
+#: sees) run only on the rows the view lets through.
+KEYS_VIEW: Final = """
+CREATE OR REPLACE VIEW asyncrecall_notify_keys WITH (security_barrier) AS
+SELECT t.namespace, encode(sha256(
+           convert_to(s.notify_salt, 'UTF8') || decode('00', 'hex')
+           || convert_to('namespace-key', 'UTF8') || decode('00', 'hex')
+           || convert_to(t.namespace, 'UTF8')
+       ), 'hex') AS key
+FROM asyncrecall_tenants t CROSS JOIN asyncrecall_schema s
+WHERE t.role = current_user
+"""
+
+#: A namespace's notification key, for a role that may not read the secret.
+NOTIFY_KEY_SQL: Final = "SELECT key FROM asyncrecall_notify_keys WHERE namespace = %s"
+
+# The roles bound to namespaces but not to all, that the policies hold: they must not
+# read the secret (its column is all they lose of asyncrecall_schema).
+_TENANT_ROLES: Final = """
+SELECT DISTINCT t.role::text FROM asyncrecall_tenants t JOIN pg_roles r ON r.rolname = t.role
+WHERE NOT (r.rolsuper OR r.rolbypassrls)
+  AND r.oid <> (SELECT relowner FROM pg_class WHERE oid = 'asyncrecall_schema'::regclass)
+  AND NOT EXISTS (SELECT 1 FROM asyncrecall_fleet f WHERE f.role = t.role)
+ORDER BY 1
+"""
+
+_FLEET_ROLES: Final = """
+SELECT f.role::text FROM asyncrecall_fleet f JOIN pg_roles r ON r.rolname = f.role ORDER BY 1
+"""
+
+
 def enable_row_security(
     conn: Connection[Any], *, bind: Iterable[tuple[str, str | None]] = ()
 ) -> list[str]:
@@ -103,6 +136,9 @@ def enable_row_security(
             warning = bind_role(conn, role=role, namespace=namespace)
             if warning is not None:
                 warnings.append(warning)
+        conn.execute(KEYS_VIEW)
+        conn.execute("GRANT SELECT ON asyncrecall_notify_keys TO PUBLIC")  # own rows only
+        warnings += _keep_the_secret(conn)
         if conn.execute("SELECT 1 FROM asyncrecall_fleet LIMIT 1").fetchone() is None:
             warnings.append(
                 "no role is bound to all namespaces: every role but the owner sees only the "
@@ -146,3 +182,34 @@ def bind_role(conn: Connection[Any], *, role: str, namespace: str | None) -> str
     else:
         return None
     return f"role {role!r} {why}: row-level security does not apply to it, it sees every namespace"
+
+
+def _keep_the_secret(conn: Connection[Any]) -> list[str]:
+    """Take the secret's column from every role bound to namespaces only (with it, it
+    could test guessed names of any namespace's memories against the notifications),
+    give the whole table back to the roles bound to all (one bound to a namespace
+    before lost it), and warn of a role that can still read it: granted through PUBLIC
+    or a role it belongs to. Run at every :func:`enable_row_security`: it repairs a
+    later ``GRANT SELECT ON asyncrecall_schema`` to such a role."""
+    warnings = []
+    for (role,) in conn.execute(_TENANT_ROLES).fetchall():
+        name = sql.Identifier(role)
+        conn.execute(sql.SQL("REVOKE SELECT ON asyncrecall_schema FROM {}").format(name))
+        conn.execute(
+            sql.SQL("GRANT SELECT (singleton, version) ON asyncrecall_schema TO {}").format(name)
+        )
+        readable = conn.execute(
+            "SELECT has_column_privilege(%s, 'asyncrecall_schema', 'notify_salt', 'SELECT')",
+            (role,),
+        ).fetchone()
+        if readable == (True,):
+            warnings.append(
+                f"role {role!r} can still read asyncrecall_schema.notify_salt (granted through "
+                "PUBLIC or a role it belongs to): it could test guessed names of other "
+                "namespaces' memories against the change notifications"
+            )
+    for (role,) in conn.execute(_FLEET_ROLES).fetchall():
+        conn.execute(
+            sql.SQL("GRANT SELECT ON asyncrecall_schema TO {}").format(sql.Identifier(role))
+        )
+    return warnings

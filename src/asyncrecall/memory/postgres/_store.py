@@ -292,13 +292,21 @@ class PostgresMemoryStore:
             if self._engine is not None:
                 return
             engine = acquire_engine(self.url, self._options)
-            announce = Announcer(engine.salt, self.namespace)
+            try:
+                key = engine.notify_key(self.namespace)
+            except BaseException:
+                release_engine(engine)
+                raise
+            # Without its key (a namespace this role is not bound to) the store hears
+            # nothing: digests of a random key, and no feed attached, so no caching.
+            announce = Announcer(key or uuid.uuid4().hex, self.namespace)
             self._announce = announce
             self._feed.set_announcer(announce)
             self._query = CandidateQuery(
                 namespace=self.namespace, root=self._doc_root, loops=engine.loops
             )
-            engine.attach(self._feed)
+            if key is not None:
+                engine.attach(self._feed)
             self._engine = engine
 
     def for_namespace(self, namespace: str) -> PostgresMemoryStore:
