@@ -141,8 +141,10 @@ class Engine:
     def notify_key(self, namespace: str) -> str | None:
         """The key of ``namespace``'s notification digests (``_text.notify_key``):
         derived from the secret, or for a role bound to namespaces (which may not read
-        it) that namespace's key if bound to it, else ``None`` (its store cannot hear
-        changes: it caches nothing). :class:`ConfigError` when the database fails."""
+        it) that namespace's key if bound to it, else ``None`` (the role can write
+        nothing there; its store hears no changes and caches nothing).
+        :class:`ConfigError` when the database fails, or when the role may read neither
+        the secret nor keys (row-level security is off: its writes would go unheard)."""
         if self.salt is not None:
             return notify_key(self.salt, namespace)
         assert self.pool is not None  # opened
@@ -150,7 +152,11 @@ class Engine:
             with self.pool.connection() as conn:
                 row = conn.execute(NOTIFY_KEY_SQL, (namespace,)).fetchone()
         except psycopg.errors.UndefinedTable:
-            return None  # row-level security never turned on
+            raise ConfigError(
+                f"this role may not read the notification secret of {self.where} "
+                "(asyncrecall_schema.notify_salt): grant it the tables (the README's "
+                "PostgreSQL section lists the grants)"
+            ) from None
         except (PoolTimeout, psycopg.Error) as exc:
             raise self.unusable(exc) from exc
         return None if row is None else str(row[0])

@@ -17,7 +17,11 @@ read or write nothing of another's even with its own SQL, runs as the tables' ow
   migrate`` and administration are unchanged;
 - :func:`bind_role`: bind a role to a namespace, or to all (it still needs the data
   grants, ``_schema.GRANTS``); a role the database does not know is refused, and one
-  the policies cannot hold (superuser, ``BYPASSRLS``, the tables' owner) is reported.
+  the policies cannot hold (superuser, ``BYPASSRLS``, the tables' owner) is reported;
+- the notification secret (``asyncrecall_schema.notify_salt``) is taken from every role
+  bound to namespaces only: with it, it could test guessed names of any namespace's
+  memories against the notifications it may ``LISTEN`` to. Such a role reads the keys
+  of its own namespaces (``_text.notify_key``) from :data:`KEYS_VIEW` instead.
 
 Opt-in, not a migration: the policy is one more filter on every query of a bound
 role. Idempotent: run again on a database with an older policy (before, a role bound
@@ -34,7 +38,7 @@ from psycopg import Connection, sql
 
 from asyncrecall._exceptions import ConfigError
 
-__all__ = ["RLS_TABLES", "bind_role", "enable_row_security"]
+__all__ = ["KEYS_VIEW", "NOTIFY_KEY_SQL", "RLS_TABLES", "bind_role", "enable_row_security"]
 
 #: The tables holding a ``namespace`` column, each under the policy.
 RLS_TABLES: Final = (
