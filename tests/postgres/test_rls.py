@@ -277,7 +277,7 @@ def test_a_tenant_hears_its_own_namespace_and_gets_no_secret_to_test_others(
     can ``LISTEN`` to); it gets the keys of its own namespaces only, with which its
     stores and the fleet's still hear each other's changes there. A later grant of the
     secret is taken back by turning row-level security on again; one through PUBLIC is
-    reported."""
+    reported; binding the role to all namespaces gives the secret back."""
     url = _scratch_database(pg_server)
     PostgresMemoryStore.migrate(url)
     fleet_url, bob_url = _app_role(url), _app_role(url)
@@ -346,6 +346,9 @@ def test_a_tenant_hears_its_own_namespace_and_gets_no_secret_to_test_others(
         (warning,) = PostgresMemoryStore.enable_row_security(url)
         assert f"role {bob!r} can still read asyncrecall_schema.notify_salt" in warning
         owner.execute("REVOKE SELECT ON asyncrecall_schema FROM PUBLIC")
+    assert not secret_readable()
+    PostgresMemoryStore.enable_row_security(url, bind_all=[bob])  # now one of the fleet
+    assert secret_readable()
 
 
 def test_a_tenant_cannot_make_the_keys_view_leak_other_tenants_keys(
