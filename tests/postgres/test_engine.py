@@ -14,8 +14,10 @@ import time
 from typing import Any
 
 import psycopg
+import pytest
 
 from asyncrecall.memory import PostgresMemoryStore
+from asyncrecall.memory.postgres._text import StoreChange
 
 from .conftest import APP_ROLE
 
@@ -97,16 +99,54 @@ async def test_a_closed_store_leaves_the_other_namespaces_working(
 
 def test_each_store_hears_the_changes_of_its_own_namespace(open_pg: Any, namespace: str) -> None:
     """Over the one shared ``LISTEN`` connection, a save reaches every other store of
-    its namespace (their caches dropped), and no store of another namespace."""
+    its namespace (their caches dropped), and no store of another namespace: the other
+    namespace's store hears only the save made in its own namespace afterwards (the
+    notifications come in commit order, so that one is heard after the first would
+    have been)."""
     writer: PostgresMemoryStore = open_pg(namespace)
     reader: PostgresMemoryStore = open_pg(namespace)
     other: PostgresMemoryStore = open_pg(f"{namespace}-other")
+    other_writer: PostgresMemoryStore = open_pg(f"{namespace}-other")
     heard = threading.Event()
     reader.add_change_listener(lambda change: heard.set())
-    other_heard: list[object] = []
-    other.add_change_listener(other_heard.append)
+    other_heard: list[StoreChange] = []
+    other_done = threading.Event()
+
+    def on_other(change: StoreChange) -> None:
+        other_heard.append(change)
+        if change.memory_id == other.memory_id("Later"):
+            other_done.set()
+
+    other.add_change_listener(on_other)
     assert reader.index_for_prompt() == ""  # cached
     writer.save_memory("Deploy", "deploys", "project", "staging first")
     assert heard.wait(10)
     assert "Deploy" in reader.index_for_prompt()
-    assert other_heard == []
+    other_writer.save_memory("Later", "", "user", "after the first save")
+    assert other_done.wait(10)
+    assert [(c.op, c.memory_id) for c in other_heard] == [("save", other.memory_id("Later"))]
+
+
+def test_a_part_that_fails_to_close_leaves_none_of_the_others_open(
+    pg_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing the engine closes every part even when one fails (that error is raised
+    after): here the loops' connections fail, and the pool and the private loop's
+    thread, with the ``LISTEN`` connection and the async pool, are closed all the same."""
+    before = _backends(pg_url)
+    store = PostgresMemoryStore.open(pg_url, namespace=namespace, max_size=3)  # its own engine
+    store.save_memory("Alpha", "", "user", "alpha fact")
+    engine = store._engine
+    assert engine is not None and engine.pool is not None and engine.portal is not None
+    pool, portal = engine.pool, engine.portal
+    close_loops = engine.loops.close
+
+    def fail() -> None:
+        raise OSError("the loops' connections failed to close")
+
+    monkeypatch.setattr(engine.loops, "close", fail)
+    with pytest.raises(OSError, match="failed to close"):
+        store.close()
+    close_loops()
+    assert pool.closed and portal.loop.is_closed()
+    assert _settled(pg_url, before) <= before

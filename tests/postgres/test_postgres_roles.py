@@ -122,3 +122,22 @@ def test_the_readme_lists_the_grants_the_code_uses() -> None:
     block = readme.split("```sql\n", 1)[1].split("```", 1)[0]
     statements = [" ".join(s.split()) for s in block.split(";") if s.strip()]
     assert statements == [" ".join(g.format(role="app").split()) for g in GRANTS]
+
+
+def test_a_role_that_may_not_read_the_secret_is_told_so(pg_server: LocalPostgres) -> None:
+    """Without row-level security, a role that may read the schema's version but not its
+    notification secret (nor any namespace's key) is refused with a one-line error: its
+    saves would announce themselves with digests no other process can match, so their
+    caches would not hear them."""
+    url = _scratch_database(pg_server)
+    PostgresMemoryStore.migrate(url)
+    app_url = _app_role(url)
+    role = sql.Identifier(app_url.split("user=", 1)[1].split("&", 1)[0])
+    with psycopg.connect(url, autocommit=True) as owner:
+        owner.execute(sql.SQL("REVOKE SELECT ON asyncrecall_schema FROM {}").format(role))
+        owner.execute(
+            sql.SQL("GRANT SELECT (singleton, version) ON asyncrecall_schema TO {}").format(role)
+        )
+    with pytest.raises(ConfigError, match=r"may not read the notification secret") as refused:
+        PostgresMemoryStore.open(app_url, namespace="tenant")
+    assert "\n" not in str(refused.value)

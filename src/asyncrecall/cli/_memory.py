@@ -157,15 +157,23 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     migrate.add_argument(
         "--row-security",
         action="store_true",
-        help="also have the database keep namespaces apart: a role bound to namespaces "
-        "(--bind) reads and writes only those",
+        help="also have the database keep namespaces apart: a role reads and writes only "
+        "the namespaces it is bound to (--bind, --bind-all), none if bound to none",
     )
     migrate.add_argument(
         "--bind",
         action="append",
         default=[],
         metavar="ROLE=NAMESPACE",
-        help="with --row-security: bind a role to a namespace (repeatable)",
+        help="with --row-security: bind a role to a namespace (repeatable, also for one "
+        "role: it is bound to each)",
+    )
+    migrate.add_argument(
+        "--bind-all",
+        action="append",
+        default=[],
+        metavar="ROLE",
+        help="with --row-security: bind a role to every namespace (the fleet's own role)",
     )
     export = add("export", "copy every memory of the store into a memory folder", _export)
     export.add_argument("--to", required=True, metavar="DIR", help="the folder to write")
@@ -272,21 +280,31 @@ def _migrate(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("memory migrate needs a database store: --store postgresql://...")
     from asyncrecall.memory.postgres._store import PostgresMemoryStore
 
-    binds: dict[str, str] = {}
+    binds: list[tuple[str, str]] = []
     for item in args.bind:
         role, sep, namespace = str(item).partition("=")
         if not sep or not role or not namespace:
             raise ConfigError(f"--bind takes ROLE=NAMESPACE, got {item!r}")
-        binds[role] = namespace
-    if binds and not args.row_security:
-        raise ConfigError("--bind needs --row-security")
+        binds.append((role, namespace))
+    fleet = [str(role) for role in args.bind_all]
+    if any(not role for role in fleet):
+        raise ConfigError("--bind-all takes a ROLE")
+    if (binds or fleet) and not args.row_security:
+        raise ConfigError("--bind and --bind-all need --row-security")
     found, now = PostgresMemoryStore.migrate(url)
+    warnings: tuple[str, ...] = ()
     if args.row_security:
-        PostgresMemoryStore.enable_row_security(url, bind=binds)
+        warnings = PostgresMemoryStore.enable_row_security(url, bind=binds, bind_all=fleet)
+    for warning in warnings:
+        _err().print(f"asyncrecall: warning: {warning}", markup=False)
     if args.json:
         report: dict[str, object] = {"found": found, "version": now}
         if args.row_security:
-            report["row_security"] = {"bound": sorted(binds)}
+            report["row_security"] = {
+                "bound": [{"role": role, "namespace": ns} for role, ns in binds],
+                "bound_to_all": fleet,
+                "warnings": list(warnings),
+            }
         _print_json(report)
         return 0
     if found == now:
@@ -294,7 +312,11 @@ def _migrate(args: argparse.Namespace, settings: Settings) -> int:
     else:
         _out().print(f"schema version {found} -> {now}", markup=False)
     if args.row_security:
-        _out().print(f"row-level security on ({len(binds)} role(s) bound now)", markup=False)
+        bound = [f"{role} -> {ns!r}" for role, ns in binds]
+        bound += [f"{role} -> every namespace" for role in fleet]
+        _out().print(
+            f"row-level security on; bound now: {', '.join(bound) or 'none'}", markup=False
+        )
     return 0
 
 

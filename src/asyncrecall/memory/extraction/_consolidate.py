@@ -92,14 +92,15 @@ SCHEMA_NAME: Final = "memory_consolidation"
 _BODY_CHARS: Final = BODY_CHARS
 
 SYSTEM_PROMPT: Final = (
-    "You tidy the long-term memory folder of an AI agent. You get every memory: path, "
-    "type, name, description and body. Plan the fewest changes that: merge memories "
+    "You tidy the long-term memory of an AI agent. You get its memories, all of them or "
+    "one group of related ones (path, type, name, description and body); judge by the "
+    "memories shown only. Plan the fewest changes that: merge memories "
     "that say the same thing (action merge, paths of all of them, with the merged name, "
     "description, type and content); rewrite a memory whose facts a later memory "
     "corrected (action rewrite, its one path, the new content); delete a memory that is "
     "entirely superseded (action delete, its one path). Copy paths exactly. Leave alone "
     "every memory whose body is marked [cut], and everything else. Answer only with JSON "
-    '{"actions": [...]}; an empty list when the folder is fine.'
+    '{"actions": [...]}; an empty list when they are fine.'
 )
 
 

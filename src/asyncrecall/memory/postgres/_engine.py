@@ -42,9 +42,10 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall.memory.postgres._changes import ChangeFeed, log_listener_end
 from asyncrecall.memory.postgres._loops import LoopConnections
 from asyncrecall.memory.postgres._portal import Portal
+from asyncrecall.memory.postgres._rls import NOTIFY_KEY_SQL
 from asyncrecall.memory.postgres._schema import ensure_schema, notify_salt
 from asyncrecall.memory.postgres._sql import LISTEN_SQL
-from asyncrecall.memory.postgres._text import StoreChange, describe, redact_url
+from asyncrecall.memory.postgres._text import StoreChange, describe, notify_key, redact_url
 
 __all__ = ["RECONNECT_GIVE_UP_S", "Engine", "EngineOptions", "acquire", "release"]
 
@@ -78,7 +79,9 @@ class Engine:
         self.options = options
         self.where = redact_url(url)
         self._id = uuid.uuid4().hex
-        self.salt = ""  # the database's secret for notification digests, read at open
+        # The database's secret for notification digests, read at open; None for a role
+        # row-level security binds to namespaces (it reads their keys, ``notify_key``).
+        self.salt: str | None = None
         self.portal: Portal | None = None
         self.pool: ConnectionPool[Connection[Any]] | None = None
         self.loops = LoopConnections(
@@ -116,7 +119,8 @@ class Engine:
                     self.url, autocommit=True, connect_timeout=opts.connect_timeout
                 ) as conn:
                     ensure_schema(conn, where=self.where)
-                    self.salt = notify_salt(conn)
+                    with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+                        self.salt = notify_salt(conn)
             except psycopg.Error as exc:
                 raise self.unusable(exc) from exc
             pool: ConnectionPool[Connection[Any]] = ConnectionPool(
@@ -133,6 +137,29 @@ class Engine:
                 self._abandon(pool, portal)
                 raise
             self.pool, self.portal = pool, portal
+
+    def notify_key(self, namespace: str) -> str | None:
+        """The key of ``namespace``'s notification digests (``_text.notify_key``):
+        derived from the secret, or for a role bound to namespaces (which may not read
+        it) that namespace's key if bound to it, else ``None`` (the role can write
+        nothing there; its store hears no changes and caches nothing).
+        :class:`ConfigError` when the database fails, or when the role may read neither
+        the secret nor keys (row-level security is off: its writes would go unheard)."""
+        if self.salt is not None:
+            return notify_key(self.salt, namespace)
+        assert self.pool is not None  # opened
+        try:
+            with self.pool.connection() as conn:
+                row = conn.execute(NOTIFY_KEY_SQL, (namespace,)).fetchone()
+        except psycopg.errors.UndefinedTable:
+            raise ConfigError(
+                f"this role may not read the notification secret of {self.where} "
+                "(asyncrecall_schema.notify_salt): grant it the tables (the README's "
+                "PostgreSQL section lists the grants)"
+            ) from None
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self.unusable(exc) from exc
+        return None if row is None else str(row[0])
 
     def _pool_options(self, prefix: str) -> dict[str, Any]:
         """What the engine's two pools share but their least size; ``open`` later."""
@@ -153,18 +180,19 @@ class Engine:
         pool.close()
 
     def close(self) -> None:
-        """Stop listening, close the pools, the loops' connections and the thread."""
+        """Stop listening, close the pools, the loops' connections and the thread. Each
+        part is closed even when closing another fails (that error is raised after):
+        nothing is left open behind a failure."""
         with self._lock:
             pool, self.pool = self.pool, None
             portal, self.portal = self.portal, None
-        self.loops.close()
-        if portal is not None:
-            try:
-                portal.call(self._aclose())
-            finally:
-                portal.stop()
-        if pool is not None:
-            pool.close()
+        with contextlib.ExitStack() as parts:  # closed last to first
+            if pool is not None:
+                parts.callback(pool.close)
+            if portal is not None:
+                parts.callback(portal.stop)
+                parts.callback(lambda: portal.call(self._aclose()))
+            parts.callback(self.loops.close)
 
     async def _aopen(self) -> None:
         opts = self.options

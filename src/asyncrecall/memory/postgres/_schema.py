@@ -71,6 +71,12 @@ Version 7 (issue 25: where each memory came from; ``memory._provenance``)::
                                   untrusted); every save appends its own; NULL: a
                                   memory from before, the user's own
 
+Version 8 (issue 26: a tenant learns no other namespace's notification digests)::
+
+    no change to the tables: notifications' digests are keyed per namespace
+    (``_text.notify_key``), so a role row-level security binds to namespaces gets
+    their keys (``_rls``) and not the secret; older code computed other digests
+
 Every statement here is constant text: user data only ever travels as parameters.
 """
 
@@ -179,6 +185,9 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (  # 7: each memory's sources (issue 25; memory._provenance); no table rewrite
         "ALTER TABLE asyncrecall_memories ADD COLUMN IF NOT EXISTS provenance jsonb",
     ),
+    # 8: notification digests keyed per namespace (issue 26; _text.notify_key). No DDL:
+    # the version keeps older code, whose digests differ, from running alongside.
+    (),
 )
 
 #: The schema version this code reads and writes.

@@ -65,7 +65,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, LiteralString, TypeVar
 
@@ -103,7 +103,7 @@ from asyncrecall.memory.postgres._history import (
     recent_records,
     recorded,
 )
-from asyncrecall.memory.postgres._rls import bind_role, enable_row_security
+from asyncrecall.memory.postgres._rls import enable_row_security
 from asyncrecall.memory.postgres._schema import (
     CHANNEL,
     SCHEMA_VERSION,
@@ -292,13 +292,21 @@ class PostgresMemoryStore:
             if self._engine is not None:
                 return
             engine = acquire_engine(self.url, self._options)
-            announce = Announcer(engine.salt, self.namespace)
+            try:
+                key = engine.notify_key(self.namespace)
+            except BaseException:
+                release_engine(engine)
+                raise
+            # Without its key (a namespace this role is not bound to) the store hears
+            # nothing: digests of a random key, and no feed attached, so no caching.
+            announce = Announcer(key or uuid.uuid4().hex, self.namespace)
             self._announce = announce
             self._feed.set_announcer(announce)
             self._query = CandidateQuery(
                 namespace=self.namespace, root=self._doc_root, loops=engine.loops
             )
-            engine.attach(self._feed)
+            if key is not None:
+                engine.attach(self._feed)
             self._engine = engine
 
     def for_namespace(self, namespace: str) -> PostgresMemoryStore:
@@ -326,17 +334,27 @@ class PostgresMemoryStore:
         return found, SCHEMA_VERSION
 
     @staticmethod
-    def enable_row_security(url: str, *, bind: Mapping[str, str] | None = None) -> None:
+    def enable_row_security(
+        url: str,
+        *,
+        bind: Iterable[tuple[str, str]] | Mapping[str, str] = (),
+        bind_all: Iterable[str] = (),
+    ) -> tuple[str, ...]:
         """Have the database itself keep tenants apart (``_rls``), as the tables' owner:
-        a role bound to namespaces reads and writes only those; ``bind`` maps roles to
-        the namespace each is bound to. Idempotent. :class:`ConfigError` (one line)
-        when the database cannot be reached or this role may not."""
+        a role reads and writes only the namespaces it is bound to, none when bound to
+        none. ``bind``: (role, namespace) pairs, a role in several pairs bound to each
+        namespace; ``bind_all``: roles bound to every namespace (the fleet's). All or
+        nothing, idempotent; returns the warnings to show (a role the policies do not
+        hold, no role bound to all namespaces). :class:`ConfigError` (one line) when
+        the database cannot be reached, this role may not, or a role does not exist."""
+        pairs: list[tuple[str, str | None]] = list(
+            bind.items() if isinstance(bind, Mapping) else bind
+        )
+        pairs += [(role, None) for role in bind_all]
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
                 ensure_schema(conn, where=redact_url(url))
-                enable_row_security(conn)
-                for role, namespace in (bind or {}).items():
-                    bind_role(conn, role=role, namespace=namespace)
+                return tuple(enable_row_security(conn, bind=pairs))
         except psycopg.Error as exc:
             raise ConfigError(
                 f"cannot enable row-level security in {redact_url(url)}: {describe(exc)}"

@@ -25,6 +25,7 @@ __all__ = [
     "default_namespace",
     "describe",
     "namespace_key",
+    "notify_key",
     "query_text",
     "redact_url",
     "row_doc",
@@ -51,17 +52,27 @@ class StoreChange:
     name: str | None = None
 
 
+def notify_key(salt: str, namespace: str) -> str:
+    """The key of one namespace's notification digests, derived from the database's
+    secret (``_rls.KEYS_VIEW`` derives the same in SQL, for the roles bound to it)."""
+    text = "\x00".join((salt, "namespace-key", namespace))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class Announcer:
     """What a namespace's notifications carry instead of names (issue 26, point 4).
 
     ``LISTEN`` is open to any role that can connect, even one denied every table, so a
     notification says which namespace and which memory changed only as digests keyed by
-    the database's own secret (``asyncrecall_schema.notify_salt``, readable only by the
-    roles granted that table): the stores of one deployment compute the same digests,
-    an outsider cannot tell a namespace or a name from them, nor test a guess."""
+    the namespace's own key (:func:`notify_key`: from the database's secret,
+    ``asyncrecall_schema.notify_salt``, readable only by the roles granted that table;
+    a role that row-level security binds to namespaces gets the keys of those alone):
+    the stores of one deployment compute the same digests, an outsider cannot tell a
+    namespace or a name from them, nor test a guess, and a tenant cannot either beyond
+    its own namespaces."""
 
-    salt: str
+    key: str
     namespace: str
 
     @property
@@ -73,7 +84,7 @@ class Announcer:
         return self._digest("memory", self.namespace, name)
 
     def _digest(self, *parts: str) -> str:
-        text = "\x00".join((self.salt, *parts))
+        text = "\x00".join((self.key, *parts))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
