@@ -70,6 +70,12 @@ class MemoryBlock:
 #: least recently used idle ones are forgotten (see :class:`RecallPrefetcher`).
 MAX_CONVERSATIONS: Final = 10_000
 IDLE_SECONDS: Final = 3_600.0
+#: How long after the take a recall started with ``until_request`` goes on: the
+#: framework's own steps between its hook and the request's send come first (measured
+#: up to a few milliseconds; the OpenAI SDK's request building yields to the loop), and
+#: a side query answers in hundreds of milliseconds, so starting it this much later
+#: changes no point it reaches.
+AFTER_TAKE_S: Final = 0.02
 
 
 @dataclass
@@ -215,7 +221,8 @@ class RecallPrefetcher:
         request is built). A recall computed inline is not held.
 
         ``until_request``: the main recall, when it runs in a task (a side query), waits
-        for the key's next :meth:`take`, or at most this many seconds: for a hook that
+        for the key's next :meth:`take` (and :data:`AFTER_TAKE_S` after it), or at most
+        this many seconds: for a hook that
         starts the recall just before the framework's first request of the message, so
         that the side query's prompt and send run while that request is on its way,
         not before it (a side query cannot settle in time for it anyway). The instant
@@ -306,8 +313,8 @@ class RecallPrefetcher:
             return None
         conversation.used_at = self._clock()
         gate, conversation.gate = conversation.gate, None
-        if gate is not None:
-            gate.set()  # the held recall goes on at the loop's next turn
+        if gate is not None:  # the held recall goes on once the request is out
+            asyncio.get_running_loop().call_later(AFTER_TAKE_S, gate.set)
         block: MemoryBlock | None = None
         handle = conversation.pending
         if handle is not None and handle.settled and not handle.consumed:
