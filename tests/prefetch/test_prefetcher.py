@@ -484,3 +484,72 @@ async def test_a_conversation_with_a_pending_recall_is_never_evicted(
         await settle(prefetcher, "slow")
         block = prefetcher.take("slow", "tool_result")
         assert block is not None and block.paths == (paths["db-testing"],)
+
+
+# -- until_request: the side query waits for the first request ---------------------------
+
+
+async def _ticks(count: int = 20) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+async def test_a_recall_held_until_the_request_asks_its_side_model_after_take(
+    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """``until_request``: the side query is not even prepared before the key's next
+    take (the request it could not reach anyway is built first), while the instant pass
+    is there at once; the main recall then runs and lands at the tool result."""
+    side.add_json(selection(paths["user-role"]))
+    async with RecallPrefetcher(
+        MemoryManager(store, ModelSelector(side)), instant_selector=LexicalSelector()
+    ) as prefetcher:
+        await prefetcher.warm()
+        prefetcher.start(KEY, "how do deploys reach the staging cluster?", until_request=30)
+        await _ticks()
+        asked_before = side.json_started
+        first = prefetcher.take(KEY, "user_query")
+        async with asyncio.timeout(5):
+            await side.wait_until(lambda m: m.json_started == 1)
+        await settle(prefetcher, KEY)
+        later = prefetcher.take(KEY, "tool_result")
+
+    assert asked_before == 0
+    assert first is not None and first.strategy == INSTANT_STRATEGY
+    assert later is not None and later.paths == (paths["user-role"],)
+
+
+async def test_a_held_recall_goes_on_after_its_bound_without_a_take(
+    prefetcher: RecallPrefetcher, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """A run that never reaches its request does not keep the recall from running: it
+    starts after ``until_request`` seconds."""
+    side.add_json(selection(paths["deploy-flow"]))
+    prefetcher.start(KEY, "how do I deploy?", until_request=0.05)
+    await _ticks()
+    assert side.json_started == 0
+    await settle(prefetcher, KEY)
+    block = prefetcher.take(KEY, "user_query")
+    assert block is not None and block.paths == (paths["deploy-flow"],)
+
+
+async def test_a_held_recall_cancelled_before_its_request_never_asks(
+    prefetcher: RecallPrefetcher, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """Cancelled while held (the run failed before its first request; a new message
+    superseded it): the side model is never asked."""
+    side.add_json(selection(paths["deploy-flow"]))
+    prefetcher.start(KEY, "how do I deploy?", until_request=0.05)
+    handle = prefetcher.pending(KEY)
+    await _ticks()  # the recall's task is running, held
+    prefetcher.cancel(KEY)
+    assert handle is not None
+    async with asyncio.timeout(5):
+        await asyncio.wait({handle.task})
+    await asyncio.sleep(0.1)  # past the bound
+    assert side.json_started == 0
+
+
+async def test_hold_and_until_request_are_exclusive(prefetcher: RecallPrefetcher) -> None:
+    with pytest.raises(ValueError, match="hold or until_request"):
+        prefetcher.start(KEY, "how do I deploy?", hold=asyncio.Event().wait, until_request=1)

@@ -29,7 +29,9 @@ overhead cancels); ``hook_ms`` — time spent inside memory code in the hooks (t
 adapter's ``start`` and ``take`` calls); ``recall_steps_ms`` — the adapter's background
 recall's own steps on the event loop before the first main request was sent (it runs
 while the framework works towards that request, so each step delays it: timed by a task
-factory that wraps the recall's tasks, nested ones included); ``on_path_ms``, their sum:
+factory that wraps the recall's tasks, nested ones included; for the Claude Agent SDK,
+before its run-start hook answered the CLI, which builds and sends the request in its
+own process); ``on_path_ms``, their sum:
 the memory code's own time on the way to the first request. Where memory
 first reached the model on the wire (``user_query`` / ``tool_result`` / ``missed``);
 and how many side queries the server saw hung up. The framework packages are imported
@@ -226,6 +228,7 @@ async def _one(
         if not main:
             raise RuntimeError(f"{tag}: no main request of {plan.qid} reached the server")
         sent = float(main[0]["arrived_at"])
+    cutoff = min(sent, driver.handed.get(main_model, sent))
     return Trace(
         qid=plan.qid,
         first_request_ms=(sent - started) * 1000.0,
@@ -233,7 +236,7 @@ async def _one(
         landed=landed,
         side_queries=len(sides),
         side_hung_up=sum(r["disconnected"] for r in sides),
-        recall_steps_ms=sum(d for at, d in held.steps if at < sent) * 1000.0,
+        recall_steps_ms=sum(d for at, d in held.steps if at < cutoff) * 1000.0,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,7 @@ class ClaudeAgentSDK(Driver):
         recall = None
         if pattern == "adapter":
             recall = AsyncRecallHooks(prefetcher, key=plan.qid)
-            options = recall.options(options)
+            options = self._noting_handed(recall.options(options), model)
         elif pattern == "awaited":
             options = dataclasses.replace(options, hooks=awaited_claude_agent_sdk(memory))
         client = ClaudeSDKClient(options=options)
@@ -105,6 +106,25 @@ class ClaudeAgentSDK(Driver):
                 await client.disconnect()
 
         return start
+
+    def _noting_handed(self, options: Any, model: str) -> Any:
+        """``options`` whose run-start hooks note when they answer (:attr:`handed`)."""
+
+        def noting(hook: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+            async def noted(*args: Any) -> Any:
+                try:
+                    return await hook(*args)
+                finally:
+                    self.handed.setdefault(model, time.monotonic())
+
+            return noted
+
+        hooks = dict(options.hooks)
+        hooks["UserPromptSubmit"] = [
+            dataclasses.replace(matcher, hooks=[noting(h) for h in matcher.hooks])
+            for matcher in hooks["UserPromptSubmit"]
+        ]
+        return dataclasses.replace(options, hooks=hooks)
 
     async def aclose(self) -> None:
         shutil.rmtree(self._folder, ignore_errors=True)

@@ -27,6 +27,11 @@ class Driver:
         self.base_url = base_url
         #: When each main model's first request was handed to the HTTP connection.
         self.sent: dict[str, float] = {}
+        #: Where another process builds and sends the requests (the Claude Code CLI):
+        #: when this process handed it the run's first request (its run-start hook
+        #: answered). The recall's steps after it run beside that process, not before
+        #: the request.
+        self.handed: dict[str, float] = {}
 
     def http_client(self) -> Any:
         """The main model's HTTP client: its request hook stamps each model's first send."""

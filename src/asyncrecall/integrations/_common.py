@@ -34,13 +34,23 @@ _shown: weakref.WeakKeyDictionary[RecallPrefetcher, dict[str, list[MemoryBlock]]
 )
 
 
-def start_recall(prefetcher: RecallPrefetcher, key: str, query: str) -> PendingRecall | None:
+#: How long a recall an adapter starts in its run-start hook waits for the run's first
+#: model request (``RecallPrefetcher.start``'s ``until_request``): that request leaves
+#: before the side query is prepared and sent. The hooks take at that request, within
+#: a few milliseconds of the start; the bound is for a run that never gets there.
+UNTIL_REQUEST_S = 0.05
+
+
+def start_recall(
+    prefetcher: RecallPrefetcher, key: str, query: str, *, until_request: float | None = None
+) -> PendingRecall | None:
     """Start the key's recall for the user message ``query`` and remember that message.
 
     What an app calls when the message arrives (instead of ``prefetcher.start``) so that
-    a run adopts the recall only if it is for the same message.
+    a run adopts the recall only if it is for the same message. (``until_request``: see
+    ``RecallPrefetcher.start``; the adapters' own hooks set it.)
     """
-    prefetcher.start(key, query)
+    prefetcher.start(key, query, until_request=until_request)
     recall = prefetcher.pending(key)
     if recall is not None:
         _queries[recall] = query
@@ -70,7 +80,7 @@ def adopt_or_start(
     unsent = history is not None and forget_unsent(prefetcher, key, history)
     recall = prefetcher.pending(key)
     if recall is None or unsent or not _for_message(recall, query):
-        recall = start_recall(prefetcher, key, query)
+        recall = start_recall(prefetcher, key, query, until_request=UNTIL_REQUEST_S)
     if recall is not None:
         _adopted.add(recall)
     return recall

@@ -6,6 +6,7 @@ See :class:`RecallPrefetcher`; the package docstring tells the whole pattern.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import threading
@@ -69,6 +70,12 @@ class MemoryBlock:
 #: least recently used idle ones are forgotten (see :class:`RecallPrefetcher`).
 MAX_CONVERSATIONS: Final = 10_000
 IDLE_SECONDS: Final = 3_600.0
+#: How long after the take a recall started with ``until_request`` goes on: the
+#: framework's own steps between its hook and the request's send come first (measured
+#: up to a few milliseconds; the OpenAI SDK's request building yields to the loop), and
+#: a side query answers in hundreds of milliseconds, so starting it this much later
+#: changes no point it reaches.
+AFTER_TAKE_S: Final = 0.02
 
 
 @dataclass
@@ -85,6 +92,9 @@ class _Conversation:
     sent_bytes: int = 0
     #: A block no longer fitted the session byte budget: recall stops here.
     spent: bool = False
+    #: Opened by the next :meth:`RecallPrefetcher.take`: a recall started with
+    #: ``until_request`` waits for it.
+    gate: asyncio.Event | None = None
 
 
 class RecallPrefetcher:
@@ -196,6 +206,7 @@ class RecallPrefetcher:
         cancel: CancelSignal | None = None,
         prompt_id: str | None = None,
         hold: Callable[[], Awaitable[object]] | None = None,
+        until_request: float | None = None,
     ) -> bool:
         """Start recalling for the user message ``query`` of conversation ``key``.
 
@@ -208,7 +219,17 @@ class RecallPrefetcher:
         (the caller's first model request being on its way: so that a cold folder's
         reading and the side query's prompt never hold the interpreter while that
         request is built). A recall computed inline is not held.
+
+        ``until_request``: the main recall, when it runs in a task (a side query), waits
+        for the key's next :meth:`take` (and :data:`AFTER_TAKE_S` after it), or at most
+        this many seconds: for a hook that
+        starts the recall just before the framework's first request of the message, so
+        that the side query's prompt and send run while that request is on its way,
+        not before it (a side query cannot settle in time for it anyway). The instant
+        pass is not held: it is the one that can reach that request.
         """
+        if hold is not None and until_request is not None:
+            raise ValueError("give hold or until_request, not both")
         if self._closed:
             raise RuntimeError("RecallPrefetcher is closed: start() after aclose()")
         asyncio.get_running_loop()  # fail here, clearly, outside a loop
@@ -217,6 +238,7 @@ class RecallPrefetcher:
         self._evict(conversation.used_at)
         self._discard(conversation, "superseded")
         conversation.message_files = 0
+        conversation.gate = None
         memory, limit = self.memory, self.limit
         if memory.skips(query):
             if query.strip():
@@ -235,8 +257,12 @@ class RecallPrefetcher:
         main: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]] | None
         main = _inline(memory, query, excluded, limit, None)
         if main is None:
+            main_hold = hold
+            if until_request is not None:
+                conversation.gate = asyncio.Event()
+                main_hold = _opened(conversation.gate, until_request)
             main = _held(
-                hold,
+                main_hold,
                 lambda control: memory.recall(
                     query, excluded_paths=excluded, limit=limit, cancel=control
                 ),
@@ -286,6 +312,9 @@ class RecallPrefetcher:
         if conversation is None:
             return None
         conversation.used_at = self._clock()
+        gate, conversation.gate = conversation.gate, None
+        if gate is not None:  # the held recall goes on once the request is out
+            asyncio.get_running_loop().call_later(AFTER_TAKE_S, gate.set)
         block: MemoryBlock | None = None
         handle = conversation.pending
         if handle is not None and handle.settled and not handle.consumed:
@@ -424,6 +453,7 @@ class RecallPrefetcher:
             del conversations[key]
 
     def _discard(self, conversation: _Conversation, reason: DiscardReason) -> None:
+        conversation.gate = None
         instant, conversation.instant = conversation.instant, None
         if instant is not None:
             instant.cancel()
@@ -551,6 +581,17 @@ def _held(
         return await recall(control)
 
     return held
+
+
+def _opened(gate: asyncio.Event, seconds: float) -> Callable[[], Awaitable[object]]:
+    """A hold that is over when ``gate`` opens or after ``seconds``."""
+
+    async def opened() -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await gate.wait()
+
+    return opened
 
 
 def _inline(
