@@ -238,7 +238,6 @@ class RecallPrefetcher:
         self._evict(conversation.used_at)
         self._discard(conversation, "superseded")
         conversation.message_files = 0
-        conversation.gate = None
         memory, limit = self.memory, self.limit
         if memory.skips(query):
             if query.strip():
