@@ -509,12 +509,15 @@ async def test_a_recall_held_until_the_request_asks_its_side_model_after_take(
         await _ticks()
         asked_before = side.json_started
         first = prefetcher.take(KEY, "user_query")
+        await _ticks(5)  # the framework's own steps to the send (AFTER_TAKE_S: 20 ms)
+        asked_at_send = side.json_started
         async with asyncio.timeout(5):
             await side.wait_until(lambda m: m.json_started == 1)
         await settle(prefetcher, KEY)
         later = prefetcher.take(KEY, "tool_result")
 
     assert asked_before == 0
+    assert asked_at_send == 0
     assert first is not None and first.strategy == INSTANT_STRATEGY
     assert later is not None and later.paths == (paths["user-role"],)
 
