@@ -94,6 +94,9 @@ class Source:
     untrusted: bool = False
     #: Why a write from the user's turns waits for the user's word (``_vetting``).
     held: str = ""
+    #: The user's own words (typed, not pasted or relayed) state this write's text,
+    #: by attribution: such a write, like ``memory confirm``, may lift a hold.
+    attested: bool = False
 
     @classmethod
     def now(
@@ -104,10 +107,13 @@ class Source:
         offsets: Iterable[int] = (),
         untrusted: bool = False,
         held: str = "",
+        attested: bool = False,
     ) -> Source:
-        """A source written now (``held``: why it is untrusted, see ``_vetting``)."""
+        """A source written now (``held``: why it is untrusted, see ``_vetting``;
+        ``attested``: the user's own words state the text)."""
         offsets = tuple(sorted(set(offsets)))
-        return cls(origin, _clock(), session, offsets, untrusted or bool(held), held)
+        untrusted = untrusted or bool(held)
+        return cls(origin, _clock(), session, offsets, untrusted, held, attested and not untrusted)
 
     @property
     def trusted(self) -> bool:
@@ -125,6 +131,8 @@ class Source:
             out["untrusted"] = True
         if self.held:
             out["held"] = self.held
+        if self.attested:
+            out["attested"] = True
         return out
 
     @classmethod
@@ -142,6 +150,7 @@ class Source:
             else (),
             untrusted=value.get("untrusted") is True,
             held=str(value.get("held") or "") if value.get("untrusted") is True else "",
+            attested=value.get("attested") is True and value.get("untrusted") is not True,
         )
 
 
@@ -192,6 +201,7 @@ def merge_sources(*groups: Iterable[Source]) -> tuple[Source, ...]:
                 merged[key] = Source(
                     known.origin, max(known.at, source.at), known.session, offsets,
                     known.untrusted, source.held or known.held,
+                    known.attested or source.attested,
                 )  # fmt: skip
     return tuple(merged.values())
 
