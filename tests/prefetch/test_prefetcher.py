@@ -556,3 +556,91 @@ async def test_a_held_recall_cancelled_before_its_request_never_asks(
 async def test_hold_and_until_request_are_exclusive(prefetcher: RecallPrefetcher) -> None:
     with pytest.raises(ValueError, match="hold or until_request"):
         prefetcher.start(KEY, "how do I deploy?", hold=asyncio.Event().wait, until_request=1)
+
+
+async def test_a_caller_cancel_after_the_instant_pass_settled_keeps_it_out(
+    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """Once the caller's cancel signal fires, nothing of that message is injected: not
+    the instant pass computed inline (settled when start returned), nor a main recall
+    that settled before the cancel; a signal already cancelled at start injects nothing."""
+    side.add_json(selection(paths["deploy-flow"]))
+    async with RecallPrefetcher(
+        MemoryManager(store, ModelSelector(side)), instant_selector=LexicalSelector()
+    ) as prefetcher:
+        await prefetcher.warm()
+        signal = CancelSignal()
+        prefetcher.start(KEY, "how do deploys reach the staging cluster?", cancel=signal)
+        await settle(prefetcher, KEY)  # both the main recall and the instant pass settled
+        signal.cancel()
+        assert prefetcher.take(KEY, "user_query") is None
+        assert prefetcher.take(KEY, "tool_result") is None
+
+        gone = CancelSignal()
+        gone.cancel()
+        prefetcher.start(KEY, "how do deploys reach the staging cluster?", cancel=gone)
+        assert prefetcher.take(KEY, "user_query") is None
+
+
+class _Inventing:
+    """A custom selector that answers a document it was never offered."""
+
+    name = "inventing"
+
+    def __init__(self, invented: object) -> None:
+        self.invented = invented
+
+    async def select(self, query: str, docs: object, *, limit: int) -> list[object]:
+        return [self.invented]
+
+
+async def test_a_custom_selectors_invented_file_is_never_injected(
+    store: MemoryStore, paths: dict[str, str], tmp_path: object
+) -> None:
+    """A selector's answer is checked against what it was offered, whoever wrote the
+    selector: a document it was not offered (an invented path, a file outside the folder,
+    a quarantined or excluded one) is an error, and recall falls back or gives nothing."""
+    import dataclasses
+
+    real = next(d for d in store.scan() if d.rel_path == paths["deploy-flow"])
+    invented = dataclasses.replace(real, rel_path="../../etc/passwd.md", body="ZQ-invented")
+    manager = MemoryManager(store, _Inventing(invented))  # type: ignore[arg-type]
+    result = await manager.recall("how do deploys reach the staging cluster?")
+    assert "ZQ-invented" not in result.prompt
+    assert "../../etc/passwd.md" not in result.paths
+    assert result.fallback_reason is not None and "not offered" in result.fallback_reason
+
+
+class _InventingInstant(_Inventing):
+    """The same, as an instant selector run inline."""
+
+    inline = True
+
+    def ready(self, docs: object) -> bool:
+        return True
+
+    def prepare(self, docs: object) -> None:
+        return None
+
+    def rank(self, query: str, docs: object, *, limit: int) -> list[object]:
+        return [self.invented]
+
+
+async def test_an_instant_selectors_invented_file_is_never_injected(
+    store: MemoryStore, paths: dict[str, str]
+) -> None:
+    """The instant pass's ranking is checked against what it was offered as well: a
+    document it invents gives no memory, and a copy of an offered file with other text
+    brings the store's text, not the selector's."""
+    import dataclasses
+
+    real = next(d for d in store.scan() if d.rel_path == paths["deploy-flow"])
+    manager = MemoryManager(store, LexicalSelector())
+    await manager.warm()
+    invented = dataclasses.replace(real, rel_path="elsewhere.md", body="ZQ-invented")
+    result = manager.recall_instant("deploys", selector=_InventingInstant(invented))  # type: ignore[arg-type]
+    assert result is not None and result.paths == () and "ZQ-invented" not in result.prompt
+    altered = dataclasses.replace(real, body="ZQ-altered")
+    result = manager.recall_instant("deploys", selector=_InventingInstant(altered))  # type: ignore[arg-type]
+    assert result is not None and result.paths == (real.rel_path,)
+    assert "ZQ-altered" not in result.prompt and real.body.strip()[:40] in result.prompt

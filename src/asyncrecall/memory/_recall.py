@@ -53,6 +53,7 @@ from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, TypeGuard, TypeVar
 
 from asyncrecall._cancel import SIGNAL_CANCEL, CancelSignal
+from asyncrecall._exceptions import SelectorError
 from asyncrecall.memory._budget import FILE_CHARS, FILE_LINES, nothing_to_recall
 from asyncrecall.memory._prompt import cut_body, format_memory_block
 from asyncrecall.memory._selector import InstantSelector, Selector
@@ -317,7 +318,11 @@ class MemoryManager:
             count_within = getattr(selector, "count_within", None)
             if count_within is None or not count_within(offered, INLINE_BUDGET_BYTES):
                 return None
-        return self._result(selector.rank(query, offered, limit=limit), selector.name)
+        ranked, error = _as_offered(selector.rank(query, offered, limit=limit), offered)
+        if error is not None:
+            logger.warning("the %s selector failed: %s", selector.name, _describe(error))
+            return RecallResult("", (), "none", fallback_reason=_describe(error))
+        return self._result(ranked, selector.name)
 
     def _offered(
         self, docs: Sequence[MemoryDoc], excluded_paths: Collection[str]
@@ -409,7 +414,24 @@ async def _select(
     error = task.exception()
     if error is not None:
         return [], error
-    return task.result()[:limit], None
+    return _as_offered(task.result()[:limit], docs)
+
+
+def _as_offered(
+    selected: Sequence[MemoryDoc], offered: Sequence[MemoryDoc]
+) -> tuple[list[MemoryDoc], BaseException | None]:
+    """The offered documents a selector's answer names, or an error when it names one it
+    was not offered: whoever wrote the selector, only what the store offered (its own
+    text, not the selector's copy) can reach a request."""
+    by_path = {d.rel_path: d for d in offered}
+    chosen: list[MemoryDoc] = []
+    for doc in selected:
+        known = by_path.get(getattr(doc, "rel_path", None))  # type: ignore[arg-type]
+        if known is None:
+            return [], SelectorError(f"selected {getattr(doc, 'rel_path', doc)!r:.80}, not offered")
+        if known not in chosen:
+            chosen.append(known)
+    return chosen, None
 
 
 async def _bridged(

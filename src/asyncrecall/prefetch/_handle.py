@@ -56,7 +56,10 @@ class PendingRecall:
         self.consumed = False
         self._clock = clock
         self._owner = owner
+        self._caller = caller_cancel
         self._unbridge: Callable[[], None] = _noop
+        if caller_cancel is not None and caller_cancel.cancelled:
+            self.control.cancel("caller")
         if isinstance(recall, RecallResult):
             done: asyncio.Future[RecallResult] = asyncio.get_running_loop().create_future()
             done.set_result(recall)
@@ -84,6 +87,14 @@ class PendingRecall:
     def settled(self) -> bool:
         """Whether the recall finished; derived from the task, so it never disagrees."""
         return self.task.done()
+
+    @property
+    def withdrawn(self) -> bool:
+        """Whether the recall was cancelled, by its owner or by the caller's signal, at any
+        time: a settled result is not used after its message's caller gave up on it (the
+        bridge to the caller's signal is gone once settled, so the signal is read here)."""
+        caller = self._caller
+        return self.control.cancelled or (caller is not None and caller.cancelled)
 
     @property
     def recall_ms(self) -> float:

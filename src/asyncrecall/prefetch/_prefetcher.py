@@ -319,11 +319,13 @@ class RecallPrefetcher:
         if handle is not None and handle.settled and not handle.consumed:
             handle.consumed = True
             conversation.pending = None
-            block = self._render(conversation, handle, point, strategy=None)
+            if not handle.withdrawn:
+                block = self._render(conversation, handle, point, strategy=None)
         instant = conversation.instant
         if instant is not None:
             conversation.instant = None  # the first request is past: used there or never
-            if block is None and point == "user_query" and instant.settled:
+            usable = instant.settled and not instant.withdrawn
+            if block is None and point == "user_query" and usable:
                 instant.consumed = True
                 block = self._render(conversation, instant, point, strategy=INSTANT_STRATEGY)
             else:
