@@ -17,7 +17,6 @@ import pytest
 
 from asyncrecall.memory import MemoryDoc, PostgresMemoryStore
 from asyncrecall.memory.postgres._store import StoreChange
-from asyncrecall.memory.postgres._writes import rel_path_lock
 
 HANG_GUARD = 60.0
 
@@ -123,7 +122,7 @@ def test_two_creators_of_one_new_name_exactly_one_wins(
     results = _race(
         pg_url,
         "SELECT pg_advisory_xact_lock(%s)",
-        (rel_path_lock(namespace, "fresh.md"),),
+        (mine._announcer().lock_key("fresh.md"),),
         [
             lambda: mine.save_if("Fresh", "d", "user", "mine", expected_revision=None),
             lambda: theirs.save_if("Fresh", "d", "user", "theirs", expected_revision=None),

@@ -113,10 +113,8 @@ def test_a_save_that_postgres_aborts_in_a_deadlock_is_retried(
 ) -> None:
     """A save PostgreSQL picks as a deadlock's victim (40P01) is run again and lands,
     once: the server logged the deadlock, the save returned, the row moved one version."""
-    from asyncrecall.memory.postgres._writes import rel_path_lock
-
     before = pg_store.save_memory("Y", "first", "project", "one")
-    rel_lock = rel_path_lock(pg_store.namespace, before.rel_path)
+    rel_lock = pg_store._announcer().lock_key(before.rel_path)
     log_start = _server_log(pg_server).stat().st_size
     saved: list[Any] = []
 

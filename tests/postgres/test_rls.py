@@ -378,3 +378,55 @@ def test_a_tenant_cannot_make_the_keys_view_leak_other_tenants_keys(
         ).fetchall()
     assert rows == [("bob",)]
     assert seen == ["bob"]
+
+
+def test_a_tenant_cannot_test_guesses_against_another_namespaces_save_locks(
+    pg_server: LocalPostgres,
+) -> None:
+    """A save holds an advisory lock on its file name, and ``pg_locks`` shows every role
+    the keys held: the key is keyed by the namespace's own key, so a tenant seeing another
+    namespace's save in flight cannot tell which name it writes, from the namespace and a
+    guessed path alone nor with the keys of its own namespaces."""
+    import hashlib
+
+    url = _scratch_database(pg_server)
+    PostgresMemoryStore.migrate(url)
+    fleet_url, bob_url = _app_role(url), _app_role(url)
+    PostgresMemoryStore.enable_row_security(
+        url, bind=[(_role(bob_url), "bob")], bind_all=[_role(fleet_url)]
+    )
+    with (
+        PostgresMemoryStore.open(fleet_url, namespace="alice") as alice,
+        psycopg.connect(url) as blocker,
+        psycopg.connect(bob_url, autocommit=True) as bob,
+    ):
+        alice.save_memory("Alice layoff", "", "user", "confidential")
+        # The owner holds the row: alice's next save takes its advisory lock, then waits.
+        blocker.execute("SELECT 1 FROM asyncrecall_memories WHERE namespace = 'alice' FOR UPDATE")
+        saving = threading.Thread(
+            target=alice.save_memory, args=("Alice layoff", "", "user", "changed")
+        )
+        saving.start()
+        held: list[int] = []
+        for _ in range(400):
+            rows = bob.execute(
+                "SELECT classid::bigint, objid::bigint FROM pg_locks "
+                "WHERE locktype = 'advisory' AND objsubid = 1 AND granted"
+            ).fetchall()
+            held = [((c << 32) | o) - (1 << 64) if c >= 1 << 31 else (c << 32) | o for c, o in rows]
+            if held:
+                break
+            threading.Event().wait(0.05)
+        blocker.rollback()
+        saving.join(timeout=30)
+        keys = bob.execute("SELECT key FROM asyncrecall_notify_keys").fetchall()
+
+    rel = "alice-layoff.md"
+    assert held == [alice._announcer().lock_key(rel)]  # the save's lock, seen by bob
+    unkeyed = hashlib.sha1(f"asyncrecall rel_path\x00alice\x00{rel}".encode()).digest()
+    guesses = [Announcer(key, "alice").lock_key(rel) for (key,) in keys]
+    guesses += [
+        Announcer("", "alice").lock_key(rel),
+        int.from_bytes(unkeyed[:8], "big", signed=True),
+    ]
+    assert held[0] not in guesses

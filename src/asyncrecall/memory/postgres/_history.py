@@ -13,7 +13,7 @@ The folder keeps its history in files beside it (``_history``); a
         before, after               the memory as a topic file's text (NULL: absent)
 
 A record is inserted in the same transaction as the write it describes, after taking
-the advisory lock the write's insert takes (``rel_path_lock``) and the row's lock, so
+the advisory lock the write's insert takes (``Announcer.lock_key``) and the row's lock, so
 the records of one name are numbered in the order the writes commit, and a write
 never lands without its record (nor a record without its write).
 

@@ -188,6 +188,9 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # 8: notification digests keyed per namespace (issue 26; _text.notify_key). No DDL:
     # the version keeps older code, whose digests differ, from running alongside.
     (),
+    # 9: saves' advisory lock keys keyed by the namespace's key (_text.Announcer.lock_key).
+    # No DDL: older code, whose keys differ, would not wait for newer code's saves.
+    (),
 )
 
 #: The schema version this code reads and writes.

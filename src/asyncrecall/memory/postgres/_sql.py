@@ -189,7 +189,7 @@ FROM saved
 
 
 # A new row of a save, produced under a transaction-scoped advisory lock on
-# (namespace, rel_path) (``%(lock)s``, see ``_writes.rel_path_lock``), taken
+# (namespace, rel_path) (``%(lock)s``, see ``_text.Announcer.lock_key``), taken
 # before the insert looks for a conflict. Without it, two inserts of one new name
 # deadlock: each puts its entry into both unique indexes (the name's, which is the
 # arbiter, and the file name's); the one waits on the other's file name entry while

@@ -857,7 +857,7 @@ class PostgresMemoryStore:
             except psycopg.errors.UniqueViolation as exc:
                 if exc.diag.constraint_name != REL_PATH_KEY or attempt:
                     raise self._error("save to", exc) from exc
-                second_rel_path(row)  # another name owns this file name
+                second_rel_path(row, self._announcer())  # another name owns this file name
                 continue
             except (PoolTimeout, psycopg.Error) as exc:
                 raise self._error("save to", exc) from exc

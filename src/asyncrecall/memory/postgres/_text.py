@@ -6,6 +6,7 @@ Pure helpers of ``_store`` and its parts: nothing here touches a connection.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -82,6 +83,14 @@ class Announcer:
     def memory_id(self, name: str) -> str:
         """The digest a notification about the memory ``name`` carries."""
         return self._digest("memory", self.namespace, name)
+
+    def lock_key(self, rel_path: str) -> int:
+        """The advisory lock a save of ``rel_path`` holds: 64 bits of an HMAC keyed by the
+        namespace's key. ``pg_locks`` shows every role the keys held, so an unkeyed digest
+        of the path would let any role test guesses of other namespaces' file names."""
+        text = "\x00".join(("rel_path", self.namespace, rel_path)).encode("utf-8")
+        digest = hmac.new(self.key.encode("utf-8"), text, hashlib.sha256).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)
 
     def _digest(self, *parts: str) -> str:
         text = "\x00".join((self.key, *parts))

@@ -51,7 +51,6 @@ __all__ = [
     "REL_PATH_KEY",
     "delete_memory",
     "find_memory",
-    "rel_path_lock",
     "save_row",
     "second_rel_path",
 ]
@@ -110,7 +109,7 @@ def save_row(
         "ns": namespace,
         "name": name,
         "rel": rel,
-        "lock": rel_path_lock(namespace, rel),
+        "lock": announce.lock_key(rel),
         "description": description,
         "type": kind,
         "body": body,
@@ -143,22 +142,13 @@ def _iso(value: Any) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def second_rel_path(row: dict[str, Any]) -> None:
+def second_rel_path(row: dict[str, Any], announce: Announcer) -> None:
     """Give a save's row the file name of its name for when another name owns the plain
     one ("Foo bar" and "foo-bar"): the stem and a digest of the name (and its lock)."""
     name = row["name"]
     digest = hashlib.sha1(name.encode("utf-8"), usedforsecurity=False).hexdigest()
     row["rel"] = f"{safe_file_stem(name)}-{digest[:8]}.md"
-    row["lock"] = rel_path_lock(row["ns"], row["rel"])
-
-
-def rel_path_lock(namespace: str, rel_path: str) -> int:
-    """The key of the advisory lock a save of ``rel_path`` in ``namespace`` holds (see
-    ``UPSERT_SQL``): 64 bits of a digest; two paths sharing one only wait for each other."""
-    digest = hashlib.sha1(
-        f"asyncrecall rel_path\x00{namespace}\x00{rel_path}".encode(), usedforsecurity=False
-    ).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    row["lock"] = announce.lock_key(row["rel"])
 
 
 def find_memory(
