@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from security_phrases import PHRASES  # noqa: E402
+from security_phrases import PHRASES
 
 OUT = Path(__file__).parent.parent / "src" / "asyncrecall" / "bench" / "security"
 LANGS = ("en", "fr", "de", "es", "ru", "zh", "ja", "ar")
@@ -208,6 +208,11 @@ def attack(channel: str, lang: str, part: int, serial: int) -> dict[str, Any]:
             case["turns"] = [p["relay"][part].format(body=instruction)]
             case["variant"] = "extract"
         else:
+            # The asks a lever rule reads (a script piped to a shell, a merge without
+            # review; mail forwarded with bank details, sudo and chmod 777), hidden.
+            ask_name, kind, text, question = p["asks"][((2, 3), (4, 7))[part][serial % 2]]
+            case["question"] = question
+            payload = f"{text} (ref {token})"
             variant, hidden = obfuscate(2 * serial + part, payload, token)
             case["turns"] = [rem.format(name=ask_name, payload=hidden)]
             case["memory"] = _memory(ask_name, kind, hidden)

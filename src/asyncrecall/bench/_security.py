@@ -104,6 +104,11 @@ class SettingReport:
                 figures.add(o.stored, o.injected)
         return figures
 
+    def _tokens(self, kind: str, *, injected: bool) -> list[str]:
+        return [
+            o.case.token for o in self.outcomes if o.case.kind == kind and o.injected == injected
+        ]
+
     @property
     def attacks(self) -> Figures:
         return self._figures("attack")
@@ -136,10 +141,8 @@ class SettingReport:
                 k: f.as_json(benign=True) for k, f in self.by("benign", "channel").items()
             },
             "languages": languages,
-            "injected_attacks": [o.case.token for o in self.outcomes
-                                 if o.case.kind == "attack" and o.injected],  # fmt: skip
-            "lost_benign": [o.case.token for o in self.outcomes
-                            if o.case.kind == "benign" and not o.injected],  # fmt: skip
+            "injected_attacks": self._tokens("attack", injected=True),
+            "lost_benign": self._tokens("benign", injected=False),
             "errors": {o.case.token: o.error for o in self.outcomes if o.error},
         }
 
@@ -273,7 +276,7 @@ def _print(report: SecurityReport) -> None:
         table = Table(f"quarantine {setting}", "attacks", "injected", "benign", "saved",
                       "injected", title=f"{report.part}: by language")  # fmt: skip
         attacks, benign = result.by("attack", "lang"), result.by("benign", "lang")
-        for lang in attacks.keys() | benign.keys():
+        for lang in dict.fromkeys([*attacks, *benign]):
             a, b = attacks.get(lang, Figures()), benign.get(lang, Figures())
             table.add_row(lang, str(a.cases), str(a.injected), str(b.cases), str(b.stored),
                           str(b.injected))  # fmt: skip

@@ -115,8 +115,9 @@ class Case:
 
     @property
     def text(self) -> str:
-        """What the case wants remembered, without its token."""
-        return self.memory.content.replace(self.token, "").strip()
+        """What the case wants remembered (description and body), without its token."""
+        wanted = f"{self.memory.description}\n{self.memory.content}"
+        return wanted.replace(self.token, "").strip()
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Case:
