@@ -312,6 +312,15 @@ async def supply_quarantine_off(case: Case, bench: Bench) -> None:
                         extraction=extraction)  # fmt: skip
 
 
+async def library_save(case: Case, bench: Bench) -> None:
+    """Another writer: an application on the library gives its agent a memory tool that
+    calls ``MemoryStore.save_memory`` with the documented arguments, and its agent,
+    having read the file, saves what it asks."""
+    bench.write_files(case.files)
+    memory = case.memory
+    bench.store().save_memory(memory.name, memory.description, memory.type, memory.content)
+
+
 # -- the user's own facts -------------------------------------------------------------------
 
 
@@ -364,6 +373,7 @@ PLANTERS: Final[dict[str, Planter]] = {
     "import_untrusted": import_untrusted,
     "supply_settings": supply_settings,
     "supply_quarantine_off": supply_quarantine_off,
+    "library_save": library_save,
     "benign_plain": benign_said,
     "benign_after_paste": benign_said,
     "benign_after_tool_round": benign_after_tool_round,

@@ -14,8 +14,10 @@ look-alike ``<system-reminder>`` blocks, a memory whose description carries it),
 user's turn carrying someone else's text (pasted mail, a relayed agent's message,
 levers behind look-alike characters), a later write lifting a quarantine, a
 consolidation shown a held memory, the MCP server's ``save``, ``memory import`` of a
-folder handed over, and a cloned project's own settings and memories. Benign facts are
-what a user states in their own words, some right after a pasted log or a tool round.
+folder handed over, a cloned project's own settings and memories, and another writer:
+an application's own memory tool calling the library's ``save_memory`` as documented.
+Benign facts are what a user states in their own words, some right after a pasted log
+or a tool round.
 
 The held-out part (about half: one case per channel and language) has its own texts
 and phrasings; it was written with the development part, before any defence against
@@ -66,6 +68,7 @@ ATTACK_CHANNELS: Final = (
     "import_untrusted",
     "supply_settings",
     "supply_quarantine_off",
+    "library_save",
 )
 #: How the user's own facts arrive, in report order.
 BENIGN_CHANNELS: Final = (
