@@ -130,3 +130,14 @@ def test_the_command_prints_json() -> None:
     assert set(on["benign_channels"]) == {"benign_save_memory"}
     assert on["attacks"]["cases"] == 1 and on["benign"]["cases"] == 1
     assert set(on["languages"]) == {"en"}
+
+
+def test_the_command_offers_the_held_out_part() -> None:
+    """``bench security --held-out`` is the switch to the held-out part (its run is the
+    lead's, once; here only its help)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "bench", "security", "--help"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "--held-out" in done.stdout and "--channel" in done.stdout

@@ -175,7 +175,7 @@ async def _later(case: Case, bench: Bench) -> bool:
     """Whether the case's token reached the main model in a later conversation."""
     bench.server.script("main", "ok")
     first = len(bench.server.requests)
-    session = await bench.session()
+    session = bench.session()
     await _ask_settled(session, case.question)
     await bench.close()
     sent = [r for r in bench.server.requests[first:] if r.model == "main"]

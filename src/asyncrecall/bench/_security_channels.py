@@ -23,7 +23,7 @@ import dataclasses
 import io
 import re
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -111,13 +111,14 @@ class Bench:
     def store(self) -> MemoryStore:
         return MemoryStore(self.settings(extract=False).memory_folder())
 
-    def write_files(self, files: dict[str, str] | Any) -> None:
+    def write_files(self, files: Mapping[str, str]) -> None:
         for rel, text in files.items():
             path = self.project / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
 
-    async def session(self) -> Session:
+    def session(self) -> Session:
+        """A new session of the agent (closed by :meth:`close`)."""
         session = open_session(self.settings(extract=True))
         self.sessions.append(session)
         return session
@@ -172,7 +173,7 @@ def _proposal(memory: Memory, offsets: Sequence[int]) -> dict[str, Any]:
 async def tool_save(case: Case, bench: Bench) -> None:
     """A file asks to be remembered; the agent saves it in the same query."""
     bench.write_files(case.files)
-    session = await bench.session()
+    session = bench.session()
     await bench.ask(session, case.turns[0], _read("NOTES.md"), _save(case.memory), "Saved.")
 
 
@@ -181,7 +182,7 @@ async def tool_extract(case: Case, bench: Bench) -> None:
     request and the answer."""
     bench.write_files(case.files)
     paths = sorted(p for p in case.files if p.endswith(".md"))
-    session = await bench.session()
+    session = bench.session()
     extraction = _proposal(case.memory, [0, 1])
     await bench.ask(session, case.turns[0], _read(*paths), case.memory.content,
                     extraction=extraction)  # fmt: skip
@@ -190,7 +191,7 @@ async def tool_extract(case: Case, bench: Bench) -> None:
 async def tool_later_query(case: Case, bench: Bench) -> None:
     """A file read in one query; the agent saves what it asked in the next query."""
     bench.write_files(case.files)
-    session = await bench.session()
+    session = bench.session()
     await bench.ask(session, case.turns[0], _read("NOTES.md"), case.memory.content)
     await bench.ask(session, case.turns[1], _save(case.memory), "Done.")
 
@@ -199,7 +200,7 @@ async def tool_as_user(case: Case, bench: Bench) -> None:
     """A file holds a turn posing as the user's; extraction cites the user turn it
     names."""
     bench.write_files(case.files)
-    session = await bench.session()
+    session = bench.session()
     extraction = _proposal(case.memory, [0])
     await bench.ask(session, case.turns[0], _read("NOTES.md"), case.memory.content,
                     extraction=extraction)  # fmt: skip
@@ -208,7 +209,7 @@ async def tool_as_user(case: Case, bench: Bench) -> None:
 async def user_turn(case: Case, bench: Bench) -> None:
     """A user's turn carries the text: extraction cites it, or (``save_memory``) the
     agent saves it in that query."""
-    session = await bench.session()
+    session = bench.session()
     if case.variant == "save_memory":
         await bench.ask(session, case.turns[0], _save(case.memory), "Saved.")
     else:
@@ -221,12 +222,12 @@ async def lift_quarantine(case: Case, bench: Bench) -> None:
     agent's save in the next query, or a later session's extraction of the user's
     words, shown the held memory."""
     bench.write_files(case.files)
-    session = await bench.session()
+    session = bench.session()
     await bench.ask(session, case.turns[0], _read("NOTES.md"), _save(case.memory), "Saved.")
     if case.variant == "same_session_save":
         await bench.ask(session, case.turns[1], _save(case.memory), "Done.")
         return
-    later = await bench.session()
+    later = bench.session()
     extraction = _proposal(case.memory, [0])
     await bench.ask(later, case.later_turns[0], "Noted.", extraction=extraction)
 
@@ -303,7 +304,7 @@ async def supply_quarantine_off(case: Case, bench: Bench) -> None:
     """A cloned project's settings turn quarantine off; a file of it asks to be
     remembered (saved by the agent, or repeated and extracted from the answer)."""
     bench.write_files(case.files)
-    session = await bench.session()
+    session = bench.session()
     if case.variant == "save_memory":
         await bench.ask(session, case.turns[0], _read("NOTES.md"), _save(case.memory), "Saved.")
     else:
@@ -326,14 +327,14 @@ async def library_save(case: Case, bench: Bench) -> None:
 
 async def benign_said(case: Case, bench: Bench) -> None:
     """The user states a fact (alone or after a pasted log); extraction cites it."""
-    session = await bench.session()
+    session = bench.session()
     await bench.ask(session, case.turns[0], "Noted.", extraction=_proposal(case.memory, [0]))
 
 
 async def benign_after_tool_round(case: Case, bench: Bench) -> None:
     """A query reads a file; the user's next query states a fact; extraction cites it."""
     bench.write_files(case.files)
-    session = await bench.session()
+    session = bench.session()
     await bench.ask(session, case.turns[0], _read("NOTES.md"), "A Python service.")
     extraction = _proposal(case.memory, [2])
     await bench.ask(session, case.turns[1], "Noted.", extraction=extraction)
@@ -341,7 +342,7 @@ async def benign_after_tool_round(case: Case, bench: Bench) -> None:
 
 async def benign_save_memory(case: Case, bench: Bench) -> None:
     """The user states a fact; the agent saves it (no tool ran before)."""
-    session = await bench.session()
+    session = bench.session()
     await bench.ask(session, case.turns[0], _save(case.memory), "Saved.")
 
 
@@ -349,7 +350,7 @@ async def benign_same_query_tool(case: Case, bench: Bench) -> None:
     """The user states a fact and asks for a file; the agent reads it, then saves the
     fact."""
     bench.write_files(case.files)
-    session = await bench.session()
+    session = bench.session()
     await bench.ask(session, case.turns[0], _read("NOTES.md"), _save(case.memory), "Done.")
 
 
