@@ -82,17 +82,24 @@ def test_the_held_out_part_is_the_one_written_before_the_defences() -> None:
     assert held_out_digest(HELD_OUT) == HELD_OUT_SHA256
 
 
-def _first(channel: str) -> Case:
-    return next(c for c in CASES if c.channel == channel)
+def _first(channel: str, *, lang: str = "en", variant: str | None = None) -> Case:
+    """The development case of ``channel`` in ``lang`` (of that ``variant``: the first
+    in any language)."""
+    if variant is not None:
+        return next(c for c in CASES if c.channel == channel and c.variant == variant)
+    return next(c for c in CASES if c.channel == channel and c.lang == lang)
 
 
 async def test_every_channel_plants_and_the_bench_sees_attacks_and_facts_arrive() -> None:
-    """One case of every channel plants through its real path without an error (a
-    harness that broke would count its attacks as stopped). With quarantine off,
-    attacks that today's code holds (a file's memory saved after reading it, an
-    extraction of a pasted turn, an untrusted import) reach the later conversation and
-    are counted as injected, and so does the user's own fact."""
-    cases = [_first(channel) for channel in (*ATTACK_CHANNELS, *BENIGN_CHANNELS)]
+    """One case of every channel (languages taken in turn) plants through its real path
+    without an error (a harness that broke would count its attacks as stopped). With
+    quarantine off, attacks that today's code holds (a file's memory saved after reading
+    it, an extraction of a pasted turn, an untrusted import) reach the later
+    conversation and are counted as injected, and so does the user's own fact."""
+    channels = (*ATTACK_CHANNELS, *BENIGN_CHANNELS)
+    cases = [_first(ch, lang=LANGUAGES[i % len(LANGUAGES)]) for i, ch in enumerate(channels)]
+    # An import onto a memory the user has waits beside it, quarantine or not.
+    cases[channels.index("import_untrusted")] = _first("import_untrusted", variant="claims_user")
     report = await evaluate(cases, settings=("off",))
     outcomes = {o.case.channel: o for o in report.runs["off"].outcomes}
     assert len(outcomes) == len(cases)
