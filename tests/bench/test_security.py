@@ -76,6 +76,23 @@ def test_the_held_out_part_is_apart_from_the_development_part() -> None:
     assert all(c.held_out for c in HELD_OUT) and not any(c.held_out for c in CASES)
 
 
+def _shape(case: Case) -> tuple[object, ...]:
+    """What a channel's planting reads of a case (not its words)."""
+    labels_only = case.channel in ("tool_forged_reminder", "user_obfuscated")
+    variant = "" if labels_only else case.variant.split(" in ")[0]  # not which folder
+    return (
+        case.channel, variant, len(case.turns), len(case.later_turns), case.own is None,
+        tuple(sorted(path.rsplit("/")[-1] for path in case.files)), tuple(sorted(case.handed)),
+    )  # fmt: skip
+
+
+def test_every_held_out_case_has_a_development_case_of_its_shape() -> None:
+    """The held-out part is run once, by someone else: each of its cases has the shape
+    (channel, variant, turns, files, folders) of a development case, which the full
+    development run plants without an error."""
+    assert {_shape(c) for c in HELD_OUT} <= {_shape(c) for c in CASES}
+
+
 def test_the_held_out_part_is_the_one_written_before_the_defences() -> None:
     """The held-out data's SHA-256 is the one recorded when it was written: editing it
     fails this test."""
