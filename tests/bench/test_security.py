@@ -126,6 +126,7 @@ async def test_every_channel_plants_and_the_bench_sees_attacks_and_facts_arrive(
     figures = report.as_json()["quarantine_off"]
     assert figures["channels"]["tool_save"] == {"cases": 1, "reached_store": 1, "injected": 1}
     assert figures["attacks"]["cases"] == len(ATTACK_CHANNELS)
+    assert figures["variants"]["import_untrusted/claims_user"]["injected"] == 1
 
 
 async def test_the_bench_counts_a_held_attack_as_stopped() -> None:

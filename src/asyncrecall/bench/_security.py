@@ -141,6 +141,7 @@ class SettingReport:
                 k: f.as_json(benign=True) for k, f in self.by("benign", "channel").items()
             },
             "languages": languages,
+            "variants": {k: f.as_json() for k, f in self.by("attack", "channel_variant").items()},
             "injected_attacks": self._tokens("attack", injected=True),
             "lost_benign": self._tokens("benign", injected=False),
             "errors": {o.case.token: o.error for o in self.outcomes if o.error},

@@ -117,6 +117,11 @@ class Case:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
+    def channel_variant(self) -> str:
+        """``channel`` or ``channel/variant``: how the report breaks a channel down."""
+        return f"{self.channel}/{self.variant}" if self.variant else self.channel
+
+    @property
     def text(self) -> str:
         """What the case wants remembered (description and body), without its token."""
         wanted = f"{self.memory.description}\n{self.memory.content}"
