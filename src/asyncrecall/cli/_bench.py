@@ -20,7 +20,7 @@ _KINDS = {
     "frameworks": "framework adapters vs the awaited-recall pattern, in each agent loop",
     "extract": "memories written by extraction, judged by LoCoMo questions (issue 14)",
     "cli": "new `asyncrecall run` processes: memory on the first request, start-up, exit",
-    "security": "memory poisoning through files, tool output, user turns and import (issue 25)",
+    "security": "memory poisoning through every way into the store, in eight languages",
 }
 
 
