@@ -27,7 +27,8 @@ from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from conftest import handoff_workers
 from test_readme import _block
 
-SIMWIN = Path(__file__).resolve().parent / "simwin"
+TESTS = Path(__file__).resolve().parent
+SIMWIN = TESTS / "simwin"
 HANG_GUARD = 30.0  # below the suite's per-test timeout
 
 # The simulation's msvcrt is built on Linux's open-file-description locks.
@@ -269,3 +270,19 @@ def test_the_readme_library_example(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == _block("output: readme-library")
+
+
+@pytest.mark.timeout(300)  # a whole test file runs inside: a hang guard for all of it
+def test_the_cross_process_traffic_tests_pass(tmp_path: Path) -> None:
+    """A main turn wins over the background queries of other processes (the endpoint's
+    marker files, a shared lock per holder) through ``msvcrt`` locks as through
+    ``flock``: ``tests/models/test_single_slot.py`` passes, run whole under the
+    simulation."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "--basetemp", str(tmp_path / "inner"), str(TESTS / "models" / "test_single_slot.py")],
+        capture_output=True, text=True, env=simulated_env(tmp_path), cwd=TESTS.parent,
+        timeout=280,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "skipped" not in done.stdout
