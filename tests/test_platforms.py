@@ -2,8 +2,9 @@
 interpreter without the POSIX-only APIs (``tests/simwin/sitecustomize.py``: no
 ``fcntl``, ``os.getuid``, ``os.O_NONBLOCK``, ``os.fork``, ``signal.SIGHUP``, signal
 handlers on the loop ..., and ``msvcrt.locking`` with Windows' semantics), since no
-Windows machine runs these tests. Each test runs its subprocesses under it, and the
-first checks that the simulation really takes those APIs away."""
+Windows machine runs these tests. Each test runs its subprocesses under it (the last
+ones a whole test file of the cross-process guarantees), and the first checks that the
+simulation really takes those APIs away."""
 
 from __future__ import annotations
 
@@ -273,14 +274,16 @@ def test_the_readme_library_example(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)  # a whole test file runs inside: a hang guard for all of it
-def test_the_cross_process_traffic_tests_pass(tmp_path: Path) -> None:
-    """A main turn wins over the background queries of other processes (the endpoint's
-    marker files, a shared lock per holder) through ``msvcrt`` locks as through
-    ``flock``: ``tests/models/test_single_slot.py`` passes, run whole under the
-    simulation."""
+@pytest.mark.parametrize("tests", ["models/test_single_slot.py", "extract/test_handoff.py"])
+def test_the_cross_process_tests_pass(tmp_path: Path, tests: str) -> None:
+    """What processes of ours agree on through file locks holds with ``msvcrt`` locks as
+    with ``flock``, each test file run whole under the simulation: a main turn wins over
+    the background queries of other processes (the endpoint's marker files, a shared
+    lock per holder: ``test_single_slot.py``); exit hands extraction on, and a worker
+    killed with SIGKILL leaves its hand-off to the next session (``test_handoff.py``)."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "--basetemp", str(tmp_path / "inner"), str(TESTS / "models" / "test_single_slot.py")],
+         "--basetemp", str(tmp_path / "inner"), str(TESTS / tests)],
         capture_output=True, text=True, env=simulated_env(tmp_path), cwd=TESTS.parent,
         timeout=280,
     )  # fmt: skip
