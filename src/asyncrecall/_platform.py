@@ -23,6 +23,7 @@ dropped by the system when its holder dies, however it dies:
 from __future__ import annotations
 
 import contextlib
+import errno
 import getpass
 import os
 import re
@@ -63,6 +64,10 @@ SHARED_SLOTS: Final = 64
 #: Between two tries of a blocking lock that ``msvcrt`` can only try.
 _RETRY_S: Final = 0.01
 
+#: What ``msvcrt.locking`` says of a range someone holds (``EDEADLOCK`` is Windows' name).
+_HELD_ERRNOS: Final = frozenset(
+    {errno.EACCES, errno.EDEADLK, getattr(errno, "EDEADLOCK", errno.EDEADLK)}
+)
 # The byte range each descriptor locked through msvcrt (unlocking names the range).
 _held: dict[int, tuple[int, int]] = {}
 _held_lock = threading.Lock()
@@ -111,8 +116,10 @@ def _try_ranges(fd: int, *, shared: bool) -> bool:
     for start, length in ranges:
         try:
             _locking(fd, msvcrt.LK_NBLCK, start, length)
-        except OSError:
-            continue  # held (EACCES), or a deadlock refused: another slot, or not now
+        except OSError as exc:
+            if exc.errno in _HELD_ERRNOS:
+                continue  # held: another slot, or not now
+            raise
         with _held_lock:
             _held[fd] = (start, length)
         return True
