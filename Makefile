@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-py313 test-long test-interop lint demo bench clean
+.PHONY: help install test test-py313 test-windows test-long test-interop lint demo bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ $(STAMP313): pyproject.toml
 	$(VENV313)/bin/pip install --quiet -e '.[dev,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]'
 	@touch $(STAMP313)
 
+# The whole suite includes tests/test_platforms.py: the CLI and the library example on a
+# simulated Windows interpreter (tests/simwin), which needs Linux; under CI=true elsewhere
+# it is an error, not a skip.
 test: $(STAMP) ## Run the whole test suite with coverage, then again on Python 3.13
 	$(BIN)/python -m pytest --cov --cov-report=term -q
 	@$(MAKE) --no-print-directory test-py313
@@ -56,6 +59,9 @@ test-py313: ## The test suite on Python 3.13 (skipped loudly without it; an erro
 	  echo "== the suite on $$($(VENV313)/bin/python --version) ==" && \
 	  ASYNCRECALL_EAGER_TASKS=1 $(VENV313)/bin/python -m pytest -q -p no:cacheprovider; \
 	fi
+
+test-windows: $(STAMP) ## Only the simulated-Windows tests (no fcntl, getuid, fork, SIGHUP ...)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_platforms.py
 
 test-long: $(STAMP) ## The property tests in full: 10,000 prefetch interleavings, 2,000 memory-write runs (~1 h)
 	ASYNCRECALL_LONG_PROPERTY=1 $(BIN)/python -m pytest -q -p no:cacheprovider \

@@ -3,13 +3,14 @@
 ``run`` and ``chat`` never wait for background work: the session's scheduler hands
 what it owes to :func:`hand_off`, which writes it to a hand-off file (see
 :mod:`asyncrecall.agent._handoff`) and starts ``python -m asyncrecall._handoff_worker``
-in a session of its own (``start_new_session``: the terminal's Ctrl-C and hang-up do
-not reach it), standard input a pipe, output to the hand-off folder's
-``worker.log``. It holds the hand-off's lock from the command (the descriptor is
-inherited), reads its configuration from standard input (the side model's endpoint
-and key, the store: nothing secret is written to disk or put on a command line), runs
-the extraction, then every stale hand-off of the same store (a worker that died), and
-exits.
+detached (a session of its own on POSIX, a process group without a console on
+Windows: the terminal's Ctrl-C and hang-up do not reach it), standard input a pipe,
+output to the hand-off folder's ``worker.log``. It holds the hand-off's lock from the
+command (the descriptor is inherited; on Windows, where a lock is not, it takes the
+lock as the command lets go), reads its configuration from standard input (the side
+model's endpoint and key, the store: nothing secret is written to disk or put on a
+command line), runs the extraction, then every stale hand-off of the same store (a
+worker that died), and exits.
 
 A session that hands nothing on still looks at exit: when a stale hand-off is there,
 it starts a worker for it. So a worker killed at any step costs a delay, not the work.
@@ -22,13 +23,13 @@ import asyncio
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from asyncrecall import _platform
 from asyncrecall._exceptions import AsyncRecallError
 from asyncrecall.agent._extraction import is_preempted, maybe_consolidate
 from asyncrecall.agent._handoff import Handoff, HandoffDir
@@ -49,7 +50,10 @@ MODULE: Final = "asyncrecall._handoff_worker"
 _GIVE_WAY_ROUNDS: Final = 5
 # The worker starts at a low priority, before its imports (half a second of CPU): the
 # command that started it is still ending, and the user's next one comes first.
-_NICE: Final = ("nice", "-n", "10") if shutil.which("nice") else ()
+_NICE: Final = _platform.low_priority()
+#: How long a worker tries for its own hand-off's lock where the command cannot pass it
+#: on (it lets go before the worker starts working; the system may take a moment).
+_CLAIM_WAIT_S: Final = 5.0
 
 
 class WorkerConfig(dict[str, Any]):
@@ -93,8 +97,11 @@ def start_worker(
     process's own exit for the CPU.
     """
     command = [*_NICE, sys.executable, "-c", _SHIM, "--dir", str(directory.root)]
-    if lock_fd is not None and session is not None:
-        command += ["--session", session, "--lock-fd", str(lock_fd)]
+    inherit = lock_fd is not None and _platform.LOCK_INHERITED
+    if session is not None:  # the worker's own: it goes first
+        command += ["--session", session]
+        if inherit:
+            command += ["--lock-fd", str(lock_fd)]
     try:
         log = directory.open_log()
     except OSError as exc:
@@ -107,8 +114,8 @@ def start_worker(
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             stderr=log,
-            pass_fds=() if lock_fd is None else (lock_fd,),
-            start_new_session=True,
+            pass_fds=(lock_fd,) if inherit and lock_fd is not None else (),
+            **_platform.detached(),
         )
     except OSError as exc:
         os.close(write_end)
@@ -169,6 +176,9 @@ def main(argv: Sequence[str] | None = None, *, config: bytes | None = None) -> i
         logger.warning("memory extraction worker: %s", exc)
         return 2
     own = (args.session, args.lock_fd) if args.session and args.lock_fd is not None else None
+    if own is None and args.session:  # the command could not pass its lock on: take it
+        fd = HandoffDir(args.dir).claim(args.session, wait=_CLAIM_WAIT_S)
+        own = None if fd is None else (args.session, fd)
     return asyncio.run(_work(HandoffDir(args.dir), WorkerConfig(parsed), own))
 
 

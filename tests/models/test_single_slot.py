@@ -5,7 +5,6 @@ while another request is unanswered; real HTTP, the agent's client and its model
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from asyncrecall import _platform
 from asyncrecall.agent import (
     Agent,
     AgentClient,
@@ -123,7 +123,7 @@ async def test_a_cut_with_none_of_ours_out_is_the_error_it_is(
                         "never sent")  # fmt: skip
     local_server.script("other", Reply(text="theirs", gate=threading.Event()))
     theirs = subprocess.Popen(  # noqa: ASYNC220 - another client of the server: no marker held
-        [sys.executable, "-c", WORKER.replace("fcntl.flock(fd, fcntl.LOCK_SH)", ""),
+        [sys.executable, "-c", WORKER.replace("_platform.lock(fd, shared=True)", ""),
          traffic(local_server.base_url).marker_path(), f"{local_server.base_url}/chat/completions"],
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -237,9 +237,9 @@ async def test_a_background_query_of_another_process_counts_as_ours(
         RequestRetriedEvent
     ]
     assert len([r for r in local_server.requests if is_main(r)]) == 2
-    probe = os.open(marker, os.O_RDONLY)  # released when its holder died
+    probe = os.open(marker, os.O_RDWR)  # released when its holder died
     try:
-        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert _platform.lock(probe, block=False)
     finally:
         os.close(probe)
 
@@ -308,10 +308,11 @@ asyncio.run(main())
 
 
 WORKER = """
-import fcntl, os, sys, urllib.request as u
+import os, sys, urllib.request as u
+from asyncrecall import _platform
 os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
-fcntl.flock(fd, fcntl.LOCK_SH)
+_platform.lock(fd, shared=True)
 body = b'{"model": "other", "messages": []}'
 u.urlopen(u.Request(sys.argv[2], data=body, headers={"Content-Type": "application/json"}))
 """
@@ -381,10 +382,11 @@ async def test_a_background_query_waits_while_another_process_streams_a_main_tur
 
 
 HOLDER = """
-import fcntl, os, sys
+import os, sys
+from asyncrecall import _platform
 os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
-fcntl.flock(fd, fcntl.LOCK_SH)
+_platform.lock(fd, shared=True)
 print("held", flush=True)
 sys.stdin.read()
 """

@@ -9,19 +9,23 @@ runs that extraction. Nothing here knows how the worker is started or configured
 Layout, in the store's state area (:func:`handoff_dir`)::
 
     <memory folder>.state/handoff/<session>.json   what to extract (an atomic replace)
-    <memory folder>.state/handoff/<session>.lock   held (flock) while someone owns it
+    <memory folder>.state/handoff/<session>.lock   locked while someone owns it
     <memory folder>.state/handoff/worker.log       what the workers had to say
 
 For a PostgreSQL store the files live in the user's cache instead (one folder per
 database and namespace, under ``$ASYNCRECALL_HOME/handoff/``): the database holds the
 cursors, this machine holds the work it has not done yet.
 
-Ownership is an exclusive ``flock`` on the ``.lock`` file, taken **before** the
-``.json`` is written, by the process that writes it; that process passes the locked
-descriptor to its worker, so the lock never lapses between them, and the kernel drops
-it when its last holder dies, however it dies (``kill -9`` included). A ``.json``
-whose lock anyone can take is **stale**: its worker is dead (or never started), and
-the next worker (every worker looks, after its own) claims and runs it.
+Ownership is an exclusive lock on the ``.lock`` file (``flock``; see
+:mod:`asyncrecall._platform`), taken **before** the ``.json`` is written, by the
+process that writes it, and dropped by the system when its last holder dies, however it
+dies (``kill -9`` included). Where a child shares an inherited lock (POSIX), that
+process passes the locked descriptor to its worker, so the lock never lapses between
+them. Where it cannot (Windows), the worker takes the lock itself as the command lets
+go (:meth:`HandoffDir.claim` with a wait): for that moment the hand-off looks stale,
+and another worker may run it first; then ours finds it done. A ``.json`` whose lock
+anyone can take is **stale**: its worker is dead (or never started), and the next
+worker (every worker looks, after its own) claims and runs it.
 
 Running a hand-off is one :meth:`~asyncrecall.memory.MemoryExtractor.extract` call
 with the session's id: the extractor's own cursor and journal make a repeat safe (a
@@ -42,12 +46,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
+from asyncrecall import _platform
 from asyncrecall.memory import MemoryExtractor, TranscriptTurn
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX: no hand-off, exit drains as before
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "HANDOFF_SUPPORTED",
@@ -56,14 +56,15 @@ __all__ = [
     "handoff_dir",
 ]
 
-#: Whether this platform can hand extraction on (it needs ``flock``).
-HANDOFF_SUPPORTED: Final = fcntl is not None
+#: Whether this platform can hand extraction on (it needs file locks: POSIX, Windows).
+HANDOFF_SUPPORTED: Final = _platform.LOCKS
 
 _VERSION: Final = 1
 _JSON: Final = ".json"
 _LOCK: Final = ".lock"
 LOG_NAME: Final = "worker.log"
 _LOG_LIMIT: Final = 1 << 20  # a log over 1 MiB starts again (the old one kept as .1)
+_CLAIM_RETRY_S: Final = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,10 +179,16 @@ class HandoffDir:
         files.sort(key=lambda e: _mtime(e))
         return [e.name[: -len(_JSON)] for e in files]
 
-    def claim(self, session_id: str) -> int | None:
+    def claim(self, session_id: str, *, wait: float = 0.0) -> int | None:
         """The session's lock if nobody holds it and its hand-off is still there (a dead
-        worker's: stale), else ``None``. The caller runs it, then :meth:`complete`."""
+        worker's: stale), else ``None``. The caller runs it, then :meth:`complete`.
+        ``wait``: seconds to try for while someone holds it (the command that wrote it,
+        letting go where the lock cannot be inherited)."""
         fd = self._lock(session_id, block=False)
+        deadline = time.monotonic() + wait
+        while fd is None and time.monotonic() < deadline:
+            time.sleep(_CLAIM_RETRY_S)
+            fd = self._lock(session_id, block=False)
         if fd is None:
             return None
         if not self.path(session_id).exists():  # done by its owner just before we looked
@@ -204,7 +211,9 @@ class HandoffDir:
         try:
             with contextlib.suppress(FileNotFoundError):
                 self.path(session_id).unlink()
-            with contextlib.suppress(FileNotFoundError):
+            # Windows removes no file that is open (ours, or a worker's look): it stays,
+            # empty, for the session's next lock.
+            with contextlib.suppress(OSError):
                 (self.root / f"{session_id}{_LOCK}").unlink()
         finally:
             os.close(fd)
@@ -223,18 +232,16 @@ class HandoffDir:
         return os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
     def _lock(self, session_id: str, *, block: bool) -> int | None:
-        if fcntl is None:  # pragma: no cover - see HANDOFF_SUPPORTED
-            raise OSError("hand-off needs flock (POSIX)")
         self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.root / f"{session_id}{_LOCK}", os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(fd)
-            return None
+            taken = _platform.lock(fd, block=block)
         except BaseException:
             os.close(fd)
             raise
+        if not taken:
+            os.close(fd)
+            return None
         return fd
 
 

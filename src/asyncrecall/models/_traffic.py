@@ -16,7 +16,8 @@ URL) and per process:
 * on an endpoint that has shown it interrupts, a *background* side query (made inside
   :func:`background_requests`: extraction) never overlaps a main turn: it waits until
   no main stream runs before it is sent, and gives way as soon as one starts;
-* across processes of this user, through ``flock`` on two marker files per endpoint
+* across processes of this user, through file locks (``flock``; see
+  :mod:`asyncrecall._platform` for Windows) on two marker files per endpoint
   (in the temporary folder), made only by a process that did
   :func:`enable_cross_process` (the extraction worker): a main stream holds a shared
   lock on the ``main`` marker while it runs (when the file exists), such a process's
@@ -44,18 +45,13 @@ import contextlib
 import contextvars
 import hashlib
 import os
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
+from asyncrecall import _platform
 from asyncrecall._exceptions import ModelError, ModelProtocolError
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX: no cross-process marker
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "ModelStreamCut",
@@ -263,12 +259,12 @@ class Traffic:
         """The ``main``, ``background``, ``overlap`` or ``interrupts`` file of this
         endpoint."""
         digest = hashlib.sha256(self.base_url.encode()).hexdigest()[:16]
-        folder = os.path.join(tempfile.gettempdir(), f"asyncrecall-{os.getuid()}")
+        folder = _platform.user_temp_dir("asyncrecall")
         return os.path.join(folder, f"{kind}-{digest}.lock")
 
     def _open_marker(self, kind: str, *, create: bool) -> int | None:
         """The marker file (made only when ``create``), ``None`` when absent."""
-        if fcntl is None:  # pragma: no cover
+        if not _platform.LOCKS:  # pragma: no cover - no such platform runs this
             return None
         path = self.marker_path(kind)
         try:
@@ -288,8 +284,10 @@ class Traffic:
         if fd is None:
             return None
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            taken = _platform.lock(fd, shared=True, block=False)
         except OSError:
+            taken = False
+        if not taken:
             os.close(fd)
             return None
         return fd
@@ -326,7 +324,10 @@ class Traffic:
         # Blocking: the only exclusive lock ever taken is a look (_held_elsewhere), held
         # for a few microseconds; a non-blocking try that met one would stream unseen.
         with contextlib.suppress(OSError):
-            fcntl.flock(self._main_fd, fcntl.LOCK_SH if streaming else fcntl.LOCK_UN)
+            if streaming:
+                _platform.lock(self._main_fd, shared=True)
+            else:
+                _platform.unlock(self._main_fd)
 
     def _held_elsewhere(self, kind: str) -> bool:
         """Whether some process of ours holds the ``kind`` marker (another open file of
@@ -337,12 +338,11 @@ class Traffic:
         if fd is None:
             return False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return not _platform.lock(fd, block=False)
         except OSError:
             return True
         finally:
             os.close(fd)
-        return False
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

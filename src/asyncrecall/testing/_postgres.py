@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -55,12 +54,15 @@ class LocalPostgres:
                 "/usr/lib/postgresql/*/bin): apt-get install postgresql-15"
             )
         self.bindir = found
-        self._as_root = os.geteuid() == 0
+        # Root runs the server as another user (POSIX only: Windows has no such root).
+        self._as_root = getattr(os, "geteuid", lambda: -1)() == 0
         self.folder = Path(tempfile.mkdtemp(prefix="asyncrecall-pg-"))
         self.data = self.folder / "data"
         self.socket_dir = self.folder / "sock"
         self.socket_dir.mkdir()
         if self._as_root:
+            import pwd  # here: Windows has no password database
+
             user = pwd.getpwnam(_SERVER_USER)
             for path in (self.folder, self.socket_dir):
                 os.chown(path, user.pw_uid, user.pw_gid)

@@ -401,7 +401,9 @@ class Scanner:
             return None, f"over 1 MiB ({candidate.size} bytes)"
         try:
             # O_NOFOLLOW: the real path was checked; refuse it if it became a link since.
-            fd = os.open(candidate.real_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            # O_BINARY (Windows): the bytes as written, no CRLF translation, no stop at ^Z.
+            flags = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+            fd = os.open(candidate.real_path, os.O_RDONLY | flags)
             with os.fdopen(fd, "rb") as handle:
                 raw = handle.read(MAX_FILE_BYTES + 1)
         except OSError as exc:

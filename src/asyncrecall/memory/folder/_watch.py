@@ -76,8 +76,6 @@ _IN_Q_OVERFLOW: Final = 0x4000
 _IN_IGNORED: Final = 0x8000
 _IN_ONLYDIR: Final = 0x01000000
 _IN_DONT_FOLLOW: Final = 0x02000000
-_IN_NONBLOCK: Final = os.O_NONBLOCK
-_IN_CLOEXEC: Final = os.O_CLOEXEC
 _MASK: Final = (
     _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE
     | _IN_DELETE | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR | _IN_DONT_FOLLOW
@@ -255,8 +253,8 @@ def _inotify() -> _Inotify | None:
 
 
 def _open_inotify() -> _Inotify | None:
-    if not hasattr(os, "register_at_fork"):
-        return None  # not a POSIX system
+    if not all(hasattr(os, name) for name in ("register_at_fork", "O_NONBLOCK", "O_CLOEXEC")):
+        return None  # not a POSIX system (Windows: every scan walks the folder)
     import ctypes  # here: 2 ms to import, and only Linux has a use for it
 
     try:
@@ -272,7 +270,9 @@ def _open_inotify() -> _Inotify | None:
         mounts_fd = os.open("/proc/self/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None  # no /proc: mounts could change unseen
-    fd = init(_IN_NONBLOCK | _IN_CLOEXEC)
+    # IN_NONBLOCK and IN_CLOEXEC are the open(2) flags of the machine (read here: a
+    # system without inotify has neither).
+    fd = init(os.O_NONBLOCK | os.O_CLOEXEC)
     if fd < 0:
         os.close(mounts_fd)
         return None  # the per-user instance limit
