@@ -201,14 +201,3 @@ def test_a_non_ascii_base_url_is_sent_in_ascii_or_refused() -> None:
     )
     with pytest.raises(ConfigError, match="not a valid domain name"):
         OpenAIModel(model="m", base_url="http://☃.example/v1")
-
-
-async def test_non_ascii_credentials_in_a_base_url_reach_the_server(
-    local_server: LocalServer,
-) -> None:
-    """Real HTTP: a base URL with non-ASCII ``user:password@`` is encoded and works."""
-    local_server.set_default("side", Reply(json={"ok": True}))
-    url = local_server.base_url.replace("http://", "http://jürgen:pässwört@")
-    async with OpenAIModel(model="side", base_url=url, max_retries=0) as model:
-        answer = await model.generate_json(system="s", prompt="p", schema={}, schema_name="x")
-    assert answer == {"ok": True} and len(local_server.requests) == 1

@@ -1,7 +1,7 @@
 """The shared flags, grouped by what they are for, and how they become :class:`Settings`.
 
-:func:`settings_from_args` also prints, once per process, the warning of a project
-settings file whose keys were ignored (not trusted), and remembers the configured API
+:func:`settings_from_args` also prints the one warning of a project settings file
+whose keys were ignored (not trusted), and remembers the configured API
 key so that :func:`redacted` takes it out of every error line the command prints.
 """
 
@@ -172,8 +172,8 @@ _SETTING_FLAGS = (
 
 
 def settings_from_args(args: argparse.Namespace, *, cwd: Path | None = None) -> Settings:
-    """Resolve settings from parsed flags, the environment and settings files; warn (once
-    per process, one line on stderr) of project settings that were ignored."""
+    """Resolve settings from parsed flags, the environment and settings files; warn (one
+    line on stderr) of project settings that were ignored. Each command calls it once."""
     flags: dict[str, Any] = {name: getattr(args, name, None) for name in _SETTING_FLAGS}
     key = flags.get("api_key")
     if isinstance(key, str):
@@ -181,18 +181,14 @@ def settings_from_args(args: argparse.Namespace, *, cwd: Path | None = None) -> 
     settings = load_settings(flags, cwd=cwd)
     if settings.api_key:
         _SECRETS.add(settings.api_key)
-    untrusted = settings.untrusted
-    if untrusted is not None and untrusted.path not in _WARNED:
-        _WARNED.add(untrusted.path)
-        sys.stderr.write(f"asyncrecall: {untrusted.warning()}\n")
+    if settings.untrusted is not None:
+        sys.stderr.write(f"asyncrecall: {settings.untrusted.warning()}\n")
         sys.stderr.flush()
     return settings
 
 
 #: The API keys this process was configured with (see :func:`redacted`).
 _SECRETS: set[str] = set()
-#: The untrusted project files warned of already.
-_WARNED: set[Path] = set()
 
 
 def redacted(text: str) -> str:
