@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import asyncrecall._settings as settings_module
+import asyncrecall._settings._sources as settings_module
 from asyncrecall import ConfigError
 from asyncrecall._settings import UNTRUSTED_FREE, UNTRUSTED_NARROWING, load_settings
 from asyncrecall._trust import TRUST_FILE, record_trust, revoke_trust, trust_state
