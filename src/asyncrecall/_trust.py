@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
@@ -128,6 +127,8 @@ def _read(home: Path) -> dict[str, Any]:
 
 
 def _write(home: Path, files: dict[str, Any]) -> None:
+    import tempfile  # only ``trust`` writes: every other command only reads the record
+
     record = home / TRUST_FILE
     text = json.dumps({"version": _VERSION, "files": files}, indent=1, sort_keys=True) + "\n"
     handle, partial = tempfile.mkstemp(dir=home, prefix=f".{TRUST_FILE}.", suffix=".tmp")
