@@ -214,3 +214,14 @@ def test_trust_is_for_the_bytes_that_were_read(project: Path, home: Path) -> Non
     record_trust(home, path, path.read_bytes())
     assert trust_state(home, path, b"quarantine = false\n# more\n") == "changed"
     assert trust_state(home, project / "elsewhere.toml", path.read_bytes()) == "untrusted"
+
+
+def test_a_bad_value_names_the_file_it_came_from(project: Path, home: Path) -> None:
+    """An invalid value is one error naming the setting and the file, trusted or not."""
+    path = _write(project, "max_turns = -2\n")
+    with pytest.raises(ConfigError, match=rf"must be 0 or more, got -2 \(from {path}\)"):
+        _load(project, home)
+    (home / "settings.toml").write_text('selector = "psychic"\n')
+    path.unlink()
+    with pytest.raises(ConfigError, match=r"--selector must be one of .*home/settings.toml\)"):
+        _load(project, home)

@@ -180,7 +180,11 @@ def _untrusted_layer(
             kept[name] = value
         elif name in UNTRUSTED_NARROWING:
             size = UNTRUSTED_NARROWING[name]
-            if size(PARSERS[name](value)) <= size(_baseline(name, below)):
+            try:
+                mine = PARSERS[name](value)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (from {file.path})") from exc
+            if size(mine) <= size(_baseline(name, below)):
                 kept[name] = value
             else:
                 ignored.append(_shown(name))
