@@ -59,7 +59,7 @@ def content_hash(data: bytes) -> str:
 
 
 def _key(path: Path) -> str:
-    return str(path.resolve())
+    return os.path.realpath(path)
 
 
 def trust_state(home: Path, path: Path, data: bytes) -> TrustState:

@@ -137,8 +137,8 @@ def project_settings_file(project: Path, home: Path) -> Path | None:
 
 def _same_file(a: Path, b: Path) -> bool:
     try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except OSError:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them is not there
         return False
 
 
