@@ -225,3 +225,20 @@ def test_a_bad_value_names_the_file_it_came_from(project: Path, home: Path) -> N
     path.unlink()
     with pytest.raises(ConfigError, match=r"--selector must be one of .*home/settings.toml\)"):
         _load(project, home)
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo", "huge"])
+def test_a_settings_file_that_is_no_file_is_one_error_not_a_hang(
+    project: Path, home: Path, target: str
+) -> None:
+    """A project's settings file linked to a device, made a pipe, or over 1 MiB is a
+    ConfigError naming it: no command in that folder hangs or reads without end."""
+    path = project / ".asyncrecall" / "settings.toml"
+    if target == "fifo":
+        os.mkfifo(path)
+    elif target == "huge":
+        path.write_text("# filler\n" * 200_000)
+    else:
+        path.symlink_to(target)
+    with pytest.raises(ConfigError, match=f"cannot read settings file {path}"):
+        _load(project, home)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -88,7 +89,7 @@ class SettingsFile:
         """The file at ``path``, or ``None`` when there is none; a :class:`ConfigError`
         naming it when it cannot be read, is not TOML or names an unknown setting."""
         try:
-            data = path.read_bytes()
+            data = _read_regular(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
@@ -114,6 +115,25 @@ class SettingsFile:
                 PARSERS[name](value)
             except ConfigError as exc:
                 raise ConfigError(f"{exc} (in {self.path})") from exc
+
+
+#: A settings file larger than this is refused (a few lines are what one holds).
+MAX_SETTINGS_BYTES: Final = 1 << 20
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of the regular file at ``path``: a folder's author could make it a
+    link to a device, a pipe, or something huge, which would hang or swamp every
+    command run there."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError("not a regular file")
+        data = handle.read(MAX_SETTINGS_BYTES + 1)
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise OSError(f"larger than {MAX_SETTINGS_BYTES} bytes")
+    return data
 
 
 def _shown(name: str) -> str:
