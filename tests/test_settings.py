@@ -9,6 +9,7 @@ import pytest
 
 from asyncrecall import ConfigError
 from asyncrecall._settings import load_settings
+from asyncrecall._trust import record_trust
 
 
 @pytest.fixture
@@ -28,13 +29,14 @@ def home(tmp_path: Path) -> Path:
 def test_precedence_flags_then_env_then_project_file_then_home_file(
     project: Path, home: Path
 ) -> None:
+    """With the project's file trusted (tests/test_trust.py: what applies before)."""
     (home / "settings.toml").write_text(
         'model = "home-model"\nside-model = "home-side"\nbase_url = "http://home/v1"\n'
         'selector = "lexical"\n'
     )
-    (project / ".asyncrecall" / "settings.toml").write_text(
-        'model = "project-model"\nside_model = "project-side"\n'
-    )
+    project_file = project / ".asyncrecall" / "settings.toml"
+    project_file.write_text('model = "project-model"\nside_model = "project-side"\n')
+    record_trust(home, project_file, project_file.read_bytes())
     env = {"ASYNCRECALL_HOME": str(home), "ASYNCRECALL_SIDE_MODEL": "env-side"}
 
     settings = load_settings({"project": str(project)}, env=env)
@@ -136,9 +138,11 @@ def test_recall_budgets_environment_wins_over_the_file(project: Path, home: Path
         defaults.manifest_bytes,
         defaults.skip_trivial,
     ) == (5, 2, 60_000, 1200, 200, 200, 25_000, True)
-    (project / ".asyncrecall" / "settings.toml").write_text(
+    project_file = project / ".asyncrecall" / "settings.toml"
+    project_file.write_text(
         "recall-session-bytes = 1000\nmanifest_files = 50\nskip_trivial = false\n"
     )
+    record_trust(home, project_file, project_file.read_bytes())
     env = {"ASYNCRECALL_HOME": str(home), "ASYNCRECALL_RECALL_SESSION_BYTES": "2000"}
     settings = load_settings({"project": str(project)}, env=env)
     assert settings.recall_session_bytes == 2000

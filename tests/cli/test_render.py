@@ -77,3 +77,30 @@ def test_two_answers_are_separated_by_a_blank_line() -> None:
     show(p, [ContentEvent(text="one"), FinishedEvent(reason="stop", text="one")])
     show(p, [ContentEvent(text="two"), FinishedEvent(reason="stop", text="two")])
     assert out.getvalue() == "one\n\ntwo\n"
+
+
+@pytest.mark.parametrize("output_format", ["text", "json", "stream-json"])
+def test_error_texts_are_redacted_whatever_raised_them(
+    output_format: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The printer takes the configured key (and key shapes) out of an error event, a
+    failed tool's error and an extraction failure, whoever made them (not only the
+    model's errors, which are clean at the source): in the JSON it prints and in the
+    error the command writes on stderr."""
+    from asyncrecall.agent import MemoryExtractionSkippedEvent, ToolResultEvent
+
+    key = "configured-key-5be21f"
+    monkeypatch.setenv("ASYNCRECALL_API_KEY", key)
+    p, out, err = printer(output_format)
+    show(
+        p,
+        [
+            ToolResultEvent(name="read_file", ok=False, id="c1", error=f"no file {key}"),
+            ErrorEvent(message=f"endpoint said {key} and sk-proj-abcdefgh1234", kind="x"),
+            FinishedEvent(reason="error", turns=1),
+        ],
+    )
+    p.show_background(MemoryExtractionSkippedEvent(reason="error", detail=f"failed: {key}"))
+    assert p.error is not None and p.error.message == "endpoint said [redacted] and [redacted]"
+    assert key not in out.getvalue() + err.getvalue()
+    assert "sk-proj" not in out.getvalue() + err.getvalue()

@@ -145,15 +145,20 @@ async def test_the_users_words_do_not_lift_a_lever(
 
 def test_quarantine_is_a_setting(tmp_path: Path) -> None:
     """``quarantine = false`` in a settings file, or ``ASYNCRECALL_QUARANTINE=0``, turns
-    it off; it is on by default."""
+    it off; it is on by default. A project's file turns it off only once the user
+    trusted that file."""
     from asyncrecall._settings import load_settings
+    from asyncrecall._trust import record_trust
 
     env = {"ASYNCRECALL_HOME": str(tmp_path / "home")}
     assert load_settings(env=env, cwd=tmp_path).quarantine is True
     off = {**env, "ASYNCRECALL_QUARANTINE": "0"}
     assert load_settings(env=off, cwd=tmp_path).quarantine is False
     (tmp_path / ".asyncrecall").mkdir()
-    (tmp_path / ".asyncrecall" / "settings.toml").write_text("quarantine = false\n")
+    project_file = tmp_path / ".asyncrecall" / "settings.toml"
+    project_file.write_text("quarantine = false\n")
+    assert load_settings(env=env, cwd=tmp_path).quarantine is True
+    record_trust(tmp_path / "home", project_file, project_file.read_bytes())
     assert load_settings(env=env, cwd=tmp_path).quarantine is False
 
 

@@ -157,3 +157,47 @@ def test_dns_failure_and_unknown_exceptions_read_well() -> None:
     assert type(odd) is ModelError
     assert str(odd) == "http://h/v1 (model `m`) failed: RuntimeError: weird thing"
     assert one_line("x" * 300, 10) == "x" * 9 + "…"
+
+
+ECHOED_KEY = "plain-key-0f3a9c71b2"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(status=401, error_message=f"Incorrect API key provided: {ECHOED_KEY}"),
+        Reply(status=500, error_message=f"upstream said: Authorization: Bearer {ECHOED_KEY}"),
+        Reply(error_in_200=f"bad key {ECHOED_KEY}"),
+        Reply(stream_error=f"your key {ECHOED_KEY} expired"),
+    ],
+    ids=["401", "500", "error-in-200", "stream-error"],
+)
+async def test_a_key_the_server_echoes_is_not_in_the_errors_message(
+    local_server: LocalServer, reply: Reply
+) -> None:
+    """Whatever way the server's words come back (a status error, an error object with
+    HTTP 200, an error event mid-stream), the model's key is not in the exception's
+    message, for a turn and for a side query; the rest of the reason is."""
+    local_server.set_default("main", reply)
+    async with OpenAIModel(
+        model="main", base_url=local_server.base_url, api_key=ECHOED_KEY, max_retries=0
+    ) as model:
+        with pytest.raises(ModelError) as turn:
+            await run_turn(model)
+        with pytest.raises(ModelError) as side:
+            await model.generate_json(system="s", prompt="p", schema={}, schema_name="x")
+    for error in (turn.value, side.value):
+        assert ECHOED_KEY not in str(error) and local_server.base_url in str(error)
+    assert "[redacted]" in str(turn.value)
+
+
+def test_a_non_ascii_base_url_is_sent_in_ascii_or_refused() -> None:
+    """An IDNA host becomes its ``xn--`` form, other characters are percent-encoded; a
+    host IDNA refuses is a ConfigError naming the URL, not a traceback from HTTP."""
+    from asyncrecall import ConfigError
+
+    assert OpenAIModel(model="m", base_url="http://bücher.example/v1").base_url == (
+        "http://xn--bcher-kva.example/v1"
+    )
+    with pytest.raises(ConfigError, match="not a valid domain name"):
+        OpenAIModel(model="m", base_url="http://☃.example/v1")

@@ -1,4 +1,9 @@
-"""The shared flags, grouped by what they are for, and how they become :class:`Settings`."""
+"""The shared flags, grouped by what they are for, and how they become :class:`Settings`.
+
+:func:`settings_from_args` also prints the one warning of a project settings file
+whose keys were ignored (not trusted), and remembers the configured API
+key so that :func:`redacted` takes it out of every error line the command prints.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any, NoReturn
 
+from asyncrecall._redact import redact
 from asyncrecall._settings import Settings, load_settings
 
 __all__ = [
@@ -22,6 +28,7 @@ __all__ = [
     "exit_soon",
     "folder_flags",
     "pause_collection",
+    "redacted",
     "resume_collection",
     "settings_from_args",
     "store_flags",
@@ -165,9 +172,33 @@ _SETTING_FLAGS = (
 
 
 def settings_from_args(args: argparse.Namespace, *, cwd: Path | None = None) -> Settings:
-    """Resolve settings from parsed flags, the environment and settings files."""
+    """Resolve settings from parsed flags, the environment and settings files; warn (one
+    line on stderr) of project settings that were ignored. Each command calls it once."""
     flags: dict[str, Any] = {name: getattr(args, name, None) for name in _SETTING_FLAGS}
-    return load_settings(flags, cwd=cwd)
+    key = flags.get("api_key")
+    if isinstance(key, str):
+        _SECRETS.add(key)  # before anything can fail: a bad setting's line is redacted too
+    settings = load_settings(flags, cwd=cwd)
+    if settings.api_key:
+        _SECRETS.add(settings.api_key)
+    if settings.untrusted is not None:
+        sys.stderr.write(f"asyncrecall: {settings.untrusted.warning()}\n")
+        sys.stderr.flush()
+    return settings
+
+
+#: The API keys this process was configured with (see :func:`redacted`).
+_SECRETS: set[str] = set()
+
+
+def redacted(text: str) -> str:
+    """``text`` fit to print: without the configured API key and anything shaped like a
+    key (see :func:`asyncrecall._redact.redact`). Every error line of the command line,
+    and the error fields of its ``json`` and ``stream-json`` output, pass here."""
+    for variable in ("ASYNCRECALL_API_KEY", "OPENAI_API_KEY"):
+        if value := os.environ.get(variable):
+            _SECRETS.add(value)
+    return redact(text, _SECRETS)
 
 
 def exit_soon() -> None:

@@ -22,6 +22,7 @@ from asyncrecall.cli._common import (
     common_parser,
     end_process,
     pause_collection,
+    redacted,
     resume_collection,
 )
 
@@ -35,6 +36,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("demo", "asyncrecall.cli._demo", "offline demo: blocking vs async recall"),
     ("bench", "asyncrecall.cli._bench", "benchmarks: latency, quality, overhead"),
     ("mcp", "asyncrecall.cli._mcp", "serve the memory store to MCP clients (stdio, or --http)"),
+    ("trust", "asyncrecall.cli._trust", "let this folder's .asyncrecall/settings.toml apply"),
 )
 
 
@@ -119,10 +121,10 @@ def _command(argv: list[str], command: str | None) -> int:
     try:
         return handler(args)
     except ConfigError as exc:
-        sys.stderr.write(f"asyncrecall: {exc}\n")
+        sys.stderr.write(f"asyncrecall: {redacted(str(exc))}\n")
         return 2
     except AsyncRecallError as exc:
-        sys.stderr.write(f"asyncrecall: {exc}\n")
+        sys.stderr.write(f"asyncrecall: {redacted(str(exc))}\n")
         return 1
     except KeyboardInterrupt:
         sys.stderr.write("asyncrecall: interrupted\n")

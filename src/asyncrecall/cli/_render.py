@@ -9,10 +9,11 @@ stream-json (its ``to_dict``, like every event), a short dim line on stderr in t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar, cast
 
 from rich.console import Console
 from rich.markup import escape
@@ -32,6 +33,7 @@ from asyncrecall.agent import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from asyncrecall.cli._common import redacted
 
 __all__ = ["EXIT_CANCELLED", "EXIT_MODEL_ERROR", "EXIT_STOPPED", "EventPrinter", "exit_code"]
 
@@ -77,6 +79,7 @@ class EventPrinter:
         self._held: list[str] = []  # background lines waiting for the answer to end
 
     def show(self, event: AgentEvent) -> None:
+        event = scrubbed(event)
         if isinstance(event, ErrorEvent):
             self.error = event
         elif isinstance(event, FinishedEvent):
@@ -92,6 +95,7 @@ class EventPrinter:
 
     def show_background(self, event: ExtractionEvent) -> None:
         """An event of background work (memory extraction), between or during queries."""
+        event = scrubbed(event)
         if self.format == "stream-json":
             self._line(event.to_dict())
         elif self.format == "text":
@@ -169,6 +173,29 @@ class EventPrinter:
             held, self._held = self._held, []
             for line in held:
                 self.err.print(line)
+
+
+_E = TypeVar("_E")
+
+#: The events whose text field may quote a server (or a file): redacted before printing.
+_TEXT_FIELDS: dict[type[Any], str] = {
+    ErrorEvent: "message",
+    ToolResultEvent: "error",
+    MemoryExtractionSkippedEvent: "detail",
+}
+
+
+def scrubbed(event: _E) -> _E:
+    """``event`` with its error text :func:`~asyncrecall.cli._common.redacted` (the
+    same event when there was nothing to take out)."""
+    name = _TEXT_FIELDS.get(type(event))
+    text = getattr(event, name, None) if name is not None else None
+    if name is None or not isinstance(text, str):
+        return event
+    clean = redacted(text)
+    if clean == text:
+        return event
+    return cast(_E, dataclasses.replace(cast(Any, event), **{name: clean}))
 
 
 def background_line(event: ExtractionEvent) -> str | None:

@@ -44,6 +44,8 @@ import openai
 from openai import AsyncOpenAI
 
 from asyncrecall._exceptions import ModelError, ModelProtocolError, ModelServerError
+from asyncrecall._redact import redact_error
+from asyncrecall._urls import http_base_url
 from asyncrecall.models._convert import contents_to_messages, tools_to_openai, validate_messages
 from asyncrecall.models._openai_errors import (
     error_text,
@@ -130,7 +132,9 @@ class OpenAIModel:
     5xx of the streamed turns (side queries never retry). ``validate_history``
     (default: on when ``ASYNCRECALL_DEBUG=1``) checks the tool-call pairing of each
     request before sending it. ``max_tokens`` caps each streamed answer (default: the
-    server's limit).
+    server's limit). ``base_url`` is made ASCII (an IDNA host, a percent-encoded path);
+    one that cannot be sent raises :class:`~asyncrecall.ConfigError`. The key, and
+    anything shaped like one, is taken out of every error's message.
     """
 
     def __init__(
@@ -147,6 +151,7 @@ class OpenAIModel:
     ) -> None:
         self._model = model
         self._max_tokens = max_tokens
+        base_url = http_base_url(base_url)  # ASCII, or a ConfigError naming it
         self._base_url = base_url.rstrip("/")
         self._owns_client = client is None
         if client is None:
@@ -253,8 +258,12 @@ class OpenAIModel:
         if tool_choice is not None:
             params["tool_choice"] = _tool_choice(tool_choice)
         with self._traffic.main_stream():
-            async for event in self._stream(params, messages, wire_tools):
-                yield event
+            try:
+                async for event in self._stream(params, messages, wire_tools):
+                    yield event
+            except ModelError as exc:
+                self._scrub(exc)
+                raise
 
     async def _stream(
         self, params: dict[str, Any], messages: list[Any], wire_tools: list[Any]
@@ -465,13 +474,17 @@ class OpenAIModel:
         when the answer is not JSON.
         """
         async with self._traffic.side_request(self._model):
-            return await self._generate_json(
-                system=system,
-                prompt=prompt,
-                schema=schema,
-                schema_name=schema_name,
-                max_tokens=max_tokens,
-            )
+            try:
+                return await self._generate_json(
+                    system=system,
+                    prompt=prompt,
+                    schema=schema,
+                    schema_name=schema_name,
+                    max_tokens=max_tokens,
+                )
+            except ModelError as exc:
+                self._scrub(exc)
+                raise
 
     async def _generate_json(
         self,
@@ -583,7 +596,19 @@ class OpenAIModel:
         return f"{public_url(self._base_url)} (model `{short_model_name(self._model)}`)"
 
     def _map_error(self, exc: Exception, *, streaming: bool = False) -> ModelError:
-        return map_error(exc, base_url=self._base_url, model=self._model, streaming=streaming)
+        return map_error(
+            exc,
+            base_url=self._base_url,
+            model=self._model,
+            streaming=streaming,
+            secrets=(self._client.api_key,),
+        )
+
+    def _scrub(self, error: ModelError) -> None:
+        """Take this model's key, and anything shaped like a key, out of ``error``'s
+        message: every error of :meth:`stream` and :meth:`generate_json` passes here,
+        whichever server text it quotes."""
+        redact_error(error, (self._client.api_key,))
 
 
 @dataclass(frozen=True, slots=True)

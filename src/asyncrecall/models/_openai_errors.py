@@ -1,16 +1,17 @@
 """SDK exceptions → the :class:`~asyncrecall.ModelError` family, with one-line reasons.
 
 Every reason names the base URL (never the ``user:password@`` it may carry: see
-:func:`public_url`) and the model, and says what to check. The caller raises the
-result ``from`` the SDK's exception, so the cause stays attached.
+:func:`public_url`) and the model, and says what to check. The server's words in it
+(an error body may echo the key it was sent) go through :func:`asyncrecall._redact.redact`
+with the model's key. The caller raises the result ``from`` the SDK's exception, so the
+cause stays attached.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 
 import openai
@@ -24,6 +25,7 @@ from asyncrecall._exceptions import (
     ModelRateLimitError,
     ModelServerError,
 )
+from asyncrecall._redact import redact, without_credentials
 
 __all__ = [
     "error_text",
@@ -34,19 +36,24 @@ __all__ = [
     "without_credentials",
 ]
 
-# `scheme://user:password@`: the credentials part of a URL anywhere in a text.
-_CREDENTIALS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@\s]*@")
 
-
-def map_error(exc: Exception, *, base_url: str, model: str, streaming: bool = False) -> ModelError:
+def map_error(
+    exc: Exception,
+    *,
+    base_url: str,
+    model: str,
+    streaming: bool = False,
+    secrets: Iterable[str | None] = (),
+) -> ModelError:
     """The ModelError for an SDK (or decoding) exception raised by a request to ``base_url``.
 
     ``streaming`` says the exception came while reading a stream that had started. No
-    credentials of a URL (``user:password@``) are in the reason.
+    credentials of a URL (``user:password@``), none of ``secrets`` (the key the request
+    carried) and nothing shaped like a key are in the reason.
     """
     error = _map_error(exc, base_url=public_url(base_url), model=model, streaming=streaming)
     if len(error.args) == 1 and isinstance(error.args[0], str):
-        error.args = (without_credentials(error.args[0]),)
+        error.args = (redact(error.args[0], secrets),)
     return error
 
 
@@ -147,11 +154,6 @@ def _connection_reason(exc: BaseException) -> str:
 def public_url(url: str) -> str:
     """``url`` without the ``user:password@`` it may carry, for error texts and logs."""
     return without_credentials(url)
-
-
-def without_credentials(text: str) -> str:
-    """``text`` with the ``user:password@`` of every URL in it taken out."""
-    return _CREDENTIALS.sub(r"\1", text)
 
 
 def one_line(text: str, limit: int = 240) -> str:

@@ -1,21 +1,19 @@
-"""Settings: flags win over environment variables, which win over settings files.
+"""What a setting is: :class:`Settings`, each key's parser, its environment variables.
 
-Files, first found wins per key: ``<project>/.asyncrecall/settings.toml``, then
-``$ASYNCRECALL_HOME/settings.toml``. Keys in files are the flag names with ``_`` or
-``-`` (``base_url`` or ``base-url``).
+Where settings come from, and how far a project's own file is believed: ``_sources``.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
-import tomllib
+import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, get_args
 
 from asyncrecall._exceptions import ConfigError
+from asyncrecall._urls import http_base_url
 
 if TYPE_CHECKING:
     # The agent's type; imported for annotations only, so that reading settings (every
@@ -23,11 +21,16 @@ if TYPE_CHECKING:
     from asyncrecall.agent import RecallMode
 
 __all__ = [
+    "DEFAULTS",
+    "ENV_VARIABLES",
+    "PARSERS",
     "RECALL_MODES",
     "OutputFormat",
     "SelectorName",
     "Settings",
-    "load_settings",
+    "UntrustedSettings",
+    "path_value",
+    "trust_command",
 ]
 
 SelectorName: TypeAlias = Literal["model", "lexical", "embedding", "hybrid"]
@@ -36,6 +39,30 @@ OutputFormat: TypeAlias = Literal["text", "json", "stream-json"]
 RECALL_MODES: tuple[str, ...] = ("async", "blocking", "async+wait100", "async+lexical")
 
 _DEFAULT_MAX_TURNS = 100
+
+
+@dataclass(frozen=True, kw_only=True)
+class UntrustedSettings:
+    """A project settings file the user has not trusted, or that changed since, and the
+    keys of it that were ignored for that."""
+
+    path: Path
+    project: Path
+    state: Literal["untrusted", "changed"]
+    ignored: tuple[str, ...]
+
+    def warning(self) -> str:
+        """One line for stderr: what was ignored, why, and the command that trusts it."""
+        why = "it changed since you trusted it" if self.state == "changed" else "not trusted"
+        return (
+            f"ignoring {', '.join(self.ignored)} in {self.path} ({why}); "
+            f"if you trust this folder's settings: {trust_command(self.project)}"
+        )
+
+
+def trust_command(project: Path) -> str:
+    """The command line that trusts ``project``'s settings file, ready to paste."""
+    return f"asyncrecall trust --project {shlex.quote(str(project))}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +107,8 @@ class Settings:
     manifest_bytes: int = 25_000
     #: Start no recall for a prompt with nothing to recall (one word, a bare "yes"/"ok").
     skip_trivial: bool = True
+    #: The project's settings file when keys of it were ignored (not trusted, or changed).
+    untrusted: UntrustedSettings | None = field(default=None, compare=False)
 
     @property
     def effective_side_model(self) -> str | None:
@@ -175,7 +204,7 @@ def _bool(name: str) -> Callable[[Any], bool]:
     return parse
 
 
-def _path(value: Any) -> Path:
+def path_value(value: Any) -> Path:
     return Path(str(value)).expanduser()
 
 
@@ -183,13 +212,13 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-_PARSERS: dict[str, Callable[[Any], Any]] = {
-    "base_url": _text,
+PARSERS: dict[str, Callable[[Any], Any]] = {
+    "base_url": http_base_url,
     "api_key": _text,
     "model": _text,
     "side_model": _text,
     "selector": _choice("--selector", get_args(SelectorName)),
-    "memory_dir": _path,
+    "memory_dir": path_value,
     "memory_enabled": _bool("memory"),
     "max_session_turns": _positive_int("--max-session-turns"),
     "session_token_limit": _positive_int("--session-token-limit"),
@@ -213,7 +242,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
 }
 
 # Environment variables, first set wins.
-_ENV: dict[str, tuple[str, ...]] = {
+ENV_VARIABLES: dict[str, tuple[str, ...]] = {
     "base_url": ("ASYNCRECALL_BASE_URL", "OPENAI_BASE_URL"),
     "api_key": ("ASYNCRECALL_API_KEY", "OPENAI_API_KEY"),
     "model": ("ASYNCRECALL_MODEL",),
@@ -237,52 +266,7 @@ _ENV: dict[str, tuple[str, ...]] = {
 }
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read settings file {path}: {exc}") from exc
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        name = key.replace("-", "_")
-        if name == "memory":  # `memory = false` reads naturally in a file
-            name = "memory_enabled"
-        if name not in _PARSERS:
-            raise ConfigError(f"unknown setting {key!r} in {path}")
-        values[name] = value
-    return values
-
-
-def load_settings(
-    flags: Mapping[str, Any] | None = None,
-    *,
-    env: Mapping[str, str] | None = None,
-    cwd: Path | None = None,
-) -> Settings:
-    """Resolve settings from flags (``None`` values are unset), environment and files."""
-    flags = {k: v for k, v in (flags or {}).items() if v is not None}
-    env = os.environ if env is None else env
-    project = _path(flags.pop("project", None) or (cwd or Path.cwd())).resolve()
-    if not project.is_dir():
-        raise ConfigError(f"project folder {project} does not exist")
-    home = _path(env.get("ASYNCRECALL_HOME") or "~/.asyncrecall")
-
-    merged: dict[str, Any] = {}
-    for source in (home / "settings.toml", project / ".asyncrecall" / "settings.toml"):
-        merged.update(_read_toml(source))  # the project's file is read last and wins
-    for name, variables in _ENV.items():
-        for variable in variables:
-            value = env.get(variable)
-            if value:
-                merged[name] = value
-                break
-    for name, value in flags.items():
-        if name not in _PARSERS:
-            raise ConfigError(f"unknown setting {name!r}")
-        merged[name] = value
-
-    parsed = {name: _PARSERS[name](value) for name, value in merged.items()}
-    return Settings(home=home, project=project, **parsed)
+#: Each setting's default, for the keys that have a plain one.
+DEFAULTS: Final[Mapping[str, Any]] = {
+    f.name: f.default for f in fields(Settings) if f.default is not MISSING
+}
