@@ -456,7 +456,7 @@ class _Refused(Exception):
 def _held_text(docs: Sequence[MemoryDoc]) -> str:
     """Where the held text among ``docs`` (the memories a side model was shown) came
     from: their paths, at most three named (``""``: none is held)."""
-    held = [doc.rel_path for doc in docs if doc.quarantined]
+    held = sorted(doc.rel_path for doc in docs if doc.quarantined)
     if not held:
         return ""
     named = ", ".join(held[:3])
