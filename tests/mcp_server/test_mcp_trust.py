@@ -119,3 +119,16 @@ def test_the_help_says_who_the_client_is(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
     assert "--trust-client" in text and "memory confirm NAME" in text
+
+
+def test_the_servers_description_says_what_becomes_of_a_save(tmp_path: Path) -> None:
+    """The instructions a client gets say, unless the server trusts it, that its saves
+    wait for the user's confirm and never replace a memory the user keeps."""
+    from asyncrecall.mcp_server import memory_server
+    from asyncrecall.memory import LexicalSelector, MemoryManager
+
+    manager = MemoryManager(MemoryStore(tmp_path / "memory"), LexicalSelector())
+    untrusted = memory_server(manager).instructions or ""
+    trusted = memory_server(manager, trust_client=True).instructions or ""
+    assert "asyncrecall memory confirm" in untrusted and "never replaces" in untrusted
+    assert "confirm" not in trusted

@@ -31,12 +31,13 @@ _INSTRUCTIONS: Final = (
     "Long-term memory of this user and project. Call search with the user's request "
     "before answering when earlier sessions may matter (it returns nothing when no "
     "memory is relevant); save what the user asks you to remember or a lasting fact "
-    "you learnt (one memory per topic: saving an existing name replaces it); forget "
+    "you learnt (one memory per topic: saving an existing name updates it); forget "
     "what the user asks you to forget."
 )
 _UNTRUSTED_NOTE: Final = (
     " What you save waits for the user's word (asyncrecall memory confirm) before it "
-    "is recalled, and never replaces a memory the user keeps: it waits beside it."
+    "is recalled, and never replaces a memory the user keeps: it waits beside it. You "
+    "may forget only memories still waiting for the user's word."
 )
 
 MemoryTypeName = Literal["user", "feedback", "project", "reference"]
