@@ -83,3 +83,16 @@ def test_import_quarantines_unless_trusted(cli: Cli, tmp_path: Path) -> None:
     assert fresh.returncode == 0, fresh.stderr
     listed = json.loads(cli("memory", "list", "--json", memory_dir=False).stdout)
     assert [(m["name"], m["quarantined"]) for m in listed] == [("Rule", False)]
+
+
+def test_add_over_a_held_memory_says_it_is_still_held(cli: Cli) -> None:
+    """``memory add`` to the name of a held memory replaces its text, leaves it held
+    (only ``memory confirm`` lifts a hold) and says so."""
+    cli.memory.mkdir(parents=True, exist_ok=True)
+    (cli.memory / "install-rule.md").write_text(HELD)
+    done = cli("memory", "add", "--name", "Install rule", "--type", "feedback",
+               "--content", "Install with make install.")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "still held: `memory confirm Install rule`" in " ".join(done.stdout.split())
+    shown = cli.json("memory", "show", "Install rule")
+    assert (shown["body"], shown["quarantined"]) == ("Install with make install.", True)
