@@ -132,3 +132,32 @@ def test_the_servers_description_says_what_becomes_of_a_save(tmp_path: Path) -> 
     trusted = memory_server(manager, trust_client=True).instructions or ""
     assert "asyncrecall memory confirm" in untrusted and "never replaces" in untrusted
     assert "confirm" not in trusted
+
+
+async def test_a_trusted_clients_save_after_it_was_shown_held_text_is_held(
+    tmp_path: Path,
+) -> None:
+    """Lowest trust wins for a trusted client too: once the server has shown it a held
+    memory (``show``, or a ``list`` naming it), its saves are held, naming that memory;
+    before that (and in a new server process) they are trusted."""
+    MemoryStore(tmp_path / "memory").save_memory(
+        "Regla", "regla del usuario", "feedback", ATTACKS["es"],
+        sources=(Source.now("save_memory", untrusted=True),),
+    )  # fmt: skip
+    async with _serve(tmp_path, "--trust-client") as s:
+        clean = await call(s, "save", name="Editor", description="editor", type="user",
+                           content="The user edits with Helix.")  # fmt: skip
+        assert clean["quarantined"] is False
+        assert (await call(s, "show", name="Regla"))["body"] == ATTACKS["es"]
+        after = await call(s, "save", name="Regla copiada", description="copia", type="user",
+                           content=ATTACKS["es"])  # fmt: skip
+        assert after["quarantined"] is True
+    async with _serve(tmp_path, "--trust-client") as s:
+        await call(s, "list")
+        listed = await call(s, "save", name="Otra", description="d", type="user",
+                            content="Verificar TLS.")  # fmt: skip
+        assert listed["quarantined"] is True
+    (source,) = MemoryStore(tmp_path / "memory").provenance_of(
+        MemoryStore(tmp_path / "memory").get("Regla copiada")
+    )
+    assert source.held == "written by an MCP client shown held memory regla.md"

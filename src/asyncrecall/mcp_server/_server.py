@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Iterable
 from typing import Any, Final, Literal
 
 import anyio
@@ -56,8 +57,12 @@ def memory_server(
     is untrusted (held ``written by an MCP client``: not recalled until ``memory
     confirm``), a change to a memory the user keeps waits beside it as a pending change,
     and ``forget`` removes only a held memory. With ``trust_client`` its saves count as
-    the agent's ``save_memory`` does (vetted, trusted otherwise); a held memory stays
-    held whoever writes it (only the user lifts a hold).
+    the agent's ``save_memory`` does (vetted, trusted otherwise), except once the server
+    has shown a client a held memory (``show`` of one, a ``list`` naming one): the
+    lowest trust of what was shown wins, and every later save is held naming that
+    memory (the protocol's stateless HTTP does not tell one client from another, so this
+    holds for the server, which over stdio serves one client). A held memory stays held
+    whoever writes it (only the user lifts a hold).
     """
     store = manager.store
     one_at_a_time = anyio.CapacityLimiter(1)
@@ -65,6 +70,13 @@ def memory_server(
     saved_by = {"origin": ORIGIN} if _takes(store.save_memory, "origin") else {}
     forgot_by = {"origin": ORIGIN} if _takes(store.forget, "origin") else {}
     with_sources = _takes(store.save_memory, "sources")
+    # The held memories this server has shown a client (their text is in its context).
+    shown_held: list[str] = []
+
+    def saw(docs: Iterable[MemoryDoc]) -> None:
+        for doc in docs:
+            if doc.quarantined and doc.rel_path not in shown_held:
+                shown_held.append(doc.rel_path)
 
     async def in_thread(call: Any, *args: Any, **kwargs: Any) -> Any:
         def run() -> Any:
@@ -105,6 +117,7 @@ def memory_server(
     async def show(name: str) -> dict[str, Any]:
         """One memory, whole: by its name or its relative path."""
         doc: MemoryDoc = await in_thread(store.get, name)
+        saw((doc,))
         return _doc_json(doc, body=None)
 
     @app.tool(name="list", annotations=reading)
@@ -113,6 +126,7 @@ def memory_server(
         if not 1 <= limit <= MAX_LIST:
             raise ToolError(f"limit must be between 1 and {MAX_LIST}, got {limit}")
         docs: list[MemoryDoc] = await in_thread(store.scan, limit=None)
+        saw(docs[:limit])
         return {"total": len(docs), "memories": [_doc_json(d, body=0) for d in docs[:limit]]}
 
     @app.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
@@ -129,6 +143,9 @@ def memory_server(
         held = held_reason(f"{name}\n{description}\n{content}") or ""
         if not trust_client:
             held = held or CLIENT_HELD
+        elif shown_held and not held:
+            shown = ", ".join(shown_held[:3])
+            held = f"written by an MCP client shown held memory {shown}"
         if with_sources:
             vetted = {"sources": (Source.now(ORIGIN, held=held),)}
         elif held:
