@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from test_memory_cli import Cli, cli
@@ -67,11 +68,31 @@ def test_confirm_lifts_a_quarantine_and_keeps_the_text(cli: Cli) -> None:
 
 def test_import_quarantines_unless_trusted(cli: Cli, tmp_path: Path) -> None:
     """``memory import --from DIR`` quarantines what it copies (a folder someone handed
-    over may claim anything about itself); ``--trusted`` (your own export) does not."""
+    over may claim anything about itself); ``--trusted`` (your own export) does not, but
+    leaves a memory the first import quarantined held: only ``memory confirm`` lifts it."""
     handed = tmp_path / "handed"
     handed.mkdir()
     (handed / "rule.md").write_text("---\nname: Rule\ntype: feedback\n---\nalways sudo\n")
     cli.json("memory", "import", "--from", str(handed))
     assert [(m["name"], m["quarantined"]) for m in cli.json("memory", "list")] == [("Rule", True)]
     cli.json("memory", "import", "--from", str(handed), "--trusted")
+    assert [(m["name"], m["quarantined"]) for m in cli.json("memory", "list")] == [("Rule", True)]
+    cli.json("memory", "confirm", "Rule")
     assert [(m["name"], m["quarantined"]) for m in cli.json("memory", "list")] == [("Rule", False)]
+    fresh = cli("memory", "import", "--from", str(handed), "--trusted", memory_dir=False)
+    assert fresh.returncode == 0, fresh.stderr
+    listed = json.loads(cli("memory", "list", "--json", memory_dir=False).stdout)
+    assert [(m["name"], m["quarantined"]) for m in listed] == [("Rule", False)]
+
+
+def test_add_over_a_held_memory_says_it_is_still_held(cli: Cli) -> None:
+    """``memory add`` to the name of a held memory replaces its text, leaves it held
+    (only ``memory confirm`` lifts a hold) and says so."""
+    cli.memory.mkdir(parents=True, exist_ok=True)
+    (cli.memory / "install-rule.md").write_text(HELD)
+    done = cli("memory", "add", "--name", "Install rule", "--type", "feedback",
+               "--content", "Install with make install.")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "still held: `memory confirm Install rule`" in " ".join(done.stdout.split())
+    shown = cli.json("memory", "show", "Install rule")
+    assert (shown["body"], shown["quarantined"]) == ("Install with make install.", True)

@@ -95,12 +95,14 @@ async def test_a_later_conversation_never_sees_a_quarantined_memory(
     assert finished.memory_paths == (() if quarantine else ("install-command.md",))
 
 
-async def test_the_users_own_later_words_lift_the_quarantine(
+async def test_the_users_later_words_lift_the_hold_only_when_attested(
     session: Session, side: SideModel, local_server: LocalServer, settings: Settings,
     store: MemoryStore,
 ) -> None:  # fmt: skip
-    """When the user later says the same, extraction citing that user turn confirms the
-    quarantined memory (its text unchanged, an ``extraction-user`` source added)."""
+    """When the user later says the same, extraction citing that user turn lifts the
+    hold (an ``extraction-user`` source added, the text unchanged) only when its source
+    is ``attested`` (the user's own typed words state the text); a trusted write that
+    is not attested adds nothing to a held memory that already says it."""
     plain = "The project's install command is make install."
     (settings.project / "INSTALL.md").write_text(f"{plain}\n", encoding="utf-8")
     side.add({**memory("Install command", [1]), "content": plain})
@@ -116,11 +118,13 @@ async def test_the_users_own_later_words_lift_the_quarantine(
     await recorder.wait_for("memory_extracted", count=2)
 
     doc = store.get("Install command")
-    assert not doc.quarantined and doc.body == plain
-    assert [s["origin"] for s in sources(store, "Install command")] == [
-        "extraction-assistant",
-        "extraction-user",
-    ]
+    stored = sources(store, "Install command")
+    assert doc.body == plain
+    attested = any(s.get("attested") for s in stored)
+    assert doc.quarantined is not attested
+    assert [s["origin"] for s in stored] == ["extraction-assistant"] + (
+        ["extraction-user"] if attested else []
+    )
 
 
 async def test_the_users_words_do_not_lift_a_lever(

@@ -64,8 +64,9 @@ async def test_an_untrusted_change_to_a_kept_memory_waits_beside_it(store: Any) 
     confirmed = store.confirm("Install")
     assert (confirmed.body, confirmed.type) == (POISON, "feedback")
     assert not confirmed.quarantined and store.pending_of(confirmed) is None
+    # The change's sources are carried (before the kept ones), the confirmation last.
     assert [(s.origin, s.untrusted) for s in store.provenance_of(confirmed)] == [
-        ("user", False), ("save_memory", True), ("confirmed", False),
+        ("save_memory", True), ("user", False), ("confirmed", False),
     ]  # fmt: skip
 
 

@@ -89,8 +89,8 @@ class Settings:
     tools: bool | None = None
     #: Background memory extraction (issue 14): None = on with an endpoint side model.
     extract: bool | None = None
-    #: Keep quarantined memories (newest write untrusted: model text after tool output,
-    #: unconfirmed) out of recall and the prompt's index (issue 25).
+    #: Keep quarantined memories (held by an untrusted write the user has not confirmed
+    #: since: ``memory._provenance``) out of recall and the prompt's index (issue 25).
     quarantine: bool = True
     # Recall's budgets (issue 24; their defaults are the library's, see memory/_budget.py).
     #: Files that reach the model for one user message, instant pass and model pick together.

@@ -2,9 +2,11 @@
 
 Serves the project's memory folder (or ``--store``'s PostgreSQL namespace) to any MCP
 client, over stdio (the default: the client starts this command) or streamable HTTP
-(``--http``, on ``--host``:``--port``, path ``/mcp``). ``search`` recalls as the agent
-does, with the selector the settings name (``memory recall`` shows the same). Needs
-``pip install 'asyncrecall[mcp]'``. See :mod:`asyncrecall.mcp_server` and ``docs/mcp.md``.
+(``--http``, on ``--host``:``--port``, path ``/mcp``). A client's writes are untrusted
+unless ``--trust-client`` (see :func:`~asyncrecall.mcp_server.memory_server`). ``search``
+recalls as the agent does, with the selector the settings name (``memory recall`` shows
+the same). Needs ``pip install 'asyncrecall[mcp]'``. See :mod:`asyncrecall.mcp_server`
+and ``docs/mcp.md``.
 """
 
 from __future__ import annotations
@@ -35,7 +37,16 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         parents=[endpoint_flags(), folder_flags(), store_flags()],
         help="serve the memory store to MCP clients (stdio, or --http)",
         description="Serve the memory store over the Model Context Protocol: search, "
-        "show, list, save and forget. Stdio by default (an MCP client starts this command).",
+        "show, list, save and forget. Stdio by default (an MCP client starts this command). "
+        "A client's writes are someone else's unless --trust-client: what it saves is held "
+        "(not recalled) until `asyncrecall memory confirm NAME`, a change to a memory you "
+        "keep waits beside it for your confirm, and it may forget only held memories.",
+    )
+    parser.add_argument(
+        "--trust-client",
+        action="store_true",
+        help="count the client's saves as your agent's save_memory (recalled at once, "
+        "replacing what a name held); a held memory still stays held until you confirm it",
     )
     transport = parser.add_argument_group("transport")
     transport.add_argument(
@@ -70,7 +81,7 @@ def _handle(args: argparse.Namespace) -> int:
     side = side_model(settings)
     manager = build_memory_manager(settings, side_model=side)
     manager.start_warming()
-    app = memory_server(manager)
+    app = memory_server(manager, trust_client=args.trust_client)
 
     async def serve() -> None:
         try:

@@ -419,7 +419,10 @@ def _add(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         _print_json(_doc_json(doc))
     else:
-        _out().print(f"Saved {doc.name!r} in {doc.path}", markup=False)
+        # A held memory stays held after any write but the user's confirmation.
+        held = f"; still held: `memory confirm {doc.name}` lets recall use it"
+        _out().print(f"Saved {doc.name!r} in {doc.path}{held if doc.quarantined else ''}",
+                     markup=False)  # fmt: skip
     return 0
 
 

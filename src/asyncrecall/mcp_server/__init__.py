@@ -12,6 +12,13 @@ gets the memories asyncrecall's agent recalls, through five tools:
 * ``forget``: remove a memory (its history keeps it: ``asyncrecall memory revert``),
   also recorded with origin ``mcp``.
 
+A client's writes are someone else's unless the server trusts its client
+(``trust_client``, ``asyncrecall mcp --trust-client``): what it saves is untrusted,
+held ``written by an MCP client`` (stored and listed, not recalled until ``memory
+confirm``); a change to a memory the user keeps waits beside it as a pending change
+(``memory show``, ``memory confirm``); it forgets only held memories. A trusted client's
+saves count as the agent's ``save_memory``; a held memory stays held whoever writes it.
+
 ``asyncrecall mcp`` serves the project's memory folder or a PostgreSQL namespace over
 stdio or streamable HTTP (see ``docs/mcp.md``); :func:`memory_server` builds the server
 for an application that runs or mounts it itself. Store calls run in a worker thread,
@@ -22,6 +29,12 @@ server goes on.
 
 from __future__ import annotations
 
-from asyncrecall.mcp_server._server import MAX_LIST, MAX_SEARCH, ORIGIN, memory_server
+from asyncrecall.mcp_server._server import (
+    CLIENT_HELD,
+    MAX_LIST,
+    MAX_SEARCH,
+    ORIGIN,
+    memory_server,
+)
 
-__all__ = ["MAX_LIST", "MAX_SEARCH", "ORIGIN", "memory_server"]
+__all__ = ["CLIENT_HELD", "MAX_LIST", "MAX_SEARCH", "ORIGIN", "memory_server"]

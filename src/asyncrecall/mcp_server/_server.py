@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Iterable
 from typing import Any, Final, Literal
 
 import anyio
@@ -17,10 +18,12 @@ from asyncrecall._exceptions import AsyncRecallError
 from asyncrecall.memory import DEFAULT_LIMIT, MemoryDoc, MemoryManager, Source, held_reason
 from asyncrecall.memory._prompt import BODY_LIMIT
 
-__all__ = ["MAX_LIST", "MAX_SEARCH", "ORIGIN", "memory_server"]
+__all__ = ["CLIENT_HELD", "MAX_LIST", "MAX_SEARCH", "ORIGIN", "memory_server"]
 
 #: The history's ``origin`` of a write made through this server.
 ORIGIN: Final = "mcp"
+#: Why a save by a client the server does not trust is held (its source's ``held``).
+CLIENT_HELD: Final = "written by an MCP client"
 #: At most this many memories per ``search`` and per ``list`` call.
 MAX_SEARCH: Final = 20
 MAX_LIST: Final = 1000
@@ -29,19 +32,37 @@ _INSTRUCTIONS: Final = (
     "Long-term memory of this user and project. Call search with the user's request "
     "before answering when earlier sessions may matter (it returns nothing when no "
     "memory is relevant); save what the user asks you to remember or a lasting fact "
-    "you learnt (one memory per topic: saving an existing name replaces it); forget "
+    "you learnt (one memory per topic: saving an existing name updates it); forget "
     "what the user asks you to forget."
+)
+_UNTRUSTED_NOTE: Final = (
+    " What you save waits for the user's word (asyncrecall memory confirm) before it "
+    "is recalled, and never replaces a memory the user keeps: it waits beside it. You "
+    "may forget only memories still waiting for the user's word."
 )
 
 MemoryTypeName = Literal["user", "feedback", "project", "reference"]
 
 
-def memory_server(manager: MemoryManager, *, name: str = "asyncrecall") -> MCPServer[Any]:
+def memory_server(
+    manager: MemoryManager, *, name: str = "asyncrecall", trust_client: bool = False
+) -> MCPServer[Any]:
     """An MCP server over ``manager``'s store, recalling with ``manager``'s selector.
 
     Run it with ``.run()`` (stdio), ``.run("streamable-http", host=..., port=...)``, or
     mount ``.streamable_http_app()`` in an ASGI application. The caller owns the store
     and closes it after the server has stopped.
+
+    A client's writes are someone else's unless ``trust_client``: what ``save`` writes
+    is untrusted (held ``written by an MCP client``: not recalled until ``memory
+    confirm``), a change to a memory the user keeps waits beside it as a pending change,
+    and ``forget`` removes only a held memory. With ``trust_client`` its saves count as
+    the agent's ``save_memory`` does (vetted, trusted otherwise), except once the server
+    has shown a client a held memory (``show`` of one, a ``list`` naming one): the
+    lowest trust of what was shown wins, and every later save is held naming that
+    memory (the protocol's stateless HTTP does not tell one client from another, so this
+    holds for the server, which over stdio serves one client). A held memory stays held
+    whoever writes it (only the user lifts a hold).
     """
     store = manager.store
     one_at_a_time = anyio.CapacityLimiter(1)
@@ -49,6 +70,13 @@ def memory_server(manager: MemoryManager, *, name: str = "asyncrecall") -> MCPSe
     saved_by = {"origin": ORIGIN} if _takes(store.save_memory, "origin") else {}
     forgot_by = {"origin": ORIGIN} if _takes(store.forget, "origin") else {}
     with_sources = _takes(store.save_memory, "sources")
+    # The held memories this server has shown a client (their text is in its context).
+    shown_held: list[str] = []
+
+    def saw(docs: Iterable[MemoryDoc]) -> None:
+        for doc in docs:
+            if doc.quarantined and doc.rel_path not in shown_held:
+                shown_held.append(doc.rel_path)
 
     async def in_thread(call: Any, *args: Any, **kwargs: Any) -> Any:
         def run() -> Any:
@@ -59,8 +87,9 @@ def memory_server(manager: MemoryManager, *, name: str = "asyncrecall") -> MCPSe
         except AsyncRecallError as exc:
             raise ToolError(str(exc)) from exc
 
+    instructions = _INSTRUCTIONS if trust_client else _INSTRUCTIONS + _UNTRUSTED_NOTE
     app: MCPServer[Any] = MCPServer(
-        name, instructions=_INSTRUCTIONS, version=__version__, log_level="WARNING"
+        name, instructions=instructions, version=__version__, log_level="WARNING"
     )
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -88,6 +117,7 @@ def memory_server(manager: MemoryManager, *, name: str = "asyncrecall") -> MCPSe
     async def show(name: str) -> dict[str, Any]:
         """One memory, whole: by its name or its relative path."""
         doc: MemoryDoc = await in_thread(store.get, name)
+        saw((doc,))
         return _doc_json(doc, body=None)
 
     @app.tool(name="list", annotations=reading)
@@ -96,6 +126,7 @@ def memory_server(manager: MemoryManager, *, name: str = "asyncrecall") -> MCPSe
         if not 1 <= limit <= MAX_LIST:
             raise ToolError(f"limit must be between 1 and {MAX_LIST}, got {limit}")
         docs: list[MemoryDoc] = await in_thread(store.scan, limit=None)
+        saw(docs[:limit])
         return {"total": len(docs), "memories": [_doc_json(d, body=0) for d in docs[:limit]]}
 
     @app.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
@@ -103,23 +134,71 @@ def memory_server(manager: MemoryManager, *, name: str = "asyncrecall") -> MCPSe
         name: str, description: str, type: MemoryTypeName, content: str
     ) -> dict[str, Any]:
         """Create or update the memory called ``name`` (one line ``description``: what it
-        is about; ``type``: user, feedback, project or reference)."""
+        is about; ``type``: user, feedback, project or reference). ``quarantined``: not
+        recalled until the user confirms it; ``pending``: the memory keeps the user's
+        text, this change waits beside it for the user's word."""
         vetted: dict[str, Any] = {}
-        if with_sources:  # a lever for an attacker waits for memory confirm (_vetting)
-            held = held_reason(f"{name}\n{description}\n{content}") or ""
+        # A lever for an attacker waits for memory confirm (_vetting); a client the
+        # server does not trust writes someone else's text.
+        held = held_reason(f"{name}\n{description}\n{content}") or ""
+        if not trust_client:
+            held = held or CLIENT_HELD
+        elif shown_held and not held:
+            shown = ", ".join(shown_held[:3])
+            held = f"written by an MCP client shown held memory {shown}"
+        if with_sources:
             vetted = {"sources": (Source.now(ORIGIN, held=held),)}
+        elif held:
+            raise ToolError(
+                "this store records no provenance, so a write it cannot hold for the "
+                "user's word is refused (serve it with trust_client=True)"
+            )
         doc: MemoryDoc = await in_thread(
             store.save_memory, name, description, type, content, **saved_by, **vetted
         )
-        return {"saved": doc.name, "file": doc.rel_path}
+        pending_of = getattr(store, "pending_of", None)
+        waiting = held and callable(pending_of) and await in_thread(pending_of, doc) is not None
+        return {
+            "saved": doc.name,
+            "file": doc.rel_path,
+            "quarantined": doc.quarantined,
+            "pending": bool(waiting),
+        }
 
     @app.tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
     async def forget(name: str) -> dict[str, Any]:
-        """Remove the memory with this name or relative path."""
-        doc: MemoryDoc = await in_thread(store.forget, name, **forgot_by)
+        """Remove the memory with this name or relative path (from an untrusted client:
+        only a quarantined one; the user forgets the others)."""
+        if trust_client:
+            doc: MemoryDoc = await in_thread(store.forget, name, **forgot_by)
+        else:
+            doc = await in_thread(_forget_held, store, name, forgot_by)
         return {"forgot": doc.name, "file": doc.rel_path}
 
     return app
+
+
+def _forget_held(store: Any, key: str, forgot_by: dict[str, Any]) -> MemoryDoc:
+    """Forget the memory ``key`` names only while it is held (quarantined): a client the
+    server does not trust never removes a memory recall uses. The removal is
+    conditional on the memory as read where the store takes a condition."""
+    doc: MemoryDoc = store.get(key)
+    if not doc.quarantined:
+        raise ToolError(
+            f"memory {doc.name!r} is one the user keeps: this server does not let its "
+            "client remove it (the user can: asyncrecall memory forget)"
+        )
+    if _takes(store.forget, "expected"):
+        gone: MemoryDoc = store.forget(doc.rel_path, expected=doc, **forgot_by)
+        return gone
+    forget_if = getattr(store, "forget_if", None)
+    if callable(forget_if):
+        removed: MemoryDoc | None = forget_if(doc.name, expected_revision=doc.revision, **forgot_by)
+        if removed is None:
+            raise ToolError(f"memory {doc.name!r} changed while it was forgotten: not removed")
+        return removed
+    gone = store.forget(doc.rel_path, **forgot_by)
+    return gone
 
 
 def _takes(call: Any, keyword: str) -> bool:

@@ -1,7 +1,8 @@
 """An untrusted change to a memory the user keeps waits beside it, the same in every store.
 
 A write whose source is untrusted (model text after tool output, a held user-turn write,
-an untrusted import; see ``_provenance``) would make the memory quarantined. On a new
+an untrusted import, a write by an MCP client the server does not trust, a write made
+from held text; see ``_provenance``) would make the memory quarantined. On a new
 memory that is what happens. On a memory recall uses (the user's own, or confirmed),
 it would take the user's version out of recall and put the untrusted one in its place:
 an attacker could silence what the user kept. So such a write **waits** (:func:`waits`):
@@ -23,8 +24,8 @@ from typing import Any, Final
 from asyncrecall.memory._document import _split, front_matter
 from asyncrecall.memory._provenance import (
     Source,
+    after_write,
     is_quarantined,
-    merge_sources,
     parse_provenance,
     provenance_json,
 )
@@ -67,8 +68,9 @@ class PendingChange:
 def waits(kept: Sequence[Source], added: Sequence[Source]) -> bool:
     """Whether a write adding ``added`` to a memory whose sources are ``kept`` waits as a
     :class:`PendingChange`: the memory is not quarantined (no sources: the user's own)
-    and the write would make it so."""
-    return bool(added) and not is_quarantined(kept) and is_quarantined(merge_sources(kept, added))
+    and the write would make it so (its sources placed as :func:`after_write` places
+    them)."""
+    return bool(added) and not is_quarantined(kept) and is_quarantined(after_write(kept, added))
 
 
 def with_pending(text: str, change: PendingChange) -> str:

@@ -12,19 +12,30 @@ Two records, kept side by side:
   output) with no user turn behind it, or a folder imported without ``--trusted``
   (its claims about itself cannot be checked), or a write the model made from the
   user's turns that the user-turn rule holds for the user's word (``held``: why; see
-  ``_vetting``). A folder keeps it as the
+  ``_vetting``), or a save by an MCP client the server does not trust, or a write made
+  from held text (a consolidation shown a held memory); ``attested``: the user's own
+  typed words state the write's text. A folder keeps it as the
   ``provenance`` front matter key, a database in the row's ``provenance`` column
   (schema version 7). Every write adds its source and keeps the others, so a merge or
   an update keeps every source.
 
 A memory with no provenance (written before it existed, or by hand) is the user's own.
 
-**Quarantine**: a memory is quarantined while its newest source (sources are kept in
-write order) is model text that followed tool output (:func:`is_quarantined`): it is
+**Quarantine**: a memory is held (quarantined) while one of its untrusted sources has
+no lifting source after it, sources in write order (:func:`is_quarantined`): it is
 stored and listed, but recall does not inject it and the system prompt's index leaves
-it out, until the user confirms it (``memory confirm NAME``: a ``confirmed`` source)
-or the user's own later words say the same (an extraction citing a user turn updates
-it). A write that only repeats what a memory says adds no untrusted source to it.
+it out. Only the user lifts a hold (:func:`lifts`): ``memory confirm NAME`` (a
+``confirmed`` source), or a later write whose source is ``attested`` (the user's own
+typed words state its text). Any other later write (a trusted ``save_memory``, an
+extraction, a consolidation, an MCP client's save, an import) leaves it held, whatever
+it says. A write that only repeats what a memory says adds no untrusted source to it.
+
+A write's sources are its own, last, and before it those it carries from what it was
+made of (a merge's memories, an imported copy's claims, a confirmed change's): those
+carried go before the memory's kept sources (:func:`after_write`), so that a
+``confirmed`` source a copy claims never lifts a hold the memory has here. A write made
+from held text is itself untrusted (its ``held`` says where the text came from): the
+lowest trust of what it was made of wins.
 """
 
 from __future__ import annotations
@@ -43,7 +54,9 @@ __all__ = [
     "Origin",
     "Source",
     "SourceOffsets",
+    "after_write",
     "is_quarantined",
+    "lifts",
     "merge_sources",
     "new_source",
     "origin_label",
@@ -186,13 +199,14 @@ def _posix(value: Any) -> float:
 
 
 def merge_sources(*groups: Iterable[Source]) -> tuple[Source, ...]:
-    """Every source of ``groups``, one per (origin, session, untrusted): offsets
-    united, the newest time kept. Order is write order: a source seen again moves to
-    the end (the newest write is last)."""
-    merged: dict[tuple[str, str, bool], Source] = {}
+    """Every source of ``groups``, one per (origin, session, untrusted, attested):
+    offsets united, the newest time kept. Order is write order: a source seen again
+    moves to the end (the newest write is last). ``attested`` is part of the key, so a
+    later write that is not attested never moves an attested one after a hold."""
+    merged: dict[tuple[str, str, bool, bool], Source] = {}
     for group in groups:
         for source in group:
-            key = (source.origin, source.session, source.untrusted)
+            key = (source.origin, source.session, source.untrusted, source.attested)
             known = merged.pop(key, None)
             if known is None:
                 merged[key] = source
@@ -200,17 +214,25 @@ def merge_sources(*groups: Iterable[Source]) -> tuple[Source, ...]:
                 offsets = tuple(sorted(set(known.offsets) | set(source.offsets)))
                 merged[key] = Source(
                     known.origin, max(known.at, source.at), known.session, offsets,
-                    known.untrusted, source.held or known.held,
-                    known.attested or source.attested,
+                    known.untrusted, source.held or known.held, known.attested,
                 )  # fmt: skip
     return tuple(merged.values())
+
+
+def after_write(kept: Sequence[Source], added: Sequence[Source]) -> tuple[Source, ...]:
+    """The sources of a memory whose sources were ``kept`` after a write adding
+    ``added``: the write's own source is the last of ``added``, the ones before it are
+    carried from what it was made of (see the module doc) and go before ``kept``."""
+    if not added:
+        return merge_sources(kept)
+    return merge_sources(added[:-1], kept, added[-1:])
 
 
 def same_keys(a: Sequence[Source], b: Sequence[Source]) -> bool:
     """Whether ``a`` and ``b`` hold the same kinds of source (times and order aside)."""
 
-    def keys(sources: Sequence[Source]) -> set[tuple[str, str, bool, tuple[int, ...]]]:
-        return {(s.origin, s.session, s.untrusted, s.offsets) for s in sources}
+    def keys(sources: Sequence[Source]) -> set[tuple[str, str, bool, bool, tuple[int, ...]]]:
+        return {(s.origin, s.session, s.untrusted, s.attested, s.offsets) for s in sources}
 
     return keys(a) == keys(b)
 
@@ -227,10 +249,23 @@ def provenance_json(sources: Sequence[Source]) -> list[dict[str, Any]]:
     return [source.to_json() for source in sources]
 
 
+def lifts(source: Source) -> bool:
+    """Whether ``source`` is the user's word that lifts a hold written before it: a
+    ``confirmed`` source (``memory confirm``), or an ``attested`` one (the user's own
+    typed words state the write's text)."""
+    return source.trusted and (source.origin == "confirmed" or source.attested)
+
+
 def is_quarantined(sources: Sequence[Source]) -> bool:
-    """Whether a memory with these sources (in write order) is kept out of recall: its
-    newest source is model text that followed tool output (none: the user's own)."""
-    return bool(sources) and not sources[-1].trusted
+    """Whether a memory with these sources (in write order) is held out of recall: one
+    of them is untrusted and no lifting source (:func:`lifts`) comes after it (none:
+    the user's own)."""
+    for source in reversed(sources):
+        if lifts(source):
+            return False
+        if source.untrusted:
+            return True
+    return False
 
 
 def origin_label(sources: Sequence[Source]) -> str:

@@ -14,8 +14,8 @@ query. Its promises:
   (its fallback is offered everything);
 - each body in the block is cut at ``file_lines`` lines and ``file_chars`` characters,
   with a note naming the file (:meth:`MemoryManager.format_block`);
-- excluded paths are never offered to a selector, nor are quarantined memories (their
-  newest write was model text after tool output, unconfirmed) unless the manager's
+- excluded paths are never offered to a selector, nor are quarantined memories (held by
+  an untrusted write the user has not confirmed since: see ``_provenance``) unless the manager's
   ``quarantine`` is off;
 - an :class:`~asyncrecall.memory.InstantSelector` whose ``inline`` is true (the
   lexical one) runs inline, scan included, so the recall completes without ever
@@ -93,8 +93,8 @@ class MemoryManager:
         self.store = store
         self.selector = selector
         self._clock = clock
-        #: Leave quarantined memories out (their newest write was model text after tool
-        #: output, unconfirmed: see ``_provenance``); ``False`` offers every memory.
+        #: Leave quarantined memories out (held by an untrusted write the user has not
+        #: confirmed since: see ``_provenance``); ``False`` offers every memory.
         self.quarantine = quarantine
         #: What of each body the block holds (the rest: a note names the file).
         self.file_chars = file_chars

@@ -30,9 +30,10 @@ class MemoryDoc:
     contents with the same path, size and ``mtime``: 0 for a file, the row version for
     a database row (a rewrite by another process may keep size and ``mtime``).
     ``origin`` lists where its writes came from (``user`` for a memory without
-    provenance: see :mod:`asyncrecall.memory._provenance`); ``quarantined``: its newest
-    write was model text that followed tool output, so recall leaves it out until it is
-    confirmed (unless quarantine is turned off).
+    provenance: see :mod:`asyncrecall.memory._provenance`); ``quarantined``: it is held
+    by an untrusted write (model text after tool output, an untrusted import, an MCP
+    client's save) that the user has not confirmed since, so recall leaves it out
+    (unless quarantine is turned off).
     """
 
     path: Path

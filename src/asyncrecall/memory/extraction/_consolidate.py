@@ -28,6 +28,13 @@ either old or new and none lost. Every write is in the store's history, so a
 consolidation can be undone. Afterwards a folder's ``MEMORY.md`` is kept within its
 limits (200 lines, 25,000 bytes) by shortening index descriptions if needed.
 
+The lowest trust wins: when the side model was shown a held memory (quarantined, see
+``_provenance``) for a plan, every write of that plan is untrusted, its ``held`` naming
+the held memories shown (a rewrite of a memory recall uses then waits beside it as a
+pending change, ``_pending``; a new or held memory stays held), and no action of it
+removes a memory recall uses (such a delete or merge is skipped, said in ``notes``).
+A plan never lifts a hold.
+
 Automatic runs (:func:`consolidation_gate`: :class:`ConsolidationGate` for a folder,
 ``PostgresConsolidationGate`` for a database) happen when at least 24 hours and 5
 sessions have passed since the last one, one at a time: the folder's gate holds an OS
@@ -366,7 +373,7 @@ def apply_plan(
                         "was justified by the memories as they were"
                     )
                 _apply_action(backend, action, written, removed, write_id)
-            except MemoryConflictError as exc:
+            except (MemoryConflictError, _Refused) as exc:
                 notes.append(f"{action.op} {', '.join(action.paths)} skipped: {exc}")
     trimmed = backend.trim_index()
     return ConsolidationResult(
@@ -399,6 +406,17 @@ def _apply_action(
         now = backend.get(doc.name)
         if now is None or not same_content(now, doc):
             raise MemoryConflictError(f"memory {doc.name!r} changed since the plan was made")
+    held = _held_text(action.snapshot or seen)
+    if held:
+        # The plan was made with held text shown: it never removes a memory the user
+        # keeps (its text would leave recall on the word of that text).
+        removed_now = seen if action.op == "delete" else [d for d in seen if d.name != action.name]
+        used = [doc.name for doc in removed_now if not doc.quarantined]
+        if used:
+            raise _Refused(
+                f"the plan was made with a held memory shown ({held}): "
+                f"memory {used[0]!r}, which recall uses, is not removed"
+            )
     if action.op == "delete":
         gone = backend.forget(
             seen[0].rel_path, expected=seen[0], origin="consolidation", write_id=write_id
@@ -410,10 +428,13 @@ def _apply_action(
     # or in a new file; every other memory of the action is removed after it.
     target = next((doc for doc in seen if doc.name == action.name), None)
     offsets = _merged_offsets(backend, seen)
-    # Every source of every memory merged is kept, and the consolidation's own is as
-    # untrusted as the least trusted of them: a merge never lifts a quarantine.
+    # Every source of every memory merged is carried, and the consolidation's own is as
+    # untrusted as the least trusted memory the side model was shown for this plan (its
+    # cluster, not only the memories written): a plan never lifts a hold, and text a
+    # held memory brought into the prompt keeps its hold in whatever is written.
     kept = merge_sources(*(backend.provenance(doc) for doc in seen))
-    mine = Source.now("consolidation", untrusted=any(doc.quarantined for doc in seen))
+    why = f"planned with held text shown: {held}" if held else ""
+    mine = Source.now("consolidation", held=why)
     doc = backend.save(
         action.name, action.description, action.type, action.content, offsets,
         expected=target, origin="consolidation", sources=(*kept, mine), write_id=write_id,
@@ -425,6 +446,21 @@ def _apply_action(
                 old.rel_path, expected=old, origin="consolidation", write_id=write_id
             )
             removed.append(gone.rel_path)
+
+
+class _Refused(Exception):
+    """An action of a plan made with held text shown would remove a memory recall uses:
+    it is skipped, said in the result's notes."""
+
+
+def _held_text(docs: Sequence[MemoryDoc]) -> str:
+    """Where the held text among ``docs`` (the memories a side model was shown) came
+    from: their paths, at most three named (``""``: none is held)."""
+    held = sorted(doc.rel_path for doc in docs if doc.quarantined)
+    if not held:
+        return ""
+    named = ", ".join(held[:3])
+    return named if len(held) <= 3 else f"{named} and {len(held) - 3} more"
 
 
 def _merged_offsets(backend: ExtractionBackend, docs: Sequence[MemoryDoc]) -> dict[str, list[int]]:

@@ -62,7 +62,7 @@ from asyncrecall.memory._document import FrontMatterError, parse_document, rende
 from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._limits import INDEX_NAME, MAX_FILE_BYTES, inside
 from asyncrecall.memory._precondition import same_content
-from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, Source
+from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, Source, lifts
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
 from asyncrecall.memory._vetting import held_reason
@@ -622,10 +622,13 @@ class MemoryExtractor:
 
     async def _shown(self, turns: Sequence[TranscriptTurn]) -> list[MemoryDoc]:
         """The existing memories the side model is shown (step 3): what recall offers
-        for the turns' words, the user's newest first."""
+        for the turns' words, the user's newest first; never a held one (quarantined,
+        ``_provenance``), whose text would otherwise reach a write trusted or not by the
+        turns alone."""
         said = [t.text for t in reversed(turns) if t.role == "user"]
         query = " ".join(said or [t.text for t in reversed(turns)])
-        return (await self.store.candidates(query))[:_MANIFEST_DOCS]
+        offered = await self.store.candidates(query)
+        return [doc for doc in offered if not doc.quarantined][:_MANIFEST_DOCS]
 
     def _named(self, answer: Any, shown: Sequence[MemoryDoc]) -> list[MemoryDoc]:
         """``shown`` and the memories the answer names by a path or a name that it does
@@ -717,9 +720,9 @@ class MemoryExtractor:
             current = backend.get(entry.name)
             planned = planned_write(entry, current)
             if planned is None:
-                # The memory already says it. The user's own later words saying the same
-                # confirm a quarantined memory: its text is written again with them.
-                if current is None or not current.quarantined or not source.trusted:
+                # The memory already says it. The user's own words stating it (an
+                # attested source) lift a hold: its text is written again with them.
+                if current is None or not current.quarantined or not lifts(source):
                     return None
                 planned = current.description, current.type, current.body
             offsets = {k: set(v) for k, v in entry.source_offsets.items()}

@@ -40,7 +40,9 @@ Stamps = tuple[tuple[str, int], ...]
 
 _DIR: Final = ".cache"
 _NAME: Final = "held-v1.json"
-_FORMAT: Final = "asyncrecall-held"
+#: The format; ``-2``: held by the order of the sources (only the user lifts a hold), so
+#: a record made by the newest source alone is not read.
+_FORMAT: Final = "asyncrecall-held-2"
 #: Folders modified this recently are not recorded (two writes in one tick of the file
 #: system's clock leave one time).
 SETTLE_NS: Final = 2_000_000_000  # FAT keeps times to 2 s

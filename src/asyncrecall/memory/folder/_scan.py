@@ -69,7 +69,9 @@ _MTIME: Final = operator.itemgetter(4)
 _INDEX_DIR: Final = ".cache"
 _INDEX_NAME: Final = "scan-v1.marshal"
 # Version 2: each row also holds the memory's origin and quarantine (issue 25).
-_INDEX_HEADER: Final = ("asyncrecall-scan", 2, marshal.version, sys.version_info[:2])
+# Version 3: quarantine by the order of the sources (only the user lifts a hold), so a
+# row a version-2 reader decided by the newest source alone is parsed again.
+_INDEX_HEADER: Final = ("asyncrecall-scan", 3, marshal.version, sys.version_info[:2])
 
 
 class _Candidate(NamedTuple):

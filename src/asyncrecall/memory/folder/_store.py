@@ -62,8 +62,8 @@ from asyncrecall.memory._provenance import (
     LEGACY_SOURCE,
     PROVENANCE_KEY,
     Source,
+    after_write,
     is_quarantined,
-    merge_sources,
     new_source,
     parse_provenance,
     provenance_json,
@@ -260,14 +260,14 @@ class MemoryStore:
                 self._rewrite_index(rel, index_line(name, rel, existing.description), docs)
                 return self._doc(rel)
             if unchanged:
-                # The memory already says this: model text after tool output adds
-                # nothing to it, and a write is made only for a new trusted source (a
-                # merge's, the user's word lifting a quarantine).
-                added = tuple(s for s in added if s.trusted)
-                new = merge_sources(kept, added)
-                if same_keys(new, kept) and not (added and is_quarantined(kept)):
+                # The memory already says this: an untrusted write adds nothing to it,
+                # and a write is made only for a new kind of source (a merge's) or the
+                # user's word lifting a hold.
+                added = added if added and added[-1].trusted else ()
+                new = after_write(kept, added)
+                if same_keys(new, kept) and is_quarantined(new) == is_quarantined(kept):
                     added, kept = (), ()
-            merged = merge_sources(kept, added)
+            merged = after_write(kept, added)
             extra = {**plain, PROVENANCE_KEY: provenance_json(merged)} if merged else plain
             text = render_document(
                 name=name, description=description, type=kind, body=content, extra=extra

@@ -211,8 +211,9 @@ _SET: Final[LiteralString] = """
         description = %(description)s, type = %(type)s, body = %(body)s, size = %(size)s,
         front_matter = %(extra)s::jsonb, version = m.version + 1,
         provenance = CASE WHEN %(exact)s::boolean THEN %(provenance)s::jsonb
-                          ELSE coalesce(m.provenance, '[{"origin": "user"}]'::jsonb)
-                               || coalesce(%(provenance)s::jsonb, '[]'::jsonb) END,
+                          ELSE coalesce(%(carried)s::jsonb, '[]'::jsonb)
+                               || coalesce(m.provenance, '[{"origin": "user"}]'::jsonb)
+                               || coalesce(%(own)s::jsonb, '[]'::jsonb) END,
         created_at = coalesce(to_timestamp(%(created)s::float8), m.created_at),
         updated_at = coalesce(to_timestamp(%(at)s::float8), clock_timestamp())
 """
@@ -262,11 +263,12 @@ DELETE_SQL: Final[LiteralString] = """
 DELETE FROM asyncrecall_memories WHERE namespace = %(ns)s AND name = %(name)s
 """
 
-# The newest source of a row is the last one appended: quarantined when it is model
-# text after tool output (``memory._provenance.is_quarantined``).
+# The rows with an untrusted source: held or not is then decided by
+# ``memory._provenance.is_quarantined`` on their sources in write order, the one rule
+# every store and every reader applies.
 QUARANTINED_SQL: Final[LiteralString] = """
-SELECT rel_path FROM asyncrecall_memories
-WHERE namespace = %(ns)s AND provenance -> -1 ->> 'untrusted' = 'true'
+SELECT rel_path, provenance FROM asyncrecall_memories
+WHERE namespace = %(ns)s AND provenance @> '[{"untrusted": true}]'::jsonb
 """
 
 PENDING_SQL: Final[LiteralString] = """

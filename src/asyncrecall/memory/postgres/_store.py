@@ -88,6 +88,7 @@ from asyncrecall.memory._provenance import (
     LEGACY_SOURCE,
     SOURCE_OFFSETS_KEY,
     Source,
+    is_quarantined,
     new_source,
     parse_provenance,
 )
@@ -922,7 +923,7 @@ class PostgresMemoryStore:
         except (PoolTimeout, psycopg.Error, ConfigError) as exc:
             self._outage(exc)
             return set()
-        return {str(rel) for (rel,) in rows}
+        return {str(rel) for rel, sources in rows if is_quarantined(parse_provenance(sources))}
 
     def confirm(self, name_or_rel_path: str) -> MemoryDoc:
         """The user's word for a memory: a ``confirmed`` source is appended to its

@@ -81,8 +81,10 @@ def save_row(
 
     ``extra`` is the folder's: front matter keys beyond name, description and type.
     Its ``source_offsets`` (provenance) goes to ``asyncrecall_sources``, the other keys
-    to the row's ``front_matter``. ``sources``, with those of a ``provenance`` key of
-    ``extra`` (an import's), are appended to the row's ``provenance``; ``exact`` (a
+    to the row's ``front_matter``. ``sources`` (the write's own last), with those of a
+    ``provenance`` key of ``extra`` (an import's), are added to the row's ``provenance``
+    as ``after_write`` places them (those carried before the row's, the write's own
+    after); ``exact`` (a
     revert): they replace it, so a version comes back with the provenance it had.
     """
     name, description, kind = checked_fields(name, description, type)
@@ -91,7 +93,10 @@ def save_row(
     check_text(f"memory {name!r}", content)
     body = content.strip("\n")
     keys = {k: v for k, v in (extra or {}).items() if k not in _STANDARD_KEYS}
-    carried = merge_sources(parse_provenance(keys.pop(PROVENANCE_KEY, None)), sources)
+    # The write's own source is the last of ``sources``; the ones before it, with an
+    # import's ``provenance`` key, are carried and go before the row's (``after_write``).
+    own = tuple(sources[-1:])
+    carried = merge_sources(parse_provenance(keys.pop(PROVENANCE_KEY, None)), sources[:-1])
     text = render_document(name=name, description=description, type=kind, body=body, extra=keys)
     size = len(text.encode("utf-8"))
     if size > MAX_FILE_BYTES:
@@ -118,7 +123,11 @@ def save_row(
         "created": created_at,
         "extra": Jsonb(_json_value(name, keys)) if keys else None,
         "sources": cited,
-        "provenance": Jsonb(provenance_json(carried)) if carried else None,
+        "provenance": Jsonb(provenance_json(merge_sources(carried, own)))
+        if carried or own
+        else None,
+        "carried": Jsonb(provenance_json(carried)) if carried else None,
+        "own": Jsonb(provenance_json(own)) if own else None,
         "exact": exact,
     }
 
