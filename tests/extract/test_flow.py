@@ -6,6 +6,8 @@ language; a fact the user states in their own words is kept trusted. The cases a
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +18,7 @@ from asyncrecall.memory import MemoryStore
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import LocalServer, Reply
 
-from .conftest import SideModel
+from .conftest import SideModel, wait_until_handed_off_work_is_done
 from .flow_cases import CARRIED, PLANTED, STATED, Carried, Planted, Stated
 from .test_provenance import _ask as ask_and_extract
 from .test_provenance import sources
@@ -168,3 +170,26 @@ async def test_a_fact_in_the_users_own_words_is_attested(
     assert sources(store, "Tests")[-1].get("attested") is True
     assert not sources(store, "Guess")[-1].get("attested")
     assert not store.get("Guess").quarantined
+
+
+def test_run_hands_the_sessions_outside_text_to_the_worker(
+    local_server: LocalServer, side: SideModel, tmp_path: Path, memory_dir: Path
+) -> None:
+    """``run`` hands its extraction to a detached worker: the hand-off carries what the
+    model was shown (the file it read), so the worker's extraction, citing the user's
+    request and the answer that quoted the file, holds the memory as the session would."""
+    from .test_handoff import cli
+
+    case = PLANTED[1]
+    (tmp_path / "project").mkdir(parents=True)
+    (tmp_path / "project" / "notes.md").write_text(case.file, encoding="utf-8")
+    held = threading.Event()  # the worker, not run, gets the extraction's answer
+    side.add(_proposal(case.name, case.content, [0, 1]), gate=held)
+    local_server.script("main", _read("notes.md"), case.answer)
+
+    done = cli(local_server, tmp_path, "run", case.ask)
+    assert done.returncode == 0, done.stderr
+    held.set()
+    wait_until_handed_off_work_is_done(memory_dir)
+    store = MemoryStore(memory_dir)
+    assert "read_file(notes.md)" in _held(store, case.name)["held"]

@@ -4,6 +4,9 @@ user's own words. No I/O."""
 
 from __future__ import annotations
 
+import sys
+import unicodedata
+
 import pytest
 
 from asyncrecall.memory import ForeignText, held_reason, vet
@@ -28,6 +31,13 @@ def test_units_are_language_independent() -> None:
     assert units("pass\u200bword") == ["password"]
     assert units("नमस्ते दुनिया") == ["नमस्ते", "दुनिया"]
     assert fold("Straße") == "strasse"
+
+
+def test_fold_drops_every_format_character() -> None:
+    """Every character of Unicode's category Cf (zero-width, bidi, tag, ...) known to
+    this Python is dropped by :func:`fold`."""
+    formats = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    assert fold("a" + "".join(formats) + "b") == "ab"
 
 
 @pytest.mark.parametrize(
