@@ -115,7 +115,7 @@ def test_common_words_of_a_long_text_are_not_evidence() -> None:
     user's words, phrased by the model with such words, is not derived from it."""
     page = ForeignText(
         "read_file(docs.md)",
-        "The user can configure the editor. The user sets the time zone in the settings. " * 300,
+        "The user uses the editor of their choice. Their settings name the user's editor. " * 300,
     )
     found = attribute(
         "Editor\nThe user's editor\nThe user uses Helix as their editor.",
