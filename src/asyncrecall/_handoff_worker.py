@@ -232,7 +232,13 @@ async def _run_one(
         for round_ in range(_GIVE_WAY_ROUNDS):
             try:
                 with background_requests():  # it waits while main turns of ours stream
-                    await extractor.extract(handoff.session_id, handoff.turns, end=handoff.end)
+                    await extractor.extract(
+                        handoff.session_id,
+                        handoff.turns,
+                        end=handoff.end,
+                        foreign=handoff.foreign,
+                        partial=handoff.partial,
+                    )
                 break
             except AsyncRecallError as exc:
                 if not is_preempted(exc) or round_ == _GIVE_WAY_ROUNDS - 1:

@@ -98,7 +98,19 @@ class Agent:
         self.client = client
         self.tools = tools
         self.max_turns = max_turns
-        self.extraction: ExtractionScheduler | None = None  # issue 14: set by open_session
+        self._extraction: ExtractionScheduler | None = None
+
+    @property
+    def extraction(self) -> ExtractionScheduler | None:
+        """The session's background extraction (set by ``open_session``); it vets its
+        writes against the same record of outside text as the tools."""
+        return self._extraction
+
+    @extraction.setter
+    def extraction(self, scheduler: ExtractionScheduler | None) -> None:
+        if scheduler is not None:
+            scheduler.taint = self.tools.taint
+        self._extraction = scheduler
 
     async def run_query(
         self, text: str, *, cancel: CancelSignal | None = None, prompt_id: str | None = None
@@ -118,6 +130,8 @@ class Agent:
         unsent: list[FunctionResponse] = []
         after_tools = False  # tools have returned output in this query
         watch = self.extraction.watch(text) if self.extraction is not None else None  # issue 14
+        taint = self.tools.taint  # what the model is shown that the user did not type
+        taint.user_turn(text)
         try:
             while True:
                 calls: list[FunctionCall] = []
@@ -138,6 +152,7 @@ class Agent:
                             calls.append(FunctionCall(event.id, event.name, event.args))
                         elif isinstance(event, MemoryInjectedEvent):
                             memory_paths.extend(event.paths)
+                            taint.recalled(event.paths)
                         elif isinstance(event, RequestRetriedEvent):
                             del answer[before:]
                         elif event.terminal:
@@ -190,6 +205,7 @@ class Agent:
             text="".join(answer),
             memory_paths=tuple(memory_paths),
         )
+        taint.answer(done.text)
         if watch is not None:  # issue 14: a completed query schedules extraction
             watch.see(done)
         yield done

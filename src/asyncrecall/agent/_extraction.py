@@ -23,6 +23,12 @@ part in a background task. Its promises:
   extraction finish for at most ``drain_timeout`` (default 2 s);
 - errors never reach the user's query: they are logged as warnings on
   ``asyncrecall.agent`` and reported as ``memory_extraction_skipped`` (reason ``error``);
+- every write is vetted against the session's record of outside text (``taint``,
+  shared with the tools: tool output, answers written after it, pasted parts of user
+  turns), for the whole session, not only the query: an answer citing a tool's text
+  does not make it the user's, even when the user's request is cited too; an answer
+  written after any tool output of the session counts as written after tool output.
+  A hand-off carries that record to the worker;
 - on the embedded model (``--extract`` forces it there) extraction's side query holds
   the one engine only until a main turn asks for it: it gives way at once (between
   tokens, or inside its prompt), reported as reason ``preempted``; the cursor has not
@@ -51,7 +57,16 @@ from asyncrecall.agent._extraction_events import (
     MemoryExtractionStartedEvent,
 )
 from asyncrecall.agent._handoff import Handoff
-from asyncrecall.memory import MemoryExtractor, TranscriptTurn, consolidate
+from asyncrecall.agent._untrusted import SessionTaint
+from asyncrecall.memory import (
+    Fingerprint,
+    ForeignText,
+    MemoryDoc,
+    MemoryExtractor,
+    MemoryStoreProtocol,
+    TranscriptTurn,
+    consolidate,
+)
 from asyncrecall.memory.extraction._consolidate import Gate
 from asyncrecall.models import Model
 from asyncrecall.models._traffic import SideRequestYielded, background_requests
@@ -99,8 +114,10 @@ class QueryWatch:
         elif isinstance(event, ToolResultEvent):
             self._tools = True  # the answer may repeat what the tool returned
         elif isinstance(event, FinishedEvent) and event.reason == "stop":
+            taint = self._scheduler.taint
+            seen = self._tools or (taint is not None and taint.tool_output_seen)
             self._scheduler.query_completed(
-                self._text, event.text, saved_memory=self._saved, after_tools=self._tools
+                self._text, event.text, saved_memory=self._saved, after_tools=seen
             )
 
 
@@ -132,6 +149,9 @@ class ExtractionScheduler:
         self.session_id = session_id or f"s-{uuid.uuid4().hex}"
         self.drain_timeout = drain_timeout
         self.transcript: list[TranscriptTurn] = []
+        #: What the session's model was shown that the user did not type (the agent
+        #: sets it to its tools' record); writes are vetted against it.
+        self.taint: SessionTaint | None = None
         self._covered: set[int] = set()
         # The end of the newest request, and of the newest extraction that ended other
         # than cancelled: what lies between is owed (handed on at exit).
@@ -188,8 +208,9 @@ class ExtractionScheduler:
         self, user_text: str, answer: str, *, saved_memory: bool, after_tools: bool = False
     ) -> None:
         """Record a completed query's turns and schedule an extraction (or skip it).
-        ``after_tools``: tools returned output during the query, so its answer may
-        repeat content the user never said (its memories' provenance says so)."""
+        ``after_tools``: tools had returned output in the session by the end of the
+        query, so its answer may repeat content the user never said (its memories'
+        provenance says so)."""
         base = self.transcript[-1].offset + 1 if self.transcript else 0
         self.transcript.append(TranscriptTurn(base, "user", user_text))
         self.transcript.append(TranscriptTurn(base + 1, "assistant", answer, after_tools))
@@ -237,7 +258,29 @@ class ExtractionScheduler:
         turns = tuple(t for t in self.transcript if t.offset not in self._covered)
         if not any(t.offset >= self._attempted_to for t in turns):
             return None  # only turns save_memory covered: nothing to ask anyone
-        return Handoff(self.session_id, self._requested_to, turns, noted=self._session_noted)
+        foreign, partial = self._foreign_text()
+        return Handoff(
+            self.session_id, self._requested_to, turns, noted=self._session_noted,
+            foreign=foreign, partial=partial,
+        )  # fmt: skip
+
+    def _foreign_text(self) -> tuple[tuple[ForeignText, ...], bool]:
+        """The session's outside text (held recalled memories included) for a hand-off,
+        and whether some of it was dropped."""
+        taint = self.taint
+        if taint is None:
+            return (), False
+        store = self.extractor.store
+        held = taint.held_recalled(lambda rel: _lookup(store, rel))
+        return (*taint.foreign(), *held), taint.partial
+
+    def _fingerprints(self) -> tuple[tuple[Fingerprint, ...], bool]:
+        """:meth:`_foreign_text` as fingerprints (each built once per session)."""
+        taint = self.taint
+        if taint is None:
+            return (), False
+        store = self.extractor.store
+        return tuple(taint.fingerprints(lambda rel: _lookup(store, rel))), taint.partial
 
     async def aclose(self, *, drain: float | None = None) -> None:
         """End the scheduler; no new requests.
@@ -278,8 +321,11 @@ class ExtractionScheduler:
                 turns = [t for t in self.transcript if t.offset not in self._covered]
                 self._emit(MemoryExtractionStartedEvent(session_id=self.session_id, end=end))
                 try:
+                    foreign, partial = await asyncio.to_thread(self._fingerprints)
                     with background_requests():  # never over a main turn (issue 20)
-                        result = await self.extractor.extract(self.session_id, turns, end=end)
+                        result = await self.extractor.extract(
+                            self.session_id, turns, end=end, foreign=foreign, partial=partial
+                        )
                 except asyncio.CancelledError:
                     self._emit(
                         MemoryExtractionSkippedEvent(
@@ -376,6 +422,14 @@ async def maybe_consolidate(
         logger.warning("memory consolidation failed: %s", exc)
     finally:
         await asyncio.to_thread(gate.release, completed=completed)
+
+
+def _lookup(store: MemoryStoreProtocol, rel_path: str) -> MemoryDoc | None:
+    """A recalled memory as it is now (``None``: gone or unreadable)."""
+    try:
+        return store.get(rel_path)
+    except (AsyncRecallError, OSError, KeyError, ValueError):
+        return None
 
 
 def is_preempted(error: BaseException) -> bool:

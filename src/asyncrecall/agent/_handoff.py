@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from asyncrecall import _platform
-from asyncrecall.memory import MemoryExtractor, TranscriptTurn
+from asyncrecall.memory import ForeignText, MemoryExtractor, TranscriptTurn
 
 __all__ = [
     "HANDOFF_SUPPORTED",
@@ -71,7 +71,9 @@ _CLAIM_RETRY_S: Final = 0.02
 class Handoff:
     """One session's extraction left to do: ``turns`` (unprocessed, in order) up to
     ``end``; ``noted``: the session was already counted for consolidation;
-    ``attempts``: extractions of it that failed (a worker that died is not one)."""
+    ``attempts``: extractions of it that failed (a worker that died is not one);
+    ``foreign``: the text the session's model was shown that the user did not type
+    (its writes are vetted against it), ``partial``: some of it was not kept."""
 
     session_id: str
     end: int
@@ -79,6 +81,8 @@ class Handoff:
     noted: bool = False
     created_at: float = 0.0
     attempts: int = 0
+    foreign: tuple[ForeignText, ...] = ()
+    partial: bool = False
 
     def with_attempts(self, attempts: int) -> Handoff:
         return replace(self, attempts=attempts)
@@ -95,6 +99,8 @@ class Handoff:
                 {"offset": t.offset, "role": t.role, "text": t.text, "after_tools": t.after_tools}
                 for t in self.turns
             ],
+            "foreign": [{"label": f.label, "text": f.text} for f in self.foreign],
+            "partial": self.partial,
         }
 
     @classmethod
@@ -112,6 +118,11 @@ class Handoff:
                     raw["offset"], role, str(raw.get("text", "")), raw.get("after_tools") is True
                 )
             )
+        foreign = []
+        for raw in data.get("foreign") or ():
+            if not isinstance(raw, dict) or not isinstance(raw.get("text"), str):
+                raise ValueError(f"bad outside text {raw!r:.80}")
+            foreign.append(ForeignText(str(raw.get("label") or "outside text"), raw["text"]))
         session, end = data.get("session"), data.get("end")
         if not isinstance(session, str) or not isinstance(end, int):
             raise ValueError("a hand-off needs a session and an end")
@@ -122,6 +133,8 @@ class Handoff:
             noted=bool(data.get("noted")),
             created_at=float(data.get("created_at") or 0.0),
             attempts=int(data.get("attempts") or 0),
+            foreign=tuple(foreign),
+            partial=data.get("partial") is True,
         )
 
 

@@ -3,7 +3,9 @@
 ``read_file``, ``list_directory``, ``glob`` and ``grep_search`` are read-only and
 confined to the project root: a path that leaves it (through ``..`` or a link) gets
 an error result the model can read, never an exception. ``save_memory`` writes a
-topic file and its index line in the memory folder.
+topic file and its index line in the memory folder, vetted against where its text came
+from (:class:`~asyncrecall.agent._untrusted.SessionTaint`: every tool output of the
+session is recorded there).
 
 Arguments the model got wrong (not a JSON object, a wrong type, a missing key) are an
 error result too, never an exception. The caller's cancel reaches running tools: a
@@ -24,7 +26,8 @@ from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import AsyncRecallError, ToolError
-from asyncrecall.memory import MemoryStoreProtocol, Source, held_reason
+from asyncrecall.agent._untrusted import SessionTaint
+from asyncrecall.memory import MemoryDoc, MemoryStoreProtocol, Source
 from asyncrecall.models import FunctionCall, FunctionResponse, ToolSpec
 
 __all__ = ["ToolOutcome", "ToolRegistry"]
@@ -127,14 +130,20 @@ class ToolRegistry:
     """The project's tools; :meth:`execute` runs a model turn's calls."""
 
     def __init__(
-        self, project_root: Path, *, memory_store: MemoryStoreProtocol | None = None
+        self,
+        project_root: Path,
+        *,
+        memory_store: MemoryStoreProtocol | None = None,
+        taint: SessionTaint | None = None,
     ) -> None:
         self.root = project_root.resolve()
         self._memory = memory_store
+        #: What this session's model was shown that the user did not type.
+        self.taint = taint if taint is not None else SessionTaint()
         # The provenance of save_memory's writes, if the store records one (both ours do).
         self._records_sources = _takes(memory_store, "sources")
         self._after_tools = False
-        self._said = ""  # the user query whose calls run now (issue 25: vetting)
+        self._said = ""  # the user query whose calls run now
         tools = [
             _Tool(
                 ToolSpec(
@@ -220,8 +229,11 @@ class ToolRegistry:
         their next check, and a write that started finishes (it is atomic); every
         outcome says which happened. ``after_tools``: tools already returned output in
         this user query, so a ``save_memory`` now may hold what they returned (its
-        memory's provenance says so, and quarantine applies). ``said``: the user's query,
-        which a ``save_memory`` is vetted against (``memory._vetting``).
+        memory's provenance says so, and quarantine applies, unless the user's own words
+        state it). ``said``: the user's query, which a ``save_memory`` is vetted against
+        with the rest of the session (:meth:`SessionTaint.vet`). What the calls returned
+        is recorded in :attr:`taint` once they all ran (a write among them was asked for
+        before the model saw it).
         """
         cancel = cancel if cancel is not None else CancelSignal()
         self._after_tools, self._said = after_tools, said
@@ -232,7 +244,13 @@ class ToolRegistry:
         for i, call in enumerate(calls):
             if i not in outcomes:
                 outcomes[i] = await self._run_one(call, cancel)
-        return [outcomes[i] for i in range(len(calls))]
+        done = [outcomes[i] for i in range(len(calls))]
+        for outcome in done:
+            if outcome.ok and outcome.call.name != "save_memory":
+                self.taint.tool_output(
+                    outcome.call.name, outcome.call.args, outcome.response.response
+                )
+        return done
 
     def _is_read_only(self, call: FunctionCall) -> bool:
         tool = self._tools.get(call.name)
@@ -381,8 +399,14 @@ class ToolRegistry:
         provenance: dict[str, Any] = {}
         if self._records_sources:
             text = "\n".join(str(values[k]) for k in ("name", "description", "content"))
-            held = held_reason(text, said=[self._said] if self._said else ()) or ""
-            source = Source.now("save_memory", untrusted=self._after_tools, held=held)
+            said = [self._said] if self._said else []
+            verdict = self.taint.vet(text, said=said, lookup=self._lookup)
+            source = Source.now(
+                "save_memory",
+                untrusted=self._after_tools and not verdict.attested,
+                held=verdict.held,
+                attested=verdict.attested,
+            )
             provenance = {"origin": "save_memory", "sources": (source,)}
         doc = self._memory.save_memory(
             str(values["name"]),
@@ -392,6 +416,15 @@ class ToolRegistry:
             **provenance,
         )
         return {"saved": doc.rel_path}
+
+    def _lookup(self, rel_path: str) -> MemoryDoc | None:
+        """A recalled memory as it is now (``None``: gone, or unreadable)."""
+        if self._memory is None:  # pragma: no cover - only asked with a store
+            return None
+        try:
+            return self._memory.get(rel_path)
+        except (AsyncRecallError, OSError, KeyError, ValueError):
+            return None
 
 
 def _takes(store: MemoryStoreProtocol | None, keyword: str) -> bool:

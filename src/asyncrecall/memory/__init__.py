@@ -11,6 +11,7 @@ puts in front of the main model (:func:`format_memory_block`).
 
 from __future__ import annotations
 
+from asyncrecall.memory._attribution import Fingerprint, ForeignText
 from asyncrecall.memory._budget import (
     FILE_CHARS,
     FILE_LINES,
@@ -45,7 +46,7 @@ from asyncrecall.memory._types import (
     MemoryType,
     RecallResult,
 )
-from asyncrecall.memory._vetting import held_reason
+from asyncrecall.memory._vetting import Verdict, held_reason, vet
 from asyncrecall.memory.extraction._consolidate import ConsolidationResult, consolidate
 from asyncrecall.memory.extraction._extract import (  # issue 14
     ExtractionResult,
@@ -84,6 +85,8 @@ __all__ = [
     "ConsolidationResult",
     "EmbeddingSelector",
     "ExtractionResult",
+    "Fingerprint",
+    "ForeignText",
     "HybridSelector",
     "InstantSelector",
     "LexicalSelector",
@@ -101,6 +104,7 @@ __all__ = [
     "Selector",
     "Source",
     "TranscriptTurn",
+    "Verdict",
     "canonical_project_root",
     "consolidate",
     "embedding_available",
@@ -115,6 +119,7 @@ __all__ = [
     "resolve_memory_dir",
     "safe_file_stem",
     "validate_selection",
+    "vet",
 ]
 
 

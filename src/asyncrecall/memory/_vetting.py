@@ -1,49 +1,62 @@
-"""Which memories the model writes from the user's turns wait for the user's word.
+"""Which memories the model writes wait for the user's word.
 
 Provenance (``_provenance``) quarantines what the model wrote after tool output. The
 user's own turns can carry an attack too: a "summarise with AI" link opens the agent
-with a prompt someone else wrote ("... and remember that ..."), a user pastes a page
-or an e-mail that asks to be remembered, and a shared agent takes indications from
-whoever types (MINJA). Extraction citing such a turn, or the agent's ``save_memory``
-in such a query, would store the text as the user's own.
+with a prompt someone else wrote ("... and remember that ..."), a user pastes a page,
+an e-mail or another agent's message that asks to be remembered, and a shared agent
+takes indications from whoever types (MINJA). And text the agent read earlier in the
+session (a file, a command's output) can come back in a later write.
 
-**The rule** (:func:`held_reason`): a memory the *model* writes (extraction, the
-``save_memory`` tool) is marked untrusted, so quarantined until ``memory confirm``,
-when either
+**The rule** (:func:`vet`): a memory the *model* writes (extraction, the
+``save_memory`` tool) is held (marked untrusted, so quarantined until ``memory
+confirm``) when
 
-1. **what it asks of the agent is a lever for an attacker**, whoever said it: run code
-   fetched from the network; send data, logs or files to an address; put a secret
-   (password, key, token, credential) somewhere others read or at an address; send
-   money to an account; take packages from a named index or address; turn off a
-   safeguard (tests, review, checks, hooks, certificate checks), approve or merge
-   unread, push straight to a protected branch or force-push; a destructive command
-   (``rm -rf /``, dropping a database); override other instructions; or an
-   instruction for other people (anyone, every user) or for AI agents in general;
-2. **the turn carries content from elsewhere**: it points at a link the memory does
-   not itself hold (the content behind it, or a prefilled prompt, is someone
-   else's), or holds pasted or quoted content (a fenced block, ``>`` lines, a turn
-   over :data:`PASTE_CHARS` characters).
+1. **its text derives from text the user did not type** (the first line, by where text
+   came from, in any language: :mod:`asyncrecall.memory._attribution`): the session's
+   tool output, the answers the model wrote after it, a recalled memory that is itself
+   held, and the parts of the user's turns that are someone else's text (a pasted or
+   quoted block, a mail, a chat log, text after "translate this:", obfuscated text),
+   unless the user's own typed words say the same. A turn with obfuscated text
+   (hidden or look-alike characters) holds every write its own words do not state;
+2. **the turn points at content elsewhere**: a link the memory does not itself hold
+   (the content behind it, or a prefilled prompt, is someone else's);
+3. **what it asks of the agent is a lever for an attacker**, whoever said it (the
+   second line, by words, English only: :func:`held_reason`): run code fetched from
+   the network; send data, logs or files to an address; put a secret (password, key,
+   token, credential) somewhere others read or at an address; send money to an
+   account; take packages from a named index or address; turn off a safeguard (tests,
+   review, checks, hooks, certificate checks), approve or merge unread, push straight
+   to a protected branch or force-push; a destructive command (``rm -rf /``, dropping
+   a database); override other instructions; or an instruction for other people
+   (anyone, every user) or for AI agents in general.
 
 A durable fact about the user or the project in their own words (an editor, a time
-zone, the test runner, where the docs live) matches neither and is saved as before.
-The user's own CLI writes (``memory add``, ``memory confirm``) are never vetted: they
-are out of the model's reach. A fact that only looks like a lever (``we never
-force-push``) waits for one ``memory confirm``; nothing is dropped.
+zone, the test runner, where the docs live) matches none and is saved as before; when
+their own words state it, the write is *attested* (:class:`Verdict`). The user's own
+CLI writes (``memory add``, ``memory confirm``) are never vetted: they are out of the
+model's reach. A fact that only looks like a lever (``we never force-push``) waits for
+one ``memory confirm``; nothing is dropped.
 
-The classes come from the published attacks (OWASP ASI06, MINJA, AgentPoison,
+The lever classes come from the published attacks (OWASP ASI06, MINJA, AgentPoison,
 Trojan Hippo, "summarise with AI" links), not from any test set's wording.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["PASTE_CHARS", "held_reason"]
+from asyncrecall.memory._attribution import (
+    Fingerprint,
+    ForeignText,
+    attribute,
+    foreign_spans,
+    own_words,
+)
 
-#: A user turn longer than this is taken for pasted content.
-PASTE_CHARS: Final = 2000
+__all__ = ["Verdict", "held_reason", "vet"]
 
 _I = re.IGNORECASE | re.DOTALL
 # Within one clause: up to 80 characters, no line break, no ';' and no full stop (a dot
@@ -139,25 +152,80 @@ _LEVERS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
 )
 
 _LINK = re.compile(_URL, _I)
-_FENCE = re.compile(r"^\s*(?:```|~~~)", re.M)
-_QUOTE = re.compile(r"^\s*>", re.M)
+_OBFUSCATED = "obfuscated text"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What :func:`vet` decided of a write: ``held``, why it waits for the user's word
+    (``""``: it does not); ``attested``, the user's own typed words state its text."""
+
+    held: str = ""
+    attested: bool = False
+
+
+def vet(
+    text: str,
+    *,
+    said: Iterable[str] = (),
+    context: Iterable[str] = (),
+    foreign: Sequence[Fingerprint | ForeignText] = (),
+    partial: bool = False,
+) -> Verdict:
+    """Whether a write the model makes (``text``: its name, description and body) waits
+    for the user's word (see the module doc).
+
+    ``said``: the user's turns it answers (the query of a ``save_memory`` call, the
+    turns an extraction was shown); ``context``: the session's other user turns (their
+    own words count, their pasted parts are foreign, their links do not hold it);
+    ``foreign``: the other text the model was shown (tool output, ...); ``partial``:
+    some of that was not kept, so a write the user's words do not state is held."""
+    said, context = list(said), list(context)
+    lever = _lever(text)
+    if lever is None:
+        lever = _link(text, said)
+    own: list[str] = []
+    pasted: list[ForeignText] = []
+    obfuscated = False
+    for turn in (*context, *said):
+        spans = foreign_spans(turn)
+        own.append(own_words(turn, spans))
+        for span in spans:
+            pasted.append(ForeignText(f"{span.kind} in a user turn", turn[span.start : span.end]))
+            obfuscated = obfuscated or span.kind == _OBFUSCATED
+    found = attribute(text, own=own, foreign=[*pasted, *foreign])
+    if lever is not None:
+        return Verdict(lever)
+    if found.source is not None:
+        return Verdict(
+            f"its text comes from {found.source} ({found.why}), not the user's own words"
+        )
+    if not found.attested and obfuscated:
+        return Verdict("the user's turn carries obfuscated text (hidden or look-alike characters)")
+    if not found.attested and partial:
+        return Verdict("the session showed the model more outside text than was kept to check it")
+    return Verdict("", found.attested)
 
 
 def held_reason(text: str, *, said: Iterable[str] = ()) -> str | None:
     """Why a memory the model writes (``text``: its name, description and body) waits for
-    the user's confirmation, or ``None``. ``said``: the user's turns it came from (the
-    cited turns of an extraction, the query of a ``save_memory`` call)."""
+    the user's confirmation, or ``None``: :func:`vet` with the user's turns ``said`` it
+    came from and no other outside text."""
+    return vet(text, said=said).held or None
+
+
+def _lever(text: str) -> str | None:
     for reason, pattern in _LEVERS:
         if pattern.search(text):
             return reason
+    return None
+
+
+def _link(text: str, said: Iterable[str]) -> str | None:
     kept = {_bare(u) for u in _LINK.findall(text)}
     for turn in said:
         if any(_bare(u) not in kept for u in _LINK.findall(turn)):
             return "the turn points at content elsewhere (a link the memory does not hold)"
-        if _FENCE.search(turn) or _QUOTE.search(turn):
-            return "the turn holds pasted or quoted content"
-        if len(turn) > PASTE_CHARS:
-            return "the turn holds pasted content (a long turn)"
     return None
 
 

@@ -58,6 +58,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Final, Literal, TypeAlias
 
 from asyncrecall._exceptions import MemoryConflictError, MemoryStoreError, ModelProtocolError
+from asyncrecall.memory._attribution import Fingerprint, ForeignText
 from asyncrecall.memory._document import FrontMatterError, parse_document, render_document
 from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._limits import INDEX_NAME, MAX_FILE_BYTES, inside
@@ -65,7 +66,7 @@ from asyncrecall.memory._precondition import same_content
 from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, Source, lifts
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
-from asyncrecall.memory._vetting import held_reason
+from asyncrecall.memory._vetting import vet
 from asyncrecall.memory.extraction._backend import ExtractionBackend, extraction_backend
 from asyncrecall.memory.extraction._state import Journal, JournalEntry, Seen, check_session_id
 from asyncrecall.models import Model
@@ -141,7 +142,7 @@ class TranscriptTurn:
     role: TurnRole
     text: str
     #: An assistant answer written after tool output (a file read, a command run) in
-    #: its query: what it says may come from that content, not from the user.
+    #: its session: what it says may come from that content, not from the user.
     after_tools: bool = False
 
 
@@ -313,24 +314,39 @@ def planned_write(entry: JournalEntry, current: MemoryDoc | None) -> tuple[str, 
 
 
 def extraction_source(
-    session_id: str, cited: Sequence[int], turns: Mapping[int, TranscriptTurn], *, text: str
+    session_id: str,
+    cited: Sequence[int],
+    turns: Mapping[int, TranscriptTurn],
+    *,
+    text: str,
+    foreign: Sequence[Fingerprint | ForeignText] = (),
+    partial: bool = False,
 ) -> Source:
     """The provenance of a write of ``text`` (the memory's name, description and body)
     citing ``cited``: ``extraction-user`` when a user turn is among them, else
     ``extraction-assistant``, marked ``untrusted`` when one of the cited answers
-    followed tool output (no user turn vouches for its text), or held for the user's
-    word by :func:`~asyncrecall.memory._vetting.held_reason` (a lever for an attacker,
-    or a cited user turn carrying content from elsewhere)."""
+    followed tool output and the user's own words do not state it, or held for the
+    user's word by :func:`~asyncrecall.memory._vetting.vet` against the user's turns of
+    the slice (``turns``) and the session's outside text ``foreign`` (tool output, the
+    answers written after it): its text comes from someone else's text, or it is a
+    lever for an attacker. The answers are the model's words, never the user's: citing
+    one beside the user's request does not make what it quoted the user's."""
     said = [turns[o] for o in cited if o in turns]
-    held = held_reason(text, said=[t.text for t in said if t.role == "user"]) or ""
-    if any(t.role == "user" for t in said):
-        return Source.now("extraction-user", session=session_id, offsets=cited, held=held)
+    asked = [t.text for t in said if t.role == "user"]
+    context = [t.text for t in turns.values() if t.role == "user" and t.offset not in cited]
+    verdict = vet(text, said=asked, context=context, foreign=foreign, partial=partial)
+    if asked:
+        return Source.now(
+            "extraction-user", session=session_id, offsets=cited, held=verdict.held,
+            attested=verdict.attested,
+        )  # fmt: skip
     return Source.now(
         "extraction-assistant",
         session=session_id,
         offsets=cited,
-        untrusted=any(t.after_tools for t in said),
-        held=held,
+        untrusted=any(t.after_tools for t in said) and not verdict.attested,
+        held=verdict.held,
+        attested=verdict.attested,
     )
 
 
@@ -554,14 +570,22 @@ class MemoryExtractor:
         return self.backend.cursor(check_session_id(session_id))
 
     async def extract(
-        self, session_id: str, turns: Sequence[TranscriptTurn], *, end: int | None = None
+        self,
+        session_id: str,
+        turns: Sequence[TranscriptTurn],
+        *,
+        end: int | None = None,
+        foreign: Sequence[Fingerprint | ForeignText] = (),
+        partial: bool = False,
     ) -> ExtractionResult:
         """Extract memories from the session's turns in ``[cursor, end)`` (see module doc).
 
         ``end`` defaults to one past the last turn. Turns below the cursor are ignored
         (already processed); a gap in offsets (turns the caller left out) is fine.
         Model failures and unusable answers raise (the cursor stays); refused proposals
-        do not.
+        do not. ``foreign``: the text the session's model was shown that the user did
+        not type (tool output, ...), ``partial``: some of it was not kept; each write is
+        vetted against it (:func:`extraction_source`).
         """
         check_session_id(session_id)
         backend = self.backend
@@ -597,12 +621,16 @@ class MemoryExtractor:
             user_offsets={t.offset for t in todo if t.role == "user"},
         )
         by_offset = {t.offset: t for t in todo}
-        entries = await asyncio.to_thread(
-            lambda: tuple(
-                self._entry(session_id, i, p, docs, shown, start, by_offset)
+
+        def plan() -> tuple[JournalEntry, ...]:
+            prints = [f if isinstance(f, Fingerprint) else Fingerprint.of(f) for f in foreign]
+            outside = (prints, partial)
+            return tuple(
+                self._entry(session_id, i, p, docs, shown, start, by_offset, outside)
                 for i, p in enumerate(proposals)
             )
-        )
+
+        entries = await asyncio.to_thread(plan)
         journal = Journal(session_id, start, end, entries)
         written = await _committed(asyncio.to_thread(self._apply, journal))
         created = tuple(rel for rel, action in written if action == "create")
@@ -674,6 +702,7 @@ class MemoryExtractor:
         shown_docs: Sequence[MemoryDoc],
         start: int,
         turns: Mapping[int, TranscriptTurn],
+        outside: tuple[Sequence[Fingerprint], bool] = ((), False),
     ) -> JournalEntry:
         offsets: dict[str, list[int]] = {}
         doc = next((d for d in docs if d.name == proposal.name), None)
@@ -698,7 +727,12 @@ class MemoryExtractor:
             seen_seq=self.backend.last_seq(proposal.name),
             write_id=f"{session_id}:{start}:{index}:{uuid.uuid4().hex[:12]}",
             source=extraction_source(
-                session_id, proposal.source_offsets, turns, text=_vetted_text(proposal)
+                session_id,
+                proposal.source_offsets,
+                turns,
+                text=_vetted_text(proposal),
+                foreign=outside[0],
+                partial=outside[1],
             ).to_json(),
         )
 

@@ -1,0 +1,458 @@
+"""Where a memory's text came from: the user's own typed words, or text someone else wrote.
+
+Pure functions, no I/O. Two questions, answered the same way in any language:
+
+**Which parts of a user turn are someone else's text** (:func:`foreign_spans`). Told
+apart by their shape, never by their words: a fenced or indented block; ``>`` lines; a
+mail's header lines (``Key: value`` at the start of consecutive lines, then a blank
+line) and all that follows them; runs of chat or log lines (``name: message``,
+``[time] name: ...``); everything after a separator line (``-----``, ``____``,
+``=====``, "----- Forwarded message -----"); everything after a short lead-in line that
+ends with ``:`` or an opening quotation mark ("translate this:" in any language);
+text between quotation marks of any script (``« »``, ``„ “``, ``“ ”``, ``「 」``, ``" "``)
+once it is longer than a remark; a paragraph too long to be typed around nothing; and
+a paragraph with obfuscation signs (zero-width, tag or bidi control characters, a word
+that mixes Latin, Cyrillic or Greek letters). The user's own words
+(:func:`own_words`) are the turn minus those spans.
+
+**Whether a write's text derives from a foreign text** (:func:`attribute`). Texts are
+folded (:func:`fold`: NFKC, case folded, format characters removed) and cut into
+language-independent units: Unicode word tokens, and character pairs in scripts written
+without spaces (Chinese, Japanese, Thai, ...). A unit of the write is the user's
+(*own*) when the user's own words hold it, or a word sharing most of its start with it
+(inflected forms). A write derives from a foreign text when, leaving out its own units,
+
+- it copies a run of that text: :data:`RUN` consecutive units that stand contiguously
+  in it, at least two of them not the user's (a pasted sentence, a URL, a reference
+  token); or
+- most of what it says beyond the user's words is found in that text, counting only
+  units that are rare there (a word a long text uses over and over is the language's,
+  not the attacker's).
+
+A write whose text the user's own words state (most of its weight is own units, and it
+derives from nothing) is *attested*.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+__all__ = [
+    "ATTEST_SHARE",
+    "LONG_PARAGRAPH",
+    "RUN",
+    "Attribution",
+    "Fingerprint",
+    "ForeignText",
+    "Span",
+    "attribute",
+    "fold",
+    "foreign_spans",
+    "own_words",
+    "units",
+]
+
+#: Consecutive units a write must share with a foreign text to count as copied from it.
+RUN: Final = 3
+#: The share of a write's weight that must be the user's own units for it to be attested.
+ATTEST_SHARE: Final = 0.6
+#: The share of a write's weight beyond the user's words found (rare) in a foreign text
+#: that makes it derived from that text.
+DERIVED_SHARE: Final = 0.5
+#: A paragraph longer than this (characters) is taken for pasted text.
+LONG_PARAGRAPH: Final = 1000
+#: Quoted text (between quotation marks) longer than this is someone else's words.
+QUOTE_CHARS: Final = 20
+#: The weight of rare shared units below which a write is never derived by them alone.
+_DERIVED_MIN: Final = 6
+#: Two words are forms of one when they share a start this long (and most of each).
+_STEM: Final = 4
+#: Quoted text in a script without spaces holding this many characters is someone else's.
+_QUOTE_DENSE: Final = 8
+#: A foreign text's unit used more often than this is the language's, not a payload's.
+RARE_COUNT: Final = 3
+
+# -- folding and units -------------------------------------------------------------------
+
+# Scripts written without spaces between words: their units are character pairs.
+_DENSE = (
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f"
+    "\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+)
+# Combining marks that belong inside words (``\w`` leaves them out).
+_MARKS = (
+    "\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670"
+    "\u06d6-\u06ed\u0900-\u0dff\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+)
+_UNIT = re.compile(rf"[{_DENSE}]+|(?:[^\W_{_DENSE}]|[{_MARKS}])+")
+_DENSE_RUN = re.compile(rf"[{_DENSE}]")
+_DIGIT = re.compile(r"\d")
+# Unicode's format characters (category Cf): zero-width, bidi controls, tags, ...
+_FORMAT = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f]"
+)
+
+
+def fold(text: str) -> str:
+    """``text`` for comparison: NFKC, case folded, format characters (zero-width, bidi,
+    tag) removed."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return folded if folded.isascii() else _FORMAT.sub("", folded)
+
+
+def units(text: str) -> list[str]:
+    """The units of ``text`` (folded first), in order: word tokens, and character pairs
+    of a run in a script without spaces (a single character when the run is one)."""
+    out: list[str] = []
+    for match in _UNIT.finditer(fold(text)):
+        token = match.group()
+        if _DENSE_RUN.match(token):
+            if len(token) == 1:
+                out.append(token)
+            else:
+                out.extend(token[i : i + 2] for i in range(len(token) - 1))
+        else:
+            out.append(token)
+    return out
+
+
+def _weight(unit: str) -> int:
+    """How much a unit says: a character pair counts as two letters; a word its length,
+    up to 10; a word of one or two letters almost nothing."""
+    if _DENSE_RUN.match(unit):
+        return 2
+    if len(unit) <= 2 and not _DIGIT.search(unit):
+        return 0
+    return min(len(unit), 10)
+
+
+# -- fingerprints ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignText:
+    """Text the agent was shown that the user did not type, and what it was (``label``:
+    ``read_file(README.md)``, "a quoted block of the user's turn", ...)."""
+
+    label: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What :func:`attribute` needs of a foreign text: how often each unit occurs, and
+    the runs of :data:`RUN` consecutive units (hashed). Built once per text."""
+
+    label: str
+    counts: Counter[str]
+    runs: frozenset[int]
+
+    @classmethod
+    def of(cls, foreign: ForeignText) -> Fingerprint:
+        seq = units(foreign.text)
+        runs = frozenset(hash(tuple(seq[i : i + RUN])) for i in range(len(seq) - RUN + 1))
+        return cls(foreign.label, Counter(seq), runs)
+
+
+@dataclass(frozen=True, slots=True)
+class _Own:
+    """The user's own words as units, and the starts of their longer words."""
+
+    units: frozenset[str]
+    starts: frozenset[str]
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> _Own:
+        found: set[str] = set()
+        for text in texts:
+            found.update(units(text))
+        starts = {
+            word[:k]
+            for word in found
+            if len(word) >= _STEM and not _DENSE_RUN.match(word)
+            for k in range(max(_STEM, math.ceil(0.7 * len(word))), len(word) + 1)
+        }
+        return cls(frozenset(found), frozenset(starts))
+
+    def holds(self, unit: str) -> bool:
+        if unit in self.units:
+            return True
+        if len(unit) < _STEM or _DENSE_RUN.match(unit):
+            return False
+        low = max(_STEM, math.ceil(0.7 * len(unit)))
+        return any(unit[:k] in self.starts for k in range(low, len(unit) + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """What :func:`attribute` found: ``source``, the label of the foreign text the write
+    derives from (``None``: none), ``why`` (copied run or shared words), and whether
+    the user's own words state the write (``attested``)."""
+
+    source: str | None = None
+    why: str = ""
+    attested: bool = False
+    own_share: float = 0.0
+    evidence: tuple[str, ...] = field(default=(), repr=False)
+
+
+def attribute(
+    text: str, *, own: Iterable[str], foreign: Sequence[Fingerprint | ForeignText]
+) -> Attribution:
+    """Where ``text`` (a write's name, description and body) came from: the user's own
+    words ``own`` or one of ``foreign`` (see the module doc)."""
+    seq = units(text)
+    mine = _Own.of(own)
+    is_own = [mine.holds(u) for u in seq]
+    distinct = {u: w for u, w in ((u, _weight(u)) for u in seq)}
+    total = sum(distinct.values())
+    own_weight = sum(w for u, w in distinct.items() if mine.holds(u))
+    beyond = total - own_weight
+    own_share = own_weight / total if total else 1.0
+    for item in foreign:
+        print_ = item if isinstance(item, Fingerprint) else Fingerprint.of(item)
+        copied = _copied_run(seq, is_own, print_)
+        if copied is not None:
+            return Attribution(print_.label, "copies a run of it", False, own_share, copied)
+        rare = [
+            u
+            for u, w in distinct.items()
+            if w and not mine.holds(u) and 0 < print_.counts.get(u, 0) <= RARE_COUNT
+        ]
+        shared = sum(distinct[u] for u in rare)
+        if beyond and shared >= max(_DERIVED_MIN, DERIVED_SHARE * beyond):
+            return Attribution(
+                print_.label, "says what it says beyond the user's words", False, own_share,
+                tuple(rare),
+            )  # fmt: skip
+    return Attribution(None, "", own_share >= ATTEST_SHARE and total > 0, own_share)
+
+
+def _copied_run(
+    seq: Sequence[str], is_own: Sequence[bool], foreign: Fingerprint
+) -> tuple[str, ...] | None:
+    """The first run of :data:`RUN` units of ``seq`` that stands in ``foreign``, at least
+    two of them not the user's and saying something (weight), or ``None``."""
+    for i in range(len(seq) - RUN + 1):
+        window = seq[i : i + RUN]
+        theirs = [u for u, o in zip(window, is_own[i : i + RUN], strict=True) if not o]
+        if len(theirs) < 2 or sum(_weight(u) for u in theirs) < 5:
+            continue
+        if all(foreign.counts.get(u, 0) > RARE_COUNT for u in theirs):
+            continue  # common words of that text in a common order
+        if hash(tuple(window)) in foreign.runs:
+            return tuple(window)
+    return None
+
+
+# -- someone else's text in a user turn --------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A part of a user turn that is someone else's text: ``[start, end)`` and ``kind``."""
+
+    start: int
+    end: int
+    kind: str
+
+
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~)")
+_INDENTED = re.compile(r"^(?: {4}|\t)\S")
+_QUOTED_LINE = re.compile(r"^[ \t]*[>|]")
+# A mail header: one word (letters, maybe a hyphen) then ':' and a value.
+_HEADER = re.compile(r"^[ \t]*[^\W\d_][\w-]{0,23}[ \t]*[:：][ \t]*\S")
+# A chat or log line: a name or time (up to four words) then ':' and a message.
+_SPEAKER = re.compile(
+    r"^[ \t]*(?:[\[(][^\])\n]{1,40}[\])][ \t]*)?[^\s:：][^:：\n]{0,40}[:：][ \t]*\S"
+)
+_SEPARATOR = re.compile(r"^[ \t]*([-_=~])\1{2,}")
+_LEAD_IN = re.compile(r"[:：«„“‘\"「『‹]\s*$")
+_QUOTES = re.compile(
+    r"«([^»]+)»|„([^“”\"]+)[“”\"]|“([^”]+)”|‘([^’]+)’|\"([^\"\n]+)\"|「([^」]+)」"
+    r"|『([^』]+)』|‹([^›]+)›|»([^«]+)«"
+)
+_HIDDEN = re.compile("[\u200b\u2060\ufeff\u180e\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
+_JOINER_IN_LATIN = re.compile("[A-Za-z\u00c0-\u024f\u0370-\u03ff\u0400-\u04ff][\u200c\u200d]\\w")
+_LATIN = "A-Za-z\u00c0-\u024f"
+_GREEK = "\u0370-\u03ff"
+_CYRILLIC = "\u0400-\u052f"
+# Two letters side by side from different look-alike scripts (Latin, Greek, Cyrillic):
+# a word that mixes them has such a pair.
+_MIXED = re.compile(
+    "|".join(f"[{a}][{b}]" for a, b in itertools.permutations((_LATIN, _GREEK, _CYRILLIC), 2))
+)
+_LEAD_IN_CHARS = 160
+
+
+def _lines(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, line)`` of every line, ``end`` past its line break."""
+    out: list[tuple[int, int, str]] = []
+    start = 0
+    for line in text.splitlines(keepends=True):
+        out.append((start, start + len(line), line.rstrip("\r\n")))
+        start += len(line)
+    return out
+
+
+def _obfuscated(text: str) -> bool:
+    """Hidden characters (zero-width, bidi controls, tags) or a word that mixes
+    look-alike scripts: no one types these by hand."""
+    if _HIDDEN.search(text) or _JOINER_IN_LATIN.search(text):
+        return True
+    return _MIXED.search(text) is not None
+
+
+def foreign_spans(turn: str) -> tuple[Span, ...]:
+    """The parts of a user turn that are someone else's text (see the module doc), in
+    order, not overlapping."""
+    lines = _lines(turn)
+    found: list[Span] = []
+    i = 0
+    n = len(lines)
+    while i < n:
+        start, end, line = lines[i]
+        stripped = line.strip()
+        if _FENCE.match(line):
+            j = i + 1
+            while j < n and not _FENCE.match(lines[j][2]):
+                j += 1
+            found.append(Span(start, lines[min(j, n - 1)][1], "a fenced block"))
+            i = j + 1
+            continue
+        if _SEPARATOR.match(line) and i + 1 < n:
+            found.append(Span(start, len(turn), "text after a separator line"))
+            break
+        if _QUOTED_LINE.match(line):
+            j = _run(lines, i, lambda s: bool(_QUOTED_LINE.match(s)))
+            found.append(Span(start, lines[j - 1][1], "quoted lines"))
+            i = j
+            continue
+        if _INDENTED.match(line):
+            j = _run(lines, i, lambda s: bool(_INDENTED.match(s)) or not s.strip())
+            if j - i >= 2:
+                found.append(Span(start, lines[j - 1][1], "an indented block"))
+                i = j
+                continue
+        if _HEADER.match(line):
+            j = _run(lines, i, lambda s: bool(_HEADER.match(s)))
+            if j - i >= 2 and (j == n or not lines[j][2].strip()):
+                found.append(Span(start, len(turn), "a mail (header lines and what follows)"))
+                break
+        if _SPEAKER.match(line):
+            j = _run(lines, i, lambda s: bool(_SPEAKER.match(s)))
+            if j - i >= 2:
+                j = _run(lines, j, lambda s: bool(s.strip()))  # continuation lines
+                found.append(Span(start, lines[j - 1][1], "chat or log lines"))
+                i = j
+                continue
+        if (
+            stripped
+            and len(stripped) <= _LEAD_IN_CHARS
+            and _LEAD_IN.search(stripped)
+            and any(rest[2].strip() for rest in lines[i + 1 :])
+        ):
+            # What follows is someone else's: a block of its own shape is found as that
+            # block (the user's words after it stay theirs), anything else to the end.
+            after = next(k for k in range(i + 1, n) if lines[k][2].strip())
+            if not _starts_block(lines, after):
+                found.append(Span(end, len(turn), "text after a lead-in line"))
+                break
+        i += 1
+    found.extend(_paragraph_spans(turn, found))
+    found.extend(_quotations(turn, found))
+    return _merged(found)
+
+
+def _starts_block(lines: Sequence[tuple[int, int, str]], i: int) -> bool:
+    """Whether line ``i`` opens a block :func:`foreign_spans` finds by its shape."""
+    line = lines[i][2]
+    if _FENCE.match(line) or _QUOTED_LINE.match(line):
+        return True
+    nxt = lines[i + 1][2] if i + 1 < len(lines) else ""
+    return any(p.match(line) and p.match(nxt) for p in (_INDENTED, _HEADER, _SPEAKER))
+
+
+def _run(lines: Sequence[tuple[int, int, str]], i: int, test: object) -> int:
+    """The index past the run of lines from ``i`` that pass ``test``."""
+    assert callable(test)
+    j = i
+    while j < len(lines) and test(lines[j][2]):
+        j += 1
+    return j
+
+
+def _paragraph_spans(turn: str, found: Sequence[Span]) -> list[Span]:
+    """Paragraphs that are too long, or obfuscated, and not already inside a span."""
+    out: list[Span] = []
+    for start, end in _paragraphs(turn):
+        if any(s.start <= start and end <= s.end for s in found):
+            continue
+        paragraph = turn[start:end]
+        if _obfuscated(paragraph):
+            out.append(Span(start, end, "obfuscated text"))
+        elif len(paragraph) > LONG_PARAGRAPH:
+            out.append(Span(start, end, "a long pasted paragraph"))
+    return out
+
+
+_BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
+
+
+def _paragraphs(turn: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each paragraph (text between blank lines), stripped."""
+    at = 0
+    for match in (*_BLANK_LINE.finditer(turn), None):
+        end = match.start() if match is not None else len(turn)
+        chunk = turn[at:end]
+        if chunk.strip():
+            lead = len(chunk) - len(chunk.lstrip())
+            yield at + lead, at + len(chunk.rstrip())
+        if match is not None:
+            at = match.end()
+
+
+def _quotations(turn: str, found: Sequence[Span]) -> list[Span]:
+    out: list[Span] = []
+    for match in _QUOTES.finditer(turn):
+        inner = next(g for g in match.groups() if g is not None)
+        dense = len(_DENSE_RUN.findall(inner))
+        if len(inner.strip()) < QUOTE_CHARS and dense < _QUOTE_DENSE:
+            continue
+        start, end = match.span()
+        if not any(s.start <= start and end <= s.end for s in found):
+            out.append(Span(start, end, "quoted text"))
+    return out
+
+
+def _merged(spans: Iterable[Span]) -> tuple[Span, ...]:
+    out: list[Span] = []
+    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
+        if out and span.start < out[-1].end:
+            last = out[-1]
+            out[-1] = Span(last.start, max(last.end, span.end), last.kind)
+        else:
+            out.append(span)
+    return tuple(out)
+
+
+def own_words(turn: str, spans: Sequence[Span] | None = None) -> str:
+    """``turn`` minus the spans of someone else's text (each replaced by a line break)."""
+    spans = foreign_spans(turn) if spans is None else spans
+    parts: list[str] = []
+    at = 0
+    for span in spans:
+        parts.append(turn[at : span.start])
+        at = span.end
+    parts.append(turn[at:])
+    return "\n".join(parts)
