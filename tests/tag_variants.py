@@ -121,7 +121,9 @@ def _dashes() -> list[str]:
 
 
 def _ignorables() -> list[str]:
-    invisible = [c for c in map(chr, range(0x80, 0x110000)) if is_ignorable(c)]
+    reserved = [0x2065, *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)]  # unassigned ones
+    unassigned = [chr(cp) for cp in reserved]
+    invisible = sorted({*_every(is_ignorable), *unassigned})
     full = "</" + WORD + ">"
     return [
         _interleave(full if i % 2 else full.replace("/", ""), chunk)

@@ -89,6 +89,7 @@ _DEFAULT_IGNORABLE: Final = (
     (0x1D173, 0x1D17A),
     (0xE0000, 0xE0FFF),
 )
+_IGNORABLE_CODES: Final = frozenset(cp for lo, hi in _DEFAULT_IGNORABLE for cp in range(lo, hi + 1))
 _MARKS: Final = frozenset({"Mn", "Me"})
 # Prototypes of the table that a model still reads as ASCII: the angle brackets (``〈``,
 # ``⟨``, ``❬``) that Unicode confuses with one another but not with ``<`` and ``>``.
@@ -98,8 +99,7 @@ _READ_AS: Final = {"\u276c": "<", "\u276d": ">"}
 def is_ignorable(char: str) -> bool:
     """Whether a reader sees ``char`` as nothing: a default-ignorable code point, a
     format character (Cf) or a control character that is not white space."""
-    cp = ord(char)
-    if any(lo <= cp <= hi for lo, hi in _DEFAULT_IGNORABLE):
+    if ord(char) in _IGNORABLE_CODES:
         return True
     category = unicodedata.category(char)
     return category == "Cf" or (category == "Cc" and not char.isspace())
@@ -197,30 +197,59 @@ def _decoded(match: re.Match[str]) -> tuple[str, int] | None:
     return chr(code), len(match.group())
 
 
+_BACKSLASHES: Final = re.compile(r"\\+")
+
+
+def _starts_of_escapes(text: str) -> list[int]:
+    """Where an escape may start in ``text`` (a ``%``, ``&`` or backslash), in order."""
+    found: list[int] = []
+    for char in "%&\\":
+        at = text.find(char)
+        while at >= 0:
+            found.append(at)
+            at = text.find(char, at + 1)
+    return sorted(found)
+
+
 def _decode_once(mapped: Mapped) -> Mapped | None:
     """``mapped`` with each escape decoded once, or ``None`` when it holds none."""
     text = mapped.text
-    match = _ESCAPE.search(text)
-    if match is None:
+    edits: list[tuple[int, int, list[tuple[str, int, int]]]] = []  # begin, end, pieces
+    end = 0
+    for begin in _starts_of_escapes(text):
+        if begin < end:
+            continue  # inside an escape decoded already
+        run = _BACKSLASHES.match(text, begin)
+        if run is not None and run.end() - begin > 1:  # backslashes: one edit, pairs halved
+            pairs = (run.end() - begin) // 2
+            end = begin + 2 * pairs
+            edits.append(
+                (begin, end, [("\\", begin + 2 * i, begin + 2 * i + 2) for i in range(pairs)])
+            )
+            continue  # an odd one left escapes what follows: the next start
+        match = _ESCAPE.match(text, begin)
+        if match is None:
+            continue
+        if match.lastgroup == "pct":
+            pieces = [(c, begin + lo, begin + hi) for c, lo, hi in _percent(match.group())]
+            if all(hi - lo == 1 for _, lo, hi in pieces):
+                continue  # no byte of it decodes
+            end = match.end()
+        else:
+            decoded = _decoded(match)
+            if decoded is None:
+                continue
+            value, size = decoded
+            end = begin + size
+            pieces = [(c, begin, end) for c in value]
+        edits.append((begin, end, pieces))
+    if not edits:
         return None
     out: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
     done = 0  # text[:done] is in out
-    changed = False
-    while match is not None:
-        begin = match.start()
-        if match.lastgroup == "pct":
-            pieces = [(c, begin + s, begin + e) for c, s, e in _percent(match.group())]
-            end = match.end()
-        else:
-            decoded = _decoded(match)
-            if decoded is None:
-                match = _ESCAPE.search(text, begin + 1)
-                continue
-            value, size = decoded
-            end = begin + size
-            pieces = [(c, begin, end) for c in value]
+    for begin, stop, pieces in edits:
         out.append(text[done:begin])
         starts.extend(mapped.starts[done:begin])
         ends.extend(mapped.ends[done:begin])
@@ -228,11 +257,7 @@ def _decode_once(mapped: Mapped) -> Mapped | None:
             out.append(char)
             starts.append(mapped.starts[lo])
             ends.append(mapped.ends[hi - 1])
-        changed = changed or end - begin != len(pieces) or any(c != text[lo] for c, lo, _ in pieces)
-        done = end
-        match = _ESCAPE.search(text, end)
-    if not changed:
-        return None
+        done = stop
     out.append(text[done:])
     starts.extend(mapped.starts[done:])
     ends.extend(mapped.ends[done:])
