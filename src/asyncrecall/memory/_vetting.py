@@ -40,6 +40,8 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from asyncrecall.memory._normalise import normalise
+
 __all__ = ["PASTE_CHARS", "held_reason"]
 
 #: A user turn longer than this is taken for pasted content.
@@ -147,8 +149,9 @@ def held_reason(text: str, *, said: Iterable[str] = ()) -> str | None:
     """Why a memory the model writes (``text``: its name, description and body) waits for
     the user's confirmation, or ``None``. ``said``: the user's turns it came from (the
     cited turns of an extraction, the query of a ``save_memory`` call)."""
+    read = (text, normalise(text))  # as written, and as read: escapes, look-alikes, invisibles
     for reason, pattern in _LEVERS:
-        if pattern.search(text):
+        if any(pattern.search(t) for t in read):
             return reason
     kept = {_bare(u) for u in _LINK.findall(text)}
     for turn in said:
