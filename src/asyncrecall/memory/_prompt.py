@@ -71,6 +71,11 @@ _ASCII_TAG: Final = _tag_pattern("<", r"\x00-\x08\x0e-\x1b\x7f")
 _READ_TAG: Final = _tag_pattern("", "")
 
 
+# After an opener: white space, then an ASCII character no tag goes on with (only a
+# ``/``, an ``s`` or an invisible control can; what is not ASCII is read one by one).
+_NO_TAG_AFTER: Final = re.compile(r"[\t-\r\x1c-\x1f ]*[!-.0-RT-rt-~]")
+
+
 def _may_escape(text: str) -> bool:
     return "%" in text or "&" in text or "\\" in text
 
@@ -104,7 +109,7 @@ def _tag_spans(text: str) -> list[tuple[int, int, bool]]:
     spans: list[tuple[int, int, bool]] = []
     after = 0  # openers before it are inside a tag found already
     for begin in _openers(read):
-        if begin < after:
+        if begin < after or _NO_TAG_AFTER.match(read, begin + 1):
             continue
         chars: list[str] = []
         where: list[int] = []
