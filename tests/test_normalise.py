@@ -14,6 +14,7 @@ from asyncrecall.memory._confusables import PROTOTYPES
 from asyncrecall.memory._normalise import (
     LESS_THAN,
     decode_escapes,
+    decode_text,
     fold,
     normalise,
     normalise_mapped,
@@ -61,6 +62,19 @@ def test_escapes_are_decoded_to_a_fixpoint_within_bounds() -> None:
         nested = "".join(f"%{b:02X}" for b in nested.encode())
     assert decode_escapes(nested).text == "<"
     assert decode_escapes("%25" + nested[1:]).text != "<", "a seventh round is not taken"
+
+
+def test_the_fast_decoding_is_the_mapped_one() -> None:
+    """``decode_text`` (what the tag finder reads first) gives the text of
+    ``decode_escapes`` (what it maps a found tag back with), on every generated variant
+    and on escapes cut short, nested, unknown or mixed."""
+    texts = [v for make in CLASSES.values() for v in make()]
+    texts += [
+        "&ltsystem &zzz; &#xZZ; %E2%80 %ZZ %C3%A9%FF \\ud83d\\u0041 \\\\\\u003c \\N{NOPE}",
+        "%2526lt%253B &amp;amp;#x3c; \\x3 \\\\ %%3C3C &&lt;; &#60&#62",
+    ]
+    for text in texts:
+        assert decode_text(text) == decode_escapes(text).text, text
 
 
 def test_fold_reads_look_alikes_as_ascii() -> None:

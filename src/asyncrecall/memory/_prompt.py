@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from asyncrecall.memory._budget import FILE_CHARS, FILE_LINES
-from asyncrecall.memory._normalise import LESS_THAN, Mapped, decode_escapes, fold
+from asyncrecall.memory._normalise import LESS_THAN, decode_escapes, decode_text, fold
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = [
@@ -71,9 +71,9 @@ _ASCII_TAG: Final = _tag_pattern("<", r"\x00-\x08\x0e-\x1b\x7f")
 _READ_TAG: Final = _tag_pattern("", "")
 
 
-# After an opener: white space, then an ASCII character no tag goes on with (only a
-# ``/``, an ``s`` or an invisible control can; what is not ASCII is read one by one).
-_NO_TAG_AFTER: Final = re.compile(r"[\t-\r\x1c-\x1f ]*[!-.0-RT-rt-~]")
+# After an opener: white space, an optional ``/``, then an ASCII character no tag goes on
+# with (only an ``s`` or an invisible control can; what is not ASCII is read one by one).
+_NO_TAG_AFTER: Final = re.compile(r"[\t-\r\x1c-\x1f ]*(?:/[\t-\r\x1c-\x1f ]*)?[!-.0-RT-rt-~]")
 
 
 def _may_escape(text: str) -> bool:
@@ -91,21 +91,11 @@ def _openers(text: str) -> list[int]:
     return sorted(found)
 
 
-def _tag_spans(text: str) -> list[tuple[int, int, bool]]:
-    """The wrapper tags a reader sees in ``text``: each one's span in ``text`` and whether
-    it closes (``</``)."""
-    escaped = _may_escape(text)
-    if not escaped and text.isascii():
-        if "<" not in text:
-            return []  # the common case: nothing to read
-        return [(m.start(), m.end(), m["slash"] is not None) for m in _ASCII_TAG.finditer(text)]
-    decoded = decode_escapes(text) if escaped else Mapped.identity(text)
-    read = decoded.text
-    if read.isascii():  # read as written: the regex does it all
-        return [
-            (*decoded.span(m.start(), m.end()), m["slash"] is not None)
-            for m in _ASCII_TAG.finditer(read)
-        ]
+def _tags_read(read: str) -> list[tuple[int, int, bool]]:
+    """The wrapper tags in ``read`` (escapes decoded already): each one's span in it and
+    whether it closes."""
+    if read.isascii():  # read as written, less control characters: the regex does it all
+        return [(m.start(), m.end(), m["slash"] is not None) for m in _ASCII_TAG.finditer(read)]
     spans: list[tuple[int, int, bool]] = []
     after = 0  # openers before it are inside a tag found already
     for begin in _openers(read):
@@ -129,10 +119,23 @@ def _tag_spans(text: str) -> list[tuple[int, int, bool]]:
         if match is None:
             continue
         end = where[match.end() - 1] + 1
-        start, stop = decoded.span(begin, end)
-        spans.append((start, stop, match["slash"] is not None))
+        spans.append((begin, end, match["slash"] is not None))
         after = end
     return spans
+
+
+def _tag_spans(text: str) -> list[tuple[int, int, bool]]:
+    """The wrapper tags a reader sees in ``text``: each one's span in ``text`` and whether
+    it closes (``</``)."""
+    escaped = _may_escape(text)
+    if not escaped and text.isascii() and "<" not in text:
+        return []  # the common case: nothing to read
+    read = decode_text(text) if escaped else text
+    found = _tags_read(read)
+    if not found or read == text:
+        return found
+    decoded = decode_escapes(text)  # the same text, with where each character came from
+    return [(*decoded.span(start, end), closing) for start, end, closing in found]
 
 
 def neutralise_tags(text: str) -> str:
