@@ -30,9 +30,10 @@ ASCII characters are only lower-cased: the table also maps ``m`` to ``rn`` and `
 to ``l``, which would break every pattern written in ASCII. The result is a key to
 match on, not text to show: run the literal words of a pattern through
 :func:`normalise` too. :func:`skeleton` is the plain UTS #39 skeleton, for telling
-whether two names are confusable; :func:`normalise_mapped` keeps, for each character
-of the normalised text, where it came from in the original, so that a match can be
-replaced in the text as written.
+whether two names are confusable; :func:`normalise_mapped` (and
+:func:`decode_escapes`) keep, for each character of the result, where it came from in
+the original, so that a match can be replaced in the text as written;
+:func:`decode_text` is step 1 without the offsets, for a first look that is cheap.
 """
 
 from __future__ import annotations

@@ -135,6 +135,8 @@ def _tag_spans(text: str) -> list[tuple[int, int, bool]]:
     if not found or read == text:
         return found
     decoded = decode_escapes(text)  # the same text, with where each character came from
+    if decoded.text != read:  # never, by test; were it to happen, read what is mapped
+        found = _tags_read(decoded.text)
     return [(*decoded.span(start, end), closing) for start, end, closing in found]
 
 
