@@ -71,8 +71,8 @@ test-interop: $(STAMP) ## Only the conformance suite against a real llama.cpp se
 	$(BIN)/python -m pytest -m interop -q
 
 lint: $(STAMP) ## ruff + mypy --strict on src/
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/ruff format --check src tests benchmarks tools
 	$(BIN)/mypy src
 
 demo: $(STAMP) ## Offline demo: blocking vs async recall, side by side

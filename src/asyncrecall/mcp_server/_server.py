@@ -15,7 +15,14 @@ from mcp_types import ToolAnnotations
 
 from asyncrecall import __version__
 from asyncrecall._exceptions import AsyncRecallError
-from asyncrecall.memory import DEFAULT_LIMIT, MemoryDoc, MemoryManager, Source, held_reason
+from asyncrecall.memory import (
+    DEFAULT_LIMIT,
+    MemoryDoc,
+    MemoryManager,
+    Source,
+    held_reason,
+    neutralise_tags,
+)
 from asyncrecall.memory._prompt import BODY_LIMIT
 
 __all__ = ["CLIENT_HELD", "MAX_LIST", "MAX_SEARCH", "ORIGIN", "memory_server"]
@@ -210,10 +217,12 @@ def _takes(call: Any, keyword: str) -> bool:
 
 def _doc_json(doc: MemoryDoc, *, body: int | None) -> dict[str, Any]:
     """``doc`` for a tool's answer; ``body``: characters of the body to keep (``None``:
-    all, 0: none)."""
+    all, 0: none). The client's model reads it: its name, description and body have
+    the wrapper tags neutralised (:func:`~asyncrecall.memory.neutralise_tags`), as in
+    the agent's memory block, so a memory cannot pose as the client's own reminders."""
     out: dict[str, Any] = {
-        "name": doc.name,
-        "description": doc.description,
+        "name": neutralise_tags(doc.name),
+        "description": neutralise_tags(doc.description),
         "type": doc.type,
         "file": doc.rel_path,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(doc.mtime)),
@@ -222,9 +231,9 @@ def _doc_json(doc: MemoryDoc, *, body: int | None) -> dict[str, Any]:
         "quarantined": doc.quarantined,
     }
     if body is None:
-        out["body"] = doc.body
+        out["body"] = neutralise_tags(doc.body)
     elif body > 0:
-        out["body"] = doc.body[:body]
+        out["body"] = neutralise_tags(doc.body[:body])
         if len(doc.body) > body:
             out["truncated"] = True
     return out

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from asyncrecall.memory._budget import FILE_CHARS, FILE_LINES
+from asyncrecall.memory._normalise import LESS_THAN, decode_escapes, decode_text, fold
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = [
@@ -35,36 +36,137 @@ _INTRO: Final = (
 )
 
 
-# Characters a model does not see, or sees as nothing, inside a tag name or after its
-# ``<``: soft hyphen, zero-width space/joiners, word joiner, byte order mark.
-_INVISIBLE: Final = "\u00ad\u200b\u200c\u200d\u2060\ufeff"
-# The block's wrapper tag, opening or closing, in any case and spacing
-# (``</system-reminder>``, ``< SYSTEM_Reminder >``, ``</system reminder``, ...), opened
-# by anything that reads as ``<``: the character, its full-width and small forms, and
-# the HTML entities (``&lt;``, ``&#60;``, ``&#x3c;``) a page or a Markdown file holds.
-_WRAPPER_TAG: Final = re.compile(
-    r"(?:<|\uff1c|\ufe64|&lt;?|&#0*60;?|&#x0*3c;?)"
-    rf"(?=[\s{_INVISIBLE}]*(?:/|\uff0f)?[\s{_INVISIBLE}]*"
-    + f"[{_INVISIBLE}]*".join("system")
-    + rf"[\s_\-{_INVISIBLE}]*"
-    + f"[{_INVISIBLE}]*".join("reminder")
-    + ")",
-    re.IGNORECASE,
-)
+# The wrapper tag as read after :func:`~asyncrecall.memory._normalise.fold`, from just
+# after its ``<``: an optional ``/``, ``system``, a separator (space, ``-``, ``_``),
+# ``reminder``, an optional ``>``. A letter may be any ASCII text Unicode's confusables
+# table holds for it in either case (``m``: ``rn``; ``i``: ``I``, so ``l``, ``1``, ``|``);
+# a test derives these from the table.
+_LETTERS: Final = {"m": ("m", "rn"), "i": ("i", "l", "1", "|")}
+# What a tag can be made of after its ``<``, once read: anything else ends the look.
+_TAG_CHARS: Final = frozenset("/systemrinld1|_->")
+_TAG_READ_MAX: Final = 64  # characters of a tag, spaces aside, that are looked at
+
+
+def _tag_pattern(opener: str, gap: str) -> re.Pattern[str]:
+    """The wrapper tag from ``opener`` on; ``gap``: a character class's content that may
+    stand between any two of its characters (nothing, when the text is read already)."""
+    g = f"[{gap}]*" if gap else ""
+    space = rf"[\s{gap}]*"
+
+    def word(text: str) -> str:
+        return g.join(
+            "(?:" + "|".join(g.join(map(re.escape, alt)) for alt in _LETTERS.get(c, (c,))) + ")"
+            for c in text
+        )
+
+    return re.compile(
+        rf"{opener}{space}(?P<slash>/{space})?{g}{word('system')}[\s_\-{gap}]*"
+        rf"{word('reminder')}(?:{space}>)?",
+        re.IGNORECASE,
+    )
+
+
+# ASCII text with no escape: the text is read as written, less its control characters.
+_ASCII_TAG: Final = _tag_pattern("<", r"\x00-\x08\x0e-\x1b\x7f")
+_READ_TAG: Final = _tag_pattern("", "")
+
+
+# After an opener: white space, an optional ``/``, then an ASCII character no tag goes on
+# with (only an ``s`` or an invisible control can; what is not ASCII is read one by one).
+_NO_TAG_AFTER: Final = re.compile(r"[\t-\r\x1c-\x1f ]*(?:/[\t-\r\x1c-\x1f ]*)?[!-.0-RT-rt-~]")
+
+
+def _may_escape(text: str) -> bool:
+    return "%" in text or "&" in text or "\\" in text
+
+
+def _openers(text: str) -> list[int]:
+    """Where ``text`` holds a character read as ``<``, in order."""
+    found: list[int] = []
+    for char in LESS_THAN:
+        at = text.find(char)
+        while at >= 0:
+            found.append(at)
+            at = text.find(char, at + 1)
+    return sorted(found)
+
+
+def _tags_read(read: str) -> list[tuple[int, int, bool]]:
+    """The wrapper tags in ``read`` (escapes decoded already): each one's span in it and
+    whether it closes."""
+    if read.isascii():  # read as written, less control characters: the regex does it all
+        return [(m.start(), m.end(), m["slash"] is not None) for m in _ASCII_TAG.finditer(read)]
+    spans: list[tuple[int, int, bool]] = []
+    after = 0  # openers before it are inside a tag found already
+    for begin in _openers(read):
+        if begin < after or _NO_TAG_AFTER.match(read, begin + 1):
+            continue
+        chars: list[str] = []
+        where: list[int] = []
+        seen = 0
+        for j in range(begin + 1, len(read)):
+            folded = fold(read[j])
+            chars.append(folded)
+            where.extend([j] * len(folded))
+            significant = folded.strip()
+            if significant:
+                seen += len(significant)
+                if not _TAG_CHARS.issuperset(significant) or ">" in significant:
+                    break
+                if seen > _TAG_READ_MAX:
+                    break
+        match = _READ_TAG.match("".join(chars))
+        if match is None:
+            continue
+        end = where[match.end() - 1] + 1
+        spans.append((begin, end, match["slash"] is not None))
+        after = end
+    return spans
+
+
+def _tag_spans(text: str) -> list[tuple[int, int, bool]]:
+    """The wrapper tags a reader sees in ``text``: each one's span in ``text`` and whether
+    it closes (``</``)."""
+    escaped = _may_escape(text)
+    if not escaped and text.isascii() and "<" not in text:
+        return []  # the common case: nothing to read
+    read = decode_text(text) if escaped else text
+    found = _tags_read(read)
+    if not found or read == text:
+        return found
+    decoded = decode_escapes(text)  # the same text, with where each character came from
+    if decoded.text != read:  # never, by test; were it to happen, read what is mapped
+        found = _tags_read(decoded.text)
+    return [(*decoded.span(start, end), closing) for start, end, closing in found]
 
 
 def neutralise_tags(text: str) -> str:
-    """``text`` with every wrapper tag's ``<`` turned into ``‹`` (reads the same, parses as no tag).
+    """``text`` with every wrapper tag a reader would see replaced by ``[system-reminder]``
+    or ``[/system-reminder]`` (the same words, no tag); the rest of it as it is.
 
     Memories are written by the model from text it read, so a body holding
     ``</system-reminder>`` would otherwise close the memory block early and what
     follows would read as text outside it. The agent applies the same to every tool
     result, so a file or a command's output cannot pose as one of our blocks either:
     after it, the only wrapper tags a request holds are the harness's own.
+
+    A tag is found in the text as a reader takes it (:mod:`._normalise`): in any case
+    and spacing, with its ``<``, ``/`` and ``>`` in any look-alike (``＜``, ``‹``,
+    ``〈``, ``∕``, ``›``) or escaped (``%3C``, ``&lt;``, ``&#x3c;``, ``\\u003c``,
+    ``&amp;lt;``), look-alike letters (Cyrillic, Greek, full-width), any dash, and
+    invisible characters (zero-width, bidi, tag characters) or combining marks
+    anywhere inside. The whole span it takes in the text as written is replaced.
     """
-    if "system" not in text.lower() and not any(c in text for c in _INVISIBLE):
-        return text  # the common case: no regex
-    return _WRAPPER_TAG.sub("\u2039", text)
+    spans = _tag_spans(text)
+    if not spans:
+        return text
+    out: list[str] = []
+    done = 0
+    for start, stop, closing in spans:
+        out += [text[done:start], "[/system-reminder]" if closing else "[system-reminder]"]
+        done = stop
+    out.append(text[done:])
+    return "".join(out)
 
 
 def _one_line(text: str) -> str:
@@ -137,33 +239,35 @@ def format_memory_block(
 
     ``now`` is a Unix time (the caller's clock), so ages are deterministic in tests.
     A memory cannot break out of the block: the wrapper's tags are neutralised in
-    titles, paths, descriptions and bodies (:func:`neutralise_tags`), and titles and
-    descriptions are put on one line.
+    everything between the block's own tags (:func:`neutralise_tags`: titles, paths,
+    origins, descriptions and bodies, read together), and titles and descriptions are
+    put on one line.
     """
     if not docs:
         return ""
-    lines = ["<system-reminder>", "## Relevant memory", "", _INTRO]
+    lines = ["## Relevant memory", "", _INTRO]
     for doc in docs:
         days = age_in_days(doc.mtime, now=now)
-        heading = neutralise_tags(_one_line(f"{doc.title} ({doc.rel_path})"))
-        lines += ["", f"### {heading}", format_age(days)]
+        lines += ["", f"### {_one_line(f'{doc.title} ({doc.rel_path})')}", format_age(days)]
         if days > 1:
             lines.append(_caveat(days))
-        lines.append(f"Origin: {neutralise_tags(_one_line(doc.origin))}")
+        lines.append(f"Origin: {_one_line(doc.origin)}")
         if doc.description:
-            lines.append(neutralise_tags(_one_line(doc.description)))
+            lines.append(_one_line(doc.description))
         body = doc.body.strip("\n")
         if body:
             lines.append("")
-            # Cut, then neutralise: only what is sent (a 29 KiB note: 0.1 ms less).
+            # Cut, then neutralise: only what is sent.
             kept, cut = cut_body(body, file_chars=file_chars, file_lines=file_lines)
             if cut is not None:
-                lines.append(neutralise_tags(kept.rstrip()))
+                lines.append(kept.rstrip())
                 lines.append(f"[Cut at {cut}; the full memory is in {doc.path}]")
             else:
-                lines.append(neutralise_tags(body))
-    lines.append("</system-reminder>")
-    return "\n".join(lines)
+                lines.append(body)
+    # Neutralised as a whole: a tag split over two fields (a description ending in
+    # ``</``, a body starting with ``system-reminder>``) is one tag to a reader.
+    inner = neutralise_tags("\n".join(lines))
+    return f"<system-reminder>\n{inner}\n</system-reminder>"
 
 
 @functools.lru_cache(maxsize=4096)  # the manifest is rebuilt per side query; mtimes repeat
@@ -175,8 +279,8 @@ def format_manifest(docs: Sequence[MemoryDoc]) -> str:
     """One line per document: type, relative path, ISO modification time, description.
 
     Never the bodies: the side query must stay small and fast. A description is put on
-    one line with the wrapper's tags neutralised, so it cannot fake further manifest
-    lines or instructions after the manifest.
+    one line, and each line has the wrapper's tags neutralised, so a description or a
+    path cannot fake further manifest lines or instructions after the manifest.
     """
     return "\n".join(map(manifest_line, docs))
 
@@ -185,5 +289,5 @@ def format_manifest(docs: Sequence[MemoryDoc]) -> str:
 def manifest_line(doc: MemoryDoc) -> str:
     """One document's line of :func:`format_manifest`."""
     line = f"- [{doc.type}] {doc.rel_path} ({_iso(doc.mtime)})"
-    description = neutralise_tags(_one_line(doc.description))
-    return f"{line}: {description}" if description else line
+    description = _one_line(doc.description)
+    return neutralise_tags(f"{line}: {description}" if description else line)

@@ -55,6 +55,7 @@ from asyncrecall.memory._attribution import (
     foreign_spans,
     own_words,
 )
+from asyncrecall.memory._normalise import normalise
 
 __all__ = ["Verdict", "held_reason", "vet"]
 
@@ -215,8 +216,9 @@ def held_reason(text: str, *, said: Iterable[str] = ()) -> str | None:
 
 
 def _lever(text: str) -> str | None:
+    read = (text, normalise(text))  # as written, and as read: escapes, look-alikes, invisibles
     for reason, pattern in _LEVERS:
-        if pattern.search(text):
+        if any(pattern.search(t) for t in read):
             return reason
     return None
 
