@@ -2,14 +2,18 @@
 
 ``run`` and ``chat`` never wait for background work: the session's scheduler hands
 what it owes to :func:`hand_off`, which writes it to a hand-off file (see
-:mod:`asyncrecall.agent._handoff`) and starts ``python -m asyncrecall._handoff_worker``
-in a session of its own (``start_new_session``: the terminal's Ctrl-C and hang-up do
-not reach it), standard input a pipe, output to the hand-off folder's
-``worker.log``. It holds the hand-off's lock from the command (the descriptor is
-inherited), reads its configuration from standard input (the side model's endpoint
-and key, the store: nothing secret is written to disk or put on a command line), runs
-the extraction, then every stale hand-off of the same store (a worker that died), and
-exits.
+:mod:`asyncrecall.agent._handoff`) and, unless a worker is already draining that
+store's hand-offs (one at a time: it holds the store's drain lock), starts ``python -m
+asyncrecall._handoff_worker`` in a session of its own (``start_new_session``: the
+terminal's Ctrl-C and hang-up do not reach it), standard input a pipe, output to the
+hand-off folder's ``worker.log``. It holds the drain lock from the command (the
+descriptor is inherited), reads its configuration from standard input (the side
+model's endpoint and key, the store: nothing secret is written to disk or put on a
+command line), runs every queued hand-off of the store, oldest first, and exits when
+none is left. When the drain lock is held, the command only queues its hand-off: the
+running worker takes it (so however many commands end at once, one worker per store
+runs, with one process's memory). After a hand-off's extraction is done, its session's
+cursor is dropped: that session has ended and will never extract again.
 
 A session that hands nothing on still looks at exit: when a stale hand-off is there,
 it starts a worker for it. So a worker killed at any step costs a delay, not the work.
@@ -59,33 +63,33 @@ class WorkerConfig(dict[str, Any]):
 
 
 def hand_off(directory: HandoffDir, handoff: Handoff | None, config: WorkerConfig) -> bool:
-    """Write ``handoff`` (if any) and start a worker for it and for the stale ones.
+    """Queue ``handoff`` (if any) and start a worker for the store's queue, unless one
+    is draining it already (then it takes this one too).
 
-    Returns whether a worker was started. With nothing owed and nothing stale, nothing
+    Returns whether a worker was started. With nothing owed and nothing queued, nothing
     happens (a look at one small folder). Never raises for a worker that cannot start:
-    the hand-off stays, stale, for the next session.
+    the hand-off stays, queued, for the next session.
     """
-    fd: int | None = None
-    session: str | None = None
     try:
         if handoff is not None:
-            fd, session = directory.write(handoff), handoff.session_id
+            directory.write(handoff)
         elif not directory.stale():
             return False
+        drain = directory.take_drain()
     except OSError as exc:
         logger.warning("memory extraction hand-off failed, turns not extracted: %s", exc)
         return False
+    if drain is None:
+        return False  # a worker drains this store: it looks again before it exits
     try:
-        return start_worker(directory, config, lock_fd=fd, session=session)
+        return start_worker(directory, config, drain_fd=drain)
     finally:
-        if fd is not None:
-            os.close(fd)  # the worker holds it now (or nobody: then it is stale)
+        os.close(drain)  # the worker holds it now (or nobody: the next session starts one)
 
 
-def start_worker(
-    directory: HandoffDir, config: WorkerConfig, *, lock_fd: int | None, session: str | None
-) -> bool:
-    """Start the worker process (detached), its configuration on its standard input.
+def start_worker(directory: HandoffDir, config: WorkerConfig, *, drain_fd: int) -> bool:
+    """Start the worker process (detached), its configuration on its standard input,
+    the store's drain lock (``drain_fd``) inherited.
 
     The worker reads its standard input to the end before it imports anything, and the
     end comes when this process ends (the pipe's write end is held until then, see
@@ -93,8 +97,7 @@ def start_worker(
     process's own exit for the CPU.
     """
     command = [*_NICE, sys.executable, "-c", _SHIM, "--dir", str(directory.root)]
-    if lock_fd is not None and session is not None:
-        command += ["--session", session, "--lock-fd", str(lock_fd)]
+    command += ["--drain-fd", str(drain_fd)]
     try:
         log = directory.open_log()
     except OSError as exc:
@@ -107,7 +110,7 @@ def start_worker(
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             stderr=log,
-            pass_fds=() if lock_fd is None else (lock_fd,),
+            pass_fds=(drain_fd,),
             start_new_session=True,
         )
     except OSError as exc:
@@ -148,12 +151,11 @@ _SHIM: Final = (
 
 
 def main(argv: Sequence[str] | None = None, *, config: bytes | None = None) -> int:
-    """The worker: ``--dir`` the hand-off folder, ``--session``/``--lock-fd`` its own
-    hand-off (locked); the configuration as JSON (``config``, else standard input)."""
+    """The worker: ``--dir`` the hand-off folder, ``--drain-fd`` its drain lock (held);
+    the configuration as JSON (``config``, else standard input)."""
     parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
     parser.add_argument("--dir", required=True, type=Path)
-    parser.add_argument("--session")
-    parser.add_argument("--lock-fd", type=int)
+    parser.add_argument("--drain-fd", type=int, required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING,
@@ -168,11 +170,10 @@ def main(argv: Sequence[str] | None = None, *, config: bytes | None = None) -> i
     except ValueError as exc:
         logger.warning("memory extraction worker: %s", exc)
         return 2
-    own = (args.session, args.lock_fd) if args.session and args.lock_fd is not None else None
-    return asyncio.run(_work(HandoffDir(args.dir), WorkerConfig(parsed), own))
+    return asyncio.run(_work(HandoffDir(args.dir), WorkerConfig(parsed), args.drain_fd))
 
 
-async def _work(directory: HandoffDir, config: WorkerConfig, own: tuple[str, int] | None) -> int:
+async def _work(directory: HandoffDir, config: WorkerConfig, drain: int) -> int:
     try:
         store = _open_store(config["store"])
         model = _side_model(config["side"])
@@ -182,12 +183,22 @@ async def _work(directory: HandoffDir, config: WorkerConfig, own: tuple[str, int
     try:
         extractor = MemoryExtractor(store, model)
         tried: set[str] = set()
-        claim = own or _next_stale(directory, tried)
-        while claim is not None:
-            session, fd = claim
-            tried.add(session)
-            await _run_one(directory, extractor, session, fd)
+        while True:
             claim = _next_stale(directory, tried)
+            while claim is not None:
+                session, fd = claim
+                tried.add(session)
+                await _run_one(directory, extractor, session, fd)
+                claim = _next_stale(directory, tried)
+            # Let the drain lock go, then look once more: a command that found it held
+            # queued its hand-off before it tried, so it is there now.
+            os.close(drain)
+            if not [s for s in directory.stale() if s not in tried]:
+                break
+            again = directory.take_drain()
+            if again is None:
+                break  # another worker drains now: it takes them
+            drain = again
     finally:
         aclose = getattr(model, "aclose", None)
         if aclose is not None:
@@ -237,6 +248,7 @@ async def _run_one(
                 exc,
             )
             directory.complete(session, fd)
+            await _end_session(extractor, session)
             return
         logger.warning("memory extraction of session %s failed (kept for later): %s", session, exc)
         directory.update(handoff.with_attempts(attempts))
@@ -249,10 +261,20 @@ async def _run_one(
     # consolidation does next.
     try:
         directory.complete(session, fd)
+        await _end_session(extractor, session)
     finally:
         gate = _gate(extractor.store)
         if gate is not None:
             await maybe_consolidate(extractor, gate, note_session=not handoff.noted)
+
+
+async def _end_session(extractor: MemoryExtractor, session: str) -> None:
+    """The session ended when its command handed it on, and its hand-off is done: its
+    cursor goes (a failure to remove it costs a file, nothing else)."""
+    try:
+        await asyncio.to_thread(extractor.end_session, session)
+    except (AsyncRecallError, OSError, ValueError) as exc:
+        logger.warning("memory extraction worker: cannot drop the cursor of %s: %s", session, exc)
 
 
 def _gate(store: MemoryStoreProtocol) -> Any:

@@ -61,7 +61,8 @@ def test_run_ends_before_its_extraction_is_answered_and_the_extraction_still_hap
 ) -> None:
     """``run`` does not wait for its extraction: it exits 0 while the server still holds
     the extraction's answer, and after it has exited the extraction completes anyway
-    (the detached worker writes the memory and moves the session's cursor)."""
+    (the detached worker writes the memory; then, the session having ended with it,
+    drops the session's cursor)."""
     held = threading.Event()
     side.add(memory("Deploy day", [0, 1], content="We deploy on fridays."), gate=held)
     local_server.script("main", "noted")
@@ -77,7 +78,7 @@ def test_run_ends_before_its_extraction_is_answered_and_the_extraction_still_hap
     wait_until_handed_off_work_is_done(memory_dir)
     assert (memory_dir / "deploy-day.md").is_file()
     assert read_source_offsets(memory_dir / "deploy-day.md") == {session: (0, 1)}
-    assert ExtractionState(default_state_dir(memory_dir)).cursor(session) == 2
+    assert not ExtractionState(default_state_dir(memory_dir)).cursor_path(session).exists()
     assert len(answered(local_server, "we deploy on fridays")) == 1
 
 
@@ -110,7 +111,7 @@ def test_a_worker_killed_mid_extraction_is_finished_by_the_next_session_once(
     """``kill -9`` of the worker while its side query is out leaves the hand-off (its
     lock dies with it) and the cursor where it was; the next session, which owes
     nothing itself, starts a worker for it at exit: the memory is written once, the
-    cursor reaches the end, and the slice was answered once."""
+    slice was answered once, and the ended session's cursor is dropped after."""
     side.add(memory("Deploy day", [0, 1], content="We deploy on fridays."), gate=threading.Event())
     side.add(memory("Deploy day", [0, 1], content="We deploy on fridays."))
     local_server.script("main", "noted")
@@ -130,7 +131,7 @@ def test_a_worker_killed_mid_extraction_is_finished_by_the_next_session_once(
     assert nothing.returncode == 0, nothing.stderr
     wait_until_handed_off_work_is_done(memory_dir)
 
-    assert state.cursor(session) == 2 and state.journal(session) is None
+    assert not state.cursor_path(session).exists() and state.journal(session) is None
     store = MemoryStore(memory_dir)
     assert [doc.name for doc in store.scan(limit=None)] == ["Deploy day"]
     assert store.index_path.read_text().count("](deploy-day.md)") == 1
