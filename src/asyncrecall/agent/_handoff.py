@@ -191,8 +191,9 @@ class HandoffDir:
         return [e.name[: -len(_JSON)] for e in files]
 
     def claim(self, session_id: str) -> int | None:
-        """The session's lock if nobody holds it and its hand-off is still there (a dead
-        worker's: stale), else ``None``. The caller runs it, then :meth:`complete`."""
+        """The session's lock if nobody holds it and its hand-off is still there (queued,
+        or a dead worker's: stale), else ``None``. The caller runs it, then
+        :meth:`complete`."""
         fd = self._lock(session_id, block=False)
         if fd is None:
             return None
