@@ -45,7 +45,9 @@ async def test_writes_proposals_with_their_source_offsets_and_moves_the_cursor(
     assert read_source_offsets(doc.path) == {"s1": (0, 1)}
     assert "](staging-cluster.md)" in store.index_path.read_text()
     assert extractor.cursor("s1") == 2
-    assert not any(p.suffix == ".json" for p in store.root.rglob("*"))  # state lives beside
+    # The state lives beside the folder (its .cache/ holds only the folder's own caches).
+    inside = [p for p in store.root.rglob("*") if ".cache" not in p.relative_to(store.root).parts]
+    assert not any(p.suffix == ".json" for p in inside)
     (request,) = [r for r in local_server.requests if is_extraction(r)]
     assert offsets_in_prompt(request) == [0, 1]
 
