@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from asyncrecall.memory import MemoryStore, read_source_offsets
 from asyncrecall.memory.extraction._state import ExtractionState, default_state_dir
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
@@ -174,3 +176,48 @@ def wait_until_worker_ended(memory_dir: Path) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("the worker did not end")
         time.sleep(0.02)
+
+
+async def test_a_hand_off_queued_while_the_worker_finishes_is_not_stranded(
+    local_server: LocalServer,
+    side: SideModel,
+    memory_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A command that queues its hand-off just as the draining worker found its queue
+    empty (the drain lock still held, so the command starts no worker) does not strand
+    it: the worker looks once more after letting the lock go and runs it."""
+    from asyncrecall import _handoff_worker as worker
+    from asyncrecall.agent._handoff import Handoff, HandoffDir
+    from asyncrecall.memory import TranscriptTurn
+
+    side.add(memory("Office", [0, 1], content="The office is in Leeds."))
+    MemoryStore(memory_dir).ensure()
+    directory = HandoffDir(handoff_dir(memory_dir))
+    drain = directory.take_drain()
+    assert drain is not None  # this worker's, as a command passes it on
+    turns = (
+        TranscriptTurn(0, "user", "the office is in leeds"),
+        TranscriptTurn(1, "assistant", "ok"),
+    )
+    config = worker.WorkerConfig(
+        store={"folder": str(memory_dir)},
+        side={"base_url": local_server.base_url, "model": "side", "api_key": "t"},
+    )
+    next_stale = worker._next_stale
+    queued: list[bool] = []
+
+    def queue_empty_then_a_command_queues(
+        directory: HandoffDir, tried: set[str]
+    ) -> tuple[str, int] | None:
+        found = next_stale(directory, tried)
+        if found is None and not queued:  # the worker is about to let the lock go
+            queued.append(worker.hand_off(directory, Handoff("s-late", 2, turns), config))
+        return found
+
+    monkeypatch.setattr(worker, "_next_stale", queue_empty_then_a_command_queues)
+    assert await worker._work(directory, config, drain) == 0
+
+    assert queued == [False]  # the lock was held: the command started no worker
+    assert handoffs(memory_dir) == []
+    assert (memory_dir / "office.md").is_file()
