@@ -223,3 +223,33 @@ def test_ctrl_c_cancels_the_turn_where_the_loop_has_no_signal_handlers(
     finished = [e for e in events if e["type"] == "finished"]
     assert [e["reason"] for e in finished] == ["cancelled", "stop"]
     assert finished[-1]["text"] == "second answer"
+
+
+def test_a_hang_up_that_nohup_ignores_stays_ignored(
+    local_server: LocalServer, side: SideModel, tmp_path: Path
+) -> None:
+    """Started with ``SIGHUP`` ignored (``nohup``), ``chat`` does not end on a hang-up:
+    it answers the next line and exits 0 at end of input."""
+    local_server.script("main", "first answer", "second answer")
+    process = subprocess.Popen(
+        command(local_server, tmp_path, "chat", "--output-format", "stream-json"),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=clean_env(tmp_path),
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )  # fmt: skip
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write("a question\n")
+        process.stdin.flush()
+        for line in process.stdout:
+            if json.loads(line)["type"] == "finished":
+                break
+        process.send_signal(signal.SIGHUP)
+        out, err = process.communicate(input="another question\n", timeout=HANG_GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+    finished = [e for e in map(json.loads, out.splitlines()) if e["type"] == "finished"]
+    assert [e["text"] for e in finished] == ["second answer"]

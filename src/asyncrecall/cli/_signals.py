@@ -5,6 +5,9 @@ send ``SIGTERM``. Left to their default action they end the process at once, and
 it owed (the last query's extraction, see ``asyncrecall._handoff_worker``) and the
 files it made (``run``'s reader file, see ``asyncrecall._prewarm``) are left behind.
 
+A signal the command was started with ignored (``nohup`` ignores ``SIGHUP``) stays
+ignored.
+
 - Before the session's event loop runs (imports, the session's set-up) nothing is owed
   yet: :func:`die_cleanly` removes the reader files, then lets the signal end the
   process as it would have (the shell sees 128 + its number).
@@ -54,7 +57,8 @@ def die_cleanly(signals: Iterable[signal.Signals] = TERMINATING) -> None:
     nothing)."""
     for signum in signals:
         with contextlib.suppress(ValueError, OSError):
-            signal.signal(signum, _die)
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's stays ignored
+                signal.signal(signum, _die)
 
 
 def _die(signum: int, frame: FrameType | None) -> None:
@@ -71,11 +75,14 @@ def bridge(
     callback: Callable[[int], Any],
 ) -> Callable[[], None]:
     """Call ``callback(signum)`` on ``loop`` for each of ``signals``; returns the remover,
-    which puts the handlers that were there before back. A signal that cannot be handled
-    here (not the main thread) is left alone."""
+    which puts the handlers that were there before back. A signal that is ignored (as
+    ``nohup`` ignores ``SIGHUP``) or cannot be handled here (not the main thread) is
+    left alone."""
     removers: list[Callable[[], None]] = []
     for signum in signals:
         previous = signal.getsignal(signum)
+        if previous is signal.SIG_IGN:
+            continue
         try:
             loop.add_signal_handler(signum, callback, int(signum))
         except (NotImplementedError, RuntimeError, ValueError):
