@@ -389,6 +389,7 @@ def test_the_reader_process_records_the_quarantined_paths(folder: Path, tmp_path
     old = time.time_ns() - 60 * 1_000_000_000
     os.utime(folder, ns=(old, old))  # the folder is still: the record can be trusted
     out = tmp_path / "primed.json"
+    out.touch()  # as the command makes it, empty
     flags = {"memory_dir": str(folder), "project": str(tmp_path)}
     assert prime_child([str(out), "why does CI hang?", json.dumps(flags)]) == 0
     fresh = MemoryStore(folder)

@@ -2,15 +2,20 @@
 
 ``run`` and ``chat`` never wait for background work: the session's scheduler hands
 what it owes to :func:`hand_off`, which writes it to a hand-off file (see
-:mod:`asyncrecall.agent._handoff`) and starts ``python -m asyncrecall._handoff_worker``
-detached (a session of its own on POSIX, a process group without a console on
-Windows: the terminal's Ctrl-C and hang-up do not reach it), standard input a pipe,
-output to the hand-off folder's ``worker.log``. It holds the hand-off's lock from the
-command (the descriptor is inherited; on Windows, where a lock is not, it takes the
-lock as the command lets go), reads its configuration from standard input (the side
-model's endpoint and key, the store: nothing secret is written to disk or put on a
-command line), runs the extraction, then every stale hand-off of the same store (a
-worker that died), and exits.
+:mod:`asyncrecall.agent._handoff`) and, unless a worker is already draining that
+store's hand-offs (one at a time: it holds the store's drain lock), starts ``python -m
+asyncrecall._handoff_worker`` detached (a session of its own on POSIX, a process group
+without a console on Windows: the terminal's Ctrl-C and hang-up do not reach it),
+standard input a pipe, output to the hand-off folder's ``worker.log``. It holds the
+drain lock from the command (the descriptor is inherited; on Windows, where a lock is
+not, it takes the lock as the command lets go), reads its configuration from standard
+input (the side model's endpoint and key, the store: nothing secret is written to disk
+or put on a command line), runs every queued hand-off of the store, oldest first, and
+exits when none is left. When the drain lock is held, the command only queues its
+hand-off: the running worker takes it (so however many commands end at once, one
+worker per store runs, with one process's memory). After a hand-off's extraction is
+done, its session's cursor is dropped: that session has ended and will never extract
+again.
 
 A session that hands nothing on still looks at exit: when a stale hand-off is there,
 it starts a worker for it. So a worker killed at any step costs a delay, not the work.
@@ -51,8 +56,8 @@ _GIVE_WAY_ROUNDS: Final = 5
 # The worker starts at a low priority, before its imports (half a second of CPU): the
 # command that started it is still ending, and the user's next one comes first.
 _NICE: Final = _platform.low_priority()
-#: How long a worker tries for its own hand-off's lock where the command cannot pass it
-#: on (it lets go before the worker starts working; the system may take a moment).
+#: How long a worker tries for the drain lock where the command cannot pass it on (it
+#: lets go before the worker starts working; the system may take a moment).
 _CLAIM_WAIT_S: Final = 5.0
 
 
@@ -63,33 +68,33 @@ class WorkerConfig(dict[str, Any]):
 
 
 def hand_off(directory: HandoffDir, handoff: Handoff | None, config: WorkerConfig) -> bool:
-    """Write ``handoff`` (if any) and start a worker for it and for the stale ones.
+    """Queue ``handoff`` (if any) and start a worker for the store's queue, unless one
+    is draining it already (then it takes this one too).
 
-    Returns whether a worker was started. With nothing owed and nothing stale, nothing
+    Returns whether a worker was started. With nothing owed and nothing queued, nothing
     happens (a look at one small folder). Never raises for a worker that cannot start:
-    the hand-off stays, stale, for the next session.
+    the hand-off stays, queued, for the next session.
     """
-    fd: int | None = None
-    session: str | None = None
     try:
         if handoff is not None:
-            fd, session = directory.write(handoff), handoff.session_id
+            directory.write(handoff)
         elif not directory.stale():
             return False
+        drain = directory.take_drain()
     except OSError as exc:
         logger.warning("memory extraction hand-off failed, turns not extracted: %s", exc)
         return False
+    if drain is None:
+        return False  # a worker drains this store: it looks again before it exits
     try:
-        return start_worker(directory, config, lock_fd=fd, session=session)
+        return start_worker(directory, config, drain_fd=drain)
     finally:
-        if fd is not None:
-            os.close(fd)  # the worker holds it now (or nobody: then it is stale)
+        os.close(drain)  # the worker holds it now (or nobody: the next session starts one)
 
 
-def start_worker(
-    directory: HandoffDir, config: WorkerConfig, *, lock_fd: int | None, session: str | None
-) -> bool:
-    """Start the worker process (detached), its configuration on its standard input.
+def start_worker(directory: HandoffDir, config: WorkerConfig, *, drain_fd: int) -> bool:
+    """Start the worker process (detached), its configuration on its standard input,
+    the store's drain lock (``drain_fd``) inherited.
 
     The worker reads its standard input to the end before it imports anything, and the
     end comes when this process ends (the pipe's write end is held until then, see
@@ -97,11 +102,9 @@ def start_worker(
     process's own exit for the CPU.
     """
     command = [*_NICE, sys.executable, "-c", _SHIM, "--dir", str(directory.root)]
-    inherit = lock_fd is not None and _platform.LOCK_INHERITED
-    if session is not None:  # the worker's own: it goes first
-        command += ["--session", session]
-        if inherit:
-            command += ["--lock-fd", str(lock_fd)]
+    inherit = _platform.LOCK_INHERITED
+    if inherit:
+        command += ["--drain-fd", str(drain_fd)]
     try:
         log = directory.open_log()
     except OSError as exc:
@@ -114,7 +117,7 @@ def start_worker(
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             stderr=log,
-            pass_fds=(lock_fd,) if inherit and lock_fd is not None else (),
+            pass_fds=(drain_fd,) if inherit else (),
             **_platform.detached(),
         )
     except OSError as exc:
@@ -155,12 +158,12 @@ _SHIM: Final = (
 
 
 def main(argv: Sequence[str] | None = None, *, config: bytes | None = None) -> int:
-    """The worker: ``--dir`` the hand-off folder, ``--session``/``--lock-fd`` its own
-    hand-off (locked); the configuration as JSON (``config``, else standard input)."""
+    """The worker: ``--dir`` the hand-off folder, ``--drain-fd`` its drain lock (held;
+    without it, where a lock is not inherited, the worker takes the lock itself);
+    the configuration as JSON (``config``, else standard input)."""
     parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
     parser.add_argument("--dir", required=True, type=Path)
-    parser.add_argument("--session")
-    parser.add_argument("--lock-fd", type=int)
+    parser.add_argument("--drain-fd", type=int)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING,
@@ -175,14 +178,15 @@ def main(argv: Sequence[str] | None = None, *, config: bytes | None = None) -> i
     except ValueError as exc:
         logger.warning("memory extraction worker: %s", exc)
         return 2
-    own = (args.session, args.lock_fd) if args.session and args.lock_fd is not None else None
-    if own is None and args.session:  # the command could not pass its lock on: take it
-        fd = HandoffDir(args.dir).claim(args.session, wait=_CLAIM_WAIT_S)
-        own = None if fd is None else (args.session, fd)
-    return asyncio.run(_work(HandoffDir(args.dir), WorkerConfig(parsed), own))
+    drain = args.drain_fd
+    if drain is None:  # the command could not pass its lock on: take it as it lets go
+        drain = HandoffDir(args.dir).take_drain(wait=_CLAIM_WAIT_S)
+        if drain is None:
+            return 0  # another worker drains this store: it takes our hand-off too
+    return asyncio.run(_work(HandoffDir(args.dir), WorkerConfig(parsed), drain))
 
 
-async def _work(directory: HandoffDir, config: WorkerConfig, own: tuple[str, int] | None) -> int:
+async def _work(directory: HandoffDir, config: WorkerConfig, drain: int) -> int:
     try:
         store = _open_store(config["store"])
         model = _side_model(config["side"])
@@ -192,12 +196,22 @@ async def _work(directory: HandoffDir, config: WorkerConfig, own: tuple[str, int
     try:
         extractor = MemoryExtractor(store, model)
         tried: set[str] = set()
-        claim = own or _next_stale(directory, tried)
-        while claim is not None:
-            session, fd = claim
-            tried.add(session)
-            await _run_one(directory, extractor, session, fd)
+        while True:
             claim = _next_stale(directory, tried)
+            while claim is not None:
+                session, fd = claim
+                tried.add(session)
+                await _run_one(directory, extractor, session, fd)
+                claim = _next_stale(directory, tried)
+            # Let the drain lock go, then look once more: a command that found it held
+            # queued its hand-off before it tried, so it is there now.
+            os.close(drain)
+            if not [s for s in directory.stale() if s not in tried]:
+                break
+            again = directory.take_drain()
+            if again is None:
+                break  # another worker drains now: it takes them
+            drain = again
     finally:
         aclose = getattr(model, "aclose", None)
         if aclose is not None:
@@ -253,6 +267,7 @@ async def _run_one(
                 exc,
             )
             directory.complete(session, fd)
+            await _end_session(extractor, session)
             return
         logger.warning("memory extraction of session %s failed (kept for later): %s", session, exc)
         directory.update(handoff.with_attempts(attempts))
@@ -265,10 +280,20 @@ async def _run_one(
     # consolidation does next.
     try:
         directory.complete(session, fd)
+        await _end_session(extractor, session)
     finally:
         gate = _gate(extractor.store)
         if gate is not None:
             await maybe_consolidate(extractor, gate, note_session=not handoff.noted)
+
+
+async def _end_session(extractor: MemoryExtractor, session: str) -> None:
+    """The session ended when its command handed it on, and its hand-off is done: its
+    cursor goes (a failure to remove it costs a file, nothing else)."""
+    try:
+        await asyncio.to_thread(extractor.end_session, session)
+    except (AsyncRecallError, OSError, ValueError) as exc:
+        logger.warning("memory extraction worker: cannot drop the cursor of %s: %s", session, exc)
 
 
 def _gate(store: MemoryStoreProtocol) -> Any:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._prewarm import adopt, encode_result
+from asyncrecall._prewarm import adopt, encode_result, sweep_reader_files, write_reader_file
 from asyncrecall._settings import Settings
 from asyncrecall.memory import (
     EmbeddingSelector,
@@ -123,10 +123,11 @@ def prime_child(argv: Sequence[str]) -> int:
     :func:`asyncrecall._prewarm.start_reading_memory`): read the folder (writing its
     persisted index, term counts and quarantined paths, as a warm-up does), run the
     instant lexical pass for the question at the instant and the recall limits, and
-    write the results as JSON to ``argv[0]`` (atomically). ``argv``: the result's path,
-    the question, then the settings flags as JSON. Exit 0 when the results are written."""
+    write the results as JSON into the file ``argv[0]``, which the command made (see
+    :func:`asyncrecall._prewarm.write_reader_file`: never created here, never through a
+    link); then sweep reader files whose command died. ``argv``: the result's path, the
+    question, then the settings flags as JSON. Exit 0 when the results are written."""
     import json
-    import os
 
     from asyncrecall._settings import load_settings
 
@@ -141,9 +142,9 @@ def prime_child(argv: Sequence[str]) -> int:
         result = manager.recall_instant(question, limit=limit, selector=lexical)
         if result is not None:
             results[str(limit)] = encode_result(result)
-    partial = f"{out}.part"
-    with open(partial, "w", encoding="utf-8") as file:
-        json.dump(results, file)
-    os.replace(partial, out)
+    written = write_reader_file(out, json.dumps(results).encode())
     store.quarantined_paths()  # recorded for the system prompt (``folder/_held``)
+    sweep_reader_files()
+    if not written:
+        return 1
     return 0

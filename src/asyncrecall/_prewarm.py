@@ -46,7 +46,15 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from asyncrecall.memory import LexicalSelector, MemoryStore, RecallResult
 
-__all__ = ["FolderWarmup", "adopt", "index_folder", "start_reading_memory"]
+__all__ = [
+    "FolderWarmup",
+    "adopt",
+    "discard_reader_files",
+    "index_folder",
+    "start_reading_memory",
+    "sweep_reader_files",
+    "write_reader_file",
+]
 
 logger = logging.getLogger("asyncrecall.memory")
 
@@ -81,50 +89,143 @@ class FolderWarmup:
 
 class PrimedRecall:
     """The instant pass of ``run``'s question, computed by a reader process: see
-    :meth:`asyncrecall.memory.MemoryManager.prime`. :meth:`take` never waits."""
+    :meth:`asyncrecall.memory.MemoryManager.prime`. :meth:`take` never waits.
+
+    The reader writes into ``out``, a file this process made (see :func:`_prime`) and
+    removes as soon as the results are taken, at exit, or on a terminating signal
+    (:func:`discard_reader_files`)."""
 
     def __init__(self, query: str, child: subprocess.Popen[bytes], out: str) -> None:
         self.query = query
         self._child, self._out = child, out
         self._results: dict[str, Any] | None = None
+        _READERS.append(self)
         atexit.register(self._forget)
 
     def take(self, limit: int) -> RecallResult | None:
         """The pass's result at ``limit`` files, or ``None`` (not done, failed, or no
         result at that limit)."""
         if self._results is None:
-            # The reader replaces the empty file with its results, then records what
-            # the next process may reuse (``prime_child``): the results count from then.
-            if self._written():
-                self._results = self._read()
-            elif self._child.poll() is None:
-                return None
-            else:
-                self._results = {}  # it ended without writing them
+            # The reader fills the empty file with its results, then records what the
+            # next process may reuse (``prime_child``): the results count from then.
+            found = self._read()
+            if found is None:
+                if self._child.poll() is None:
+                    return None  # not written yet, or being written
+                found = self._read() or {}  # it ended: what it wrote, if anything
+            self._results = found
             self._forget()
         data = self._results.get(str(limit))
         return decode_result(data) if data is not None else None
 
-    def _written(self) -> bool:
-        try:
-            return os.stat(self._out).st_size > 0
-        except OSError:
-            return False
-
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, Any] | None:
+        """The results once completely written, else ``None`` (a JSON object is not
+        complete before its last byte)."""
         import json
 
         try:
-            with open(self._out, encoding="utf-8") as file:
-                found = json.load(file)
-        except (OSError, ValueError):
-            logger.debug("cannot read the reader process's result", exc_info=True)
-            return {}
+            with open(self._out, "rb") as file:
+                raw = file.read()
+        except OSError:
+            return None
+        if not raw:
+            return None
+        try:
+            found = json.loads(raw)
+        except ValueError:
+            logger.debug("the reader process's result is not complete (yet)")
+            return None
         return found if isinstance(found, dict) else {}
 
     def _forget(self) -> None:
         with contextlib.suppress(OSError):
             os.unlink(self._out)
+        with contextlib.suppress(ValueError):
+            _READERS.remove(self)
+
+
+#: The reader files this process made and has not removed yet.
+_READERS: list[PrimedRecall] = []
+#: Reader files are ``<temporary folder>/asyncrecall-primed-<pid of the command>-*.json``.
+READER_PREFIX: Final = "asyncrecall-primed-"
+#: A reader file whose name names no command (or, where a process cannot be probed,
+#: any) is swept once this old (seconds).
+_READER_MAX_AGE_S: Final = 3600.0
+
+
+def discard_reader_files() -> None:
+    """Remove every reader file of this process now (a terminating signal: ``atexit``
+    will not run). A reader still running cannot write it again: it never creates it."""
+    for primed in list(_READERS):
+        primed._forget()
+
+
+def write_reader_file(path: str, data: bytes) -> bool:
+    """The reader process's write of its results into ``path``, the file its command
+    made: opened without creating it and without following a link (a command that has
+    already removed it gets nothing back in the temporary folder); ``False`` when it
+    cannot be written."""
+    flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return False
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def sweep_reader_files(now: float | None = None) -> int:
+    """Remove the reader files of commands that died without removing theirs (``kill
+    -9``): their owner's process is gone, or (where that cannot be asked, or the name
+    names no process) they are over an hour old. Only this user's files. Returns how
+    many were removed."""
+    import tempfile
+    import time
+
+    folder = tempfile.gettempdir()
+    now = time.time() if now is None else now
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not (entry.name.startswith(READER_PREFIX) and entry.name.endswith(".json")):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if uid is not None and info.st_uid != uid:
+            continue
+        owner = entry.name[len(READER_PREFIX) :].split("-", 1)[0]
+        alive = _alive(int(owner)) if owner.isdigit() else None
+        if alive is False or (alive is None and now - info.st_mtime > _READER_MAX_AGE_S):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+                removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool | None:
+    """Whether process ``pid`` exists; ``None`` where that cannot be asked safely."""
+    if os.name != "posix":
+        return None  # os.kill(pid, 0) is not a probe there
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
 
 
 def encode_result(result: RecallResult) -> dict[str, Any]:
@@ -213,7 +314,10 @@ def _prime(root: Path, question: str, flags: Mapping[str, object]) -> FolderWarm
     with _lock:
         if key in _started:
             return _started[key]
-        handle, out = tempfile.mkstemp(prefix="asyncrecall-primed-", suffix=".json")
+        # Made here, exclusively, 0600, under a name no one can guess (mkstemp), with this
+        # process's id in it (a dead owner's file is swept: ``sweep_reader_files``); the
+        # reader only writes into it.
+        handle, out = tempfile.mkstemp(prefix=f"{READER_PREFIX}{os.getpid()}-", suffix=".json")
         os.close(handle)
         try:
             child = subprocess.Popen(

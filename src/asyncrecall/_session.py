@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asyncrecall._cancel import CancelSignal
-from asyncrecall._exceptions import ConfigError
+from asyncrecall._exceptions import AsyncRecallError, ConfigError
 from asyncrecall._memory_config import build_memory_manager, manager_options, shared_lexical
 from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry, build_system_prompt
@@ -249,6 +249,11 @@ def _handoff_for(
             side["interrupts"] = traffic(side["base_url"]).interrupts
         config = WorkerConfig(store=where, side=side)
         directory = HandoffDir(handoff_dir(extractor, cache=settings.home / "handoff"))
+        if owed is None and extractor.state_dir is not None:
+            # Nothing owed: the session's last extraction is done and it ends here, so
+            # its cursor goes (a file: a database's row waits for no exit of ours).
+            with contextlib.suppress(AsyncRecallError, OSError, ValueError):
+                extractor.end_session(scheduler.session_id)
         hand_off(directory, owed, config)
 
     return handoff

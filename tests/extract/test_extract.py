@@ -45,7 +45,9 @@ async def test_writes_proposals_with_their_source_offsets_and_moves_the_cursor(
     assert read_source_offsets(doc.path) == {"s1": (0, 1)}
     assert "](staging-cluster.md)" in store.index_path.read_text()
     assert extractor.cursor("s1") == 2
-    assert not any(p.suffix == ".json" for p in store.root.rglob("*"))  # state lives beside
+    # The state lives beside the folder (its .cache/ holds only the folder's own caches).
+    inside = [p for p in store.root.rglob("*") if ".cache" not in p.relative_to(store.root).parts]
+    assert not any(p.suffix == ".json" for p in inside)
     (request,) = [r for r in local_server.requests if is_extraction(r)]
     assert offsets_in_prompt(request) == [0, 1]
 
@@ -197,3 +199,25 @@ def test_the_scan_reads_files_with_source_offsets(store: MemoryStore) -> None:
     (scanned,) = store.scan()
     assert (scanned.name, scanned.type, scanned.body) == ("With offsets", "user", "body")
     assert read_source_offsets(scanned.path) == {"s": (1,)}
+
+
+async def test_an_ended_sessions_cursor_file_is_removed_unless_a_journal_waits(
+    store: MemoryStore, side_model: OpenAIModel, side: SideModel
+) -> None:
+    """``end_session`` removes the session's cursor file (it will never extract again);
+    a session whose journal still waits to be rolled forward keeps its cursor."""
+    from asyncrecall.memory.extraction._state import ExtractionState, Journal
+
+    side.add(memory("Staging cluster", [0, 1], content="The staging cluster is blue."))
+    extractor = MemoryExtractor(store, side_model)
+    await extractor.extract("s1", turns("the staging cluster is blue", "noted"))
+    assert extractor.state_dir is not None
+    state = ExtractionState(extractor.state_dir)
+    state.set_cursor("s2", 2)
+    state.write_journal(Journal("s2", 2, 4, ()))
+    assert state.cursor_path("s1").is_file()
+
+    assert extractor.end_session("s1") and not extractor.end_session("s2")
+
+    assert not state.cursor_path("s1").exists() and extractor.cursor("s1") == 0
+    assert state.cursor("s2") == 2 and state.journal("s2") is not None

@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from asyncrecall.memory import MemoryStore, read_source_offsets
 from asyncrecall.memory.extraction._state import ExtractionState, default_state_dir
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
@@ -61,7 +63,8 @@ def test_run_ends_before_its_extraction_is_answered_and_the_extraction_still_hap
 ) -> None:
     """``run`` does not wait for its extraction: it exits 0 while the server still holds
     the extraction's answer, and after it has exited the extraction completes anyway
-    (the detached worker writes the memory and moves the session's cursor)."""
+    (the detached worker writes the memory; then, the session having ended with it,
+    drops the session's cursor)."""
     held = threading.Event()
     side.add(memory("Deploy day", [0, 1], content="We deploy on fridays."), gate=held)
     local_server.script("main", "noted")
@@ -77,7 +80,7 @@ def test_run_ends_before_its_extraction_is_answered_and_the_extraction_still_hap
     wait_until_handed_off_work_is_done(memory_dir)
     assert (memory_dir / "deploy-day.md").is_file()
     assert read_source_offsets(memory_dir / "deploy-day.md") == {session: (0, 1)}
-    assert ExtractionState(default_state_dir(memory_dir)).cursor(session) == 2
+    assert not ExtractionState(default_state_dir(memory_dir)).cursor_path(session).exists()
     assert len(answered(local_server, "we deploy on fridays")) == 1
 
 
@@ -110,7 +113,7 @@ def test_a_worker_killed_mid_extraction_is_finished_by_the_next_session_once(
     """``kill -9`` of the worker while its side query is out leaves the hand-off (its
     lock dies with it) and the cursor where it was; the next session, which owes
     nothing itself, starts a worker for it at exit: the memory is written once, the
-    cursor reaches the end, and the slice was answered once."""
+    slice was answered once, and the ended session's cursor is dropped after."""
     side.add(memory("Deploy day", [0, 1], content="We deploy on fridays."), gate=threading.Event())
     side.add(memory("Deploy day", [0, 1], content="We deploy on fridays."))
     local_server.script("main", "noted")
@@ -130,7 +133,7 @@ def test_a_worker_killed_mid_extraction_is_finished_by_the_next_session_once(
     assert nothing.returncode == 0, nothing.stderr
     wait_until_handed_off_work_is_done(memory_dir)
 
-    assert state.cursor(session) == 2 and state.journal(session) is None
+    assert not state.cursor_path(session).exists() and state.journal(session) is None
     store = MemoryStore(memory_dir)
     assert [doc.name for doc in store.scan(limit=None)] == ["Deploy day"]
     assert store.index_path.read_text().count("](deploy-day.md)") == 1
@@ -173,3 +176,48 @@ def wait_until_worker_ended(memory_dir: Path) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("the worker did not end")
         time.sleep(0.02)
+
+
+async def test_a_hand_off_queued_while_the_worker_finishes_is_not_stranded(
+    local_server: LocalServer,
+    side: SideModel,
+    memory_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A command that queues its hand-off just as the draining worker found its queue
+    empty (the drain lock still held, so the command starts no worker) does not strand
+    it: the worker looks once more after letting the lock go and runs it."""
+    from asyncrecall import _handoff_worker as worker
+    from asyncrecall.agent._handoff import Handoff, HandoffDir
+    from asyncrecall.memory import TranscriptTurn
+
+    side.add(memory("Office", [0, 1], content="The office is in Leeds."))
+    MemoryStore(memory_dir).ensure()
+    directory = HandoffDir(handoff_dir(memory_dir))
+    drain = directory.take_drain()
+    assert drain is not None  # this worker's, as a command passes it on
+    turns = (
+        TranscriptTurn(0, "user", "the office is in leeds"),
+        TranscriptTurn(1, "assistant", "ok"),
+    )
+    config = worker.WorkerConfig(
+        store={"folder": str(memory_dir)},
+        side={"base_url": local_server.base_url, "model": "side", "api_key": "t"},
+    )
+    next_stale = worker._next_stale
+    queued: list[bool] = []
+
+    def queue_empty_then_a_command_queues(
+        directory: HandoffDir, tried: set[str]
+    ) -> tuple[str, int] | None:
+        found = next_stale(directory, tried)
+        if found is None and not queued:  # the worker is about to let the lock go
+            queued.append(worker.hand_off(directory, Handoff("s-late", 2, turns), config))
+        return found
+
+    monkeypatch.setattr(worker, "_next_stale", queue_empty_then_a_command_queues)
+    assert await worker._work(directory, config, drain) == 0
+
+    assert queued == [False]  # the lock was held: the command started no worker
+    assert handoffs(memory_dir) == []
+    assert (memory_dir / "office.md").is_file()

@@ -28,6 +28,7 @@ from asyncrecall._settings import Settings
 from asyncrecall.agent import ExtractionScheduler
 from asyncrecall.memory import MemoryExtractor, PostgresMemoryStore, TranscriptTurn
 from asyncrecall.memory.extraction._consolidate import consolidate, consolidation_gate
+from asyncrecall.memory.extraction._state import Journal
 from asyncrecall.memory.postgres._extraction import PostgresBackend, PostgresConsolidationGate
 from asyncrecall.memory.postgres._schema import SCHEMA_VERSION
 from asyncrecall.models import OpenAIModel
@@ -488,3 +489,23 @@ async def test_a_crashed_sessions_journal_in_the_database_is_rolled_forward_by_a
     assert pg.get("Gamma").body == "Gamma as someone wrote it later."
     assert backend.source_offsets(pg.get("Beta")) == {"dead": (1,)}
     assert backend.journal("dead") is None and backend.cursor("dead") == 2
+
+
+async def test_an_ended_sessions_cursor_is_dropped_unless_a_journal_waits(
+    pg: PostgresMemoryStore, pg_url: str, side_model: OpenAIModel, side: SideModel
+) -> None:
+    """``end_session`` (its command ended, its extraction is done) removes the session's
+    row; a session whose journal still waits to be rolled forward keeps it."""
+    side.add(memory("Staging cluster", [0, 1], content="The staging cluster is blue."))
+    extractor = MemoryExtractor(pg, side_model)
+    await extractor.extract("s1", turns(2))
+    backend = extractor.backend
+    assert isinstance(backend, PostgresBackend)
+    backend.write_journal(Journal("s2", 0, 2, ()))
+    query = "SELECT session FROM asyncrecall_extraction WHERE namespace = %s ORDER BY session"
+    assert rows(pg_url, query, pg.namespace) == [("s1",), ("s2",)]
+
+    assert extractor.end_session("s1") and not extractor.end_session("s2")
+
+    assert rows(pg_url, query, pg.namespace) == [("s2",)]
+    assert extractor.cursor("s1") == 0 and backend.journal("s2") is not None

@@ -10,6 +10,7 @@ Layout, in the store's state area (:func:`handoff_dir`)::
 
     <memory folder>.state/handoff/<session>.json   what to extract (an atomic replace)
     <memory folder>.state/handoff/<session>.lock   locked while someone owns it
+    <memory folder>.state/handoff/.worker.lock     held by the one worker that drains
     <memory folder>.state/handoff/worker.log       what the workers had to say
 
 For a PostgreSQL store the files live in the user's cache instead (one folder per
@@ -17,15 +18,22 @@ database and namespace, under ``$ASYNCRECALL_HOME/handoff/``): the database hold
 cursors, this machine holds the work it has not done yet.
 
 Ownership is an exclusive lock on the ``.lock`` file (``flock``; see
-:mod:`asyncrecall._platform`), taken **before** the ``.json`` is written, by the
-process that writes it, and dropped by the system when its last holder dies, however it
-dies (``kill -9`` included). Where a child shares an inherited lock (POSIX), that
-process passes the locked descriptor to its worker, so the lock never lapses between
-them. Where it cannot (Windows), the worker takes the lock itself as the command lets
-go (:meth:`HandoffDir.claim` with a wait): for that moment the hand-off looks stale,
-and another worker may run it first; then ours finds it done. A ``.json`` whose lock
-anyone can take is **stale**: its worker is dead (or never started), and the next
-worker (every worker looks, after its own) claims and runs it.
+:mod:`asyncrecall._platform`), taken **before** the ``.json`` is written and let go
+once it is: a ``.json`` whose lock anyone can take is **queued** (or **stale**: its
+worker died, however it died, ``kill -9`` included, since the system drops a lock with
+its last holder). A worker claims one by taking its lock.
+
+One worker at a time drains a store's hand-offs: it holds ``.worker.lock`` (the
+**drain lock**). A command that owes an extraction writes its hand-off, lets its lock
+go, then tries the drain lock: taken, it starts a worker and passes the lock on (the
+descriptor is inherited where locks are, POSIX; elsewhere, Windows, the command lets go
+and the worker takes the drain lock itself, with a wait; if another worker takes it
+first, that one drains); held, a worker is draining and the hand-off waits in its
+queue. A worker runs every queued hand-off, oldest first, then lets the drain lock go
+and looks once more: a command that found the lock held had queued its hand-off
+before, so the worker sees it then, takes the lock again and goes on (unless another
+worker took it first: then that one does). So however many commands end at once, one
+worker process runs per store, and no hand-off waits for a next session.
 
 Running a hand-off is one :meth:`~asyncrecall.memory.MemoryExtractor.extract` call
 with the session's id: the extractor's own cursor and journal make a repeat safe (a
@@ -62,6 +70,7 @@ HANDOFF_SUPPORTED: Final = _platform.LOCKS
 _VERSION: Final = 1
 _JSON: Final = ".json"
 _LOCK: Final = ".lock"
+_DRAIN: Final = ".worker"  # its lock file: .worker.lock (no session id starts with ".")
 LOG_NAME: Final = "worker.log"
 _LOG_LIMIT: Final = 1 << 20  # a log over 1 MiB starts again (the old one kept as .1)
 _CLAIM_RETRY_S: Final = 0.02
@@ -163,16 +172,25 @@ class HandoffDir:
     def path(self, session_id: str) -> Path:
         return self.root / f"{session_id}{_JSON}"
 
-    def write(self, handoff: Handoff) -> int:
-        """Take the session's lock, then write its hand-off (atomically); returns the
-        locked descriptor, which the caller passes to the worker and closes."""
+    def write(self, handoff: Handoff) -> None:
+        """Take the session's lock, write its hand-off (atomically), let the lock go: the
+        hand-off is queued for whichever worker drains (see the module doc)."""
         fd = self._lock(handoff.session_id, block=True)
         assert fd is not None
         try:
             _atomic_write(self.path(handoff.session_id), json.dumps(handoff.to_json()))
-        except BaseException:
+        finally:
             os.close(fd)
-            raise
+
+    def take_drain(self, *, wait: float = 0.0) -> int | None:
+        """The drain lock if no worker holds it (its descriptor), else ``None``.
+        ``wait``: seconds to try for while someone holds it (the command that started
+        this worker, letting go where a lock cannot be inherited)."""
+        fd = self._lock(_DRAIN, block=False)
+        deadline = time.monotonic() + wait
+        while fd is None and time.monotonic() < deadline:
+            time.sleep(_CLAIM_RETRY_S)
+            fd = self._lock(_DRAIN, block=False)
         return fd
 
     def read(self, session_id: str) -> Handoff | None:
@@ -192,16 +210,11 @@ class HandoffDir:
         files.sort(key=lambda e: _mtime(e))
         return [e.name[: -len(_JSON)] for e in files]
 
-    def claim(self, session_id: str, *, wait: float = 0.0) -> int | None:
-        """The session's lock if nobody holds it and its hand-off is still there (a dead
-        worker's: stale), else ``None``. The caller runs it, then :meth:`complete`.
-        ``wait``: seconds to try for while someone holds it (the command that wrote it,
-        letting go where the lock cannot be inherited)."""
+    def claim(self, session_id: str) -> int | None:
+        """The session's lock if nobody holds it and its hand-off is still there (queued,
+        or a dead worker's: stale), else ``None``. The caller runs it, then
+        :meth:`complete`."""
         fd = self._lock(session_id, block=False)
-        deadline = time.monotonic() + wait
-        while fd is None and time.monotonic() < deadline:
-            time.sleep(_CLAIM_RETRY_S)
-            fd = self._lock(session_id, block=False)
         if fd is None:
             return None
         if not self.path(session_id).exists():  # done by its owner just before we looked

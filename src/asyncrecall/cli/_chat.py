@@ -2,6 +2,12 @@
 
 Ctrl-C cancels the running turn, and the recall side query with it (the caller's
 cancel signal is bridged to the prefetch). A second Ctrl-C at an empty prompt exits.
+A hang-up (the terminal closed) or ``SIGTERM`` cancels the running turn and ends the
+chat as end of input does: what background extraction owes is handed on, and the exit
+status says which signal it was (see ``cli._signals``). On a loop without
+``add_signal_handler`` (Windows) the signals reach it through ``signal.signal``.
+Output whose reader went away (``| head``) ends the chat after the running turn, as
+end of input would (see ``cli._render``).
 Lines ``/reset`` and ``/exit`` reset the chat and leave. What background memory
 extraction saves is shown as it happens (see ``_render``: a JSON line each in
 stream-json, a dim line on stderr in text).
@@ -11,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import signal
 import sys
 import threading
@@ -23,7 +28,8 @@ from asyncrecall._cancel import CancelSignal
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
 from asyncrecall.cli._common import exit_soon, resume_collection, settings_from_args
-from asyncrecall.cli._render import EventPrinter, exit_code
+from asyncrecall.cli._render import EXIT_OUTPUT_CLOSED, EventPrinter, exit_code
+from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
 
 __all__ = ["register"]
 
@@ -80,15 +86,27 @@ class _LineReader:
 
 
 class _Interrupts:
-    """What Ctrl-C means right now: cancel the turn, warn, or exit."""
+    """What Ctrl-C means right now: cancel the turn, warn, or exit; and what a
+    terminating signal does: cancel the turn and exit."""
 
     def __init__(self, printer: EventPrinter) -> None:
         self.turn: CancelSignal | None = None
         self.at_prompt = 0
         self.exit = asyncio.Event()
+        #: The terminating signal that ended the chat, if one did.
+        self.ended_by: int | None = None
         self._printer = printer
 
-    def __call__(self) -> None:
+    def terminate(self, signum: int) -> None:
+        if self.ended_by is None:
+            self.ended_by = signum
+        if self.turn is not None:
+            self.turn.cancel("user")
+        self.exit.set()
+
+    def __call__(self, signum: int | None = None) -> None:
+        if self.exit.is_set():
+            return
         if self.turn is not None and not self.turn.cancelled:
             self.turn.cancel("user")
             self._printer.err.print("[yellow]^C turn cancelled[/yellow]")
@@ -109,8 +127,8 @@ async def chat(session: Session, settings: Settings) -> int:
         printer.err.print(f"[dim]· {escape(session.notice)}[/dim]")
     interrupts = _Interrupts(printer)
     interactive = sys.stdin is not None and sys.stdin.isatty()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, interrupts)
+    unbridge = bridge(loop, (signal.SIGINT,), interrupts)
+    unbridge_terminating = bridge(loop, TERMINATING, interrupts.terminate)
     reader = _LineReader(loop, interactive=interactive)
     if session.extraction is not None:  # issue 14: what background extraction saved
         session.extraction.add_listener(printer.show_background)
@@ -119,7 +137,7 @@ async def chat(session: Session, settings: Settings) -> int:
     exit_wait = asyncio.ensure_future(interrupts.exit.wait())
     try:
         await session.start()
-        while True:
+        while not interrupts.exit.is_set():
             reader.want()
             next_line = asyncio.ensure_future(reader.lines.get())
             await asyncio.wait({next_line, exit_wait}, return_when=asyncio.FIRST_COMPLETED)
@@ -143,13 +161,21 @@ async def chat(session: Session, settings: Settings) -> int:
             async for event in session.agent.run_query(text, cancel=interrupts.turn):
                 printer.show(event)
             interrupts.turn = None
+            if interrupts.ended_by is not None or printer.output_closed:
+                break
             if printer.error is not None:
                 sys.stderr.write(f"asyncrecall: {printer.error.message}\n")
                 status = max(status, exit_code(printer.error))
                 printer.error = None
     finally:
         exit_wait.cancel()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-        await session.aclose()
+        unbridge()
+        try:
+            await session.aclose()  # a signal meanwhile is the bridge's: it ends nothing
+        finally:
+            unbridge_terminating()
+    if interrupts.ended_by is not None:
+        return exit_status(interrupts.ended_by)
+    if printer.output_closed:  # its reader went away (| head): quiet
+        return EXIT_OUTPUT_CLOSED
     return status

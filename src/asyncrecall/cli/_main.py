@@ -4,7 +4,10 @@ Each command lives in its own module exposing ``register(subparsers, common)``; 
 parser it adds sets ``handler``, a function ``(args) -> int`` returning the exit code.
 Exit codes: 0 success; 1 a model, endpoint or memory error, or an empty answer; 2 bad
 usage or configuration; 3 a query stopped before an answer (loop detected, a limit);
-130 interrupted or cancelled. A failure prints one line on stderr.
+130 interrupted or cancelled; 128 + N ended by signal N (129 ``SIGHUP``, 143
+``SIGTERM``: what ``run`` or ``chat`` owed is handed on first; 141 ``run`` or ``chat``
+whose output was closed early, as by ``| head``, see ``cli._render``). A failure prints
+one line on stderr.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from asyncrecall.cli._common import (
     redacted,
     resume_collection,
 )
+from asyncrecall.cli._signals import die_cleanly
 
 __all__ = ["main"]
 
@@ -69,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``asyncrecall`` command, ``python -m asyncrecall``), ``run`` and ``chat`` end the
     process themselves, as soon as the answer is complete (see :func:`end_process`)."""
     if argv is None:
+        if _chosen(sys.argv[1:]) in _SESSION_COMMANDS:
+            die_cleanly()  # until the session's loop bridges the signals (cli._signals)
         end_process(_main(sys.argv[1:]))
     return _main(argv)
 

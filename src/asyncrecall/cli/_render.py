@@ -5,12 +5,20 @@ Background memory extraction's events (issue 14) come between and after queries;
 stream-json (its ``to_dict``, like every event), a short dim line on stderr in text
 (held back while an answer is being written, so it never splits one), nothing in json
 (one object per query).
+
+Output whose reader has gone (``asyncrecall run ... | head -1``: a broken pipe; a closed
+terminal) is not an error of the query: the printer stops writing, the query goes on to
+its end (so its extraction is still handed on), and the command exits quietly with
+:data:`EXIT_OUTPUT_CLOSED` (141, 128 + ``SIGPIPE``: what a shell reports for a program
+that the signal ended, as ``yes | head -1`` does).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO, TypeVar, cast
@@ -35,7 +43,14 @@ from asyncrecall.agent import (
 )
 from asyncrecall.cli._common import redacted
 
-__all__ = ["EXIT_CANCELLED", "EXIT_MODEL_ERROR", "EXIT_STOPPED", "EventPrinter", "exit_code"]
+__all__ = [
+    "EXIT_CANCELLED",
+    "EXIT_MODEL_ERROR",
+    "EXIT_OUTPUT_CLOSED",
+    "EXIT_STOPPED",
+    "EventPrinter",
+    "exit_code",
+]
 
 #: A model or endpoint error, or an empty answer.
 EXIT_MODEL_ERROR = 1
@@ -43,6 +58,8 @@ EXIT_MODEL_ERROR = 1
 EXIT_STOPPED = 3
 #: The user cancelled (Ctrl-C).
 EXIT_CANCELLED = 130
+#: The output's reader went away (a broken pipe): 128 + ``SIGPIPE``.
+EXIT_OUTPUT_CLOSED = 141
 
 _STOPPED_KINDS = frozenset(
     {"loop_detected", "max_turns", "max_session_turns", "session_token_limit_exceeded", "stopped"}
@@ -73,6 +90,8 @@ class EventPrinter:
         self.error: ErrorEvent | None = None
         #: Whether the last query was cancelled by the user.
         self.cancelled = False
+        #: Whether the output's reader went away (nothing is written after that).
+        self.output_closed = False
         self._events: list[dict[str, Any]] = []
         self._wrote_text = False
         self._answers = 0  # answers printed so far (text mode separates them)
@@ -108,8 +127,18 @@ class EventPrinter:
                 self.err.print(line)
 
     def _line(self, data: dict[str, Any]) -> None:
-        self.out.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
-        self.out.flush()
+        self._write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+
+    def _write(self, text: str) -> None:
+        """``text`` to the output, flushed; once its reader has gone, nothing."""
+        if self.output_closed:
+            return
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except OSError:  # a broken pipe (EPIPE), a terminal that hung up (EIO)
+            self.output_closed = True
+            _quiet(self.out)
 
     def _summary(self, finished: FinishedEvent) -> dict[str, Any]:
         injected = [e for e in self._events if e["type"] == "memory_injected"]
@@ -134,10 +163,8 @@ class EventPrinter:
 
     def _text(self, event: AgentEvent) -> None:
         if isinstance(event, ContentEvent):
-            if not self._wrote_text and self._answers:
-                self.out.write("\n")  # a blank line between two answers (piped chat)
-            self.out.write(event.text)
-            self.out.flush()
+            blank = "\n" if not self._wrote_text and self._answers else ""
+            self._write(blank + event.text)  # a blank line between two answers (piped chat)
             self._wrote_text = True
         elif isinstance(event, ToolCallEvent):
             raw: object = event.args
@@ -156,8 +183,7 @@ class EventPrinter:
             )
         elif isinstance(event, RequestRetriedEvent):
             if self._wrote_text:  # the cut answer's start stays; the new one on its own line
-                self.out.write("\n")
-                self.out.flush()
+                self._write("\n")
                 self._wrote_text = False
             self.err.print(
                 "[dim]· the server cut the answer to serve our side query: sent again[/dim]"
@@ -166,8 +192,7 @@ class EventPrinter:
             pass  # the command prints the one-line reason once, on stderr
         elif isinstance(event, FinishedEvent):
             if self._wrote_text:
-                self.out.write("\n")
-                self.out.flush()
+                self._write("\n")
                 self._answers += 1
             self._wrote_text = False
             held, self._held = self._held, []
@@ -196,6 +221,17 @@ def scrubbed(event: _E) -> _E:
     if clean == text:
         return event
     return cast(_E, dataclasses.replace(cast(Any, event), **{name: clean}))
+
+
+def _quiet(out: Any) -> None:
+    """Point ``out``'s descriptor at the null device: what is still buffered in it, and
+    the interpreter's last flush, go nowhere instead of failing again on stderr."""
+    with contextlib.suppress(Exception):
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, out.fileno())
+        finally:
+            os.close(null)
 
 
 def background_line(event: ExtractionEvent) -> str | None:

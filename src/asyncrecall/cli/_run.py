@@ -1,4 +1,11 @@
-"""``asyncrecall run PROMPT``: one user query, headless."""
+"""``asyncrecall run PROMPT``: one user query, headless.
+
+A hang-up or ``SIGTERM`` while it runs cancels the query (its recall with it); one
+after the answer no longer matters to it. Either way what the session owes is handed
+on before the process ends, and the exit status says which signal it was (see
+``cli._signals``). Output whose reader went away (``| head -1``) ends it quietly once
+the query is done (see ``cli._render``).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,12 @@ from typing import Any
 
 from rich.markup import escape
 
+from asyncrecall._cancel import CancelSignal
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
 from asyncrecall.cli._common import exit_soon, resume_collection, settings_from_args
-from asyncrecall.cli._render import EXIT_CANCELLED, EventPrinter, exit_code
+from asyncrecall.cli._render import EXIT_CANCELLED, EXIT_OUTPUT_CLOSED, EventPrinter, exit_code
+from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
 
 __all__ = ["register"]
 
@@ -57,12 +66,28 @@ async def run_once(session: Session, settings: Settings, prompt: str) -> int:
     printer = EventPrinter(settings.output_format)
     if session.notice:
         printer.err.print(f"[dim]· {escape(session.notice)}[/dim]")
+    turn = CancelSignal()
+    ended_by: list[int] = []
+
+    def terminate(signum: int) -> None:
+        ended_by.append(signum)
+        turn.cancel("user")
+
+    unbridge = bridge(asyncio.get_running_loop(), TERMINATING, terminate)
     try:
         await session.start()
-        async for event in session.agent.run_query(prompt):
-            printer.show(event)
+        if not turn.cancelled:
+            async for event in session.agent.run_query(prompt, cancel=turn):
+                printer.show(event)
     finally:
-        await session.aclose()
+        try:
+            await session.aclose()  # hands on what is owed; a signal meanwhile ends nothing
+        finally:
+            unbridge()
+    if ended_by:
+        return exit_status(ended_by[0])
+    if printer.output_closed:  # | head: the reader has what it wanted; quiet
+        return EXIT_OUTPUT_CLOSED
     if printer.error is not None:
         sys.stderr.write(f"asyncrecall: {printer.error.message}\n")
         return exit_code(printer.error)

@@ -87,6 +87,12 @@ class ExtractionBackend(Protocol):
         """Move the cursor to ``journal.end`` and drop the journal (never backwards)."""
         ...
 
+    def end_session(self, session_id: str) -> bool:
+        """The session will never extract again (its process ended and what it owed is
+        extracted): drop its cursor, unless a journal of it still waits to be rolled
+        forward. Returns whether it was dropped (or there was none)."""
+        ...
+
     def get(self, name: str) -> MemoryDoc | None:
         """The memory called exactly ``name``, as it is now (``None``: there is none)."""
         ...

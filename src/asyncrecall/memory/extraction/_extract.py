@@ -569,6 +569,11 @@ class MemoryExtractor:
         """The session's processed offset."""
         return self.backend.cursor(check_session_id(session_id))
 
+    def end_session(self, session_id: str) -> bool:
+        """Forget the session's cursor: its process has ended and its last extraction
+        is done, so it will never extract again (a waiting journal keeps it)."""
+        return self.backend.end_session(check_session_id(session_id))
+
     async def extract(
         self,
         session_id: str,

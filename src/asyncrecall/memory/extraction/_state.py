@@ -11,6 +11,9 @@ only memories)::
         extract/<session>.json           the cursor: {"session", "offset", "updated_at"}
         extract/<session>.pending.json   the journal of an extraction being written
 
+A session whose process has ended, and whose last extraction is done, has its cursor
+removed (``end_session``): it will never extract again.
+
 The cursor is the offset of the first transcript turn not yet processed. An
 extraction writes its journal (every write it is about to make, with what it read of
 each memory), then the memory files, then the cursor, then removes the journal; each
@@ -267,6 +270,21 @@ class ExtractionState:
                 if journal is not None:
                     found.append((journal, written))
         return found
+
+    def end_session(self, session_id: str) -> bool:
+        """Remove the session's cursor, unless its journal is there (see
+        ``ExtractionBackend.end_session``)."""
+        if self.journal_path(session_id).exists():
+            return False
+        try:
+            os.unlink(self.cursor_path(session_id))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise MemoryStoreError(
+                f"cannot remove {self.cursor_path(session_id)}: {exc.strerror}"
+            ) from exc
+        return True
 
     def clear_journal(self, session_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -107,6 +107,9 @@ class FolderBackend:
             self.state.set_cursor(journal.session, journal.end)
         self.state.clear_journal(journal.session)
 
+    def end_session(self, session_id: str) -> bool:
+        return self.state.end_session(session_id)
+
     def get(self, name: str) -> MemoryDoc | None:
         return self._store.find(name)
 

@@ -54,7 +54,15 @@ from typing import Final, NamedTuple
 from asyncrecall.memory._document import FrontMatterError, parse_document, parser_loaded
 from asyncrecall.memory._limits import INDEX_NAME, MAX_FILE_BYTES, SCAN_LIMIT, inside
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc
-from asyncrecall.memory.folder._held import Stamps, dir_stamps, read_held, still, write_held
+from asyncrecall.memory.folder._held import (
+    Stamps,
+    dir_stamps,
+    new_token,
+    read_held,
+    read_token,
+    still,
+    write_held,
+)
 from asyncrecall.memory.folder._watch import FolderWatch
 
 __all__ = ["Scanner"]
@@ -112,7 +120,8 @@ class Scanner:
         self._index_read = False  # the persisted parses were read (or found missing)
         self._index_dirty = False  # parsed since the index was last read or written
         self._budget = 0  # bytes the current cached-only scan may still parse
-        self._held_stamps: Stamps | None = None  # the folder times last recorded (_held)
+        # The write token and folder times last recorded (_held).
+        self._held_key: tuple[str, Stamps] | None = None
         weakref.finalize(self, _close_watch, self._watch_slot)
 
     def scan(self, *, limit: int | None = SCAN_LIMIT, persist: bool = False) -> list[MemoryDoc]:
@@ -169,8 +178,9 @@ class Scanner:
     def quarantined(self) -> set[str]:
         """The relative paths of every quarantined document: from the folder's record
         (:mod:`._held`: no file walked or parsed) while it holds, else from a full scan
-        (every file, not only the newest 200), recorded when no folder changed during it
-        nor within :data:`._held.SETTLE_NS` before."""
+        (every file, not only the newest 200), recorded when no writer of ours wrote
+        during it and no folder changed during it nor within :data:`._held.SETTLE_NS`
+        before."""
         try:
             real_root = os.path.realpath(self._root)
         except OSError:
@@ -178,26 +188,29 @@ class Scanner:
         recorded = read_held(real_root)
         if recorded is not None:
             return recorded
-        return self._record_held(real_root, settled_only=True)
+        return self._record_held(real_root, read_token(real_root), settled_only=True)
 
     def record_quarantined(self) -> None:
         """Record the quarantined paths now, a folder changed just now included: for the
-        store's writers, which hold the folder's lock (no write of ours can fall in the
-        same clock tick unseen), so that the next process need not scan after a save."""
+        store's writers, which hold the folder's lock and replace its write token first
+        (no write of ours can go unseen, whatever the clock's resolution), so that the
+        next process need not scan after a save."""
         with contextlib.suppress(OSError):
-            self._record_held(os.path.realpath(self._root), settled_only=False)
+            real_root = os.path.realpath(self._root)
+            self._record_held(real_root, new_token(real_root), settled_only=False)
 
-    def _record_held(self, real_root: str, *, settled_only: bool) -> set[str]:
+    def _record_held(self, real_root: str, token: str, *, settled_only: bool) -> set[str]:
         stamps = dir_stamps(real_root)
         held = {doc.rel_path for doc in self.scan(limit=None) if doc.quarantined}
         if (
             stamps is not None
-            and stamps != self._held_stamps
+            and (token, stamps) != self._held_key
             and (still(stamps) or not settled_only)
+            and read_token(real_root) == token
             and dir_stamps(real_root) == stamps
         ):
-            write_held(real_root, stamps, held)
-            self._held_stamps = stamps
+            write_held(real_root, stamps, held, token)
+            self._held_key = (token, stamps)
         return held
 
     def reread_index(self) -> None:

@@ -102,6 +102,11 @@ ON CONFLICT (namespace, session) DO UPDATE
         updated_at = clock_timestamp()
 """
 
+END_SESSION_SQL: Final[LiteralString] = """
+DELETE FROM asyncrecall_extraction
+WHERE namespace = %(ns)s AND session = %(s)s AND journal IS NULL
+"""
+
 SOURCES_SQL: Final[LiteralString] = """
 SELECT sources FROM asyncrecall_sources WHERE namespace = %(ns)s AND name = %(name)s
 """
@@ -228,6 +233,11 @@ class PostgresBackend:
     def commit(self, journal: Journal) -> None:
         params = self._params(journal.session) | {"end": journal.end}
         self._db.run("move the extraction cursor", lambda c: c.execute(COMMIT_SQL, params))
+
+    def end_session(self, session_id: str) -> bool:
+        params = self._params(session_id)
+        self._db.run("drop the extraction cursor", lambda c: c.execute(END_SESSION_SQL, params))
+        return self.journal(session_id) is None
 
     def get(self, name: str) -> MemoryDoc | None:
         return self._store.find(name)
