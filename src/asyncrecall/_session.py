@@ -137,6 +137,11 @@ def open_session(
     closers: list[Callable[[], Awaitable[None]]] = []
     notice = None
     embedded = model is None and settings.base_url is None
+    if embedded and settings.model:
+        raise ConfigError(
+            f"model {settings.model!r} is configured but no endpoint: pass --base-url URL "
+            "(or set ASYNCRECALL_BASE_URL); without both, the embedded model runs"
+        )
     if embedded:
         # No endpoint: the embedded model plays both roles, offline.
         model = _local_model(settings)

@@ -268,21 +268,50 @@ def load_settings(
     project = _path(flags.pop("project", None) or (cwd or Path.cwd())).resolve()
     if not project.is_dir():
         raise ConfigError(f"project folder {project} does not exist")
-    home = _path(env.get("ASYNCRECALL_HOME") or "~/.asyncrecall")
+    home = _home(env)
 
     merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}  # where a value came from, for its error message
     for source in (home / "settings.toml", project / ".asyncrecall" / "settings.toml"):
-        merged.update(_read_toml(source))  # the project's file is read last and wins
+        values = _read_toml(source)  # the project's file is read last and wins
+        merged.update(values)
+        origin.update({name: f"{name!r} in {source}" for name in values})
     for name, variables in _ENV.items():
         for variable in variables:
             value = env.get(variable)
             if value:
                 merged[name] = value
+                origin[name] = variable
                 break
     for name, value in flags.items():
         if name not in _PARSERS:
             raise ConfigError(f"unknown setting {name!r}")
         merged[name] = value
+        origin.pop(name, None)
 
-    parsed = {name: _PARSERS[name](value) for name, value in merged.items()}
+    parsed = {name: _parse(name, value, origin.get(name)) for name, value in merged.items()}
     return Settings(home=home, project=project, **parsed)
+
+
+def _parse(name: str, value: Any, origin: str | None) -> Any:
+    """``value`` parsed for setting ``name``; an error names where it came from (a
+    settings file's path and key, an environment variable) when not from a flag."""
+    try:
+        return _PARSERS[name](value)
+    except ConfigError as exc:
+        if origin is None:
+            raise
+        label, _, rest = str(exc).partition(" ")  # "--selector must be ..." names a flag
+        known = label.lstrip("-").replace("-", "_") in (name, "memory")
+        raise ConfigError(f"{origin} {rest if known else str(exc)}") from exc
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    """``$ASYNCRECALL_HOME``, else ``~/.asyncrecall``; a :class:`ConfigError` when
+    neither that variable nor a home folder (``HOME``, the user's entry) is known."""
+    try:
+        return _path(env.get("ASYNCRECALL_HOME") or "~/.asyncrecall")
+    except RuntimeError as exc:  # Path.expanduser: no HOME, no password entry
+        raise ConfigError(
+            "cannot find a home folder for asyncrecall: set HOME or ASYNCRECALL_HOME"
+        ) from exc

@@ -544,6 +544,12 @@ class MemoryStore:
         if raw is None or raw.decode("utf-8", errors="replace") != text:
             atomic_write(self.index_path, text)
 
+    def _unwritable(self, exc: OSError) -> MemoryStoreError:
+        """The one-line error of a write the folder refused (read-only, full, ...)."""
+        where = f" ({exc.filename})" if exc.filename else ""
+        reason = exc.strerror or str(exc)
+        return MemoryStoreError(f"cannot write in memory folder {self.root}: {reason}{where}")
+
     def _exists(self, rel: str) -> bool:
         try:
             return os.path.isfile(self.root / rel)
@@ -571,10 +577,14 @@ class MemoryStore:
                     f"memory folder {self.root} is locked by another process "
                     f"(waited {_LOCK_TIMEOUT_S:.0f} s for {_LOCK_NAME})"
                 ) from exc
+            except OSError as exc:
+                raise self._unwritable(exc) from exc
             self._lock_depth = 1
             try:
                 yield
                 self._scanner.record_quarantined()  # still under the lock (``_held``)
+            except OSError as exc:  # every write is atomic: what was there still is
+                raise self._unwritable(exc) from exc
             finally:
                 self._lock_depth = 0
                 lock.release()
