@@ -303,7 +303,9 @@ def _parse(name: str, value: Any, origin: str | None) -> Any:
             raise
         label, _, rest = str(exc).partition(" ")  # "--selector must be ..." names a flag
         known = label.lstrip("-").replace("-", "_") in (name, "memory")
-        raise ConfigError(f"{origin} {rest if known else str(exc)}") from exc
+        if known and " in " in origin:  # a file's key, named by its path and key instead
+            raise ConfigError(f"{origin} {rest}") from exc
+        raise ConfigError(f"{origin}: {exc}") from exc
 
 
 def _home(env: Mapping[str, str]) -> Path:

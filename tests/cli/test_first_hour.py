@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from asyncrecall.memory import MemoryStore
+from asyncrecall.testing import LocalServer, Reply
 
 HANG_GUARD = 60
 CLOSED_URL = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
@@ -209,3 +210,28 @@ def test_a_busy_mcp_port_is_a_usage_error(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr, done.stderr
     assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "--port" in lines[0]
     assert done.returncode == 2, done.stderr
+
+
+def test_extraction_into_an_unwritable_folder_says_so_at_once(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """``run`` with extraction on and a folder it cannot write: the answer still comes,
+    and stderr says in one line that nothing will be extracted (not a silent failure
+    after exit); the folder is unchanged."""
+    _read_only_memory(tmp_path)
+    before = sorted(p.name for p in (tmp_path / "memory").rglob("*"))
+    local_server.set_default("main", Reply(text="fine"))
+    (tmp_path / "project").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "run", "remember that I deploy on Fridays",
+         "--base-url", local_server.base_url, "--model", "main", "--extract", "--selector", "lexical",
+         "--memory-dir", str(tmp_path / "memory"), "--project", str(tmp_path / "project")],
+        capture_output=True, text=True, timeout=HANG_GUARD, preexec_fn=_without_root_overrides,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
+        | {"ASYNCRECALL_HOME": str(tmp_path / "home")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "fine"
+    said = " ".join(done.stderr.split())  # the notice is wrapped to the terminal's width
+    assert said.count("not writable") == 1 and f"{tmp_path}/memory " in said, done.stderr
+    assert sorted(p.name for p in (tmp_path / "memory").rglob("*")) == before
