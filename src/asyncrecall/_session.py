@@ -7,10 +7,9 @@ become a memory folder, a selector, models, tools, a client and its loop.
 
 from __future__ import annotations
 
-import os
-
 import asyncio
 import contextlib
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any

@@ -224,7 +224,8 @@ def test_extraction_into_an_unwritable_folder_says_so_at_once(
     (tmp_path / "project").mkdir()
     done = subprocess.run(
         [sys.executable, "-m", "asyncrecall", "run", "remember that I deploy on Fridays",
-         "--base-url", local_server.base_url, "--model", "main", "--extract", "--selector", "lexical",
+         "--base-url", local_server.base_url, "--model", "main", "--extract",
+         "--selector", "lexical",
          "--memory-dir", str(tmp_path / "memory"), "--project", str(tmp_path / "project")],
         capture_output=True, text=True, timeout=HANG_GUARD, preexec_fn=_without_root_overrides,
         env={k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}

@@ -8,8 +8,8 @@ events and the recall handle's timestamps; the verdict is computed from them.
 from __future__ import annotations
 
 import argparse
-import os
 import asyncio
+import os
 import statistics
 from typing import Any
 
