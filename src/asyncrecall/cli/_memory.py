@@ -592,13 +592,15 @@ def _copy(
     *,
     trusted: bool = True,
     write_id: str = "",
+    as_is: bool = False,
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
     """Save every memory of ``source`` into ``target`` with all it carries (provenance,
     creation and modification times, index order, other front matter keys); ``trusted``
-    false: every copy is quarantined until confirmed."""
+    false: every copy is quarantined until confirmed; ``as_is`` (an export): no
+    ``import`` source added."""
     from asyncrecall.memory._transfer import copy_memories
 
-    return copy_memories(source, target, trusted=trusted, write_id=write_id)
+    return copy_memories(source, target, trusted=trusted, write_id=write_id, as_is=as_is)
 
 
 def _report_copy(
@@ -614,7 +616,7 @@ def _report_copy(
 def _export(args: argparse.Namespace, settings: Settings) -> int:
     source = _store(settings)
     target = MemoryStore(Path(args.to))
-    copied = _copy(source, target)
+    copied = _copy(source, target, as_is=True)
     return _report_copy(args, copied, f"Exported {source.location} to {target.location}")
 
 
