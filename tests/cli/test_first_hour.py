@@ -303,3 +303,83 @@ def test_memory_list_marks_held_memories_with_the_command_that_confirms_them(
     rows = {line.split("│")[1].strip() for line in done.stdout.splitlines() if "│" in line}
     assert {"Install rule [held]", "Editor"} <= rows
     assert "asyncrecall memory confirm 'Install rule'" in " ".join(done.stdout.split())
+
+
+def _notes(folder: Path, count: int) -> None:
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"note-{i:04d}.md").write_text(
+            f"---\nname: Note {i}\ndescription: note {i}\ntype: project\n---\nBody {i}.\n"
+        )
+
+
+def test_a_long_import_shows_its_progress_on_stderr(tmp_path: Path) -> None:
+    """``memory import`` of 200 notes or more prints ``importing N of TOTAL`` on stderr
+    at each tenth (stdout keeps its one summary line); a short one prints none. Every
+    note is imported and indexed."""
+    _notes(tmp_path / "many", 200)
+    _notes(tmp_path / "few", 3)
+    done = _cli(tmp_path, "memory", "import", "--from", str(tmp_path / "many"), "--trusted")
+    assert done.returncode == 0, done.stderr
+    steps = [line for line in done.stderr.splitlines() if line.startswith("importing ")]
+    assert steps == [f"importing {n} of 200" for n in range(20, 201, 20)], done.stderr
+    index = (tmp_path / "memory" / "MEMORY.md").read_text(encoding="utf-8")
+    assert sum(1 for line in index.splitlines() if "](note-" in line) == 200
+    few = _cli(tmp_path, "memory", "import", "--from", str(tmp_path / "few"), "--trusted")
+    assert few.returncode == 0 and "importing" not in few.stderr, few.stderr
+
+
+def _chat_on_a_terminal(
+    server: LocalServer, tmp_path: Path, lines: str
+) -> subprocess.CompletedProcess[str]:
+    """``chat`` with a terminal (a pseudo-terminal) as standard input, typed ``lines``."""
+    import pty
+
+    (tmp_path / "project").mkdir(exist_ok=True)
+    main, typed = pty.openpty()
+    os.write(main, lines.encode())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
+    env["ASYNCRECALL_HOME"] = str(tmp_path / "home")
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "asyncrecall", "chat", "--base-url", server.base_url,
+             "--model", "main", "--no-extract", "--selector", "lexical",
+             "--memory-dir", str(tmp_path / "memory"), "--project", str(tmp_path / "project")],
+            stdin=typed, capture_output=True, text=True, env=env, timeout=HANG_GUARD,
+        )  # fmt: skip
+    finally:
+        os.close(typed)
+        os.close(main)
+
+
+def test_chat_on_a_terminal_has_a_banner_and_a_local_help(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """On a terminal, ``chat`` first prints one banner line (the model, the memory
+    folder, /help, how to quit); ``/help`` lists the commands and never reaches the
+    model; ``/exit`` leaves with exit 0."""
+    done = _chat_on_a_terminal(local_server, tmp_path, "/help\n/exit\n")
+    assert done.returncode == 0, done.stderr
+    banner = next(line for line in done.stderr.splitlines() if "asyncrecall chat" in line)
+    for words in ("model main", f"memory {tmp_path / 'memory'}", "/help", "/exit"):
+        assert words in banner, banner
+    assert "/reset" in done.stderr and "Anything else goes to the model" in done.stderr
+    assert local_server.requests == []
+
+
+def test_piped_chat_sends_help_to_the_model_as_a_query(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """Piped, ``chat`` is unchanged: no banner, and a ``/help`` line is a user query."""
+    local_server.set_default("main", Reply(text="a query"))
+    (tmp_path / "project").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "chat", "--base-url", local_server.base_url,
+         "--model", "main", "--no-extract", "--selector", "lexical", "--no-memory",
+         "--project", str(tmp_path / "project")],
+        input="/help\n", capture_output=True, text=True, timeout=HANG_GUARD,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
+        | {"ASYNCRECALL_HOME": str(tmp_path / "home")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "a query" and "asyncrecall chat ·" not in done.stderr

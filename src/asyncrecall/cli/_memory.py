@@ -654,10 +654,43 @@ def _copy(
     """Save every memory of ``source`` into ``target`` with all it carries (provenance,
     creation and modification times, index order, other front matter keys); ``trusted``
     false: every copy is quarantined until confirmed; ``as_is`` (an export): no
-    ``import`` source added."""
+    ``import`` source added. Progress goes to stderr (see :class:`_Progress`)."""
     from asyncrecall.memory._transfer import copy_memories
 
-    return copy_memories(source, target, trusted=trusted, write_id=write_id, as_is=as_is)
+    progress = _Progress("exporting" if as_is else "importing")
+    try:
+        return copy_memories(
+            source, target, trusted=trusted, write_id=write_id, as_is=as_is, progress=progress
+        )
+    finally:
+        progress.end()
+
+
+class _Progress:
+    """``importing 120 of 2000`` on stderr: one line rewritten in place on a terminal;
+    elsewhere a line at each tenth of a long copy (:data:`LONG` memories or more)."""
+
+    LONG = 200
+
+    def __init__(self, verb: str) -> None:
+        self.verb = verb
+        self.terminal = sys.stderr.isatty()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.terminal:
+            sys.stderr.write(f"\r{self.verb} {done} of {total}")
+            self.shown = True
+        elif total >= self.LONG and (done * 10 // total) != ((done - 1) * 10 // total):
+            sys.stderr.write(f"{self.verb} {done} of {total}\n")
+        else:
+            return
+        sys.stderr.flush()
+
+    def end(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
 def _report_copy(

@@ -22,7 +22,7 @@ The relative path is the target's to choose (from the name, as every save does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -129,13 +129,19 @@ def copy_memories(
     trusted: bool = True,
     write_id: str = "",
     as_is: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
     """Save every memory of ``source`` into ``target`` (see the module); each original
     with its copy. ``trusted`` false (``memory import`` without ``--trusted``): every
     copy is quarantined until confirmed. ``write_id``: every copy's history id, so that
     ``memory revert --write`` undoes the whole copy as one step. ``as_is`` (``memory
-    export``): each copy's provenance is the original's, no ``import`` source added."""
-    return [
-        (record.doc, write_record(target, record, trusted=trusted, write_id=write_id, as_is=as_is))
-        for record in read_records(source)
-    ]
+    export``): each copy's provenance is the original's, no ``import`` source added.
+    ``progress(done, total)`` is called after each copy."""
+    records = read_records(source)
+    copied: list[tuple[MemoryDoc, MemoryDoc]] = []
+    for record in records:
+        saved = write_record(target, record, trusted=trusted, write_id=write_id, as_is=as_is)
+        copied.append((record.doc, saved))
+        if progress is not None:
+            progress(len(copied), len(records))
+    return copied

@@ -517,6 +517,7 @@ class MemoryStore:
         out: list[str] = []
         placed = False
         linked: set[str] = set()
+        present = self._top_level_files()
         for existing in lines:
             target = _link_target(existing)
             if target is not None and target == rel:
@@ -524,7 +525,7 @@ class MemoryStore:
                     out.append(line)
                     placed = True
                 continue
-            if target is not None and not self._exists(target):
+            if target is not None and target not in present and not self._exists(target):
                 continue  # a line to a removed file (a crash between unlink and index)
             if target is not None:
                 linked.add(target)
@@ -549,6 +550,15 @@ class MemoryStore:
         where = f" ({exc.filename})" if exc.filename else ""
         reason = exc.strerror or str(exc)
         return MemoryStoreError(f"cannot write in memory folder {self.root}: {reason}{where}")
+
+    def _top_level_files(self) -> frozenset[str]:
+        """The names of the files directly in the folder (one listing; a file in a
+        sub-folder is looked up by :meth:`_exists`)."""
+        try:
+            with os.scandir(self.root) as entries:
+                return frozenset(e.name for e in entries if e.is_file())
+        except OSError:
+            return frozenset()
 
     def _exists(self, rel: str) -> bool:
         try:
