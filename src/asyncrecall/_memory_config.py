@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, assert_never
 
-from asyncrecall._exceptions import ConfigError
+from asyncrecall._exceptions import ConfigError, MemoryStoreError
 from asyncrecall._prewarm import adopt, encode_result, sweep_reader_files, write_reader_file
 from asyncrecall._settings import Settings
 from asyncrecall.memory import (
@@ -45,6 +45,11 @@ def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
     url = settings.store
     if not url:
         root = settings.memory_folder()
+        if root.exists() and not root.is_dir():
+            raise MemoryStoreError(
+                f"memory folder {root} is not a folder (a file is in its place): move it "
+                "away, or pass --memory-dir DIR"
+            )
         warmup = adopt(root)  # read since the process started: adopt its caches
         return warmup.store if warmup is not None else MemoryStore(root)
     if not is_postgres_url(url):

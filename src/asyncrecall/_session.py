@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,6 +138,11 @@ def open_session(
     closers: list[Callable[[], Awaitable[None]]] = []
     notice = None
     embedded = model is None and settings.base_url is None
+    if embedded and settings.model:
+        raise ConfigError(
+            f"model {settings.model!r} is configured but no endpoint: pass --base-url URL "
+            "(or set ASYNCRECALL_BASE_URL); without both, the embedded model runs"
+        )
     if embedded:
         # No endpoint: the embedded model plays both roles, offline.
         model = _local_model(settings)
@@ -189,6 +195,10 @@ def open_session(
     )
     agent = Agent(client, tools, max_turns=settings.max_turns)
     extraction = build_extraction(settings, memory, side_model, control)  # issue 14
+    refused = _unwritable(memory.store) if extraction is not None and memory else None
+    if refused is not None:
+        extraction = None  # said at once, instead of failing unseen after the answer
+        notice = "\n· ".join(filter(None, [notice, refused]))
     if extraction is not None and handoff:
         extraction.handoff = _handoff_for(settings, extraction, side_model)
     if extraction is not None:
@@ -287,6 +297,24 @@ def _local_model(settings: Settings) -> Model:
         )
     local: Model = LocalModel()
     return local
+
+
+def _unwritable(store: MemoryStoreProtocol) -> str | None:
+    """Why extraction could not write in ``store``'s folder (read-only, not ours), or
+    ``None`` when it can (or the store is not a folder)."""
+    from asyncrecall.memory import MemoryStore
+
+    if not isinstance(store, MemoryStore):
+        return None
+    folder = store.root
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent  # created on the first write: its parent must be writable
+    if os.access(folder, os.W_OK | os.X_OK):
+        return None
+    return (
+        f"memory folder {folder} is not writable: no memories will be extracted from "
+        "this session (pass --no-extract to silence this)"
+    )
 
 
 def build_extraction(

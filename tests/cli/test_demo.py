@@ -70,3 +70,39 @@ def test_the_verdict_is_computed_from_the_traces() -> None:
     assert "(500 ms in blocking mode, 1.0 ms in async+lexical mode)" in line
     assert line.endswith("delivered memory in 1 of 2 queries vs 2 of 2.")
     assert "ms later per query" in verdict(async_, blocking)
+
+
+HEADERS = {
+    80: ("mode", "waited", "recall", "memory", "answer at"),
+    120: (
+        "mode",
+        "waited before 1st request",
+        "recall started → settled",
+        "memory reached the model",
+        "answer at",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("columns", sorted(HEADERS))
+def test_demo_table_keeps_every_column_at_80_and_120_columns(tmp_path: Path, columns: int) -> None:
+    """At ``COLUMNS=80`` (a default terminal) and 120, each query's table shows all five
+    columns' headers, a row per mode, and no table line is wider than the terminal."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
+    env.update(ASYNCRECALL_HOME=str(tmp_path / "home"), COLUMNS=str(columns))
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "demo"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    headers = [line for line in lines if line.split()[:1] == ["mode"]]
+    assert len(headers) == len(SCRIPT)
+    for line in headers:
+        assert all(header in line for header in HEADERS[columns]), line
+    rows = [line.split()[0] for line in lines if line.startswith("  ") and line.split()]
+    for mode in DEMO_MODES:
+        assert rows.count(mode) == len(SCRIPT), mode
+    table = [line for line in lines if line.startswith("  ")]
+    assert max(len(line.rstrip()) for line in table) <= columns

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from test_memory_cli import Cli, cli
 
@@ -96,3 +97,30 @@ def test_add_over_a_held_memory_says_it_is_still_held(cli: Cli) -> None:
     assert "still held: `memory confirm Install rule`" in " ".join(done.stdout.split())
     shown = cli.json("memory", "show", "Install rule")
     assert (shown["body"], shown["quarantined"]) == ("Install with make install.", True)
+
+
+def test_export_copies_provenance_as_is_and_import_adds_its_source(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """``memory export --to DIR`` copies each memory's provenance unchanged (no
+    ``import`` source: the export is the store as it is); importing that folder back
+    adds one ``import`` source, and a held memory stays held either way."""
+    cli.json("memory", "add", "--name", "Editor", "--type", "user", "--content", "vim")
+    (cli.memory / "install-rule.md").write_text(HELD)
+    before = {m: cli.json("memory", "show", m)["provenance"] for m in ("Editor", "Install rule")}
+    out = tmp_path / "exported"
+    cli.json("memory", "export", "--to", str(out))
+
+    def in_folder(folder: Path, *args: str) -> Any:
+        done = cli(*args, "--json", "--memory-dir", str(folder), memory_dir=False)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    exported = {m: in_folder(out, "memory", "show", m)["provenance"] for m in before}
+    assert exported == before
+    listed = in_folder(out, "memory", "list")
+    assert {m["name"]: m["quarantined"] for m in listed} == {"Editor": False, "Install rule": True}
+    again = tmp_path / "again"
+    in_folder(again, "memory", "import", "--from", str(out), "--trusted")
+    shown = in_folder(again, "memory", "show", "Editor")["provenance"]
+    assert [s["origin"] for s in shown] == ["user", "import"]

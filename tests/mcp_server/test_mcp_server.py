@@ -309,3 +309,43 @@ async def test_a_lever_saved_through_the_server_waits_for_confirm(
     assert not store.get("Deploy steps").quarantined and store.get("Setup").quarantined
     (source,) = store.provenance_of(store.get("Setup"))
     assert (source.origin, source.held) == ("mcp", "runs code fetched from the network")
+
+
+def test_mcp_http_prints_the_address_clients_connect_to(http_server: str, tmp_path: Path) -> None:
+    """``mcp --http`` says on stderr, in one line, the URL a client connects to."""
+    said = (tmp_path / "server-stderr.txt").read_text()
+    assert f"serving MCP on {http_server} " in said.splitlines()[0] + " "
+
+
+async def test_every_tool_argument_has_a_description_and_its_range(
+    tmp_path: Path, memory_dir: Path
+) -> None:
+    """A client shows the model each argument's description; the integer limits carry
+    their documented range (``minimum``/``maximum``) in the schema."""
+    from asyncrecall.mcp_server import MAX_LIST, MAX_SEARCH
+
+    async with stdio_session(tmp_path, *_folder(memory_dir)) as s:
+        schemas = {t.name: t.input_schema for t in (await s.list_tools()).tools}
+    for tool, schema in schemas.items():
+        for argument, spec in schema["properties"].items():
+            assert spec.get("description"), f"{tool}.{argument}"
+    assert (schemas["search"]["properties"]["limit"]["minimum"], MAX_SEARCH) == (1, 20)
+    assert schemas["search"]["properties"]["limit"]["maximum"] == MAX_SEARCH
+    assert schemas["list"]["properties"]["limit"]["minimum"] == 1
+    assert schemas["list"]["properties"]["limit"]["maximum"] == MAX_LIST
+
+
+async def test_the_docs_claude_desktop_snippet_starts_a_server(tmp_path: Path) -> None:
+    """docs/mcp.md's Claude Desktop configuration is valid JSON whose command line, run
+    as the client runs it, serves the tools."""
+    found = re.search(r"```json\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    assert found, "docs/mcp.md has no Claude Desktop snippet"
+    server = json.loads(found.group(1))["mcpServers"]["asyncrecall"]
+    assert server["command"] == "asyncrecall" and server["args"][0] == "mcp"
+    project = tmp_path / "project"
+    project.mkdir()
+    args = [str(project) if a == "/path/to/project" else a for a in server["args"][1:]]
+    async with stdio_session(tmp_path, *args, "--selector", "lexical") as s:
+        names = sorted(t.name for t in (await s.list_tools()).tools)
+        assert (await call(s, "list"))["total"] == 0
+    assert names == ["forget", "list", "save", "search", "show"]

@@ -143,7 +143,12 @@ def _shown(name: str) -> str:
 def home_folder(env: Mapping[str, str] | None = None) -> Path:
     """``$ASYNCRECALL_HOME``, else ``~/.asyncrecall``: the user's own settings and records."""
     env = os.environ if env is None else env
-    return path_value(env.get("ASYNCRECALL_HOME") or "~/.asyncrecall")
+    try:
+        return path_value(env.get("ASYNCRECALL_HOME") or "~/.asyncrecall")
+    except RuntimeError as exc:  # Path.expanduser: no HOME, no password entry
+        raise ConfigError(
+            "cannot find a home folder for asyncrecall: set HOME or ASYNCRECALL_HOME"
+        ) from exc
 
 
 def project_settings_file(project: Path, home: Path) -> Path | None:

@@ -8,7 +8,9 @@ status says which signal it was (see ``cli._signals``). On a loop without
 ``add_signal_handler`` (Windows) the signals reach it through ``signal.signal``.
 Output whose reader went away (``| head``) ends the chat after the running turn, as
 end of input would (see ``cli._render``).
-Lines ``/reset`` and ``/exit`` reset the chat and leave. What background memory
+Lines ``/reset`` and ``/exit`` reset the chat and leave. On a terminal, a banner names
+the model and the memory folder, and ``/help`` lists these commands (piped, every
+line but ``/reset`` and ``/exit`` is a user query). What background memory
 extraction saves is shown as it happens (see ``_render``: a JSON line each in
 stream-json, a dim line on stderr in text).
 """
@@ -119,6 +121,24 @@ class _Interrupts:
             self._printer.err.print("> ", end="")
 
 
+_HELP = (
+    "/help      this list\n"
+    "/reset     forget this conversation (memory stays)\n"
+    "/exit      leave (also /quit, Ctrl-D, or Ctrl-C twice at the prompt)\n"
+    "Ctrl-C     cancel the running answer\n"
+    "Anything else goes to the model."
+)
+
+
+def _banner(session: Session) -> str:
+    """The terminal's first line: the model, the memory folder, how to get help and out."""
+    memory = session.memory.store.location if session.memory is not None else "off"
+    return (
+        f"asyncrecall chat · model {session.client.model.name} · memory {memory} · "
+        "/help for commands, /exit or Ctrl-D to quit"
+    )
+
+
 async def chat(session: Session, settings: Settings) -> int:
     """Run a chat session until end of input, ``/exit`` or a second Ctrl-C."""
     loop = asyncio.get_running_loop()
@@ -130,6 +150,8 @@ async def chat(session: Session, settings: Settings) -> int:
     unbridge = bridge(loop, (signal.SIGINT,), interrupts)
     unbridge_terminating = bridge(loop, TERMINATING, interrupts.terminate)
     reader = _LineReader(loop, interactive=interactive)
+    if interactive:
+        printer.err.print(_banner(session), markup=False, highlight=False, soft_wrap=True)
     if session.extraction is not None:  # issue 14: what background extraction saved
         session.extraction.add_listener(printer.show_background)
     # The worst failure of the session (a cancelled turn is the user's choice, not one).
@@ -155,6 +177,9 @@ async def chat(session: Session, settings: Settings) -> int:
             if text == "/reset":
                 session.client.reset_chat()
                 printer.err.print("[dim]· chat reset[/dim]")
+                continue
+            if interactive and text == "/help":
+                printer.err.print(_HELP, markup=False, highlight=False)
                 continue
             interrupts.turn = CancelSignal()
             interrupts.at_prompt = 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 from typing import Any
 
@@ -24,6 +25,9 @@ __all__ = ["register", "verdict"]
 
 _BAR_MS_PER_CELL = 60
 _BAR_CELLS = 17
+#: Columns from which the table has room for long headers and the wait's bar (and the
+#: width of output to a pipe).
+_WIDE = 120
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -45,8 +49,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 def _handle(args: argparse.Namespace) -> int:
     del args
     out = Console(highlight=False)
-    if not out.is_terminal:
-        out = Console(highlight=False, width=120)
+    if not out.is_terminal and not os.environ.get("COLUMNS"):
+        out = Console(highlight=False, width=_WIDE)
     err = Console(stderr=True, highlight=False)
     out.print(
         "[bold]asyncrecall demo[/bold]: one coding session, blocking recall vs async recall "
@@ -110,17 +114,24 @@ def _show(result: DemoResult, out: Console) -> None:
             f"{'' if rounds == 1 else 's'}; side query scripted at "
             f"{query.side_delay * 1000:.0f} ms[/dim]"
         )
+        wide = out.width >= _WIDE
         table = Table(header_style="dim", box=None, padding=(0, 1, 0, 2))
         table.add_column("mode", no_wrap=True, min_width=13)
-        table.add_column("waited before 1st request", no_wrap=True, min_width=26)
-        table.add_column("recall started → settled", no_wrap=True, min_width=26)
-        table.add_column("memory reached the model", no_wrap=True, min_width=36)
+        if wide:  # the wait drawn as a bar
+            table.add_column("waited before 1st request", no_wrap=True, min_width=26)
+            table.add_column("recall started → settled", min_width=24, ratio=1)
+            table.add_column("memory reached the model", min_width=24, ratio=1)
+        else:  # a terminal of 80 columns: short headers, the long cells wrap
+            table.add_column("waited", no_wrap=True, min_width=8)
+            table.add_column("recall", ratio=1)
+            table.add_column("memory", ratio=1)
         table.add_column("answer at", justify="right", no_wrap=True, min_width=9)
         for run in result.runs:
             trace = run.traces[n]
+            waited = _wait_bar(trace.first_request_ms)
             table.add_row(
                 run.mode,
-                _wait_bar(trace.first_request_ms),
+                waited if wide else Text(_ms(trace.first_request_ms)),
                 _recall(trace),
                 _memory(trace, _miss_reason(trace)),
                 _ms(trace.finished_ms),

@@ -16,7 +16,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from asyncrecall import __version__
 from asyncrecall._exceptions import AsyncRecallError, ConfigError
@@ -49,8 +49,19 @@ def _chosen(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that takes no abbreviated flags (``--mem`` for ``--memory-dir``): the
+    early reader of the memory folder (``asyncrecall._prewarm``) reads flags by their
+    full names, and the two must agree on what the command line says. Its
+    sub-commands' parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+
 def _build_parser(wanted: str | None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="asyncrecall",
         description="An agent with long-term memory whose recall never adds latency.",
     )
@@ -90,7 +101,7 @@ def _main(argv: Sequence[str]) -> int:
         resume_collection()  # every way out before that, and main(argv) from Python
 
 
-class _Quiet(argparse.ArgumentParser):
+class _Quiet(_Parser):
     def error(self, message: str) -> NoReturn:
         raise ValueError(message)
 
@@ -131,6 +142,10 @@ def _command(argv: list[str], command: str | None) -> int:
         return 2
     except AsyncRecallError as exc:
         sys.stderr.write(f"asyncrecall: {redacted(str(exc))}\n")
+        return 1
+    except OSError as exc:  # a file or socket refused outside the library's own errors
+        where = f": {exc.filename}" if exc.filename else ""
+        sys.stderr.write(f"asyncrecall: {exc.strerror or exc}{where}\n")
         return 1
     except KeyboardInterrupt:
         sys.stderr.write("asyncrecall: interrupted\n")

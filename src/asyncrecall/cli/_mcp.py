@@ -12,6 +12,8 @@ and ``docs/mcp.md``.
 from __future__ import annotations
 
 import argparse
+import socket
+import sys
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
@@ -67,6 +69,8 @@ def _handle(args: argparse.Namespace) -> int:
         raise ConfigError(
             "memory is disabled (ASYNCRECALL_MEMORY=0 or memory = false): nothing to serve"
         )
+    if args.http:
+        _check_free(args.host, args.port)
     try:
         from asyncrecall.mcp_server import memory_server
     except ImportError as exc:
@@ -94,10 +98,41 @@ def _handle(args: argparse.Namespace) -> int:
             if close_side is not None:
                 await close_side()
 
+    if args.http:
+        sys.stderr.write(f"serving MCP on {_address(args.host, args.port)} (Ctrl-C stops)\n")
+        sys.stderr.flush()
     try:
         anyio.run(serve)
+    except SystemExit as exc:  # the HTTP server could not start after all (a race for the port)
+        raise ConfigError(f"cannot listen on {args.host}:{args.port}: pass --port N") from exc
     finally:
         close = getattr(manager.store, "close", None)
         if close is not None:
             close()
     return 0
+
+
+def _address(host: str, port: int) -> str:
+    """The URL a client connects to."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/mcp"
+
+
+def _check_free(host: str, port: int) -> None:
+    """A :class:`ConfigError` (exit 2) when ``host``:``port`` cannot be listened on (in
+    use, not an address of this machine, a privileged port), before anything starts."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc}; pass --host ADDRESS") from exc
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does
+        try:
+            probe.bind(address)
+            probe.listen()
+        except OSError as exc:
+            reason = (exc.strerror or str(exc)).lower()
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: {reason}; pass --port N (another port)"
+            ) from exc

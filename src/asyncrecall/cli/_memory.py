@@ -43,6 +43,7 @@ from asyncrecall.memory import (
     EMPTY_RECALL,
     MEMORY_TYPES,
     MemoryDoc,
+    MemoryManager,
     MemoryStore,
     MemoryStoreProtocol,
     RecallResult,
@@ -344,15 +345,33 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
     from rich.text import Text
 
     now = time.time()
+    waiting = _pending_names(store)
     table = Table(title=Text(f"Memories in {store.location}"), title_justify="left")
     for column in ("name", "type", "file", "saved", "description"):
         table.add_column(column, overflow="fold")
     for doc in docs:
         saved = format_age(age_in_days(doc.mtime, now=now)).removeprefix("Saved ")
-        table.add_row(
-            *(Text(cell) for cell in (doc.name, doc.type, doc.rel_path, saved, doc.description))
+        name = Text(doc.name)
+        if doc.quarantined:
+            name.append(" [held]", style="yellow")
+        if doc.name in waiting:
+            name.append(" [change waits]", style="yellow")
+        table.add_row(name, *(Text(c) for c in (doc.type, doc.rel_path, saved, doc.description)))
+    out = _out()
+    out.print(table)
+    held = [d.name for d in docs if d.quarantined or d.name in waiting]
+    if held:
+        marks = []
+        if any(d.quarantined for d in docs):
+            marks.append("[held]: not recalled (untrusted writer, or imported)")
+        if waiting:
+            marks.append("[change waits]: recall uses the text before the change")
+        names = " ".join(_shell_word(n) for n in held)
+        out.print(
+            f"{'; '.join(marks)}. Read one with `asyncrecall memory show NAME`; "
+            f"confirm with: asyncrecall memory confirm {names}",
+            markup=False,
         )
-    _out().print(table)
     return 0
 
 
@@ -531,12 +550,13 @@ def _history_keeper(store: MemoryStoreProtocol) -> Any:
 
 def _recall(args: argparse.Namespace, settings: Settings) -> int:
     started = time.perf_counter()
+    why = ""
     if not settings.memory_enabled:
         _err().print("memory is disabled (--no-memory or ASYNCRECALL_MEMORY=0): no recall")
         result = EMPTY_RECALL
     else:
         limit = args.limit if args.limit is not None else settings.recall_files
-        result = asyncio.run(_run_recall(settings, args.query, args.exclude, limit))
+        result, why = asyncio.run(_run_recall(settings, args.query, args.exclude, limit))
     elapsed_ms = (time.perf_counter() - started) * 1000
     if args.json:
         _print_json(
@@ -558,6 +578,8 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
     )
     for doc in result.selected:
         console.print(f"  {doc.rel_path} — {doc.name}", markup=False)
+    if why:
+        console.print(f"nothing recalled: {why}", markup=False)
     if result.prompt:
         console.print()
         console.print(result.prompt, markup=False)
@@ -566,16 +588,51 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _run_recall(
     settings: Settings, query: str, excluded: list[str], limit: int
-) -> RecallResult:
+) -> tuple[RecallResult, str]:
+    """The recall, and when it selected nothing, why (one line; else "")."""
     side = side_model(settings)
     try:
         manager = build_memory_manager(settings, side_model=side)
         _OPENED.append(manager.store)
-        return await manager.recall(query, excluded_paths=excluded, limit=limit)
+        result = await manager.recall(query, excluded_paths=excluded, limit=limit)
+        if result.selected:
+            return result, ""
+        return result, _why_nothing(manager, result, query, excluded)
     finally:
         close = getattr(side, "aclose", None)
         if close is not None:
             await close()
+
+
+def _why_nothing(
+    manager: MemoryManager, result: RecallResult, query: str, excluded: list[str]
+) -> str:
+    """Why a recall selected nothing, in words a user can act on."""
+    store = manager.store
+    if manager.skips(query):
+        return (
+            "the query has nothing to recall (one word, or a bare yes/ok), so recall "
+            "skipped it; ask a whole question (or set skip_trivial = false)"
+        )
+    if result.fallback_reason:
+        return result.fallback_reason
+    docs = store.scan(limit=None)
+    if not docs:
+        return f"no memories in {store.location} yet (asyncrecall memory add ...)"
+    left = [d for d in docs if d.rel_path not in set(excluded)]
+    if not left:
+        return f"all {len(docs)} memories were excluded (--exclude)"
+    held = [d for d in left if d.quarantined] if manager.quarantine else []
+    if len(held) == len(left):
+        names = " ".join(_shell_word(d.name) for d in held)
+        return (
+            f"all {len(held)} memories are held (quarantined) until you confirm them: "
+            f"asyncrecall memory confirm {names}"
+        )
+    return (
+        f"the {result.strategy if result.strategy != 'none' else 'configured'} selector "
+        f"found none of {len(left) - len(held)} memories relevant to the query"
+    )
 
 
 def side_model(settings: Settings) -> Model | None:
@@ -595,13 +652,48 @@ def _copy(
     *,
     trusted: bool = True,
     write_id: str = "",
+    as_is: bool = False,
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
     """Save every memory of ``source`` into ``target`` with all it carries (provenance,
     creation and modification times, index order, other front matter keys); ``trusted``
-    false: every copy is quarantined until confirmed."""
+    false: every copy is quarantined until confirmed; ``as_is`` (an export): no
+    ``import`` source added. Progress goes to stderr (see :class:`_Progress`)."""
     from asyncrecall.memory._transfer import copy_memories
 
-    return copy_memories(source, target, trusted=trusted, write_id=write_id)
+    progress = _Progress("exporting" if as_is else "importing")
+    try:
+        return copy_memories(
+            source, target, trusted=trusted, write_id=write_id, as_is=as_is, progress=progress
+        )
+    finally:
+        progress.end()
+
+
+class _Progress:
+    """``importing 120 of 2000`` on stderr: one line rewritten in place on a terminal;
+    elsewhere a line at each tenth of a long copy (:data:`LONG` memories or more)."""
+
+    LONG = 200
+
+    def __init__(self, verb: str) -> None:
+        self.verb = verb
+        self.terminal = sys.stderr.isatty()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.terminal:
+            sys.stderr.write(f"\r{self.verb} {done} of {total}")
+            self.shown = True
+        elif total >= self.LONG and (done * 10 // total) != ((done - 1) * 10 // total):
+            sys.stderr.write(f"{self.verb} {done} of {total}\n")
+        else:
+            return
+        sys.stderr.flush()
+
+    def end(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
 def _report_copy(
@@ -617,7 +709,7 @@ def _report_copy(
 def _export(args: argparse.Namespace, settings: Settings) -> int:
     source = _store(settings)
     target = MemoryStore(Path(args.to))
-    copied = _copy(source, target)
+    copied = _copy(source, target, as_is=True)
     return _report_copy(args, copied, f"Exported {source.location} to {target.location}")
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Iterable
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
+from pydantic import Field
 
 from asyncrecall import __version__
 from asyncrecall._exceptions import AsyncRecallError
@@ -49,6 +50,37 @@ _UNTRUSTED_NOTE: Final = (
 )
 
 MemoryTypeName = Literal["user", "feedback", "project", "reference"]
+
+
+def _range(low: int, high: int, text: str) -> Any:
+    """An integer argument's description and documented range, in its schema; the tool
+    checks the range itself, with a message naming it."""
+    return Field(
+        description=f"{text} ({low}-{high})", json_schema_extra={"minimum": low, "maximum": high}
+    )
+
+
+# Each argument's description and range, as MCP clients show them to the model.
+Query = Annotated[str, Field(description="the user's request, or the topic to recall")]
+SearchLimit = Annotated[int, _range(1, MAX_SEARCH, "at most this many memories")]
+Exclude = Annotated[
+    list[str] | None,
+    Field(description="relative paths of memories already shown in this conversation"),
+]
+Name = Annotated[str, Field(description="the memory's name, or its relative path")]
+ListLimit = Annotated[int, _range(1, MAX_LIST, "at most this many memories, newest first")]
+NewName = Annotated[
+    str, Field(description="the memory's name (its title); saving an existing name replaces it")
+]
+Description = Annotated[str, Field(description="one line: what the memory is about")]
+TypeArg = Annotated[
+    MemoryTypeName,
+    Field(
+        description="user (who the user is), feedback (how to work), project (facts of "
+        "this project) or reference (where to find things)"
+    ),
+]
+Content = Annotated[str, Field(description="the memory's body, in Markdown")]
 
 
 def memory_server(
@@ -102,7 +134,7 @@ def memory_server(
 
     @app.tool(annotations=reading)
     async def search(
-        query: str, limit: int = DEFAULT_LIMIT, exclude: list[str] | None = None
+        query: Query, limit: SearchLimit = DEFAULT_LIMIT, exclude: Exclude = None
     ) -> dict[str, Any]:
         """The memories relevant to ``query``, most relevant first (none when nothing
         is). ``exclude``: relative paths already shown in this conversation."""
@@ -121,14 +153,14 @@ def memory_server(
         return found
 
     @app.tool(annotations=reading)
-    async def show(name: str) -> dict[str, Any]:
+    async def show(name: Name) -> dict[str, Any]:
         """One memory, whole: by its name or its relative path."""
         doc: MemoryDoc = await in_thread(store.get, name)
         saw((doc,))
         return _doc_json(doc, body=None)
 
     @app.tool(name="list", annotations=reading)
-    async def list_memories(limit: int = 100) -> dict[str, Any]:
+    async def list_memories(limit: ListLimit = 100) -> dict[str, Any]:
         """The memories, newest first, without their bodies (``show`` reads one)."""
         if not 1 <= limit <= MAX_LIST:
             raise ToolError(f"limit must be between 1 and {MAX_LIST}, got {limit}")
@@ -138,7 +170,7 @@ def memory_server(
 
     @app.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
     async def save(
-        name: str, description: str, type: MemoryTypeName, content: str
+        name: NewName, description: Description, type: TypeArg, content: Content
     ) -> dict[str, Any]:
         """Create or update the memory called ``name`` (one line ``description``: what it
         is about; ``type``: user, feedback, project or reference). ``quarantined``: not
@@ -173,7 +205,7 @@ def memory_server(
         }
 
     @app.tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
-    async def forget(name: str) -> dict[str, Any]:
+    async def forget(name: Name) -> dict[str, Any]:
         """Remove the memory with this name or relative path (from an untrusted client:
         only a quarantined one; the user forgets the others)."""
         if trust_client:

@@ -10,7 +10,8 @@ A memory is more than its name, description, type and body. A copy keeps:
   when it differs from the ``mtime``; a file without one was created when it was last
   modified, or just before the memory its index lists next, whichever is earlier);
 - its **provenance** (``provenance``: where each write came from), with an ``import``
-  source added;
+  source added by ``import``; an ``export`` copies it as it is (the export is the
+  user's own copy; importing it later adds the source);
 - its **place in the index**: memories are copied in the source's index order
   (``MEMORY.md``'s lines, then any file it does not list, oldest first; a database's
   creation order), so the target lists them in the same order;
@@ -21,7 +22,7 @@ The relative path is the target's to choose (from the name, as every save does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -58,11 +59,16 @@ class MemoryRecord:
     provenance: tuple[Source, ...] = ()
 
 
-def imported_sources(record: MemoryRecord, *, trusted: bool = True) -> tuple[Source, ...]:
+def imported_sources(
+    record: MemoryRecord, *, trusted: bool = True, as_is: bool = False
+) -> tuple[Source, ...]:
     """What a copy's provenance gets: the original's sources (the user's own when it has
     none) and an ``import`` source. That source is untrusted when the copy is (an
     import of a folder someone handed over: what it says of itself cannot be checked),
-    and when the original was quarantined (a copy never lifts a quarantine)."""
+    and when the original was quarantined (a copy never lifts a quarantine). ``as_is``
+    (an export): the original's sources only."""
+    if as_is:
+        return record.provenance
     claimed = record.provenance or (LEGACY_SOURCE,)
     doubtful = not trusted or is_quarantined(claimed)
     return (*claimed, Source.now("import", untrusted=doubtful))
@@ -78,10 +84,11 @@ class Transferable(Protocol):
         ...
 
     def import_record(
-        self, record: MemoryRecord, *, trusted: bool = ..., write_id: str = ...
+        self, record: MemoryRecord, *, trusted: bool = ..., write_id: str = ..., as_is: bool = ...
     ) -> MemoryDoc:
         """Save ``record`` (created or replaced) with all it carries; ``trusted``
-        false: quarantined until confirmed; ``write_id`` goes into the history."""
+        false: quarantined until confirmed; ``write_id`` goes into the history;
+        ``as_is`` (an export): no ``import`` source added to its provenance."""
         ...
 
 
@@ -94,12 +101,20 @@ def read_records(store: MemoryStoreProtocol) -> list[MemoryRecord]:
 
 
 def write_record(
-    store: MemoryStoreProtocol, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
+    store: MemoryStoreProtocol,
+    record: MemoryRecord,
+    *,
+    trusted: bool = True,
+    write_id: str = "",
+    as_is: bool = False,
 ) -> MemoryDoc:
     """Save ``record`` into ``store`` (created or replaced) with all it carries;
     ``trusted`` false: the copy is quarantined (see :func:`imported_sources`);
-    ``write_id``: the history's id of the copy (one for a whole import)."""
+    ``write_id``: the history's id of the copy (one for a whole import); ``as_is``:
+    its provenance unchanged (an export)."""
     if isinstance(store, Transferable):
+        if as_is:
+            return store.import_record(record, as_is=True)
         if not trusted or write_id:
             return store.import_record(record, trusted=trusted, write_id=write_id)
         return store.import_record(record)
@@ -113,12 +128,20 @@ def copy_memories(
     *,
     trusted: bool = True,
     write_id: str = "",
+    as_is: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[tuple[MemoryDoc, MemoryDoc]]:
     """Save every memory of ``source`` into ``target`` (see the module); each original
     with its copy. ``trusted`` false (``memory import`` without ``--trusted``): every
     copy is quarantined until confirmed. ``write_id``: every copy's history id, so that
-    ``memory revert --write`` undoes the whole copy as one step."""
-    return [
-        (record.doc, write_record(target, record, trusted=trusted, write_id=write_id))
-        for record in read_records(source)
-    ]
+    ``memory revert --write`` undoes the whole copy as one step. ``as_is`` (``memory
+    export``): each copy's provenance is the original's, no ``import`` source added.
+    ``progress(done, total)`` is called after each copy."""
+    records = read_records(source)
+    copied: list[tuple[MemoryDoc, MemoryDoc]] = []
+    for record in records:
+        saved = write_record(target, record, trusted=trusted, write_id=write_id, as_is=as_is)
+        copied.append((record.doc, saved))
+        if progress is not None:
+            progress(len(copied), len(records))
+    return copied

@@ -448,12 +448,12 @@ class MemoryStore:
         return export_records(self)
 
     def import_record(
-        self, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
+        self, record: MemoryRecord, *, trusted: bool = True, write_id: str = "", as_is: bool = False
     ) -> MemoryDoc:
         """Save ``record`` (created or replaced) with all it carries."""
         from asyncrecall.memory.folder._transfer import import_record
 
-        return import_record(self, record, trusted=trusted, write_id=write_id)
+        return import_record(self, record, trusted=trusted, write_id=write_id, as_is=as_is)
 
     # -- where extraction and consolidation keep their state -----------------------------
 
@@ -517,6 +517,7 @@ class MemoryStore:
         out: list[str] = []
         placed = False
         linked: set[str] = set()
+        present = self._top_level_files()
         for existing in lines:
             target = _link_target(existing)
             if target is not None and target == rel:
@@ -524,7 +525,7 @@ class MemoryStore:
                     out.append(line)
                     placed = True
                 continue
-            if target is not None and not self._exists(target):
+            if target is not None and target not in present and not self._exists(target):
                 continue  # a line to a removed file (a crash between unlink and index)
             if target is not None:
                 linked.add(target)
@@ -543,6 +544,21 @@ class MemoryStore:
         text = "\n".join(out) + "\n" if out else ""
         if raw is None or raw.decode("utf-8", errors="replace") != text:
             atomic_write(self.index_path, text)
+
+    def _unwritable(self, exc: OSError) -> MemoryStoreError:
+        """The one-line error of a write the folder refused (read-only, full, ...)."""
+        where = f" ({exc.filename})" if exc.filename else ""
+        reason = exc.strerror or str(exc)
+        return MemoryStoreError(f"cannot write in memory folder {self.root}: {reason}{where}")
+
+    def _top_level_files(self) -> frozenset[str]:
+        """The names of the files directly in the folder (one listing; a file in a
+        sub-folder is looked up by :meth:`_exists`)."""
+        try:
+            with os.scandir(self.root) as entries:
+                return frozenset(e.name for e in entries if e.is_file())
+        except OSError:
+            return frozenset()
 
     def _exists(self, rel: str) -> bool:
         try:
@@ -571,10 +587,14 @@ class MemoryStore:
                     f"memory folder {self.root} is locked by another process "
                     f"(waited {_LOCK_TIMEOUT_S:.0f} s for {_LOCK_NAME})"
                 ) from exc
+            except OSError as exc:
+                raise self._unwritable(exc) from exc
             self._lock_depth = 1
             try:
                 yield
                 self._scanner.record_quarantined()  # still under the lock (``_held``)
+            except OSError as exc:  # every write is atomic: what was there still is
+                raise self._unwritable(exc) from exc
             finally:
                 self._lock_depth = 0
                 lock.release()

@@ -34,7 +34,12 @@ _ORDER_STEP_S: Final = 1e-3  # between estimated creation times, to keep the ind
 
 
 def import_record(
-    store: FolderShape, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
+    store: FolderShape,
+    record: MemoryRecord,
+    *,
+    trusted: bool = True,
+    write_id: str = "",
+    as_is: bool = False,
 ) -> MemoryDoc:
     """Save ``record`` into the folder with its keys, provenance and times."""
     doc = record.doc
@@ -46,7 +51,7 @@ def import_record(
         extra[SOURCE_OFFSETS_KEY] = offsets
     saved = store.save_memory(
         doc.name, doc.description, doc.type, doc.body, extra=extra, origin="import",
-        sources=imported_sources(record, trusted=trusted), write_id=write_id,
+        sources=imported_sources(record, trusted=trusted, as_is=as_is), write_id=write_id,
     )  # fmt: skip
     os.utime(saved.path, (doc.mtime, doc.mtime))
     return saved

@@ -452,12 +452,12 @@ class PostgresMemoryStore:
         return export_records(self)
 
     def import_record(
-        self, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
+        self, record: MemoryRecord, *, trusted: bool = True, write_id: str = "", as_is: bool = False
     ) -> MemoryDoc:
         """Save ``record`` (created or replaced) with all it carries."""
         from asyncrecall.memory.postgres._transfer import import_record
 
-        return import_record(self, record, trusted=trusted, write_id=write_id)
+        return import_record(self, record, trusted=trusted, write_id=write_id, as_is=as_is)
 
     # -- where extraction and consolidation keep their state -----------------------------
 

@@ -24,7 +24,12 @@ def export_records(store: PostgresShape) -> list[MemoryRecord]:
 
 
 def import_record(
-    store: PostgresShape, record: MemoryRecord, *, trusted: bool = True, write_id: str = ""
+    store: PostgresShape,
+    record: MemoryRecord,
+    *,
+    trusted: bool = True,
+    write_id: str = "",
+    as_is: bool = False,
 ) -> MemoryDoc:
     """Save ``record`` into the namespace with its keys, provenance and times."""
     doc = record.doc
@@ -42,5 +47,5 @@ def import_record(
         extra=extra,
         origin="import",
         write_id=write_id,
-        sources=imported_sources(record, trusted=trusted),
+        sources=imported_sources(record, trusted=trusted, as_is=as_is),
     )
