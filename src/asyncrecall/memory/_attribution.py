@@ -38,12 +38,11 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
-
-from asyncrecall.memory._normalise import normalise
 
 __all__ = [
     "ATTEST_SHARE",
@@ -95,14 +94,20 @@ _MARKS = (
 _UNIT = re.compile(rf"[{_DENSE}]+|(?:[^\W_{_DENSE}]|[{_MARKS}])+")
 _DENSE_RUN = re.compile(rf"[{_DENSE}]")
 _DIGIT = re.compile(r"\d")
+# Unicode's format characters (category Cf): zero-width, bidi controls, tags, ...
+_FORMAT = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f]"
+)
 
 
 def fold(text: str) -> str:
-    """``text`` for comparison, as a reader takes it (:func:`~asyncrecall.memory._normalise.
-    normalise`: escapes decoded, invisible characters and marks dropped, case folded,
-    look-alike letters read as the letters they imitate), so a write that copies a tool
-    output with its look-alikes cleaned up, or an escaped one decoded, still matches it."""
-    return normalise(text)
+    """``text`` for comparison: NFKC, case folded, format characters (zero-width, bidi,
+    tag) removed."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return folded if folded.isascii() else _FORMAT.sub("", folded)
 
 
 def units(text: str) -> list[str]:
