@@ -278,10 +278,6 @@ _SPEAKER = re.compile(
 )
 _SEPARATOR = re.compile(r"^[ \t]*([-_=~])\1{2,}")
 _LEAD_IN = re.compile(r"[:：«„“‘\"「『‹]\s*$")
-_QUOTES = re.compile(
-    r"«([^»]+)»|„([^“”\"]+)[“”\"]|“([^”]+)”|‘([^’]+)’|\"([^\"\n]+)\"|「([^」]+)」"
-    r"|『([^』]+)』|‹([^›]+)›|»([^«]+)«"
-)
 _HIDDEN = re.compile("[\u200b\u2060\ufeff\u180e\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
 _JOINER_IN_LATIN = re.compile("[A-Za-z\u00c0-\u024f\u0370-\u03ff\u0400-\u04ff][\u200c\u200d]\\w")
 _LATIN = "A-Za-z\u00c0-\u024f"
@@ -293,6 +289,8 @@ _MIXED = re.compile(
     "|".join(f"[{a}][{b}]" for a, b in itertools.permutations((_LATIN, _GREEK, _CYRILLIC), 2))
 )
 _LEAD_IN_CHARS = 160
+# Full-width forms of ASCII letters, digits and punctuation (U+FF01-U+FF5E).
+_FULL_WIDTH = re.compile("[\uff01-\uff5e]")
 
 
 def _lines(text: str) -> list[tuple[int, int, str]]:
@@ -306,9 +304,12 @@ def _lines(text: str) -> list[tuple[int, int, str]]:
 
 
 def _obfuscated(text: str) -> bool:
-    """Hidden characters (zero-width, bidi controls, tags) or a word that mixes
-    look-alike scripts: no one types these by hand."""
+    """Hidden characters (zero-width, bidi controls, tags), a word that mixes look-alike
+    scripts, or full-width forms in text with no CJK character (they are how CJK text is
+    typed; elsewhere they hide words from the rules): no one types these by hand."""
     if _HIDDEN.search(text) or _JOINER_IN_LATIN.search(text):
+        return True
+    if _FULL_WIDTH.search(text) and not _DENSE_RUN.search(text):
         return True
     return _MIXED.search(text) is not None
 
@@ -424,15 +425,46 @@ def _paragraphs(turn: str) -> Iterator[tuple[int, int]]:
 
 def _quotations(turn: str, found: Sequence[Span]) -> list[Span]:
     out: list[Span] = []
-    for match in _QUOTES.finditer(turn):
-        inner = next(g for g in match.groups() if g is not None)
+    for start, end in _quoted(turn):
+        inner = turn[start + 1 : end - 1]
         dense = len(_DENSE_RUN.findall(inner))
         if len(inner.strip()) < QUOTE_CHARS and dense < _QUOTE_DENSE:
             continue
-        start, end = match.span()
         if not any(s.start <= start and end <= s.end for s in found):
             out.append(Span(start, end, "quoted text"))
     return out
+
+
+#: Quotation marks whose opening and closing marks differ, so they nest.
+_PAIRS: Final = {"«": "»", "„": "“", "“": "”", "‘": "’", "「": "」", "『": "』", "‹": "›"}
+_PLAIN_QUOTE = re.compile(r"\"[^\"\n]+\"|»[^«]+«")
+
+
+def _quoted(turn: str) -> Iterator[tuple[int, int]]:
+    """``[start, end)`` of each outermost quotation: an opening mark to its own closing
+    mark, counting the pairs opened inside it (a name quoted within a relayed message
+    does not end the message), then the quotations of marks that do not nest."""
+    stack: list[tuple[str, int]] = []
+    spans: list[tuple[int, int]] = []
+    for i, char in enumerate(turn):
+        if (
+            stack
+            and char == _PAIRS[stack[-1][0]]
+            and not (
+                char == "“" and stack[-1][0] == "“"  # “ closes „ but opens a pair of its own
+            )
+        ):
+            _, at = stack.pop()
+            if not stack:
+                spans.append((at, i + 1))
+        elif char in _PAIRS:
+            stack.append((char, i))
+    covered = [(a, b) for a, b in spans]
+    for match in _PLAIN_QUOTE.finditer(turn):
+        a, b = match.span()
+        if not any(x <= a and b <= y for x, y in covered):
+            spans.append((a, b))
+    return iter(sorted(spans))
 
 
 def _merged(spans: Iterable[Span]) -> tuple[Span, ...]:
