@@ -22,7 +22,12 @@ from rich.markup import escape
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.cli._common import exit_soon, resume_collection, settings_from_args
+from asyncrecall.cli._common import (
+    exit_soon,
+    resume_collection,
+    settings_from_args,
+    user_waits,
+)
 from asyncrecall.cli._render import EventPrinter, exit_code
 
 __all__ = ["register"]
@@ -140,8 +145,9 @@ async def chat(session: Session, settings: Settings) -> int:
                 continue
             interrupts.turn = CancelSignal()
             interrupts.at_prompt = 0
-            async for event in session.agent.run_query(text, cancel=interrupts.turn):
-                printer.show(event)
+            with user_waits(settings):
+                async for event in session.agent.run_query(text, cancel=interrupts.turn):
+                    printer.show(event)
             interrupts.turn = None
             if printer.error is not None:
                 sys.stderr.write(f"asyncrecall: {printer.error.message}\n")

@@ -9,6 +9,7 @@ import gc
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,6 +27,7 @@ __all__ = [
     "settings_from_args",
     "store_flags",
     "store_overrides",
+    "user_waits",
 ]
 
 
@@ -168,6 +170,20 @@ def settings_from_args(args: argparse.Namespace, *, cwd: Path | None = None) -> 
     """Resolve settings from parsed flags, the environment and settings files."""
     flags: dict[str, Any] = {name: getattr(args, name, None) for name in _SETTING_FLAGS}
     return load_settings(flags, cwd=cwd)
+
+
+@contextlib.contextmanager
+def user_waits(settings: Settings) -> Iterator[None]:
+    """The user waits for what is sent to the endpoint inside: background work of ours
+    on it (the extraction worker an earlier command handed on) is not sent meanwhile,
+    and what of it is out gives way (``models._traffic``: foreground)."""
+    if not settings.base_url:
+        yield
+        return
+    from asyncrecall.models._traffic import traffic
+
+    with traffic(settings.base_url).foreground():
+        yield
 
 
 def exit_soon() -> None:
