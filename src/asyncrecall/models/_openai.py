@@ -545,7 +545,7 @@ class OpenAIModel:
             "response_format": response_format,
         }
         try:
-            if streamed and not wants_schema and self._traffic.interrupts:
+            if streamed and self._traffic.interrupts:
                 await self._feed_in_slices(messages)
             completion = await self._send(post, params)
         except openai.APIStatusError as exc:
