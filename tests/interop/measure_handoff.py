@@ -8,8 +8,8 @@ the server, a second command starts, and its wait is timed: ``memory recall
 ``content`` line of ``--output-format stream-json``, from the process start). The same
 command after a ``run`` that handed nothing off (``ASYNCRECALL_EXTRACT=0``) is the
 baseline. Each case in a fresh home and memory folder; the worker of one case ends
-before the next starts; main answers are capped at 64 tokens by the proxy. Two trees side by side (the machine is shared: compare
-medians of the same run):
+before the next starts; main answers are capped at 64 tokens by the proxy. Two trees
+side by side (the machine is shared: compare medians of the same run):
 
     PYTHONPATH=$PWD/src python -m tests.interop.measure_handoff --before /old/src
 """
