@@ -40,8 +40,10 @@ $(STAMP313): pyproject.toml
 # The whole suite includes tests/test_platforms.py: the CLI and the library example on a
 # simulated Windows interpreter (tests/simwin), which needs Linux; under CI=true elsewhere
 # it is an error, not a skip.
+# The main run has the local and interop extras: the real-server tests (tests/interop)
+# must run there, not skip (on 3.13, without them, they skip).
 test: $(STAMP) ## Run the whole test suite with coverage, then again on Python 3.13
-	$(BIN)/python -m pytest --cov --cov-report=term -q
+	ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest --cov --cov-report=term -q
 	@$(MAKE) --no-print-directory test-py313
 
 test-py313: ## The test suite on Python 3.13 (skipped loudly without it; an error in CI)
@@ -68,7 +70,7 @@ test-long: $(STAMP) ## The property tests in full: 10,000 prefetch interleavings
 	  --timeout=0 tests/agent/test_interleavings.py tests/extract/test_nothing_lost_property.py
 
 test-interop: $(STAMP) ## Only the conformance suite against a real llama.cpp server
-	$(BIN)/python -m pytest -m interop -q
+	ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest -m interop -q
 
 lint: $(STAMP) ## ruff + mypy --strict on src/
 	$(BIN)/ruff check src tests benchmarks tools

@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 
 from asyncrecall.agent import (
+    Agent,
+    AgentClient,
     AgentEvent,
     ContentEvent,
     ErrorEvent,
     FinishedEvent,
     LoopDetectedEvent,
     ToolCallEvent,
+    ToolRegistry,
 )
 from asyncrecall.cli._render import EventPrinter, exit_code
+from asyncrecall.models import Finished, TextDelta
+from asyncrecall.models._traffic import ModelStreamCut
 
 LOOP = [
     ToolCallEvent(name="grep_search", args={"pattern": "x"}, id="c1"),
@@ -104,3 +112,56 @@ def test_error_texts_are_redacted_whatever_raised_them(
     assert p.error is not None and p.error.message == "endpoint said [redacted] and [redacted]"
     assert key not in out.getvalue() + err.getvalue()
     assert "sk-proj" not in out.getvalue() + err.getvalue()
+
+
+class CutAfterText:
+    """A main model whose first stream says "Half an " and is then cut with a side query
+    of ours in flight (as ``OpenAIModel`` reports it); the second streams the answer."""
+
+    name = "cut-after-text"
+
+    def __init__(self) -> None:
+        self.streams = 0
+
+    async def stream(self, contents: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        self.streams += 1
+        if self.streams == 1:
+            yield TextDelta("Half an ")
+            raise ModelStreamCut("cut", model=self.name, ours_in_flight=1)
+        yield TextDelta("The answer.")
+        yield Finished("stop")
+
+    async def generate_json(self, **kwargs: Any) -> Any:
+        raise AssertionError("not used")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+async def _cut_then_answered(tmp_path: Path) -> list[AgentEvent]:
+    """The events of a real query whose first stream says "Half an " and is cut for
+    our side query (``request_retried``), then is answered in full."""
+    model = CutAfterText()
+    agent = Agent(AgentClient(model=model), ToolRegistry(tmp_path), max_turns=3)  # type: ignore[arg-type]
+    return [event async for event in agent.run_query("hi")]
+
+
+async def test_text_to_a_pipe_prints_a_cut_and_resent_answer_once(tmp_path: Path) -> None:
+    """``run``'s text output to a pipe or a file: a main stream cut and sent again prints
+    the answer once, without the cut start."""
+    p, out, err = printer("text")
+    show(p, await _cut_then_answered(tmp_path))
+    assert out.getvalue() == "The answer.\n"
+    assert "sent again" in err.getvalue()
+
+
+async def test_text_to_a_terminal_erases_the_cut_start(tmp_path: Path) -> None:
+    """On a terminal the answer streams as it comes, and the cut start is erased (the
+    cursor back to the start of its line, the line cleared) before the answer sent
+    again: the screen shows the answer once."""
+    out, err = _Terminal(), io.StringIO()
+    p = EventPrinter("text", out=out, err=Console(file=err, highlight=False, width=200))
+    show(p, await _cut_then_answered(tmp_path))
+    assert out.getvalue() == "Half an \r\x1b[2KThe answer.\n"

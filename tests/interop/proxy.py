@@ -44,6 +44,10 @@ class RecordingProxy:
     """Forwards ``127.0.0.1:<port>`` to ``upstream_port`` and records every request."""
 
     def __init__(self, upstream_port: int) -> None:
+        #: When set, a chat completion that names no ``max_tokens`` is sent upstream with
+        #: this cap (the record keeps what the client sent): a framework's agent loop
+        #: sets none, and the tiny model may otherwise write until its context is full.
+        self.max_tokens: int | None = None
         self._upstream = upstream_port
         self._records: list[ProxiedRequest] = []
         self._changed = threading.Condition()
@@ -170,6 +174,7 @@ class RecordingProxy:
                     self._changed.notify_all()
                 in_flight.append(record)
                 pending.put_nowait(record)
+                head, body = self._capped(head, body, record)
                 writer.write(head + body)
                 await writer.drain()
 
@@ -200,6 +205,22 @@ class RecordingProxy:
                 await writer.drain()
                 self._update(record, complete=True)
                 in_flight.remove(record)
+
+    def _capped(self, head: bytes, body: bytes, record: ProxiedRequest) -> tuple[bytes, bytes]:
+        cap = self.max_tokens
+        wants = record.body
+        if cap is None or not record.path.endswith("/chat/completions") or not wants:
+            return head, body
+        if "max_tokens" in wants or "max_completion_tokens" in wants:
+            return head, body
+        body = json.dumps({**wants, "max_tokens": cap}).encode()
+        lines = [
+            line
+            for line in head.split(b"\r\n")
+            if line and line.partition(b":")[0].strip().lower() != b"content-length"
+        ]
+        lines.append(b"Content-Length: " + str(len(body)).encode())
+        return b"\r\n".join(lines) + b"\r\n\r\n", body
 
 
 def _header(head: bytes, name: bytes) -> bytes | None:

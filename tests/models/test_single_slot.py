@@ -26,7 +26,8 @@ from asyncrecall.agent import (
 )
 from asyncrecall.agent._events import AgentEvent
 from asyncrecall.agent._stream import RESENDS
-from asyncrecall.models import Finished, OpenAIModel, TextDelta
+from asyncrecall.models import Finished, OpenAIModel, TextDelta, _traffic
+from asyncrecall.models._openai import PREFILL_SLICE_CHARS
 from asyncrecall.models._traffic import (
     ModelStreamCut,
     SideRequestYielded,
@@ -414,3 +415,135 @@ def test_an_endpoint_seen_to_interrupt_is_known_to_the_processes_after(
     assert in_a_new_process() == "True"
     known.forget_interrupts()
     assert in_a_new_process() == "False"
+
+
+# -- background work gives way to every foreground request --------------------------
+
+
+@pytest.fixture
+def worker_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process makes markers and is careful, as the extraction worker is."""
+    monkeypatch.setitem(_traffic._CROSS, "on", True)
+
+
+def is_model(name: str) -> Any:
+    return lambda record: record.model == name
+
+
+async def test_the_worker_gives_way_to_a_foreground_side_query_and_waits_for_it(
+    local_server: LocalServer, side: OpenAIModel, worker_process: None
+) -> None:
+    """In the extraction worker, on an endpoint never seen to interrupt: a background
+    side query in flight gives way (hangs up) when a foreground side query (a recall)
+    starts, and one asked for while that is out is not sent until it is answered."""
+    local_server.script("side", Reply(json={"answer": "held"}, gate=threading.Event()))
+    with background_requests():
+        held = side_query(side)
+    first = await local_server.await_for(is_side, timeout=GUARD)
+    go = threading.Event()
+    local_server.script("fg", Reply(json={"answer": "recalled"}, gate=go))
+    async with OpenAIModel(model="fg", base_url=local_server.base_url, max_retries=0) as fg:
+        recall = side_query(fg)
+        with pytest.raises(SideRequestYielded):
+            await held
+        await local_server.await_disconnected(first, timeout=GUARD)
+        local_server.set_default("side", Reply(json={"answer": "later"}))
+        with background_requests():
+            waiting = side_query(side)
+        await local_server.await_for(is_model("fg"), timeout=GUARD)
+        for _ in range(5):  # the loop turns; the background query stays unsent
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        assert len([r for r in local_server.requests if is_side(r)]) == 1
+        go.set()
+        assert await recall == {"answer": "recalled"}
+    assert await waiting == {"answer": "later"}
+    [fg_request] = [r for r in local_server.requests if r.model == "fg"]
+    later = [r for r in local_server.requests if is_side(r)][-1]
+    assert fg_request.finished_at is not None and later.arrived_at >= fg_request.finished_at
+
+
+async def test_a_background_query_is_streamed_and_a_server_cut_is_giving_way(
+    local_server: LocalServer, side: OpenAIModel
+) -> None:
+    """A background side query goes streamed (a one-at-a-time server stops a streamed
+    answer when we hang up; it computes a non-streamed one to its end), a foreground
+    one not (the contract's side query); a background stream the server ends early for
+    a request waiting behind it (no finish reason) raises ``SideRequestYielded``."""
+    go = threading.Event()
+    local_server.script("side", Reply(json={"answer": "cut"}, chunk_size=2, interrupt=True,
+                                      gate=go))  # fmt: skip
+    with background_requests():
+        background = side_query(side)
+    await local_server.await_for(is_side, timeout=GUARD)
+    fg_go = threading.Event()  # it waits behind ours until ours is cut
+    local_server.script("fg", Reply(json={"answer": "mine"}, gate=fg_go))
+    async with OpenAIModel(model="fg", base_url=local_server.base_url, max_retries=0) as fg:
+        foreground = side_query(fg)
+        await local_server.await_for(is_model("fg"), timeout=GUARD)
+        go.set()
+        with pytest.raises(SideRequestYielded):
+            await background
+        fg_go.set()
+        assert await foreground == {"answer": "mine"}
+    [bg_request] = [r for r in local_server.requests if is_side(r)]
+    [fg_request] = [r for r in local_server.requests if r.model == "fg"]
+    assert bg_request.body["stream"] is True and bg_request.interrupted
+    assert fg_request.body["stream"] is False
+
+
+async def test_on_an_endpoint_that_interrupts_a_background_prompt_goes_in_slices(
+    local_server: LocalServer, side: OpenAIModel
+) -> None:
+    """On an endpoint seen to interrupt, a background query's prompt is first sent cut
+    every ``PREFILL_SLICE_CHARS`` characters, each with a one-token answer (the server
+    keeps what it read: the user's request waits for one slice, never the whole
+    prompt); then the query itself. A foreground query is sent whole at once."""
+    traffic(local_server.base_url).interrupts = True
+    traffic(local_server.base_url).learn_interrupts()
+    local_server.set_default("side", Reply(json={"answer": "ok"}))
+    prompt = "x" * (PREFILL_SLICE_CHARS * 2 + 10)
+    with background_requests():
+        assert await side.generate_json(
+            system="s", prompt=prompt, schema=SCHEMA, schema_name="answer"
+        ) == {"answer": "ok"}
+    sent = [r for r in local_server.requests if is_side(r)]
+    assert [r.body.get("max_tokens") for r in sent[:-1]] == [1, 1]
+    assert [len(r.body["messages"][-1]["content"]) for r in sent[:-1]] == [
+        PREFILL_SLICE_CHARS,
+        PREFILL_SLICE_CHARS * 2,
+    ]
+    assert sent[-1].body["messages"][-1]["content"] == prompt
+    local_server.reset()
+    local_server.set_default("side", Reply(json={"answer": "ok"}))
+    assert await side.generate_json(
+        system="s", prompt=prompt, schema=SCHEMA, schema_name="answer"
+    ) == {"answer": "ok"}
+    assert len([r for r in local_server.requests if is_side(r)]) == 1
+
+
+def test_a_command_holds_the_main_marker_from_its_start(
+    local_server: LocalServer, tmp_path: Any
+) -> None:
+    """``run``, ``memory recall`` and each ``chat`` query hold the endpoint's ``main``
+    marker from before their first request (``user_waits``): the extraction worker of
+    an earlier command keeps out of the way of requests about to go."""
+    from asyncrecall._settings import Settings
+    from asyncrecall.cli._common import user_waits
+
+    endpoint = traffic(local_server.base_url)
+    marker = endpoint.marker_path("main")
+    os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
+    os.close(os.open(marker, os.O_RDWR | os.O_CREAT, 0o600))  # as a worker makes it
+
+    def held() -> bool:
+        probe = os.open(marker, os.O_RDWR)
+        try:
+            return not _platform.lock(probe, block=False)
+        finally:
+            os.close(probe)
+
+    assert not held()
+    with user_waits(Settings(base_url=f"{local_server.base_url}/")):
+        assert held()
+    assert not held()

@@ -29,7 +29,12 @@ from rich.markup import escape
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.cli._common import exit_soon, resume_collection, settings_from_args
+from asyncrecall.cli._common import (
+    exit_soon,
+    resume_collection,
+    settings_from_args,
+    user_waits,
+)
 from asyncrecall.cli._render import EXIT_OUTPUT_CLOSED, EventPrinter, exit_code
 from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
 
@@ -183,8 +188,9 @@ async def chat(session: Session, settings: Settings) -> int:
                 continue
             interrupts.turn = CancelSignal()
             interrupts.at_prompt = 0
-            async for event in session.agent.run_query(text, cancel=interrupts.turn):
-                printer.show(event)
+            with user_waits(settings):
+                async for event in session.agent.run_query(text, cancel=interrupts.turn):
+                    printer.show(event)
             interrupts.turn = None
             if interrupts.ended_by is not None or printer.output_closed:
                 break

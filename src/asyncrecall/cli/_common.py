@@ -14,6 +14,7 @@ import gc
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -33,6 +34,7 @@ __all__ = [
     "settings_from_args",
     "store_flags",
     "store_overrides",
+    "user_waits",
 ]
 
 
@@ -199,6 +201,20 @@ def redacted(text: str) -> str:
         if value := os.environ.get(variable):
             _SECRETS.add(value)
     return redact(text, _SECRETS)
+
+
+@contextlib.contextmanager
+def user_waits(settings: Settings) -> Iterator[None]:
+    """The user waits for what is sent to the endpoint inside: background work of ours
+    on it (the extraction worker an earlier command handed on) is not sent meanwhile,
+    and what of it is out gives way (``models._traffic``: foreground)."""
+    if not settings.base_url:
+        yield
+        return
+    from asyncrecall.models._traffic import traffic
+
+    with traffic(settings.base_url).foreground():
+        yield
 
 
 def exit_soon() -> None:

@@ -37,6 +37,7 @@ from asyncrecall.cli._common import (
     settings_from_args,
     store_flags,
     store_overrides,
+    user_waits,
 )
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
@@ -556,7 +557,8 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
         result = EMPTY_RECALL
     else:
         limit = args.limit if args.limit is not None else settings.recall_files
-        result, why = asyncio.run(_run_recall(settings, args.query, args.exclude, limit))
+        with user_waits(settings):  # a handed-on extraction keeps out of its way
+            result, why = asyncio.run(_run_recall(settings, args.query, args.exclude, limit))
     elapsed_ms = (time.perf_counter() - started) * 1000
     if args.json:
         _print_json(

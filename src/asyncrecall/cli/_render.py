@@ -6,6 +6,13 @@ stream-json (its ``to_dict``, like every event), a short dim line on stderr in t
 (held back while an answer is being written, so it never splits one), nothing in json
 (one object per query).
 
+An answer is printed once. A main request whose stream the server cut is sent again
+(``request_retried``): what the cut stream said is void. In text to a terminal, each
+request's text is written as it comes and, when it is cut, erased from the screen
+before the answer sent again is written; to anything else (a pipe, a file: what
+scripts read) each request's text is written when that request's stream has ended,
+so the cut start never reaches it.
+
 Output whose reader has gone (``asyncrecall run ... | head -1``: a broken pipe; a closed
 terminal) is not an error of the query: the printer stops writing, the query goes on to
 its end (so its extraction is still handed on), and the command exits quietly with
@@ -19,10 +26,12 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO, TypeVar, cast
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 
@@ -93,9 +102,18 @@ class EventPrinter:
         #: Whether the output's reader went away (nothing is written after that).
         self.output_closed = False
         self._events: list[dict[str, Any]] = []
-        self._wrote_text = False
+        self._answer_started = False  # the answer's first text is out (after a separator)
         self._answers = 0  # answers printed so far (text mode separates them)
         self._held: list[str] = []  # background lines waiting for the answer to end
+        #: The text of the request streaming now: on the screen (a terminal), else held.
+        self._request_text: list[str] = []
+        isatty = getattr(self.out, "isatty", None)
+        self._live = bool(isatty()) if callable(isatty) else False
+
+    @property
+    def _wrote_text(self) -> bool:
+        """An answer is being written (or held to be written)."""
+        return self._answer_started or bool(self._request_text)
 
     def show(self, event: AgentEvent) -> None:
         event = scrubbed(event)
@@ -127,9 +145,9 @@ class EventPrinter:
                 self.err.print(line)
 
     def _line(self, data: dict[str, Any]) -> None:
-        self._write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+        self._emit(json.dumps(data, ensure_ascii=False, default=str) + "\n")
 
-    def _write(self, text: str) -> None:
+    def _emit(self, text: str) -> None:
         """``text`` to the output, flushed; once its reader has gone, nothing."""
         if self.output_closed:
             return
@@ -161,12 +179,43 @@ class EventPrinter:
             return exit_code(self.error)
         return EXIT_CANCELLED if finished.reason == "cancelled" else 0
 
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        blank = "\n" if not self._answer_started and self._answers else ""
+        self._answer_started = True
+        self._emit(blank + text)  # a blank line between two answers (piped chat)
+
+    def _request_ended(self) -> None:
+        """The streaming request's text stands: written now if it was held."""
+        text, self._request_text = "".join(self._request_text), []
+        if not self._live:
+            self._write(text)
+
+    def _retract(self) -> None:
+        """The streaming request was cut: its text is void (erased from the terminal)."""
+        text, self._request_text = "".join(self._request_text), []
+        if not self._live or not text:
+            return
+        width = max(1, shutil.get_terminal_size().columns)
+        rows = sum(max(1, -(-cell_len(line) // width)) for line in text.split("\n"))
+        # To the start of the line, clear it, and the same for each row above it.
+        self._emit("\r\x1b[2K" + "\x1b[1A\x1b[2K" * (rows - 1))
+
     def _text(self, event: AgentEvent) -> None:
         if isinstance(event, ContentEvent):
-            blank = "\n" if not self._wrote_text and self._answers else ""
-            self._write(blank + event.text)  # a blank line between two answers (piped chat)
-            self._wrote_text = True
-        elif isinstance(event, ToolCallEvent):
+            self._request_text.append(event.text)
+            if self._live:
+                self._write(event.text)
+            return
+        if isinstance(event, RequestRetriedEvent):
+            self._retract()
+            self.err.print(
+                "[dim]· the server cut the answer to serve our side query: sent again[/dim]"
+            )
+            return
+        self._request_ended()
+        if isinstance(event, ToolCallEvent):
             raw: object = event.args
             items = event.args.items() if isinstance(raw, Mapping) else ()
             args = ", ".join(f"{k}={v!r}" for k, v in items) if items else repr(raw)
@@ -181,20 +230,13 @@ class EventPrinter:
                 f"[dim]· memory: {escape(', '.join(event.paths))} ({where}, "
                 f"recall {event.recall_ms:.0f} ms)[/dim]"
             )
-        elif isinstance(event, RequestRetriedEvent):
-            if self._wrote_text:  # the cut answer's start stays; the new one on its own line
-                self._write("\n")
-                self._wrote_text = False
-            self.err.print(
-                "[dim]· the server cut the answer to serve our side query: sent again[/dim]"
-            )
         elif isinstance(event, ErrorEvent):
             pass  # the command prints the one-line reason once, on stderr
         elif isinstance(event, FinishedEvent):
-            if self._wrote_text:
-                self._write("\n")
+            if self._answer_started:
+                self._emit("\n")
                 self._answers += 1
-            self._wrote_text = False
+            self._answer_started = False
             held, self._held = self._held, []
             for line in held:
                 self.err.print(line)

@@ -19,7 +19,12 @@ from rich.markup import escape
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
-from asyncrecall.cli._common import exit_soon, resume_collection, settings_from_args
+from asyncrecall.cli._common import (
+    exit_soon,
+    resume_collection,
+    settings_from_args,
+    user_waits,
+)
 from asyncrecall.cli._render import EXIT_CANCELLED, EXIT_OUTPUT_CLOSED, EventPrinter, exit_code
 from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
 
@@ -48,17 +53,20 @@ def _handle(args: argparse.Namespace) -> int:
     if not prompt.strip():
         sys.stderr.write("asyncrecall: the prompt is empty\n")
         return 2
-    # The session is built before the event loop runs: importing the OpenAI SDK takes
-    # about half a second, which would otherwise block the loop.
-    session = open_session(settings, handoff=True, hold_recall=True)
-    resume_collection()  # the imports are done (see cli._main)
-    if session.extraction is not None:
-        # One query, then exit: its extraction goes straight to the worker process.
-        session.extraction.deferred = True
-    try:
-        return asyncio.run(run_once(session, settings, prompt))
-    finally:
-        exit_soon()
+    # The user waits from here to the answer: an earlier command's extraction worker
+    # keeps its side queries off the endpoint until this process ends.
+    with user_waits(settings):
+        # The session is built before the event loop runs: importing the OpenAI SDK
+        # takes about half a second, which would otherwise block the loop.
+        session = open_session(settings, handoff=True, hold_recall=True)
+        resume_collection()  # the imports are done (see cli._main)
+        if session.extraction is not None:
+            # One query, then exit: its extraction goes straight to the worker process.
+            session.extraction.deferred = True
+        try:
+            return asyncio.run(run_once(session, settings, prompt))
+        finally:
+            exit_soon()
 
 
 async def run_once(session: Session, settings: Settings, prompt: str) -> int:

@@ -20,10 +20,13 @@ such as one left by a run that was cut short, is not).
   one; never waits for it.
 * ``before_model_callback`` (every model call of every agent of the run): if settled,
   the block is taken once: on the request that carries the user's message it goes first
-  in that message (a text part before the user's own); on a request that carries tool
-  results it is a user message after the function responses (all of them: pairing
-  intact). With an instant pass, its block can ride on the first request and the main
-  recall's land after a tool round. ADK builds each request afresh from the session,
+  in that message (when the message is text, one text part, the block then the user's
+  text: LiteLLM sends it as a string, which every chat template renders, where several
+  parts become a list that some servers' templates, llama-cpp-python's, fail on; else
+  a text part before the user's own); on a request that carries tool results it is a
+  user message after the function responses (all of them: pairing intact). With an
+  instant pass, its block can ride on the first request and the main recall's land
+  after a tool round. ADK builds each request afresh from the session,
   which keeps no block, so each block is put back at its place on every later call of
   the run.
 * Ends: ``after_run_callback`` (a normal end, an early close of the event stream, an
@@ -195,13 +198,24 @@ def _place(contents: list[types.Content], text: str, anchor: _Anchor) -> None:
     for i in range(len(contents) - 1, -1, -1):
         content = contents[i]
         if anchor[0] == "first_in" and content.role == "user" and content.parts == anchor[1]:
-            contents[i] = types.Content(role="user", parts=[memory, *anchor[1]])
+            contents[i] = types.Content(role="user", parts=_memory_first(text, anchor[1]))
             return
         if anchor[0] == "after" and content.role == "user" and _response_ids(content) == anchor[1]:
             contents.insert(i + 1, types.Content(role="user", parts=[memory]))
             return
 
 
+def _memory_first(text: str, parts: list[types.Part]) -> list[types.Part]:
+    """The user's parts with the block first: one text part when they are all text."""
+    if all(_text_only(p) for p in parts):
+        return [types.Part(text="\n\n".join([text, *(p.text for p in parts if p.text)]))]
+    return [types.Part(text=text), *parts]
+
+
+def _text_only(part: types.Part) -> bool:
+    return part.text is not None and set(part.model_dump(exclude_none=True)) <= {"text"}
+
+
 def _holds(content: types.Content, text: str) -> bool:
     parts: Sequence[types.Part] = content.parts or ()
-    return any(p.text == text for p in parts)
+    return any(p.text is not None and text in p.text for p in parts)

@@ -23,8 +23,12 @@ thread but started for another message, such as one left by a failed run, is not
   files un-surfaced first: a block counts as shown only while it is re-sent.
 * ``abefore_model`` (before every model call, after tools too): if settled, the block
   goes into the state, so it is checkpointed and re-sent on later calls: on the first
-  call it is put first in the user's message (same id, content ``[memory, *yours]``);
-  after a tool round it is appended as a new ``HumanMessage`` after the tool messages.
+  call it is put first in the user's message (same id), as text before yours when your
+  message is text (``f"{memory}\n\n{yours}"``: a string, which every chat template
+  renders; some servers' templates, llama-cpp-python's, fail on a list of parts), else
+  as a text part before yours (``[memory, *yours]``: a message with an image is a list
+  already); after a tool round it is appended as a new ``HumanMessage`` (a string)
+  after the tool messages.
 * Ends: ``aafter_agent`` runs only when the agent finishes normally, so errors and
   cancellation need one of: :meth:`AsyncRecallMiddleware.ainvoke` /
   :meth:`AsyncRecallMiddleware.astream` (a ``finally``), or
@@ -113,7 +117,7 @@ class AsyncRecallMiddleware(AgentMiddleware[RecallState, Any, Any]):
                 return None
             record_shown(self.prefetcher, key, block)
             # Same id: add_messages replaces the user's message in place, memory first.
-            content = [{"type": "text", "text": block.text}, *_blocks(last.content)]
+            content = with_memory_first(block.text, last.content)
             return {"messages": [last.model_copy(update={"content": content})]}
         return None
 
@@ -249,3 +253,23 @@ def _blocks(content: Any) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return list(content)
+
+
+def with_memory_first(memory: str, content: Any) -> str | list[Any]:
+    """The user's message content with the memory block first: one string when the
+    message is text (a string, or text blocks only), else a text block before the
+    user's blocks."""
+    texts = [_plain_text(block) for block in _blocks(content)]
+    if all(text is not None for text in texts):
+        return "\n\n".join([memory, *(text for text in texts if text)])
+    return [{"type": "text", "text": memory}, *_blocks(content)]
+
+
+def _plain_text(block: Any) -> str | None:
+    """The text of a block that is nothing but text (``None`` for any other)."""
+    if isinstance(block, str):
+        return block
+    if isinstance(block, dict) and block.get("type") == "text" and set(block) <= {"type", "text"}:
+        text = block.get("text")
+        return text if isinstance(text, str) else None
+    return None

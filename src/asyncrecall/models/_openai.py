@@ -35,7 +35,7 @@ import math
 import os
 import re
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -56,12 +56,18 @@ from asyncrecall.models._openai_errors import (
 )
 from asyncrecall.models._protocol import Finished, StreamEvent, TextDelta, ToolCallReady, Usage
 from asyncrecall.models._side_http import SideHTTP
-from asyncrecall.models._traffic import ModelStreamCut, traffic
+from asyncrecall.models._traffic import (
+    ModelStreamCut,
+    SideRequestYielded,
+    in_background,
+    traffic,
+)
 from asyncrecall.models._types import Content, FunctionCall, ToolSpec
 
 __all__ = [
     "CHARS_PER_TOKEN",
     "DEBUG_ENV",
+    "PREFILL_SLICE_CHARS",
     "SIDE_QUERY_MAX_TOKENS",
     "ModelPair",
     "OpenAIModel",
@@ -74,6 +80,10 @@ DEBUG_ENV = "ASYNCRECALL_DEBUG"
 SIDE_QUERY_MAX_TOKENS = 256
 """The cap on a side query's answer: five paths in JSON need well under 100 tokens, and
 an uncapped runaway answer can hold a one-request-at-a-time server for minutes."""
+
+PREFILL_SLICE_CHARS = 512
+"""A background side query's prompt goes to a one-request-at-a-time server in slices of
+this many characters (about 128 tokens): the user's request waits at most one slice."""
 
 CHARS_PER_TOKEN = 4
 """When an endpoint reports no usage, tokens are estimated as characters / 4 (OpenAI's
@@ -472,6 +482,13 @@ class OpenAIModel:
         retried (a late side query is worth nothing) and capped at ``max_tokens``
         (default :data:`SIDE_QUERY_MAX_TOKENS`). Raises :class:`~asyncrecall.ModelProtocolError`
         when the answer is not JSON.
+
+        A background one (made inside ``background_requests``: extraction) is sent
+        streamed: a server that runs one request at a time stops a streamed answer when
+        we hang up, or ends it early for the request that waits (llama-cpp-python's
+        ``interrupt_requests``), where it computes a non-streamed one to its end (it
+        does not look for a hang-up there). Ended early so, it raises
+        :class:`~asyncrecall.models._traffic.SideRequestYielded`, as when it gives way.
         """
         async with self._traffic.side_request(self._model):
             try:
@@ -525,19 +542,24 @@ class OpenAIModel:
         self, messages: list[dict[str, Any]], response_format: dict[str, Any], max_tokens: int
     ) -> Any:
         wants_schema = response_format["type"] == "json_schema"
+        streamed = in_background()
 
         async def post(**params: Any) -> Any:
+            if streamed:
+                return await self._stream_completion(params)
             return await self._post_completion(params)
 
         params: dict[str, Any] = {
             "model": self._model,
             "messages": messages,
-            "stream": False,
+            "stream": streamed,
             "temperature": 0,
             "max_tokens": max_tokens,
             "response_format": response_format,
         }
         try:
+            if streamed and self._traffic.interrupts:
+                await self._feed_in_slices(messages)
             completion = await self._send(post, params)
         except openai.APIStatusError as exc:
             if wants_schema and any(word in error_text(exc) for word in _FORMAT_WORDS):
@@ -565,6 +587,66 @@ class OpenAIModel:
             return await self._side_http.post_json(body)
         text: str = await self._side_client.post("/chat/completions", body=body, cast_to=str)
         return json.loads(text)  # a body that is not JSON: ValueError, mapped by the caller
+
+    async def _feed_in_slices(self, messages: list[dict[str, Any]]) -> None:
+        """Have the server read a background query's prompt a slice at a time.
+
+        A server that runs one request at a time reads a prompt without a pause, and
+        a hang-up does not stop it there: a long prompt would hold it for that long
+        after the user's request arrived. Such servers keep what they last read and
+        reuse its longest common start (llama.cpp's prefix cache), so the prompt is
+        sent first cut at every :data:`PREFILL_SLICE_CHARS` characters, each with a
+        one-token answer: each request holds the server for one slice, and the query
+        itself then reads only its last one. Only on an endpoint seen to interrupt (a
+        one-request-at-a-time llama.cpp server); anywhere else it would be paid for.
+        """
+        for part in _prompt_slices(messages, PREFILL_SLICE_CHARS):
+            await self._stream_completion(
+                {
+                    "model": self._model,
+                    "messages": part,
+                    "stream": True,
+                    "temperature": 0,
+                    "max_tokens": 1,
+                }
+            )
+
+    async def _stream_completion(self, body: dict[str, Any]) -> Any:
+        """POST one streamed chat completion and put its text together: the decoded
+        body of the same answer not streamed (plain dicts). A stream that ends after
+        some chunks with no finish reason (the server made room for another request)
+        raises :class:`SideRequestYielded`. Cancelling the task closes the connection."""
+        stream = await self._side_client.post(
+            "/chat/completions",
+            body=body,
+            cast_to=dict[str, Any],
+            stream=True,
+            stream_cls=openai.AsyncStream[dict[str, Any]],
+        )
+        parts: list[str] = []
+        reason: str | None = None
+        chunks = 0
+        try:
+            async for chunk in stream:
+                chunks += 1
+                self._raise_if_error(chunk, streaming=True)
+                for choice in chunk.get("choices") or () if isinstance(chunk, dict) else ():
+                    if choice.get("index", 0) not in (0, None):
+                        continue
+                    if text := (choice.get("delta") or {}).get("content"):
+                        parts.append(str(text))
+                    if choice.get("finish_reason") is not None and reason is None:
+                        reason = str(choice["finish_reason"])
+        finally:
+            await stream.close()
+        if reason is None and chunks:
+            raise SideRequestYielded(
+                f"{self._where()} ended the side query's stream early (no finish reason "
+                f"after {chunks} chunk(s)): it made room for another request",
+                model=self._model,
+            )
+        message = {"role": "assistant", "content": "".join(parts)}
+        return {"choices": [{"index": 0, "message": message, "finish_reason": reason}]}
 
     def _parse_json(self, completion: Any) -> Any:
         message = _first_message(completion)
@@ -665,6 +747,17 @@ def open_openai_models(
     main = OpenAIModel(model=model, **options)
     side = OpenAIModel(model=side_model or model, **options)
     return ModelPair(main=main, side=side, main_client=main._client, side_client=side._client)
+
+
+def _prompt_slices(messages: list[dict[str, Any]], step: int) -> Iterator[list[dict[str, Any]]]:
+    """The messages cut after every ``step`` characters of their text, shortest first
+    (the whole is not among them)."""
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        if not isinstance(content, str):
+            continue
+        for cut in range(step, len(content), step):
+            yield [*messages[:i], {**message, "content": content[:cut]}]
 
 
 def _tool_choice(choice: str) -> Any:

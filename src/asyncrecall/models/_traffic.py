@@ -1,39 +1,50 @@
-"""What this process has in flight on each endpoint, so that the main turn wins.
+"""What this process has in flight on each endpoint, so that what the user waits for wins.
 
-Some servers run one request at a time and, when a second request arrives while a
-streamed answer runs, end that stream early: llama-cpp-python's server with its default
-``interrupt_requests`` ends it with ``[DONE]`` and no finish reason. Our own side
-queries (the recall's, extraction's) are such second requests. So, per endpoint (base
-URL) and per process:
+Some servers run one request at a time. The user waits for two kinds of request there:
+the main turn's stream and the foreground side query (the recall of ``run`` or ``chat``,
+``memory recall``'s). Background side queries (extraction, consolidation: made inside
+:func:`background_requests`) are for later, and must never make the user wait. Some
+of those servers also, when a second request arrives while a streamed answer runs,
+end that stream early: llama-cpp-python's server with its default
+``interrupt_requests`` ends it with ``[DONE]`` and no finish reason. So, per endpoint
+(base URL) and per process:
 
 * every side query (:meth:`Traffic.side_request`) is registered while it is in flight,
-  and every streamed main turn (:meth:`Traffic.main_stream`) while it streams;
+  and every streamed main turn (:meth:`Traffic.main_stream`) while it streams; a main
+  stream and a foreground side query are *foreground* requests, and so is everything
+  inside :meth:`Traffic.foreground` (a command that is about to send them);
+* in the extraction worker (a process that did :func:`enable_cross_process`: nobody
+  waits for it, and it cannot know how many requests the server runs at once), and on
+  an endpoint seen to interrupt, a background side query is never out while a
+  foreground request of ours is: it waits until none is before it is sent, and one in
+  flight **gives way** as soon as one starts (it is cancelled, which hangs up its
+  connection, and raises :class:`SideRequestYielded`; its caller asks again later,
+  nothing is lost). Elsewhere (a session's own extraction on a server that runs
+  requests side by side) it runs beside them;
+* a background side query is sent streamed (:func:`in_background`): a server that runs
+  one request at a time may go on computing a non-streamed answer after the client
+  hung up (llama-cpp-python does), and stops a streamed one; llama-cpp-python also
+  ends it early, by itself, when another request waits (that too is giving way);
 * a main stream that ends without a finish reason (:meth:`Traffic.cut`) after a side
   query of ours was in flight during it (still out, or already answered: the server
-  serves it before we read the cut) makes those still out **give way** (they are
-  cancelled and raise :class:`SideRequestYielded`), marks the endpoint as one that
-  interrupts, and tells the caller, who sends the main request again (the agent);
-* on an endpoint that has shown it interrupts, a *background* side query (made inside
-  :func:`background_requests`: extraction) never overlaps a main turn: it waits until
-  no main stream runs before it is sent, and gives way as soon as one starts;
+  serves it before we read the cut) makes those still out give way, marks the
+  endpoint as one that interrupts, and tells the caller, who sends the main request
+  again (the agent);
 * across processes of this user, through file locks (``flock``; see
   :mod:`asyncrecall._platform` for Windows) on two marker files per endpoint
   (in the temporary folder), made only by a process that did
-  :func:`enable_cross_process` (the extraction worker): a main stream holds a shared
-  lock on the ``main`` marker while it runs (when the file exists), such a process's
-  background side query one on the ``background`` marker while it is out. A main
-  stream cut while another process of ours has a background query out (the detached
-  extraction worker of an earlier command) counts that one as ours and is sent again;
-  so does one that was out during the stream and is gone by the cut (it leaves a
-  fourth file, ``overlap-…``, touched before it lets go of its marker);
-  and on an endpoint that interrupts, a background query waits while any process of
-  ours streams a main turn there, and gives way when one starts (looked at every
-  :data:`POLL_S` while it is out);
+  :func:`enable_cross_process` (the extraction worker): a process holds a shared lock
+  on the ``main`` marker while it has a foreground request out or about to go (when the
+  file exists), such a process's background side query one on the ``background``
+  marker while it is out. A background query waits while any process of ours holds the
+  ``main`` marker, and gives way when one takes it (a careful one, as above: looked at
+  every :data:`POLL_S` while it is out). A main stream cut while another process of
+  ours has a background query out counts that one as ours and is sent again; so does
+  one that was out during the stream and is gone by the cut (it leaves a fourth file,
+  ``overlap-…``, touched before it lets go of its marker);
 * what one process learned is known to the next: an endpoint seen to interrupt leaves
   a third file, ``interrupts-…``, beside the markers (written by a worker, or by any
-  process once a worker made the folder), and every process starts knowing it. A
-  command that saw no cut itself still hands a careful worker off: without it, that
-  worker's query would cut the next command's main turn.
+  process once a worker made the folder), and every process starts knowing it.
 
 Nothing here knows what a side query is for; the agent decides what is background.
 """
@@ -60,11 +71,13 @@ __all__ = [
     "background_requests",
     "enable_cross_process",
     "forget_traffic",
+    "in_background",
     "traffic",
 ]
 
 _GIVE_WAY: Final = "asyncrecall: side query gave way to the main turn"
-#: Seconds between two looks at other processes' main streams (background queries only).
+#: Seconds between two looks at other processes' foreground requests (background
+#: queries only).
 POLL_S: Final = 0.1
 #: A file's time is the kernel's coarse clock (a tick behind ``time.time()``, at worst).
 _FILE_CLOCK_SLACK_S: Final = 0.05
@@ -97,12 +110,18 @@ class ModelStreamCut(ModelProtocolError):
 @contextlib.contextmanager
 def background_requests() -> Iterator[None]:
     """Side queries made inside (in this task and those it starts) are background work:
-    on an endpoint that interrupts they never overlap a main turn (see the module)."""
+    they never overlap a foreground request of ours (see the module)."""
     token = _BACKGROUND.set(True)
     try:
         yield
     finally:
         _BACKGROUND.reset(token)
+
+
+def in_background() -> bool:
+    """Whether a side query made here is background work (:func:`background_requests`):
+    the model then sends it in a form the server stops when we hang up (streamed)."""
+    return _BACKGROUND.get()
 
 
 @dataclass(eq=False, slots=True)
@@ -120,34 +139,58 @@ class Traffic:
     #: The endpoint ended a main stream when our side query arrived (learned once).
     interrupts: bool = False
     main_streams: int = 0
+    #: Foreground requests of this process out or about to go (main streams included).
+    foreground_requests: int = 0
     _sides: set[_Side] = field(default_factory=set)
     #: Side queries of ours in flight at some time while the main streams ran.
     _overlapped: int = 0
     _streaming_since: float = 0.0  # wall clock (file times are compared to it)
     _quiet: list[asyncio.Future[None]] = field(default_factory=list)
-    _main_fd: int | None = None  # the main marker, shared-locked while we stream
+    _main_fd: int | None = None  # the main marker, shared-locked while foreground
 
     @property
     def side_requests(self) -> int:
         """Our side queries in flight to this endpoint."""
         return len(self._sides)
 
+    @property
+    def careful(self) -> bool:
+        """Whether background side queries here keep out of the foreground's way: in a
+        process that makes markers (the extraction worker: nobody waits for it, and it
+        cannot know what the server can run at once), and on an endpoint that interrupts.
+        Elsewhere (a session's own extraction, on a server that runs requests side by
+        side) they run beside the user's requests."""
+        return _CROSS["on"] or self.interrupts
+
     @contextlib.contextmanager
     def main_stream(self) -> Iterator[None]:
-        """Register a streamed main turn while it runs; on an endpoint that interrupts,
-        background side queries in flight give way at once."""
+        """Register a streamed main turn while it runs (a foreground request)."""
         self.main_streams += 1
         if self.main_streams == 1:
             self._overlapped = len(self._sides)
             self._streaming_since = time.time()
+        try:
+            with self.foreground():
+                yield
+        finally:
+            self.main_streams -= 1
+
+    @contextlib.contextmanager
+    def foreground(self) -> Iterator[None]:
+        """While inside, background side queries to this endpoint, of this process and
+        of the other processes of ours that make markers, are not sent, and those in
+        flight give way at once (for every foreground request, and for a command about
+        to send one)."""
+        self.foreground_requests += 1
+        if self.foreground_requests == 1 or self._main_fd is None:
             self._lock_main(True)
-        if self.interrupts:
+        if self.careful:
             self._give_way(background_only=True)
         try:
             yield
         finally:
-            self.main_streams -= 1
-            if self.main_streams == 0:
+            self.foreground_requests -= 1
+            if self.foreground_requests == 0:
                 self._lock_main(False)
                 waiters, self._quiet = self._quiet, []
                 for waiter in waiters:
@@ -156,18 +199,31 @@ class Traffic:
 
     @contextlib.asynccontextmanager
     async def side_request(self, model: str) -> AsyncIterator[None]:
-        """Register one side query while it is in flight. A background one on an
-        endpoint that interrupts first waits for the main turns to end. Our give-way
-        cancel becomes :class:`SideRequestYielded`; anyone else's propagates."""
+        """Register one side query while it is in flight. A background one first waits
+        until no foreground request of ours is out (see the module); a foreground one
+        is a foreground request. Our give-way cancel becomes :class:`SideRequestYielded`;
+        anyone else's propagates."""
         background = _BACKGROUND.get()
-        careful = background and self.interrupts
-        while careful and (self.main_streams or self._held_elsewhere("main")):
-            if self.main_streams:
+        careful = background and self.careful
+        while careful and (self.foreground_requests or self._held_elsewhere("main")):
+            if self.foreground_requests:
                 waiter = asyncio.get_running_loop().create_future()
                 self._quiet.append(waiter)
                 await waiter
             else:
                 await asyncio.sleep(POLL_S)
+        if not background:
+            with self.foreground():
+                async with self._registered(model, background=False, careful=False):
+                    yield
+            return
+        async with self._registered(model, background=True, careful=careful):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def _registered(
+        self, model: str, *, background: bool, careful: bool
+    ) -> AsyncIterator[None]:
         task = asyncio.current_task()
         side = _Side(task, background)
         self._sides.add(side)
@@ -205,10 +261,10 @@ class Traffic:
 
     async def _watch(self, side: _Side) -> None:
         """A background query's look-out: it gives way when another process of ours
-        starts a main stream on the endpoint."""
+        sends a foreground request to the endpoint (or is about to)."""
         while not side.gave_way:
             await asyncio.sleep(POLL_S)
-            if self._held_elsewhere("main") and not self.main_streams:
+            if self._held_elsewhere("main") and not self.foreground_requests:
                 self._give_way(background_only=True)
 
     def cut(self) -> int:
@@ -312,8 +368,9 @@ class Traffic:
             return False
 
     def _lock_main(self, streaming: bool) -> None:
-        """Hold (``streaming``) or drop the shared lock on the main marker (one open file
-        for the process, opened on its first main stream)."""
+        """Hold (``streaming``: a foreground request is out or about to go) or drop the
+        shared lock on the main marker (one open file for the process, opened on its
+        first foreground request after the file was made)."""
         if self._main_fd is None:
             if not streaming:
                 return

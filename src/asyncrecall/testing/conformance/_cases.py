@@ -15,6 +15,7 @@ import pytest
 from asyncrecall.integrations import start_recall
 from asyncrecall.prefetch import MemoryRecallStartedEvent, PrefetchEvent, RecallPrefetcher
 from asyncrecall.testing._replies import Reply
+from asyncrecall.testing.conformance._anthropic import AnthropicServerWire
 from asyncrecall.testing.conformance._driver import Ending
 from asyncrecall.testing.conformance._harness import KEY, SIDE_MODEL, Harness, tool_round
 from asyncrecall.testing.conformance._wire import (
@@ -141,11 +142,18 @@ def _memory_before(
     harness: Harness, messages: Sequence[Mapping[str, Any]], question: str, name: str
 ) -> None:
     """The request's one memory message holds ``name``, in a user message, before the
-    user's text."""
+    user's text; on OpenAI chat completions that message's content is a string (many
+    servers' chat templates render nothing else: llama-cpp-python's answer 500 to a
+    list of content parts)."""
     found = memory_indexes(messages)
     assert len(found) == 1, f"memory in {len(found)} messages of the first request, not one"
     (at,) = found
     assert messages[at].get("role") == "user", f"memory in a {messages[at].get('role')} message"
+    if not isinstance(harness.wire, AnthropicServerWire):  # Anthropic's content is blocks
+        assert isinstance(messages[at].get("content"), str), (
+            "memory in a list of content parts, not a string: templates that render only "
+            "strings fail on it"
+        )
     asked = max(i for i, m in enumerate(messages) if question in text_of(m))
     memory_at = (at, text_of(messages[at]).index(MEMORY_MARK))
     question_at = (asked, text_of(messages[asked]).rindex(question))
