@@ -278,7 +278,14 @@ _SPEAKER = re.compile(
 )
 _SEPARATOR = re.compile(r"^[ \t]*([-_=~])\1{2,}")
 _LEAD_IN = re.compile(r"[:：«„“‘\"「『‹]\s*$")
-_HIDDEN = re.compile("[\u200b\u2060\ufeff\u180e\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
+# Characters a reader does not see: zero-width space and joiners' kin, soft hyphen,
+# grapheme joiner, Hangul fillers, invisible operators, bidi controls, deprecated format
+# characters, annotation marks, tags (the joiners and variation selectors that scripts
+# and emoji need are not here).
+_HIDDEN = re.compile(
+    "[\u00ad\u034f\u115f\u1160\u180e\u200b\u202a-\u202e\u2060-\u2064\u2066-\u206f"
+    "\u3164\ufeff\uffa0\ufff9-\ufffb\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
+)
 _JOINER_IN_LATIN = re.compile("[A-Za-z\u00c0-\u024f\u0370-\u03ff\u0400-\u04ff][\u200c\u200d]\\w")
 _LATIN = "A-Za-z\u00c0-\u024f"
 _GREEK = "\u0370-\u03ff"
@@ -304,11 +311,14 @@ def _lines(text: str) -> list[tuple[int, int, str]]:
 
 
 def _obfuscated(text: str) -> bool:
-    """Hidden characters (zero-width, bidi controls, tags), a word that mixes look-alike
-    scripts, or full-width forms in text with no CJK character (they are how CJK text is
-    typed; elsewhere they hide words from the rules): no one types these by hand."""
+    """Hidden characters (zero-width, bidi controls, tags), letters left decomposed into
+    base and combining mark, a word that mixes look-alike scripts, or full-width forms in
+    text with no CJK character (they are how CJK text is typed; elsewhere they hide words
+    from the rules): no one types these by hand."""
     if _HIDDEN.search(text) or _JOINER_IN_LATIN.search(text):
         return True
+    if not text.isascii() and not unicodedata.is_normalized("NFC", text):
+        return True  # letters left decomposed: typed text is composed
     if _FULL_WIDTH.search(text) and not _DENSE_RUN.search(text):
         return True
     return _MIXED.search(text) is not None
