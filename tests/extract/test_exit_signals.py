@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from asyncrecall.memory.extraction._state import ExtractionState, default_state_dir
-from asyncrecall.testing import LocalServer, Reply
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from conftest import handoff_workers
 
 from .conftest import (
@@ -158,8 +158,18 @@ def test_many_quick_runs_start_one_worker_and_every_fact_is_saved(
     facts are saved, and the ended sessions' cursors are gone."""
     runs = 5
     release = threading.Event()
-    for index in range(runs):
-        side.add(memory(f"Fact {index}", [0, 1], content=f"Fact number {index}."), gate=release)
+
+    def extractor(record: RecordedRequest) -> Reply:
+        # Answered by what the request holds, not in arrival order: a request the worker
+        # hangs up on (it gives way to the next run's requests) is asked again later.
+        if not is_extraction(record):
+            return Reply(json={"selected_memories": []})
+        asked = json.dumps(record.messages)
+        index = next(i for i in range(runs) if f"remember fact {i}" in asked)
+        found = memory(f"Fact {index}", [0, 1], content=f"Fact number {index}.")
+        return Reply(json={"memories": [found]}, gate=release)
+
+    local_server.set_default("side", extractor)
     local_server.script("main", *(["noted"] * runs))
     alive = []
     try:
