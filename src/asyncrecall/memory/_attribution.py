@@ -382,7 +382,27 @@ def foreign_spans(turn: str) -> tuple[Span, ...]:
         i += 1
     found.extend(_paragraph_spans(turn, found))
     found.extend(_quotations(turn, found))
+    found.extend(_inner_lead_ins(turn, found))
     return _merged(found)
+
+
+# A lead-in's colon: ':' before white space, or the full-width one (a time, 9:30, and a
+# link, https://, have none).
+_INLINE_LEAD_IN = re.compile(r":(?=\s)|：")
+
+
+def _inner_lead_ins(turn: str, found: Sequence[Span]) -> list[Span]:
+    """In a paragraph, the text after a second lead-in colon: a message relayed or pasted
+    inline brings its own lead-in after the user's ("Forwarded from X: note this: ...")."""
+    out: list[Span] = []
+    for start, end in _paragraphs(turn):
+        colons = [m.end() for m in _INLINE_LEAD_IN.finditer(turn, start, end)]
+        if len(colons) < 2:
+            continue
+        at = colons[1]
+        if turn[at:end].strip() and not any(s.start <= at < s.end for s in found):
+            out.append(Span(at, end, "text after a lead-in inside a lead-in"))
+    return out
 
 
 def _starts_block(lines: Sequence[tuple[int, int, str]], i: int) -> bool:
