@@ -52,6 +52,11 @@ WORKER_GUARD_S = 30.0
 def handoff_workers(marker: str) -> list[int]:
     """Pids of extraction hand-off workers (``asyncrecall._handoff_worker``) whose
     command line contains ``marker`` (a folder of the test's)."""
+    return processes("asyncrecall._handoff_worker", marker)
+
+
+def processes(program: str, marker: str) -> list[int]:
+    """Pids of processes whose command line contains both ``program`` and ``marker``."""
     found = []
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
         if not entry.name.isdigit():
@@ -60,7 +65,7 @@ def handoff_workers(marker: str) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "asyncrecall._handoff_worker" in cmdline and marker in cmdline:
+        if program in cmdline and marker in cmdline:
             found.append(int(entry.name))
     return found
 

@@ -21,6 +21,7 @@ from asyncrecall import _prewarm
 from asyncrecall._memory_config import prime_child
 from asyncrecall.memory import MemoryStore
 from asyncrecall.testing import LocalServer, Reply
+from conftest import processes
 
 HANG_GUARD = 60.0
 QUESTION = "why does CI hang on real sockets?"
@@ -50,17 +51,7 @@ def readers(tmpdir_: Path) -> list[str]:
 
 def reader_processes(marker: str) -> list[int]:
     """Pids of reader processes (``prime_child``) whose command line names ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if "prime_child" in cmdline and marker in cmdline:
-            found.append(int(entry.name))
-    return found
+    return processes("prime_child", marker)
 
 
 def until(condition: object, what: str) -> None:

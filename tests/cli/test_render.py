@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from rich.console import Console
@@ -23,8 +21,7 @@ from asyncrecall.agent import (
     ToolRegistry,
 )
 from asyncrecall.cli._render import EventPrinter, exit_code
-from asyncrecall.models import Finished, TextDelta
-from asyncrecall.models._traffic import ModelStreamCut
+from models.test_single_slot import CutAfterText
 
 LOOP = [
     ToolCallEvent(name="grep_search", args={"pattern": "x"}, id="c1"),
@@ -112,27 +109,6 @@ def test_error_texts_are_redacted_whatever_raised_them(
     assert p.error is not None and p.error.message == "endpoint said [redacted] and [redacted]"
     assert key not in out.getvalue() + err.getvalue()
     assert "sk-proj" not in out.getvalue() + err.getvalue()
-
-
-class CutAfterText:
-    """A main model whose first stream says "Half an " and is then cut with a side query
-    of ours in flight (as ``OpenAIModel`` reports it); the second streams the answer."""
-
-    name = "cut-after-text"
-
-    def __init__(self) -> None:
-        self.streams = 0
-
-    async def stream(self, contents: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        self.streams += 1
-        if self.streams == 1:
-            yield TextDelta("Half an ")
-            raise ModelStreamCut("cut", model=self.name, ours_in_flight=1)
-        yield TextDelta("The answer.")
-        yield Finished("stop")
-
-    async def generate_json(self, **kwargs: Any) -> Any:
-        raise AssertionError("not used")
 
 
 class _Terminal(io.StringIO):
