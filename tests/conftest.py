@@ -45,6 +45,17 @@ def _isolated_env(
     monkeypatch.setenv("ASYNCRECALL_HOME", str(home))
 
 
+@pytest.fixture(autouse=True)
+def _no_worker_mode_left_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that runs the hand-off worker's code in this process switches the process
+    to the worker's cross-process traffic (``enable_cross_process``): put it back after
+    the test, or every later session's own extraction would keep out of the way of its
+    main requests as only a worker's does."""
+    from asyncrecall.models import _traffic
+
+    monkeypatch.setitem(_traffic._CROSS, "on", _traffic._CROSS["on"])
+
+
 #: How long a test's hand-off workers may go on after it (then they are killed).
 WORKER_GUARD_S = 30.0
 
