@@ -53,9 +53,6 @@ MAX_ATTEMPTS: Final = 3
 MODULE: Final = "asyncrecall._handoff_worker"
 #: Times one worker asks again after its side query gave way to a main turn.
 _GIVE_WAY_ROUNDS: Final = 5
-#: Times one worker takes up again hand-offs kept because they gave way (the user kept
-#: sending requests); past that they wait, queued, for the next command's worker.
-_GIVE_WAYS: Final = 20
 # The worker starts at a low priority, before its imports (half a second of CPU): the
 # command that started it is still ending, and the user's next one comes first.
 _NICE: Final = _platform.low_priority()
@@ -199,17 +196,12 @@ async def _work(directory: HandoffDir, config: WorkerConfig, drain: int) -> int:
     try:
         extractor = MemoryExtractor(store, model)
         tried: set[str] = set()
-        gave_way = 0
         while True:
             claim = _next_stale(directory, tried)
             while claim is not None:
                 session, fd = claim
                 tried.add(session)
-                if await _run_one(directory, extractor, session, fd) and gave_way < _GIVE_WAYS:
-                    # It gave way to the user's requests: it is taken again once they are
-                    # done (each send waits for that), not left for a next command.
-                    gave_way += 1
-                    tried.discard(session)
+                await _run_one(directory, extractor, session, fd)
                 claim = _next_stale(directory, tried)
             # Let the drain lock go, then look once more: a command that found it held
             # queued its hand-off before it tried, so it is there now.
@@ -242,15 +234,14 @@ def _next_stale(directory: HandoffDir, tried: set[str]) -> tuple[str, int] | Non
 
 async def _run_one(
     directory: HandoffDir, extractor: MemoryExtractor, session: str, fd: int
-) -> bool:
+) -> None:
     """Run one claimed hand-off; remove it when done, keep it (stale) when it may work
-    later; the lock is released either way. Returns whether it was kept because its side
-    queries gave way to the user's requests every time."""
+    later; the lock is released either way."""
     handoff = directory.read(session)
     if handoff is None:
         logger.warning("memory extraction worker: unreadable hand-off %s", directory.path(session))
         directory.complete(session, fd)
-        return False
+        return
     try:
         for round_ in range(_GIVE_WAY_ROUNDS):
             try:
@@ -277,11 +268,11 @@ async def _run_one(
             )
             directory.complete(session, fd)
             await _end_session(extractor, session)
-            return False
+            return
         logger.warning("memory extraction of session %s failed (kept for later): %s", session, exc)
         directory.update(handoff.with_attempts(attempts))
         os.close(fd)
-        return is_preempted(exc)
+        return
     except BaseException:
         os.close(fd)
         raise
@@ -294,7 +285,6 @@ async def _run_one(
         gate = _gate(extractor.store)
         if gate is not None:
             await maybe_consolidate(extractor, gate, note_session=not handoff.noted)
-    return False
 
 
 async def _end_session(extractor: MemoryExtractor, session: str) -> None:
