@@ -29,6 +29,17 @@ from .conftest import (
 )
 
 
+def ask_and_read_the_answer(process: subprocess.Popen[str], line: str) -> None:
+    """Send ``line`` to a stream-json ``chat`` and read its events up to ``finished``."""
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(line + "\n")
+    process.stdin.flush()
+    for event in process.stdout:
+        if json.loads(event)["type"] == "finished":
+            return
+    raise AssertionError("chat ended before its answer")
+
+
 def command(server: LocalServer, tmp_path: Path, *args: str) -> list[str]:
     project = tmp_path / "project"
     project.mkdir(parents=True, exist_ok=True)
@@ -77,12 +88,7 @@ def test_chat_ended_by_a_signal_hands_on_the_extraction_it_had_out(
         env=clean_env(tmp_path),
     )  # fmt: skip
     try:
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.write("the office is in leeds\n")
-        process.stdin.flush()
-        for line in process.stdout:
-            if json.loads(line)["type"] == "finished":
-                break  # the answer is read
+        ask_and_read_the_answer(process, "the office is in leeds")
         held = local_server.wait_for(is_extraction, timeout=HANG_GUARD)  # chat's own
         process.send_signal(signum)
         _out, err = ended(process)
@@ -248,12 +254,7 @@ def test_a_hang_up_that_nohup_ignores_stays_ignored(
         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
     )  # fmt: skip
     try:
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.write("a question\n")
-        process.stdin.flush()
-        for line in process.stdout:
-            if json.loads(line)["type"] == "finished":
-                break
+        ask_and_read_the_answer(process, "a question")
         process.send_signal(signal.SIGHUP)
         out, err = process.communicate(input="another question\n", timeout=HANG_GUARD)
     finally:
