@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-py313 test-windows test-long test-interop lint demo bench clean
+.PHONY: help install test test-py313 test-windows test-long test-interop lint docs demo bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -15,8 +15,8 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "installing asyncrecall with its dev, local, interop, postgres, framework and mcp extras (a fresh machine compiles llama.cpp: ~5 min)"
-	$(BIN)/pip install --quiet -e '.[dev,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]'
+	@echo "installing asyncrecall with its dev, docs, local, interop, postgres, framework and mcp extras (a fresh machine compiles llama.cpp: ~5 min)"
+	$(BIN)/pip install --quiet -e '.[dev,docs,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]'
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv; install the package, dev tools and the embedded models
@@ -72,10 +72,14 @@ test-long: $(STAMP) ## The property tests in full: 10,000 prefetch interleavings
 test-interop: $(STAMP) ## Only the conformance suite against a real llama.cpp server
 	ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest -m interop -q
 
-lint: $(STAMP) ## ruff + mypy --strict on src/
+lint: $(STAMP) ## ruff + mypy --strict on src/, and the docs site built strictly
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/ruff format --check src tests benchmarks tools
 	$(BIN)/mypy src
+	@$(MAKE) --no-print-directory docs
+
+docs: $(STAMP) ## Build the docs site into site/ (strict: a warning fails it)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 demo: $(STAMP) ## Offline demo: blocking vs async recall, side by side
 	$(BIN)/asyncrecall demo
@@ -84,4 +88,4 @@ bench: $(STAMP) ## Latency benchmark (all recall modes, one run, side by side)
 	$(BIN)/asyncrecall bench latency
 
 clean: ## Remove the virtual environment and caches
-	rm -rf $(VENV) $(VENV313) .pytest_cache .mypy_cache .ruff_cache .coverage htmlcov
+	rm -rf $(VENV) $(VENV313) .pytest_cache .mypy_cache .ruff_cache .coverage htmlcov site
