@@ -7,6 +7,7 @@ import importlib
 import inspect
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -118,3 +119,26 @@ def test_the_settings_accept_exactly_the_agents_recall_modes() -> None:
     from asyncrecall.agent import RecallMode
 
     assert get_args(RecallMode) == RECALL_MODES
+
+
+@pytest.mark.parametrize("module_name", ["asyncrecall", "asyncrecall.memory"])
+def test_the_old_name_memory_manager_warns_and_is_recaller(module_name: str) -> None:
+    """``MemoryManager`` is a deprecated alias of ``Recaller`` for one release: reading
+    it warns (``DeprecationWarning``, pointing at the caller's line) and gives the same
+    class; it is in no ``__all__``, so a star import does not warn."""
+    module = importlib.import_module(module_name)
+    with pytest.warns(DeprecationWarning, match=r"MemoryManager is deprecated.*Recaller") as seen:
+        old = module.MemoryManager
+    assert old is module.Recaller is asyncrecall.memory.Recaller
+    assert seen[0].filename == __file__
+    assert "MemoryManager" not in module.__all__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exec(f"from {module_name} import *", {})
+
+
+def test_from_import_of_the_old_name_warns() -> None:
+    """``from asyncrecall import MemoryManager``, the way most code reads it, warns too."""
+    with pytest.warns(DeprecationWarning, match="Recaller"):
+        from asyncrecall import MemoryManager
+    assert MemoryManager is asyncrecall.Recaller

@@ -58,6 +58,10 @@ def _identity(name: str, value: object) -> object:
     return (name, id(value))
 
 
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--names", action="store_true", help="list the names of each module")
@@ -68,16 +72,16 @@ def main(argv: list[str] | None = None) -> int:
         try:
             module: ModuleType = importlib.import_module(module_name)
         except ImportError as exc:
-            print(f"{module_name:<42} skipped: {exc}")
+            _say(f"{module_name:<42} skipped: {exc}")
             continue
         exported = list(getattr(module, "__all__", ()))
         listed += len(exported)
         for name in exported:
             seen.setdefault(_identity(name, getattr(module, name)), name)
-        print(f"{module_name:<42} {len(exported):>4}")
+        _say(f"{module_name:<42} {len(exported):>4}")
         if args.names:
-            print(textwrap.indent(textwrap.fill(" ".join(exported), 88), "    "))
-    print(f"{'total (each object once)':<42} {len(seen):>4}   ({listed} entries in all)")
+            _say(textwrap.indent(textwrap.fill(" ".join(exported), 88), "    "))
+    _say(f"{'total (each object once)':<42} {len(seen):>4}   ({listed} entries in all)")
     return 0
 
 

@@ -10,6 +10,7 @@ The heavier names are imported on first use, so ``import asyncrecall`` stays che
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +42,9 @@ if TYPE_CHECKING:
     )
     from asyncrecall.memory import (
         LexicalSelector,
-        MemoryManager,
         MemoryStore,
         ModelSelector,
+        Recaller,
         RecallResult,
         Selector,
     )
@@ -59,7 +60,7 @@ _LAZY = {
     "ClientOptions": "asyncrecall.agent",
     "LexicalSelector": "asyncrecall.memory",
     "MemoryBlock": "asyncrecall.prefetch",
-    "MemoryManager": "asyncrecall.memory",
+    "Recaller": "asyncrecall.memory",
     "MemoryStore": "asyncrecall.memory",
     "MessageType": "asyncrecall.agent",
     "Model": "asyncrecall.models",
@@ -68,6 +69,12 @@ _LAZY = {
     "RecallPrefetcher": "asyncrecall.prefetch",
     "RecallResult": "asyncrecall.memory",
     "Selector": "asyncrecall.memory",
+}
+
+#: Old names kept for one release: each access warns (``DeprecationWarning``) and gives
+#: the new object, in ``(module, name)``.
+_DEPRECATED = {
+    "MemoryManager": ("asyncrecall.memory", "Recaller"),
 }
 
 __all__ = [
@@ -82,7 +89,6 @@ __all__ = [
     "LexicalSelector",
     "MemoryBlock",
     "MemoryConflictError",
-    "MemoryManager",
     "MemoryStore",
     "MemoryStoreError",
     "MessageType",
@@ -98,6 +104,7 @@ __all__ = [
     "OpenAIModel",
     "RecallPrefetcher",
     "RecallResult",
+    "Recaller",
     "Selector",
     "SelectorError",
     "ToolError",
@@ -107,8 +114,17 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'asyncrecall' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+    if module is not None:
+        value = getattr(import_module(module), name)
+        globals()[name] = value
+        return value
+    if name in _DEPRECATED:
+        home, new = _DEPRECATED[name]
+        warnings.warn(
+            f"asyncrecall.{name} is deprecated and goes in the next release: "
+            f"use asyncrecall.{new} (the same class)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(import_module(home), new)
+    raise AttributeError(f"module 'asyncrecall' has no attribute {name!r}")

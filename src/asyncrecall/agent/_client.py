@@ -51,7 +51,7 @@ from asyncrecall.agent._options import ClientOptions
 from asyncrecall.agent._slot import RecallSlot
 from asyncrecall.agent._stream import StreamRestarted, TurnCancelled, cancellable_stream
 from asyncrecall.agent._untrusted import neutralised_response
-from asyncrecall.memory import MemoryManager, RecallResult, Selector
+from asyncrecall.memory import Recaller, RecallResult, Selector
 from asyncrecall.models import (
     Content,
     Finished,
@@ -119,7 +119,7 @@ class AgentClient:
         self,
         *,
         model: Model,
-        memory: MemoryManager | None = None,
+        memory: Recaller | None = None,
         tools: Sequence[ToolSpec] = (),
         system_prompt: Callable[[], str] | str | None = None,
         options: ClientOptions | None = None,

@@ -3,13 +3,15 @@
 A project's memory is a folder of Markdown topic files plus an index, ``MEMORY.md``
 (:class:`MemoryStore`); :class:`PostgresMemoryStore` keeps them in PostgreSQL for
 fleets of workers (the ``postgres`` extra), behind the same :class:`MemoryStoreProtocol`.
-:class:`MemoryManager` recalls the memories relevant to a query with a
+:class:`Recaller` recalls the memories relevant to a query with a
 :class:`Selector` (:class:`ModelSelector`: one side query to a fast model;
 :class:`LexicalSelector`: BM25, local) and formats them as the memory block the agent
 puts in front of the main model (:func:`format_memory_block`).
 """
 
 from __future__ import annotations
+
+import warnings
 
 from asyncrecall.memory._attribution import Fingerprint, ForeignText
 from asyncrecall.memory._budget import (
@@ -36,7 +38,7 @@ from asyncrecall.memory._prompt import (
     neutralise_tags,
 )
 from asyncrecall.memory._provenance import ORIGINS, Source, is_quarantined
-from asyncrecall.memory._recall import DEFAULT_LIMIT, MemoryManager
+from asyncrecall.memory._recall import DEFAULT_LIMIT, Recaller
 from asyncrecall.memory._selector import InstantSelector, Selector, validate_selection
 from asyncrecall.memory._store_protocol import MemoryStoreProtocol, is_postgres_url
 from asyncrecall.memory._types import (
@@ -92,7 +94,6 @@ __all__ = [
     "LexicalSelector",
     "MemoryDoc",
     "MemoryExtractor",
-    "MemoryManager",
     "MemoryProposal",
     "MemoryStore",
     "MemoryStoreProtocol",
@@ -100,6 +101,7 @@ __all__ = [
     "ModelSelector",
     "PostgresMemoryStore",
     "RecallResult",
+    "Recaller",
     "Refusal",
     "Selector",
     "Source",
@@ -122,6 +124,9 @@ __all__ = [
     "vet",
 ]
 
+#: Old names kept for one release: each access warns (``DeprecationWarning``).
+_DEPRECATED = {"MemoryManager": "Recaller"}
+
 
 def __getattr__(name: str) -> object:
     """``PostgresMemoryStore`` is imported on first use: psycopg is an optional extra."""
@@ -133,4 +138,13 @@ def __getattr__(name: str) -> object:
                 "PostgresMemoryStore needs psycopg: pip install 'asyncrecall[postgres]'"
             ) from exc
         return PostgresMemoryStore
+    if name in _DEPRECATED:
+        new = _DEPRECATED[name]
+        warnings.warn(
+            f"asyncrecall.memory.{name} is deprecated and goes in the next release: "
+            f"use asyncrecall.memory.{new} (the same class)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
