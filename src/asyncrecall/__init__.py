@@ -3,9 +3,14 @@
 The agent starts recalling memories when the user's message arrives, never waits for
 the recall, and slips the result into the conversation at the first safe moment.
 
-The names below are the public surface; the sub-packages (``asyncrecall.agent``,
-``asyncrecall.memory``, ``asyncrecall.models``, ``asyncrecall.testing``) hold the rest.
-The heavier names are imported on first use, so ``import asyncrecall`` stays cheap.
+The names below are what an application needs: the primitive (:class:`RecallPrefetcher`,
+:class:`MemoryBlock`), the recall (:class:`Recaller` and its selectors), the stores, the
+agent client, the models and the exception tree. The sub-packages
+(``asyncrecall.prefetch``, ``asyncrecall.memory``, ``asyncrecall.models``,
+``asyncrecall.agent``, ``asyncrecall.integrations``, ``asyncrecall.testing``,
+``asyncrecall.mcp_server``) hold the rest of the public names (the events, the
+conversation types, the extraction). The heavier names are imported on first use, so
+``import asyncrecall`` stays cheap.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from asyncrecall._exceptions import (
     ModelProtocolError,
     ModelRateLimitError,
     ModelServerError,
+    RecallNotReady,
     SelectorError,
     ToolError,
 )
@@ -60,7 +66,6 @@ _LAZY = {
     "ClientOptions": "asyncrecall.agent",
     "LexicalSelector": "asyncrecall.memory",
     "MemoryBlock": "asyncrecall.prefetch",
-    "Recaller": "asyncrecall.memory",
     "MemoryStore": "asyncrecall.memory",
     "MessageType": "asyncrecall.agent",
     "Model": "asyncrecall.models",
@@ -68,6 +73,7 @@ _LAZY = {
     "OpenAIModel": "asyncrecall.models",
     "RecallPrefetcher": "asyncrecall.prefetch",
     "RecallResult": "asyncrecall.memory",
+    "Recaller": "asyncrecall.memory",
     "Selector": "asyncrecall.memory",
 }
 
@@ -89,6 +95,8 @@ __all__ = [
     "LexicalSelector",
     "MemoryBlock",
     "MemoryConflictError",
+    # Stores: the store interface's change renames "MemoryStore" to "FolderStore" and
+    # adds "Store" and "PostgresStore" (imported on first use: the postgres extra).
     "MemoryStore",
     "MemoryStoreError",
     "MessageType",
@@ -102,6 +110,7 @@ __all__ = [
     "ModelSelector",
     "ModelServerError",
     "OpenAIModel",
+    "RecallNotReady",
     "RecallPrefetcher",
     "RecallResult",
     "Recaller",
