@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Final
 
 from asyncrecall._cancel import CancelSignal
@@ -210,6 +211,18 @@ class AgentClient:
     async def aclose(self) -> None:
         """Cancel any pending recall, then drain our tasks. Never waits for a recall."""
         await self._slot.aclose()
+
+    async def __aenter__(self) -> AgentClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """:meth:`aclose` on leaving ``async with``; the model stays open (it is the caller's)."""
+        await self.aclose()
 
     async def send_message_stream(
         self,
