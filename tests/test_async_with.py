@@ -1,5 +1,6 @@
 """``async with X(...) as x:`` closes ``x`` on exit, for every public class with an ``aclose``:
-the agent client, the agent, the prefetcher and the OpenAI-compatible models."""
+the agent client, the agent, the extraction scheduler, the prefetcher and the
+OpenAI-compatible models."""
 
 from __future__ import annotations
 
@@ -89,6 +90,18 @@ async def test_leaving_async_with_agent_ends_its_extraction_and_closes_its_clien
         assert handed == []
     assert side.json_cancelled == 1
     assert handed == [None]  # nothing was owed, and the scheduler was ended
+
+
+async def test_leaving_async_with_an_extraction_scheduler_ends_it(store: MemoryStore) -> None:
+    """On exit the scheduler is ended: what it owes is handed on (nothing, here) and it
+    takes no new requests."""
+    handed: list[object] = []
+    side = ScriptedModel(name="side")
+    async with ExtractionScheduler(MemoryExtractor(store, side), handoff=handed.append) as s:
+        assert handed == []
+    assert handed == [None]
+    s.request()
+    assert not s.running and side.json_started == 0
 
 
 async def test_leaving_async_with_an_openai_model_or_pair_closes_its_clients(
