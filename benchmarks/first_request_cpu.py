@@ -10,8 +10,8 @@ processes, each step memory adds on that thread before it:
 - ``entry``: ``_prewarm.start_reading_memory`` (settings, the reader process started);
 - ``system prompt``: ``build_system_prompt`` (the index less the quarantined memories;
   the same call with memory off builds the prompt without them);
-- ``instant pass``: ``MemoryManager.recall_instant`` (the reader's result taken);
-- ``prime``: ``MemoryManager.prime`` (the reader's result handed to the manager);
+- ``instant pass``: ``Recaller.recall_instant`` (the reader's result taken);
+- ``prime``: ``Recaller.prime`` (the reader's result handed to the manager);
 - ``imports``: the modules these steps import, which the command imports anyway, only
   later (each step's figure is without them).
 
@@ -98,8 +98,8 @@ def prompt(module):
 PATCHES = {
     "asyncrecall._prewarm": lambda m: timed(m, "start_reading_memory", "entry"),
     "asyncrecall.memory._recall": lambda m: (
-        timed(m.MemoryManager, "recall_instant", "instant pass"),
-        timed(m.MemoryManager, "prime", "prime"),
+        timed(m.Recaller, "recall_instant", "instant pass"),
+        timed(m.Recaller, "prime", "prime"),
     ),
     "asyncrecall.agent": lambda m: prompt(sys.modules["asyncrecall.agent._prompt"]),
     "asyncrecall.models._openai": first_request,

@@ -402,11 +402,11 @@ def test_a_primed_question_not_yet_answered_starts_no_reading_here(folder: Path)
     nothing and neither reads the folder nor starts a warm-up thread in this interpreter
     (which would hold it while the first request is built); another question warms as
     before."""
-    from asyncrecall.memory import LexicalSelector, MemoryManager
+    from asyncrecall.memory import LexicalSelector, Recaller
     from asyncrecall.memory import _recall as recall_module
 
     store, lexical = MemoryStore(folder), LexicalSelector()
-    manager = MemoryManager(store, lexical)
+    manager = Recaller(store, lexical)
     asked: list[int] = []
 
     def take(limit: int) -> None:  # the reader has not answered
@@ -424,13 +424,13 @@ def test_the_readers_results_count_once_written_before_it_exits(tmp_path: Path) 
     """The reader writes its results, then records what later processes reuse (which can
     take a while on a large folder): ``take`` answers from the results as soon as they are
     written, not when the process ends; a reader that ends without writing gives none."""
-    from asyncrecall.memory import LexicalSelector, MemoryManager
+    from asyncrecall.memory import LexicalSelector, Recaller
 
     store = MemoryStore(tmp_path / "memory")
     store.save_memory("ci hang", "CI hangs on real sockets", "project", "Use fake_bank.")
     lexical = LexicalSelector()
     lexical.prepare(store.scan())
-    result = MemoryManager(store, lexical).recall_instant("why does CI hang?", limit=2)
+    result = Recaller(store, lexical).recall_instant("why does CI hang?", limit=2)
     assert result is not None and result.paths
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

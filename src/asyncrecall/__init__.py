@@ -3,13 +3,19 @@
 The agent starts recalling memories when the user's message arrives, never waits for
 the recall, and slips the result into the conversation at the first safe moment.
 
-The names below are the public surface; the sub-packages (``asyncrecall.agent``,
-``asyncrecall.memory``, ``asyncrecall.models``, ``asyncrecall.testing``) hold the rest.
-The heavier names are imported on first use, so ``import asyncrecall`` stays cheap.
+The names below are what an application needs: the primitive (:class:`RecallPrefetcher`,
+:class:`MemoryBlock`), the recall (:class:`Recaller` and its selectors), the stores, the
+agent client, the models and the exception tree. The sub-packages
+(``asyncrecall.prefetch``, ``asyncrecall.memory``, ``asyncrecall.models``,
+``asyncrecall.agent``, ``asyncrecall.integrations``, ``asyncrecall.testing``,
+``asyncrecall.mcp_server``) hold the rest of the public names (the events, the
+conversation types, the extraction). The heavier names are imported on first use, so
+``import asyncrecall`` stays cheap.
 """
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +33,7 @@ from asyncrecall._exceptions import (
     ModelProtocolError,
     ModelRateLimitError,
     ModelServerError,
+    RecallNotReady,
     SelectorError,
     ToolError,
 )
@@ -41,9 +48,9 @@ if TYPE_CHECKING:
     )
     from asyncrecall.memory import (
         LexicalSelector,
-        MemoryManager,
         MemoryStore,
         ModelSelector,
+        Recaller,
         RecallResult,
         Selector,
     )
@@ -59,7 +66,6 @@ _LAZY = {
     "ClientOptions": "asyncrecall.agent",
     "LexicalSelector": "asyncrecall.memory",
     "MemoryBlock": "asyncrecall.prefetch",
-    "MemoryManager": "asyncrecall.memory",
     "MemoryStore": "asyncrecall.memory",
     "MessageType": "asyncrecall.agent",
     "Model": "asyncrecall.models",
@@ -67,7 +73,14 @@ _LAZY = {
     "OpenAIModel": "asyncrecall.models",
     "RecallPrefetcher": "asyncrecall.prefetch",
     "RecallResult": "asyncrecall.memory",
+    "Recaller": "asyncrecall.memory",
     "Selector": "asyncrecall.memory",
+}
+
+#: Old names kept for one release: each access warns (``DeprecationWarning``) and gives
+#: the new object, in ``(module, name)``.
+_DEPRECATED = {
+    "MemoryManager": ("asyncrecall.memory", "Recaller"),
 }
 
 __all__ = [
@@ -82,7 +95,8 @@ __all__ = [
     "LexicalSelector",
     "MemoryBlock",
     "MemoryConflictError",
-    "MemoryManager",
+    # Stores: the store interface's change renames "MemoryStore" to "FolderStore" and
+    # adds "Store" and "PostgresStore" (imported on first use: the postgres extra).
     "MemoryStore",
     "MemoryStoreError",
     "MessageType",
@@ -96,8 +110,10 @@ __all__ = [
     "ModelSelector",
     "ModelServerError",
     "OpenAIModel",
+    "RecallNotReady",
     "RecallPrefetcher",
     "RecallResult",
+    "Recaller",
     "Selector",
     "SelectorError",
     "ToolError",
@@ -107,8 +123,17 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'asyncrecall' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+    if module is not None:
+        value = getattr(import_module(module), name)
+        globals()[name] = value
+        return value
+    if name in _DEPRECATED:
+        home, new = _DEPRECATED[name]
+        warnings.warn(
+            f"asyncrecall.{name} is deprecated and goes in the next release: "
+            f"use asyncrecall.{new} (the same class)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(import_module(home), new)
+    raise AttributeError(f"module 'asyncrecall' has no attribute {name!r}")

@@ -16,10 +16,10 @@ from asyncrecall.memory import (
     EmbeddingSelector,
     HybridSelector,
     LexicalSelector,
-    MemoryManager,
     MemoryStore,
     MemoryStoreProtocol,
     ModelSelector,
+    Recaller,
     Selector,
     embedding_available,
     is_postgres_url,
@@ -63,7 +63,7 @@ def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
     return PostgresMemoryStore.open(url, namespace=namespace)
 
 
-def build_memory_manager(settings: Settings, *, side_model: Model | None) -> MemoryManager:
+def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Recaller:
     """The manager for ``settings``: its folder, and the selector ``effective_selector`` names.
 
     ``model`` needs ``side_model`` (built by the caller from the endpoint settings);
@@ -95,7 +95,7 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
         selector = EmbeddingSelector() if name == "embedding" else HybridSelector()
     else:
         assert_never(name)
-    manager = MemoryManager(store, selector, **manager_options(settings))
+    manager = Recaller(store, selector, **manager_options(settings))
     warmup = adopt(store.root) if isinstance(store, MemoryStore) else None
     if warmup is not None and warmup.store is store and warmup.primed is not None:
         manager.prime(warmup.primed.query, warmup.primed.take)  # run's question, read ahead
@@ -103,7 +103,7 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
 
 
 def manager_options(settings: Settings) -> dict[str, Any]:
-    """The :class:`MemoryManager` keywords ``settings`` set: quarantine, the file cap,
+    """The :class:`Recaller` keywords ``settings`` set: quarantine, the file cap,
     the skip of prompts with nothing to recall."""
     return {
         "quarantine": settings.quarantine,
@@ -141,7 +141,7 @@ def prime_child(argv: Sequence[str]) -> int:
     lexical = LexicalSelector(postings=False)
     store = MemoryStore(settings.memory_folder())
     lexical.prepare(store.warm_scan())
-    manager = MemoryManager(store, lexical, **manager_options(settings))
+    manager = Recaller(store, lexical, **manager_options(settings))
     results: dict[str, Any] = {}
     for limit in {settings.instant_files, settings.recall_files}:
         result = manager.recall_instant(question, limit=limit, selector=lexical)

@@ -89,7 +89,7 @@ class FolderWarmup:
 
 class PrimedRecall:
     """The instant pass of ``run``'s question, computed by a reader process: see
-    :meth:`asyncrecall.memory.MemoryManager.prime`. :meth:`take` never waits.
+    :meth:`asyncrecall.memory.Recaller.prime`. :meth:`take` never waits.
 
     The reader writes into ``out``, a file this process made (see :func:`_prime`) and
     removes as soon as the results are taken, at exit, or on a terminating signal
@@ -282,7 +282,7 @@ def start_reading_memory(argv: Sequence[str], question: str | None = None) -> Fo
 
 def warm_folder(root: Path) -> FolderWarmup:
     """Start (once per folder and process) reading ``root`` in a daemon thread."""
-    from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
+    from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
 
     key = root.expanduser().absolute()
     with _lock:
@@ -297,7 +297,7 @@ def warm_folder(root: Path) -> FolderWarmup:
             if in_child and store.unparsed_bytes() > CHILD_THRESHOLD_BYTES and _in_child(key):
                 store.reread_index()
 
-        thread = MemoryManager(store, lexical).start_warming(first=parse_changes)
+        thread = Recaller(store, lexical).start_warming(first=parse_changes)
         found = _started[key] = FolderWarmup(store, lexical, thread)
         return found
 

@@ -24,9 +24,9 @@ from asyncrecall.agent._handoff import HANDOFF_SUPPORTED, Handoff, HandoffDir, h
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,
-    MemoryManager,
     MemoryStoreProtocol,
     ModelSelector,
+    Recaller,
 )
 from asyncrecall.memory.extraction._consolidate import consolidation_gate
 from asyncrecall.models import Model
@@ -49,7 +49,7 @@ class Session:
 
     agent: Agent
     client: AgentClient
-    memory: MemoryManager | None
+    memory: Recaller | None
     control: CancelSignal
     #: A line for the user when something about the set-up deserves one.
     notice: str | None = None
@@ -96,7 +96,7 @@ class Session:
             await close()
 
 
-def _memory_for(settings: Settings, side_model: Model | None) -> MemoryManager | None:
+def _memory_for(settings: Settings, side_model: Model | None) -> Recaller | None:
     if not settings.memory_enabled:
         return None
     manager = build_memory_manager(settings, side_model=side_model)
@@ -107,7 +107,7 @@ def _memory_for(settings: Settings, side_model: Model | None) -> MemoryManager |
     ):
         # The old design: the selector gave up after 1 s of its own, and then there
         # was no memory for that query (no lexical fallback to rescue it).
-        manager = MemoryManager(
+        manager = Recaller(
             manager.store,
             ModelSelector(side_model, timeout=BLOCKING_SELECTOR_TIMEOUT, fallback=None),
             **manager_options(settings),
@@ -269,7 +269,7 @@ def _handoff_for(
     return handoff
 
 
-def _instant_selector(memory: MemoryManager | None) -> LexicalSelector:
+def _instant_selector(memory: Recaller | None) -> LexicalSelector:
     """The instant pass's selector: the manager's own when it is lexical, else the
     folder's shared one (warm when the process read the folder at entry)."""
     if memory is None:
@@ -319,7 +319,7 @@ def _unwritable(store: MemoryStoreProtocol) -> str | None:
 
 def build_extraction(
     settings: Settings,
-    memory: MemoryManager | None,
+    memory: Recaller | None,
     side_model: Model | None,
     control: CancelSignal | None = None,
 ) -> ExtractionScheduler | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from asyncrecall import CancelSignal
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, MemoryInjectedEvent, ToolRegistry
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import ScriptedModel
 
@@ -28,7 +28,7 @@ def client_for(
     instant = LexicalSelector() if options.get("recall_mode") == "async+lexical" else None
     return AgentClient(
         model=main,
-        memory=MemoryManager(store, ModelSelector(side, fallback=None)),
+        memory=Recaller(store, ModelSelector(side, fallback=None)),
         options=ClientOptions(**options),  # type: ignore[arg-type]
         instant_selector=instant,
     )
@@ -152,7 +152,7 @@ async def test_agent_runs_tools_and_sends_their_results_back(
     side.add_json(selection())
     main.add_turn("", [CALL, FunctionCall("c2", "list_directory", {"path": "."})])
     main.add_turn("It prints hello.")
-    client = AgentClient(model=main, memory=MemoryManager(store, ModelSelector(side)))
+    client = AgentClient(model=main, memory=Recaller(store, ModelSelector(side)))
     agent = Agent(client, ToolRegistry(project))
 
     result = await agent.ask("what does a.py do?")
@@ -237,7 +237,7 @@ async def test_a_failing_instant_pass_leaves_the_turn_and_the_model_recall_alone
     main.add_turn("ok")
     client = AgentClient(
         model=main,
-        memory=MemoryManager(store, ModelSelector(side, fallback=None)),
+        memory=Recaller(store, ModelSelector(side, fallback=None)),
         options=ClientOptions(recall_mode="async+lexical"),
         instant_selector=BrokenInstant(),
     )

@@ -19,7 +19,7 @@ from asyncrecall.agent import (
     RequestSentEvent,
     ToolRegistry,
 )
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
 from asyncrecall.models import (
     FunctionCall,
     FunctionResponse,
@@ -55,7 +55,7 @@ async def test_injected_at_user_query_when_recall_already_settled(
     main.add_turn("ok")
     client = AgentClient(
         model=main,
-        memory=MemoryManager(store, ModelSelector(side)),
+        memory=Recaller(store, ModelSelector(side)),
         reminders=[lambda: "<system-reminder>other</system-reminder>"],
     )
 
@@ -457,7 +457,7 @@ async def test_lexical_recall_over_200_files_rides_on_the_first_request(
         store.save_memory(f"note {i}", f"unrelated note number {i}", "project", f"filler {i}")
     store.save_memory("kafka", "the event bus is kafka, topic orders-v2", "reference", "k")
     main.add_turn("ok")
-    memory = MemoryManager(store, LexicalSelector())
+    memory = Recaller(store, LexicalSelector())
     await memory.warm()  # cold, the scan and tokenising run in a worker thread instead
     client = AgentClient(model=main, memory=memory)
 
@@ -516,7 +516,7 @@ async def test_the_user_query_point_never_hands_the_loop_to_others_first(
     cannot run first and delay the request, and the instant pass still rides on it."""
     side.add_json(selection(paths["deploy-flow"]), gate=asyncio.Event())  # never answers
     main.add_turn("ok")
-    memory = MemoryManager(store, ModelSelector(side))
+    memory = Recaller(store, ModelSelector(side))
     instant = LexicalSelector()
     client = AgentClient(
         model=main,

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import eager_loops
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
@@ -54,14 +54,14 @@ async def side_model(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
 @pytest.fixture
 async def slow(store: MemoryStore, side_model: OpenAIModel) -> AsyncIterator[RecallPrefetcher]:
     """A prefetcher whose recall is a side query to the LocalServer's ``side`` model."""
-    async with RecallPrefetcher(MemoryManager(store, ModelSelector(side_model))) as prefetcher:
+    async with RecallPrefetcher(Recaller(store, ModelSelector(side_model))) as prefetcher:
         yield prefetcher
 
 
 @pytest.fixture
 async def fast(store: MemoryStore) -> AsyncIterator[RecallPrefetcher]:
     """A prefetcher with the lexical selector, warm: settled within one loop tick."""
-    async with RecallPrefetcher(MemoryManager(store, LexicalSelector())) as prefetcher:
+    async with RecallPrefetcher(Recaller(store, LexicalSelector())) as prefetcher:
         await prefetcher.warm()
         yield prefetcher
 

@@ -46,7 +46,7 @@ from claude_agent_sdk import (
 from claude_agent_sdk import query as sdk_query
 
 from asyncrecall.integrations.claude_agent_sdk import AsyncRecallHooks, memory_context
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
 from asyncrecall.testing import AnthropicServer, LocalServer, Reply
@@ -436,7 +436,7 @@ async def test_instant_pass_rides_first_and_the_recall_follows_the_tools(
     async with (
         OpenAIModel(model="side", base_url=local_server.base_url, max_retries=0) as side,
         RecallPrefetcher(
-            MemoryManager(store, ModelSelector(side)),
+            Recaller(store, ModelSelector(side)),
             instant_selector=LexicalSelector(),
             instant_limit=1,
         ) as prefetcher,

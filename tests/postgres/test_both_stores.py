@@ -18,10 +18,10 @@ from asyncrecall.memory import (
     EMPTY_RECALL,
     INDEX_MAX_LINES,
     LexicalSelector,
-    MemoryManager,
     MemoryStore,
     MemoryStoreProtocol,
     ModelSelector,
+    Recaller,
     format_memory_block,
 )
 from asyncrecall.testing import ScriptedModel
@@ -46,8 +46,8 @@ def filled(store: MemoryStoreProtocol) -> MemoryStoreProtocol:
     return store
 
 
-def _manager(store: MemoryStoreProtocol, model: ScriptedModel) -> MemoryManager:
-    return MemoryManager(store, ModelSelector(model), clock=lambda: NOW)
+def _manager(store: MemoryStoreProtocol, model: ScriptedModel) -> Recaller:
+    return Recaller(store, ModelSelector(model), clock=lambda: NOW)
 
 
 def test_the_store_satisfies_the_protocol(store: MemoryStoreProtocol) -> None:
@@ -139,7 +139,7 @@ async def test_an_empty_store_recalls_nothing_and_asks_nobody(
 
 
 async def test_the_lexical_selector_finds_the_memory(filled: MemoryStoreProtocol) -> None:
-    manager = MemoryManager(filled, LexicalSelector(), clock=lambda: NOW)
+    manager = Recaller(filled, LexicalSelector(), clock=lambda: NOW)
     result = await manager.recall("which database do the tests use?")
     assert result.strategy == "lexical"
     assert result.paths[0] == "database.md"

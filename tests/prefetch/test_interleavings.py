@@ -19,7 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.memory import MemoryStore, ModelSelector, Recaller
 from asyncrecall.prefetch import PendingRecall, RecallPrefetcher
 from asyncrecall.testing import JsonRequest, ScriptedJson, ScriptedModel
 
@@ -44,7 +44,7 @@ class Harness:
             store.save_memory(f"topic {i}", f"fact number {i} about the code", "project", "b")
         self.all_paths = [doc.rel_path for doc in store.scan()]
         self.side = ScriptedModel(name="side", default_json=self._answer)
-        self.prefetcher = RecallPrefetcher(MemoryManager(store, ModelSelector(self.side)))
+        self.prefetcher = RecallPrefetcher(Recaller(store, ModelSelector(self.side)))
         self.gates: dict[str, asyncio.Event] = {}
         self.shown: dict[str, set[str]] = {key: set() for key in KEYS}
         self.taken: set[int] = set()

@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Final
 
 from asyncrecall._cancel import CancelSignal
@@ -51,7 +52,7 @@ from asyncrecall.agent._options import ClientOptions
 from asyncrecall.agent._slot import RecallSlot
 from asyncrecall.agent._stream import StreamRestarted, TurnCancelled, cancellable_stream
 from asyncrecall.agent._untrusted import neutralised_response
-from asyncrecall.memory import MemoryManager, RecallResult, Selector
+from asyncrecall.memory import Recaller, RecallResult, Selector
 from asyncrecall.models import (
     Content,
     Finished,
@@ -119,7 +120,7 @@ class AgentClient:
         self,
         *,
         model: Model,
-        memory: MemoryManager | None = None,
+        memory: Recaller | None = None,
         tools: Sequence[ToolSpec] = (),
         system_prompt: Callable[[], str] | str | None = None,
         options: ClientOptions | None = None,
@@ -210,6 +211,18 @@ class AgentClient:
     async def aclose(self) -> None:
         """Cancel any pending recall, then drain our tasks. Never waits for a recall."""
         await self._slot.aclose()
+
+    async def __aenter__(self) -> AgentClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """:meth:`aclose` on leaving ``async with``; the model stays open (it is the caller's)."""
+        await self.aclose()
 
     async def send_message_stream(
         self,

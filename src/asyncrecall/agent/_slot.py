@@ -15,7 +15,7 @@ from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.agent._options import ClientOptions
-from asyncrecall.memory import MemoryManager, RecallResult, Selector
+from asyncrecall.memory import Recaller, RecallResult, Selector
 from asyncrecall.prefetch import (
     DiscardReason,
     InjectionPoint,
@@ -38,7 +38,7 @@ class RecallSlot:
     def __init__(
         self,
         *,
-        memory: MemoryManager | None,
+        memory: Recaller | None,
         options: ClientOptions,
         instant_selector: Selector | None,
         clock: Callable[[], float],

@@ -41,9 +41,9 @@ from asyncrecall.bench._quality import _endpoint_model, default_dataset
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,
-    MemoryManager,
     MemoryStore,
     ModelSelector,
+    Recaller,
     Selector,
     TranscriptTurn,
     read_source_offsets,
@@ -185,7 +185,7 @@ async def evaluate(
             docs = store.scan(limit=None)
             memories += len(docs)
             covered = {d.rel_path: set(read_source_offsets(d.path).get(_SESSION, ())) for d in docs}
-            manager = MemoryManager(store, selector)
+            manager = Recaller(store, selector)
             for qa in conversation.get("qa") or []:
                 if qa.get("category") == 5:
                     continue

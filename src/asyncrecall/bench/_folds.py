@@ -32,7 +32,7 @@ from typing import Any, Final
 from asyncrecall._exceptions import ConfigError
 from asyncrecall.bench._locomo import build_memory_folder, gold_files
 from asyncrecall.bench._scoring import Tally
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, Selector
+from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller, Selector
 
 __all__ = ["GRIDS", "OBJECTIVE", "FoldReport", "choose", "cross_validate", "merge"]
 
@@ -165,7 +165,7 @@ async def cross_validate(
             stores.append((MemoryStore(path), gold_by_id))
         for number, params in enumerate(points):
             selector = _selector_for(name, params, shared)
-            managers = [MemoryManager(store, selector) for store, _ in stores]
+            managers = [Recaller(store, selector) for store, _ in stores]
             row: list[Tally] = []
             for index, conversation in enumerate(conversations):
                 tally = Tally()

@@ -69,7 +69,7 @@ from asyncrecall.bench._workload import (
     shared_side_model_name,
     tagged_text,
 )
-from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.memory import MemoryStore, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 
@@ -450,7 +450,7 @@ def _timing_recall_steps() -> Iterator[None]:
         loop.set_task_factory(previous)
 
 
-class _TimedMemory(MemoryManager):
+class _TimedMemory(Recaller):
     """Counts the time a hook spends awaiting recall (the awaited pattern)."""
 
     def __init__(self, *args: Any, held: _Held, **kwargs: Any) -> None:
@@ -523,7 +523,7 @@ class _PydanticAI(_OpenAIClientDriver):
         pattern: str,
         model: str,
         plan: QueryPlan,
-        memory: MemoryManager,
+        memory: Recaller,
         prefetcher: RecallPrefetcher,
     ) -> Callable[[], Awaitable[Any]]:
         from pydantic_ai import Agent
@@ -553,7 +553,7 @@ class _OpenAIAgents(_OpenAIClientDriver):
         pattern: str,
         model: str,
         plan: QueryPlan,
-        memory: MemoryManager,
+        memory: Recaller,
         prefetcher: RecallPrefetcher,
     ) -> Callable[[], Awaitable[Any]]:
         from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
@@ -602,7 +602,7 @@ class _GoogleADK(_OpenAIClientDriver):
         pattern: str,
         model: str,
         plan: QueryPlan,
-        memory: MemoryManager,
+        memory: Recaller,
         prefetcher: RecallPrefetcher,
     ) -> Callable[[], Awaitable[Any]]:
         from google.adk.agents import LlmAgent
@@ -651,7 +651,7 @@ class _LangChain(Driver):
         pattern: str,
         model: str,
         plan: QueryPlan,
-        memory: MemoryManager,
+        memory: Recaller,
         prefetcher: RecallPrefetcher,
     ) -> Callable[[], Awaitable[Any]]:
         from langchain.agents import create_agent

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asyncrecall.memory import MemoryManager
+from asyncrecall.memory import Recaller
 
 __all__ = [
     "awaited_claude_agent_sdk",
@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 
-def awaited_pydantic_ai(memory: MemoryManager) -> Any:
+def awaited_pydantic_ai(memory: Recaller) -> Any:
     """A capability whose ``before_model_request`` awaits the recall on the first request."""
     from dataclasses import dataclass
 
@@ -52,7 +52,7 @@ def awaited_pydantic_ai(memory: MemoryManager) -> Any:
     return AwaitedRecall()
 
 
-def awaited_openai_agents(memory: MemoryManager, text: str) -> Any:
+def awaited_openai_agents(memory: Recaller, text: str) -> Any:
     """An input filter that awaits the recall before the run's first model call."""
     from agents.run_config import CallModelData, ModelInputData
 
@@ -71,7 +71,7 @@ def awaited_openai_agents(memory: MemoryManager, text: str) -> Any:
     return awaited
 
 
-def awaited_langchain(memory: MemoryManager) -> Any:
+def awaited_langchain(memory: Recaller) -> Any:
     """Middleware whose ``abefore_model`` awaits the recall before the first model call."""
     from langchain.agents.middleware import AgentMiddleware
     from langchain_core.messages import HumanMessage
@@ -93,7 +93,7 @@ def awaited_langchain(memory: MemoryManager) -> Any:
     return AwaitedRecall()
 
 
-def awaited_google_adk(memory: MemoryManager) -> Any:
+def awaited_google_adk(memory: Recaller) -> Any:
     """A tool that awaits the recall in ``process_llm_request``, as ADK's own
     ``PreloadMemoryTool`` awaits its memory search; before the first model request only,
     as the others here (``PreloadMemoryTool`` awaits one on every request)."""
@@ -125,7 +125,7 @@ def awaited_google_adk(memory: MemoryManager) -> Any:
     return AwaitedRecall()
 
 
-def awaited_claude_agent_sdk(memory: MemoryManager) -> Any:
+def awaited_claude_agent_sdk(memory: Recaller) -> Any:
     """Hooks whose ``UserPromptSubmit`` awaits the recall and returns its block."""
     from claude_agent_sdk import HookMatcher
 

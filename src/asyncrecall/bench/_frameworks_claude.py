@@ -19,7 +19,7 @@ from typing import Any
 from asyncrecall.bench._frameworks_driver import SYSTEM, Driver
 from asyncrecall.bench._frameworks_driver import read_file as read_plan_file
 from asyncrecall.bench._workload import DURATION_ARG, QueryPlan, tagged_text
-from asyncrecall.memory import MemoryManager
+from asyncrecall.memory import Recaller
 from asyncrecall.prefetch import RecallPrefetcher
 
 __all__ = ["ClaudeAgentSDK"]
@@ -46,7 +46,7 @@ class ClaudeAgentSDK(Driver):
         pattern: str,
         model: str,
         plan: QueryPlan,
-        memory: MemoryManager,
+        memory: Recaller,
         prefetcher: RecallPrefetcher,
     ) -> Callable[[], Awaitable[Any]]:
         raise NotImplementedError("the CLI connects: use aprepare")
@@ -56,7 +56,7 @@ class ClaudeAgentSDK(Driver):
         pattern: str,
         model: str,
         plan: QueryPlan,
-        memory: MemoryManager,
+        memory: Recaller,
         prefetcher: RecallPrefetcher,
     ) -> Callable[[], Awaitable[Any]]:
         from claude_agent_sdk import (

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from asyncrecall.bench._workload import QueryPlan
-from asyncrecall.memory import MemoryManager
+from asyncrecall.memory import Recaller
 from asyncrecall.prefetch import RecallPrefetcher
 
 __all__ = ["SYSTEM", "Driver", "read_file"]
@@ -49,7 +49,7 @@ class Driver:
         pattern: str,
         model: str,
         plan: QueryPlan,
-        memory: MemoryManager,
+        memory: Recaller,
         prefetcher: RecallPrefetcher,
     ) -> Callable[[], Awaitable[Any]]:
         """Build the agent; return what starts the run (timed from its call)."""
@@ -60,7 +60,7 @@ class Driver:
         pattern: str,
         model: str,
         plan: QueryPlan,
-        memory: MemoryManager,
+        memory: Recaller,
         prefetcher: RecallPrefetcher,
     ) -> Callable[[], Awaitable[Any]]:
         """:meth:`prepare`, for a driver whose agent is built asynchronously (connected)."""

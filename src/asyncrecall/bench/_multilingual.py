@@ -10,7 +10,7 @@ question has close distractors; the questions paraphrase rather than copy the no
 One JSON record per line: a note is ``{"folder", "id", "name", "description", "type",
 "body"}``, a question ``{"folder", "question", "gold": [ids]}``. Each folder is saved
 through :meth:`MemoryStore.save_memory` into a temporary directory and each question
-goes through :meth:`MemoryManager.recall` (the agent's recall path, limit 5), as in
+goes through :meth:`Recaller.recall` (the agent's recall path, limit 5), as in
 ``bench quality`` on LoCoMo. With ``--negatives``, each question is also asked against
 the language's other folder, where nothing answers it (``false_injection_rate``).
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall.bench._scoring import QualityReport, Tally
-from asyncrecall.memory import MemoryManager, MemoryStore, Selector
+from asyncrecall.memory import MemoryStore, Recaller, Selector
 
 __all__ = ["LANGUAGES", "Case", "LanguageReport", "evaluate_multilingual", "load_language"]
 
@@ -100,7 +100,7 @@ async def evaluate_multilingual(
     with tempfile.TemporaryDirectory(prefix="asyncrecall-multilingual-") as tmp:
         for language in languages:
             notes, cases = load_language(language, data)
-            managers: dict[str, MemoryManager] = {}
+            managers: dict[str, Recaller] = {}
             paths: dict[str, dict[str, str]] = {}
             for folder, folder_notes in notes.items():
                 root = Path(tmp) / language / folder
@@ -111,7 +111,7 @@ async def evaluate_multilingual(
                     ).rel_path
                     for note in folder_notes
                 }
-                managers[folder] = MemoryManager(MemoryStore(root), selector)
+                managers[folder] = Recaller(MemoryStore(root), selector)
             tally = Tally()
             for case in cases:
                 gold = {paths[case.folder][g] for g in case.gold}

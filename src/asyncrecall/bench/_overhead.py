@@ -8,7 +8,7 @@
    user query (two model turns) against memory off is what the machinery costs:
    trigger, both checks, injection or cancellation, and their events.
 2. **The recall's CPU over HTTP**, one call at a time against a local server in a child
-   process (instant replies): the CPU time of a whole :meth:`MemoryManager.recall` with
+   process (instant replies): the CPU time of a whole :meth:`Recaller.recall` with
    the model selector (scan in a worker thread, manifest, side query through the SDK,
    validation, memory block) against the side query's bare HTTP exchange (the same body
    POSTed with the SDK's HTTP client, the answer decoded), interleaved, medians. The
@@ -50,9 +50,9 @@ from asyncrecall.bench._serve import SIDE_MODEL, WARMUP_PREFIX
 from asyncrecall.bench._workload import ScriptedTools
 from asyncrecall.memory import (
     LexicalSelector,
-    MemoryManager,
     MemoryStore,
     ModelSelector,
+    Recaller,
     RecallResult,
     Selector,
     format_memory_block,
@@ -295,7 +295,7 @@ async def measure_recall_cpu(
     if streams is None:
         raise RuntimeError(f"{base_url}: side queries would not go on streams here")
     side = OpenAIModel(model=model_name, base_url=base_url, api_key="bench", max_retries=0)
-    manager = MemoryManager(store, ModelSelector(side, fallback=None))
+    manager = Recaller(store, ModelSelector(side, fallback=None))
 
     async def bare_http() -> None:
         response = await http.post(url, content=body, headers=headers)
@@ -341,7 +341,7 @@ async def measure_recall_cpu(
 # -- per user query ---------------------------------------------------------------------
 
 
-class _PreparedRecall(MemoryManager):
+class _PreparedRecall(Recaller):
     """A recall that returns a prepared result at once, or (``result=None``) never."""
 
     def __init__(self, store: MemoryStore, result: RecallResult | None) -> None:
@@ -370,7 +370,7 @@ def _turn(request: ScriptedRequest) -> ScriptedTurn:
     return ScriptedTurn(tool_calls=(FunctionCall("c1", "read_file", {"path": "x.py"}),))
 
 
-def _agent(project: Path, memory: MemoryManager | None) -> Agent:
+def _agent(project: Path, memory: Recaller | None) -> Agent:
     model = ScriptedModel("main", default_turn=_turn, validate_history=False)
     tools = ScriptedTools(project)
     return Agent(AgentClient(model=model, memory=memory, tools=tools.specs), tools)

@@ -5,7 +5,7 @@ topic file per (session, speaker) from ``observation`` (title ``<speaker>, sessi
 <n>``; description ``<speaker> in session <n> (<session date>): <first observation>``
 cut at 150 characters; type ``user``; body that speaker's observations of the session,
 one per line), saved through :meth:`MemoryStore.save_memory`. Each question then goes
-through :meth:`MemoryManager.recall` (the agent's recall path, limit 5). A question's
+through :meth:`Recaller.recall` (the agent's recall path, limit 5). A question's
 gold files are those holding an observation whose dialog id is in its ``evidence``
 (ids compared verbatim); category 5 (adversarial) and questions with no gold file are
 skipped.
@@ -38,7 +38,7 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
 from asyncrecall.bench._locomo import _load, build_memory_folder, gold_files
 from asyncrecall.bench._scoring import QualityReport, Tally
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector, Selector
+from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller, Selector
 from asyncrecall.models import Model
 
 __all__ = [
@@ -304,13 +304,13 @@ async def evaluate(
     used = 0
     selector: Selector = make_selector()
     with tempfile.TemporaryDirectory(prefix="asyncrecall-quality-") as tmp:
-        folders: dict[int, tuple[MemoryManager, dict[str, set[str]]]] = {}
+        folders: dict[int, tuple[Recaller, dict[str, set[str]]]] = {}
 
-        def folder(index: int) -> tuple[MemoryManager, dict[str, set[str]]]:
+        def folder(index: int) -> tuple[Recaller, dict[str, set[str]]]:
             if index not in folders:
                 path = Path(tmp) / f"{index:03d}-memory"
                 gold_by_id = build_memory_folder(conversations[index], path)
-                folders[index] = (MemoryManager(MemoryStore(path), selector), gold_by_id)
+                folders[index] = (Recaller(MemoryStore(path), selector), gold_by_id)
             return folders[index]
 
         for index, conversation in enumerate(conversations):

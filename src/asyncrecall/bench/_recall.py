@@ -75,7 +75,7 @@ from asyncrecall.bench._workload import (
     main_model_name,
     side_model_name,
 )
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector, Selector
+from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller, Selector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
@@ -428,7 +428,7 @@ def build_client(
         selector = ModelSelector(side, fallback=embedded)
     return AgentClient(
         model=main,
-        memory=MemoryManager(store, selector),
+        memory=Recaller(store, selector),
         tools=tools.specs,
         options=ClientOptions(recall_mode=mode),
         instant_selector=embedded if mode == "async+lexical" else None,

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from asyncrecall.memory import MemoryManager
+from asyncrecall.memory import Recaller
 
 __all__ = ["K", "QualityReport", "Tally"]
 
@@ -65,10 +65,10 @@ class Tally:
 
     async def ask(
         self,
-        manager: MemoryManager,
+        manager: Recaller,
         question: str,
         gold: set[str],
-        negatives: Sequence[MemoryManager] = (),
+        negatives: Sequence[Recaller] = (),
     ) -> None:
         """Recall ``question`` and score it against its ``gold`` files; then ask it of
         each folder in ``negatives``, where anything selected is a false injection."""

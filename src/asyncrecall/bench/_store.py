@@ -55,7 +55,7 @@ from asyncrecall.bench._store_tenants import (
     measure_tenants,
     tenants_table,
 )
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
+from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
 from asyncrecall.memory._document import render_document, safe_file_stem
 from asyncrecall.memory.postgres._sql import NAMESPACE_SIZE_SQL
 
@@ -251,7 +251,7 @@ async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
     else:
         assert spec.folder is not None
         store = MemoryStore(Path(spec.folder))
-    manager = MemoryManager(store, LexicalSelector())
+    manager = Recaller(store, LexicalSelector())
     key: Callable[[str], str] = getattr(store, "memory_id", lambda name: name)
     words = _Words(_SEED + 1000 + spec.worker)
     for _ in range(10):  # warm: the selector's per-document cache, the pool
@@ -389,7 +389,7 @@ async def _measure_outage(server: Any, namespace: str, seconds: float) -> Outage
     store = PostgresMemoryStore.open(server.url, namespace=namespace)
     try:
         store.save_memory(_PROBE, "the outage's probe", "project", "zeppelin hangar doors")
-        manager = MemoryManager(store, LexicalSelector())
+        manager = Recaller(store, LexicalSelector())
         if not (await manager.recall("zeppelin hangar")).paths:
             raise RuntimeError("the outage row's probe memory is not recalled: nothing to time")
         stall = 0.0

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asyncrecall.bench._measure import percentile
-from asyncrecall.memory import LexicalSelector, MemoryManager
+from asyncrecall.memory import LexicalSelector, Recaller
 
 __all__ = ["TenantsRow", "WarningCounter", "measure_tenants", "tenants_table"]
 
@@ -116,7 +116,7 @@ async def measure_tenants(
             for tenant in range(tenants):
                 stores.append(PostgresMemoryStore.open(url, namespace=f"{prefix}{tenant}"))
             open_s = time.perf_counter() - began
-            managers = [MemoryManager(store, LexicalSelector()) for store in stores]
+            managers = [Recaller(store, LexicalSelector()) for store in stores]
             latencies: list[float] = []
             errors = 0
             rng = random.Random(7)

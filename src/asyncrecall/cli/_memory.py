@@ -44,9 +44,9 @@ from asyncrecall.memory import (
     EMPTY_RECALL,
     MEMORY_TYPES,
     MemoryDoc,
-    MemoryManager,
     MemoryStore,
     MemoryStoreProtocol,
+    Recaller,
     RecallResult,
 )
 from asyncrecall.memory._pending import PendingChange
@@ -606,9 +606,7 @@ async def _run_recall(
             await close()
 
 
-def _why_nothing(
-    manager: MemoryManager, result: RecallResult, query: str, excluded: list[str]
-) -> str:
+def _why_nothing(manager: Recaller, result: RecallResult, query: str, excluded: list[str]) -> str:
     """Why a recall selected nothing, in words a user can act on."""
     store = manager.store
     if manager.skips(query):

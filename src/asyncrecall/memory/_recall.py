@@ -1,6 +1,6 @@
 """Recall: scan the folder, ask a selector, format the memory block.
 
-:meth:`MemoryManager.recall` is what the agent starts (and never awaits) on each user
+:meth:`Recaller.recall` is what the agent starts (and never awaits) on each user
 query. Its promises:
 
 - an empty or blank query, no document left after ``excluded_paths``, or ``limit`` 0:
@@ -13,7 +13,7 @@ query. Its promises:
   offered only what that returns; ``RecallResult.manifest_left_out`` counts the rest
   (its fallback is offered everything);
 - each body in the block is cut at ``file_lines`` lines and ``file_chars`` characters,
-  with a note naming the file (:meth:`MemoryManager.format_block`);
+  with a note naming the file (:meth:`Recaller.format_block`);
 - excluded paths are never offered to a selector, nor are quarantined memories (held by
   an untrusted write the user has not confirmed since: see ``_provenance``) unless the manager's
   ``quarantine`` is off;
@@ -25,7 +25,7 @@ query. Its promises:
   saved since the last recall, parsed and tokenised here in about 0.5 ms). Otherwise
   (a new process before its warm-up is done, many new files) the scan, parse and
   tokenising run in a worker thread: the event loop never pays for them;
-- :meth:`MemoryManager.start_warming` (no event loop needed: call it at import or at
+- :meth:`Recaller.start_warming` (no event loop needed: call it at import or at
   start-up) reads the folder and prepares the selectors in a daemon thread now, so the
   first recall finds them ready;
 - when the caller's :class:`~asyncrecall.CancelSignal` fires, the running step (the
@@ -61,7 +61,7 @@ from asyncrecall.memory._store_protocol import MemoryStoreProtocol
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
 
-__all__ = ["DEFAULT_LIMIT", "INLINE_BUDGET_BYTES", "MemoryManager"]
+__all__ = ["DEFAULT_LIMIT", "INLINE_BUDGET_BYTES", "Recaller"]
 
 _T = TypeVar("_T")
 
@@ -74,7 +74,7 @@ DEFAULT_LIMIT = 5
 INLINE_BUDGET_BYTES = 4096
 
 
-class MemoryManager:
+class Recaller:
     """Recall over one memory folder with one configured selector."""
 
     def __init__(
@@ -130,7 +130,7 @@ class MemoryManager:
         )
 
     def __repr__(self) -> str:
-        return f"MemoryManager({self.store!r}, {self.selector!r})"
+        return f"Recaller({self.store!r}, {self.selector!r})"
 
     def prime(self, query: str, take: Callable[[int], RecallResult | None]) -> None:
         """An instant (lexical) recall of ``query`` computed elsewhere, such as by a

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import pytest
 
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import PrefetchEvent, RecallPrefetcher
 from asyncrecall.testing._replies import RecordedRequest, Reply
@@ -91,9 +91,9 @@ class Harness:
                 side = await stack.enter_async_context(
                     OpenAIModel(model=SIDE_MODEL, base_url=self.server.base_url, max_retries=0)
                 )
-                memory = MemoryManager(self.store, ModelSelector(side))
+                memory = Recaller(self.store, ModelSelector(side))
             else:
-                memory = MemoryManager(self.store, LexicalSelector())
+                memory = Recaller(self.store, LexicalSelector())
             prefetcher = await stack.enter_async_context(RecallPrefetcher(memory, **options))
             if selector == "lexical":
                 await prefetcher.warm()
