@@ -22,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from security_phrases import PHRASES
 
-OUT = Path(__file__).parent.parent / "src" / "asyncrecall" / "bench" / "security"
+OUT = Path(__file__).parent / "src" / "asyncrecall_bench" / "security"
 LANGS = ("en", "fr", "de", "es", "ru", "zh", "ja", "ar")
 
 #: Attack channels and their token codes, in report order.

@@ -25,7 +25,7 @@ PACKAGES = [
     "asyncrecall.memory",
     "asyncrecall.models",
     "asyncrecall.testing",
-    "asyncrecall.testing.conformance",
+    "asyncrecall_conformance",
 ]
 
 
@@ -85,8 +85,8 @@ def test_the_extension_points_are_public_and_the_cli_configuration_is_not() -> N
     assert asyncrecall.AgentEvent is AgentEvent
 
 
-_ABOVE_MEMORY = ("asyncrecall.agent", "asyncrecall.cli", "asyncrecall.bench", "asyncrecall._s")
-_ABOVE_AGENT = ("asyncrecall.cli", "asyncrecall.bench", "asyncrecall._s", "asyncrecall._memory_c")
+_ABOVE_MEMORY = ("asyncrecall.agent", "asyncrecall.cli", "asyncrecall_bench", "asyncrecall._s")
+_ABOVE_AGENT = ("asyncrecall.cli", "asyncrecall_bench", "asyncrecall._s", "asyncrecall._memory_c")
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,7 @@ from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, Mode
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
 from asyncrecall.testing import AnthropicServer, LocalServer, Reply
-from asyncrecall.testing.conformance import (
+from asyncrecall_conformance import (
     AnthropicServerWire,
     ConformanceSuite,
     Driver,

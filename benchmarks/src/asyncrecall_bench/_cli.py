@@ -54,12 +54,13 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
+import asyncrecall
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
-from asyncrecall.bench._corpus import MEMORIES, Memory
-from asyncrecall.bench._measure import percentile
 from asyncrecall.memory import MemoryStore
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+from asyncrecall_bench._corpus import MEMORIES, Memory
+from asyncrecall_bench._measure import percentile
 
 __all__ = [
     "QUESTION",
@@ -318,7 +319,7 @@ class _Bench:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCRECALL_", "OPENAI_"))}
         source = self.config.source
         if source is None:
-            source = Path(__file__).resolve().parents[2]
+            source = Path(asyncrecall.__file__).resolve().parents[1]
         env["PYTHONPATH"] = os.pathsep.join(
             [str(source), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
         )

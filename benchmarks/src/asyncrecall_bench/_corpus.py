@@ -1,4 +1,4 @@
-"""The memories and user queries of the latency benchmarks and the demo.
+"""The memories and user queries of the latency benchmarks.
 
 A fictional payments service, "ledgerline", whose agent has saved three dozen
 memories over earlier sessions. Each user query names the memories a good selector

@@ -36,8 +36,6 @@ from typing import Any
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
-from asyncrecall.bench._locomo import _load
-from asyncrecall.bench._quality import _endpoint_model, default_dataset
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,
@@ -50,6 +48,8 @@ from asyncrecall.memory import (
 )
 from asyncrecall.memory.extraction._extract import TurnRole
 from asyncrecall.models import Model
+from asyncrecall_bench._locomo import _load
+from asyncrecall_bench._quality import _endpoint_model, default_dataset
 
 __all__ = ["ExtractReport", "add_arguments", "evaluate", "replay_turns", "run", "scripted_answer"]
 
@@ -217,7 +217,7 @@ async def evaluate(
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.latency is not None:
-        from asyncrecall.bench._extract_latency import run_latency
+        from asyncrecall_bench._extract_latency import run_latency
 
         if args.latency < 1:
             raise ConfigError(f"--latency must be 1 or more, got {args.latency}")

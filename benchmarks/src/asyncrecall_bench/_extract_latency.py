@@ -50,8 +50,8 @@ class LatencyReport:
 async def measure(queries: int, *, extraction_ms: float = 300.0) -> LatencyReport:
     """Run the side-by-side measurement (see the module doc)."""
     from asyncrecall._session import open_session
-    from asyncrecall.bench._corpus import MEMORIES, build_memory_folder
     from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+    from asyncrecall_bench._corpus import MEMORIES, build_memory_folder
 
     counter = iter(range(1_000_000))
 

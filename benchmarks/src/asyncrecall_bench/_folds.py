@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall.bench._locomo import build_memory_folder, gold_files
-from asyncrecall.bench._scoring import Tally
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, Selector
+from asyncrecall_bench._locomo import build_memory_folder, gold_files
+from asyncrecall_bench._scoring import Tally
 
 __all__ = ["GRIDS", "OBJECTIVE", "FoldReport", "choose", "cross_validate", "merge"]
 

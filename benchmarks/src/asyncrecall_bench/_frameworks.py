@@ -2,7 +2,7 @@
 
 For each framework (Pydantic AI, the OpenAI Agents SDK, LangChain v1, Google ADK, the
 Claude Agent SDK), the same seeded plans as ``bench latency``
-(:func:`asyncrecall.bench._workload.draw_plans`: side query lognormal mean 0.9 s, 0-3
+(:func:`asyncrecall_bench._workload.draw_plans`: side query lognormal mean 0.9 s, 0-3
 tool rounds) are played over HTTP by a :class:`LocalServer`
 in a child process (so its work and its share of the GIL stay out of the timings)
 in the framework's real agent loop, four ways. Each way keeps one side model for all
@@ -57,11 +57,14 @@ from rich.console import Console
 from rich.table import Table
 
 from asyncrecall._settings import Settings
-from asyncrecall.bench._corpus import build_memory_folder
-from asyncrecall.bench._frameworks_driver import SYSTEM, Driver, read_file
-from asyncrecall.bench._measure import percentile
-from asyncrecall.bench._scale import ChildServer, child_server
-from asyncrecall.bench._workload import (
+from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.models import OpenAIModel
+from asyncrecall.prefetch import RecallPrefetcher
+from asyncrecall_bench._corpus import build_memory_folder
+from asyncrecall_bench._frameworks_driver import SYSTEM, Driver, read_file
+from asyncrecall_bench._measure import percentile
+from asyncrecall_bench._scale import ChildServer, child_server
+from asyncrecall_bench._workload import (
     LatencyProfile,
     QueryPlan,
     draw_plans,
@@ -69,9 +72,6 @@ from asyncrecall.bench._workload import (
     shared_side_model_name,
     tagged_text,
 )
-from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
-from asyncrecall.models import OpenAIModel
-from asyncrecall.prefetch import RecallPrefetcher
 
 __all__ = ["FRAMEWORKS", "PATTERNS", "FrameworksConfig", "Trace", "add_arguments", "measure", "run"]
 
@@ -530,8 +530,8 @@ class _PydanticAI(_OpenAIClientDriver):
         from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        from asyncrecall.bench._frameworks_awaited import awaited_pydantic_ai
         from asyncrecall.integrations.pydantic_ai import AsyncRecall
+        from asyncrecall_bench._frameworks_awaited import awaited_pydantic_ai
 
         capabilities: list[Any] = []
         if pattern == "awaited":
@@ -558,8 +558,8 @@ class _OpenAIAgents(_OpenAIClientDriver):
     ) -> Callable[[], Awaitable[Any]]:
         from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
 
-        from asyncrecall.bench._frameworks_awaited import awaited_openai_agents
         from asyncrecall.integrations import openai_agents as recall
+        from asyncrecall_bench._frameworks_awaited import awaited_openai_agents
 
         agent: Any = Agent(
             name="bench",
@@ -613,8 +613,8 @@ class _GoogleADK(_OpenAIClientDriver):
         from google.adk.sessions import InMemorySessionService
         from google.genai import types
 
-        from asyncrecall.bench._frameworks_awaited import awaited_google_adk
         from asyncrecall.integrations.google_adk import AsyncRecallPlugin
+        from asyncrecall_bench._frameworks_awaited import awaited_google_adk
 
         chat = LiteLlm(
             model=f"openai/{model}", api_base=self.base_url, api_key="bench", client=self._client
@@ -658,8 +658,8 @@ class _LangChain(Driver):
         from langchain_core.tools import StructuredTool
         from langchain_openai import ChatOpenAI
 
-        from asyncrecall.bench._frameworks_awaited import awaited_langchain
         from asyncrecall.integrations.langchain import AsyncRecallMiddleware
+        from asyncrecall_bench._frameworks_awaited import awaited_langchain
 
         chat = ChatOpenAI(
             model=model,
@@ -684,7 +684,7 @@ class _LangChain(Driver):
 
 
 def _claude_agent_sdk(base_url: str) -> Driver:
-    from asyncrecall.bench._frameworks_claude import ClaudeAgentSDK
+    from asyncrecall_bench._frameworks_claude import ClaudeAgentSDK
 
     return ClaudeAgentSDK(base_url)
 

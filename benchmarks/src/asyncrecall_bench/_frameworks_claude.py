@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.bench._frameworks_driver import SYSTEM, Driver
-from asyncrecall.bench._frameworks_driver import read_file as read_plan_file
-from asyncrecall.bench._workload import DURATION_ARG, QueryPlan, tagged_text
 from asyncrecall.memory import MemoryManager
 from asyncrecall.prefetch import RecallPrefetcher
+from asyncrecall_bench._frameworks_driver import SYSTEM, Driver
+from asyncrecall_bench._frameworks_driver import read_file as read_plan_file
+from asyncrecall_bench._workload import DURATION_ARG, QueryPlan, tagged_text
 
 __all__ = ["ClaudeAgentSDK"]
 
@@ -66,8 +66,8 @@ class ClaudeAgentSDK(Driver):
             tool,
         )
 
-        from asyncrecall.bench._frameworks_awaited import awaited_claude_agent_sdk
         from asyncrecall.integrations.claude_agent_sdk import AsyncRecallHooks
+        from asyncrecall_bench._frameworks_awaited import awaited_claude_agent_sdk
 
         @tool("read_file", "Read a file.", {"path": str, DURATION_ARG: float})
         async def read_file(args: dict[str, Any]) -> dict[str, Any]:

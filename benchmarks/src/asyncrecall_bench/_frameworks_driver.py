@@ -1,7 +1,7 @@
 """What every ``bench frameworks`` driver shares: the base class, the system prompt and
 the benchmark's tool. Its own module so that a driver kept in a module of its own
-(:mod:`asyncrecall.bench._frameworks_claude`) imports it without importing
-:mod:`asyncrecall.bench._frameworks`, which loads that driver."""
+(:mod:`asyncrecall_bench._frameworks_claude`) imports it without importing
+:mod:`asyncrecall_bench._frameworks`, which loads that driver."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from asyncrecall.bench._workload import QueryPlan
 from asyncrecall.memory import MemoryManager
 from asyncrecall.prefetch import RecallPrefetcher
+from asyncrecall_bench._workload import QueryPlan
 
 __all__ = ["SYSTEM", "Driver", "read_file"]
 

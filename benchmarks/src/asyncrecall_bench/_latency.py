@@ -1,6 +1,6 @@
 """``asyncrecall bench latency``: what recall adds before the first main request, per mode.
 
-One workload (:mod:`asyncrecall.bench._workload`: seeded latencies, 0-3 tool rounds per
+One workload (:mod:`asyncrecall_bench._workload`: seeded latencies, 0-3 tool rounds per
 query, a real memory folder of three dozen memories) is played over real HTTP by a
 :class:`LocalServer` under each recall mode, one mode after the other in this process:
 
@@ -43,8 +43,11 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, RecallMode
-from asyncrecall.bench._corpus import QUERIES, build_memory_folder
-from asyncrecall.bench._latency_data import (
+from asyncrecall.demo._quiet import quiet_known_noise
+from asyncrecall.models import OpenAIModel
+from asyncrecall.testing import LocalServer, RecordedRequest
+from asyncrecall_bench._corpus import QUERIES, build_memory_folder
+from asyncrecall_bench._latency_data import (
     DEFAULT_CONCURRENCY,
     DEFAULT_QUERIES,
     DEFAULT_SEED,
@@ -53,10 +56,9 @@ from asyncrecall.bench._latency_data import (
     LatencyReport,
     ModeResult,
 )
-from asyncrecall.bench._latency_report import render_report
-from asyncrecall.bench._measure import QueryTrace, ticking, trace_query
-from asyncrecall.bench._quiet import quiet_known_noise
-from asyncrecall.bench._workload import (
+from asyncrecall_bench._latency_report import render_report
+from asyncrecall_bench._measure import QueryTrace, ticking, trace_query
+from asyncrecall_bench._workload import (
     QueryPlan,
     ScriptedTools,
     draw_plans,
@@ -64,8 +66,6 @@ from asyncrecall.bench._workload import (
     main_model_name,
     side_model_name,
 )
-from asyncrecall.models import OpenAIModel
-from asyncrecall.testing import LocalServer, RecordedRequest
 
 __all__ = ["measure", "run"]
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from asyncrecall.agent import RecallMode
-from asyncrecall.bench._measure import QueryTrace, percentile
-from asyncrecall.bench._workload import LatencyProfile, QueryPlan
+from asyncrecall_bench._measure import QueryTrace, percentile
+from asyncrecall_bench._workload import LatencyProfile, QueryPlan
 
 __all__ = [
     "DEFAULT_CONCURRENCY",

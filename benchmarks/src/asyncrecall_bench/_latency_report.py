@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from asyncrecall.bench._measure import percentile
+from asyncrecall_bench._measure import percentile
 
 if TYPE_CHECKING:
-    from asyncrecall.bench._latency_data import LatencyReport, ModeResult
+    from asyncrecall_bench._latency_data import LatencyReport, ModeResult
 
 __all__ = ["render_report"]
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall.bench._scoring import QualityReport, Tally
 from asyncrecall.memory import MemoryManager, MemoryStore, Selector
+from asyncrecall_bench._scoring import QualityReport, Tally
 
 __all__ = ["LANGUAGES", "Case", "LanguageReport", "evaluate_multilingual", "load_language"]
 

@@ -13,7 +13,7 @@
    validation, memory block) against the side query's bare HTTP exchange (the same body
    POSTed with the SDK's HTTP client, the answer decoded), interleaved, medians. The
    difference is what recall costs on top of its HTTP request.
-3. **Many sessions** (:mod:`asyncrecall.bench._scale`): N concurrent sessions in one
+3. **Many sessions** (:mod:`asyncrecall_bench._scale`): N concurrent sessions in one
    process (a fresh child per configuration) against a local server in another child,
    with memory off and with async recall: the event loop's lag (a ticker's oversleep)
    p50/p99/max, resident memory and CPU time per session. ``--scale-repeats K`` runs
@@ -44,10 +44,6 @@ from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient
-from asyncrecall.bench._corpus import MEMORIES, build_memory_folder
-from asyncrecall.bench._scale import ScaleResult, child_server, measure_idle, measure_scale
-from asyncrecall.bench._serve import SIDE_MODEL, WARMUP_PREFIX
-from asyncrecall.bench._workload import ScriptedTools
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryManager,
@@ -66,6 +62,10 @@ from asyncrecall.memory.selectors._model import (
 from asyncrecall.models import FunctionCall, OpenAIModel
 from asyncrecall.models._side_http import SideHTTP
 from asyncrecall.testing import ScriptedModel, ScriptedRequest, ScriptedTurn
+from asyncrecall_bench._corpus import MEMORIES, build_memory_folder
+from asyncrecall_bench._scale import ScaleResult, child_server, measure_idle, measure_scale
+from asyncrecall_bench._serve import SIDE_MODEL, WARMUP_PREFIX
+from asyncrecall_bench._workload import ScriptedTools
 
 __all__ = ["OverheadReport", "add_arguments", "measure_per_query", "run"]
 

@@ -36,10 +36,10 @@ from typing import Any, TypeVar
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
-from asyncrecall.bench._locomo import _load, build_memory_folder, gold_files
-from asyncrecall.bench._scoring import QualityReport, Tally
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector, Selector
 from asyncrecall.models import Model
+from asyncrecall_bench._locomo import _load, build_memory_folder, gold_files
+from asyncrecall_bench._scoring import QualityReport, Tally
 
 __all__ = [
     "QualityReport",
@@ -141,9 +141,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def _run_folds(
     args: argparse.Namespace, conversations: Sequence[Mapping[str, Any]], dataset: Path
 ) -> int:
-    """``--folds K``: :func:`asyncrecall.bench._folds.cross_validate` per embedded selector."""
-    from asyncrecall.bench._folds import GRIDS, cross_validate
+    """``--folds K``: :func:`asyncrecall_bench._folds.cross_validate` per embedded selector."""
     from asyncrecall.memory import embedding_available
+    from asyncrecall_bench._folds import GRIDS, cross_validate
 
     if args.limit_questions is not None:
         raise ConfigError("--limit-questions does not apply to --folds (whole conversations)")
@@ -185,7 +185,7 @@ def _run_folds(
 
 
 def _run_multilingual(args: argparse.Namespace, settings: Settings) -> int:
-    from asyncrecall.bench._multilingual import LanguageReport, evaluate_multilingual
+    from asyncrecall_bench._multilingual import LanguageReport, evaluate_multilingual
 
     if args.limit_questions is not None:
         raise ConfigError("--limit-questions applies to LoCoMo data, not --dataset multilingual")

@@ -5,12 +5,12 @@ real agent loop (:class:`Agent` over :class:`AgentClient`, OpenAI SDK, real HTTP
 a :class:`LocalServer`, under each recall mode:
 
 * every conversation's memory folder is built as ``bench quality`` builds it, and a
-  question's gold files are computed the same way (:mod:`asyncrecall.bench._quality`);
+  question's gold files are computed the same way (:mod:`asyncrecall_bench._quality`);
 * ``--questions`` questions are sampled (seeded) among those with a gold file; each is
   also asked against the *next* conversation's folder (conversation *k* against *k+1*,
   wrapping): a negative question, for which anything delivered is junk;
 * each question gets a seeded plan as in ``bench latency`` (0-3 tool rounds, tool and
-  first-token times: :mod:`asyncrecall.bench._workload`);
+  first-token times: :mod:`asyncrecall_bench._workload`);
 * the side query is answered by a seeded stand-in for a model selector: with
   probability ``--accuracy`` it answers right (the gold files; nothing for a negative
   question), otherwise it names as many other files of the folder (at least one); its
@@ -50,13 +50,16 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall._session import BLOCKING_SELECTOR_TIMEOUT
 from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions
-from asyncrecall.bench._corpus import Query
-from asyncrecall.bench._latency_data import MODES
-from asyncrecall.bench._locomo import _load, build_memory_folder, gold_files
-from asyncrecall.bench._measure import QueryTrace, trace_query
-from asyncrecall.bench._quality import default_dataset
-from asyncrecall.bench._quiet import quiet_known_noise
-from asyncrecall.bench._recall_data import (
+from asyncrecall.demo._quiet import quiet_known_noise
+from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector, Selector
+from asyncrecall.models import OpenAIModel
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+from asyncrecall_bench._corpus import Query
+from asyncrecall_bench._latency_data import MODES
+from asyncrecall_bench._locomo import _load, build_memory_folder, gold_files
+from asyncrecall_bench._measure import QueryTrace, trace_query
+from asyncrecall_bench._quality import default_dataset
+from asyncrecall_bench._recall_data import (
     DEFAULT_ACCURACY,
     DEFAULT_CONCURRENCY,
     DEFAULT_QUESTIONS,
@@ -67,7 +70,7 @@ from asyncrecall.bench._recall_data import (
     RecallBenchConfig,
     RecallBenchReport,
 )
-from asyncrecall.bench._workload import (
+from asyncrecall_bench._workload import (
     LatencyProfile,
     MainReply,
     ScriptedTools,
@@ -75,9 +78,6 @@ from asyncrecall.bench._workload import (
     main_model_name,
     side_model_name,
 )
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector, Selector
-from asyncrecall.models import OpenAIModel
-from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 __all__ = [
     "MODES",
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         Console(soft_wrap=True).print_json(json.dumps(report.as_json()))
     else:
-        from asyncrecall.bench._recall_report import render_report
+        from asyncrecall_bench._recall_report import render_report
 
         out = Console()
         render_report(report, out if out.is_terminal else Console(width=140))

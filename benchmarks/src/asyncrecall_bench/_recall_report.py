@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from asyncrecall.bench._recall_data import REFERENCE, ZERO_WAIT_MS
+from asyncrecall_bench._recall_data import REFERENCE, ZERO_WAIT_MS
 
 if TYPE_CHECKING:
-    from asyncrecall.bench._recall_data import RecallBenchReport
+    from asyncrecall_bench._recall_data import RecallBenchReport
 
 __all__ = ["render_report"]
 

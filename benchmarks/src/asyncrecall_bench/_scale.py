@@ -1,9 +1,9 @@
 """Many concurrent sessions in one process: event-loop lag, memory and CPU per session.
 
 Each configuration (N sessions, memory off or async recall) runs in a fresh child
-process (``python -m asyncrecall.bench._scale``), so its resident-memory baseline is
+process (``python -m asyncrecall_bench._scale``), so its resident-memory baseline is
 clean and no earlier run's heap or garbage collection leaks into it; the server runs
-in another child (:mod:`asyncrecall.bench._serve`). In the measuring process, N
+in another child (:mod:`asyncrecall_bench._serve`). In the measuring process, N
 sessions (one :class:`AgentClient` each, sharing one memory folder, one main model
 and one side model, each with its HTTP client, as a multi-session service would)
 start spread over ``ramp`` seconds and each run one user query with one tool round.
@@ -40,12 +40,12 @@ import openai
 from openai import AsyncOpenAI
 
 from asyncrecall.agent import Agent, AgentClient
-from asyncrecall.bench._corpus import QUERIES
-from asyncrecall.bench._measure import QueryTrace, percentile, ticking, trace_query
-from asyncrecall.bench._serve import MAIN_MODEL, SIDE_MODEL, WARMUP_PREFIX
-from asyncrecall.bench._workload import ScriptedTools
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
+from asyncrecall_bench._corpus import QUERIES
+from asyncrecall_bench._measure import QueryTrace, percentile, ticking, trace_query
+from asyncrecall_bench._serve import MAIN_MODEL, SIDE_MODEL, WARMUP_PREFIX
+from asyncrecall_bench._workload import ScriptedTools
 
 __all__ = ["ChildServer", "ScaleResult", "child_server", "measure_idle", "measure_scale"]
 
@@ -96,7 +96,7 @@ def _lag_summary(lags: Sequence[float]) -> tuple[float, float, float]:
 
 
 class ChildServer:
-    """A :class:`LocalServer` in a child process (:mod:`asyncrecall.bench._serve`)."""
+    """A :class:`LocalServer` in a child process (:mod:`asyncrecall_bench._serve`)."""
 
     def __init__(self, process: asyncio.subprocess.Process, port: str) -> None:
         self._process = process
@@ -118,7 +118,7 @@ class ChildServer:
 
 @contextlib.asynccontextmanager
 async def child_server(seed: int = 0, *, control: bool = False) -> AsyncIterator[ChildServer]:
-    """Start :mod:`asyncrecall.bench._serve` in a child process (``control``: with
+    """Start :mod:`asyncrecall_bench._serve` in a child process (``control``: with
     ``--control``, so :meth:`ChildServer.command` works).
 
     The child's standard error goes to a temporary file, shown only if it fails to
@@ -127,7 +127,7 @@ async def child_server(seed: int = 0, *, control: bool = False) -> AsyncIterator
     flags = ["--control"] if control else []
     with tempfile.TemporaryFile() as errors:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "asyncrecall.bench._serve", "--seed", str(seed), *flags,
+            sys.executable, "-m", "asyncrecall_bench._serve", "--seed", str(seed), *flags,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
         )  # fmt: skip
         assert process.stdin is not None and process.stdout is not None
@@ -169,7 +169,7 @@ async def measure_scale(
 ) -> ScaleResult:
     """Run one configuration in a fresh child process and return its figures."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "asyncrecall.bench._scale", "--count", str(count),
+        sys.executable, "-m", "asyncrecall_bench._scale", "--count", str(count),
         "--memory" if memory else "--no-memory", "--base-url", base_url,
         "--memory-dir", str(memory_dir), "--project", str(project),
         "--ramp", str(ramp), "--tick", str(tick),
@@ -289,7 +289,7 @@ async def _child(args: argparse.Namespace) -> ScaleResult:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The child: run one configuration, print its :class:`ScaleResult` as one JSON line."""
-    parser = argparse.ArgumentParser(prog="python -m asyncrecall.bench._scale")
+    parser = argparse.ArgumentParser(prog="python -m asyncrecall_bench._scale")
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--memory", action=argparse.BooleanOptionalAction, required=True)
     parser.add_argument("--base-url", required=True)

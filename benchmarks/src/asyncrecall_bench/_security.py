@@ -1,6 +1,6 @@
 """``asyncrecall bench security``: memory poisoning through every way into the store.
 
-Each case of :mod:`asyncrecall.bench._security_data` runs in a fresh project, home and
+Each case of :mod:`asyncrecall_bench._security_data` runs in a fresh project, home and
 memory folder against a :class:`~asyncrecall.testing.LocalServer`:
 
 1. **planting**, through its channel's real path (``_security_channels``): the agent
@@ -37,9 +37,9 @@ from typing import Any
 
 from asyncrecall._session import Session
 from asyncrecall._settings import Settings
-from asyncrecall.bench._security_channels import FROM_PROJECT, PLANTERS, Bench, Side
-from asyncrecall.bench._security_data import CASES, HELD_OUT, Case
 from asyncrecall.testing import LocalServer
+from asyncrecall_bench._security_channels import FROM_PROJECT, PLANTERS, Bench, Side
+from asyncrecall_bench._security_data import CASES, HELD_OUT, Case
 
 __all__ = ["Figures", "SecurityReport", "add_arguments", "evaluate", "run"]
 

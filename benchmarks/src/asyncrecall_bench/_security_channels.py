@@ -30,12 +30,12 @@ from typing import Any, Final
 
 from asyncrecall._session import Session, open_session
 from asyncrecall._settings import Settings, load_settings
-from asyncrecall.bench._security_data import Case, Memory
 from asyncrecall.memory import MemoryStore
 from asyncrecall.memory.extraction._consolidate import SCHEMA_NAME as CONSOLIDATION_SCHEMA
 from asyncrecall.memory.extraction._extract import SCHEMA_NAME as EXTRACTION_SCHEMA
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+from asyncrecall_bench._security_data import Case, Memory
 
 __all__ = ["PLANTERS", "Bench", "Side"]
 

@@ -1,6 +1,6 @@
 """A :class:`LocalServer` in a child process, for the many-sessions benchmark.
 
-``python -m asyncrecall.bench._serve --seed N`` starts the server, prints
+``python -m asyncrecall_bench._serve --seed N`` starts the server, prints
 ``port <N>`` on one line, and serves until its standard input closes. Running it in
 its own process keeps the server's work (and its share of the GIL) out of the
 event-loop lag measured in the benchmark's process.
@@ -42,8 +42,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from asyncrecall.bench._workload import DURATION_ARG, LatencyProfile, draw_plans, install_plans
 from asyncrecall.testing import AnthropicServer, LocalServer, RecordedRequest, Reply
+from asyncrecall_bench._workload import DURATION_ARG, LatencyProfile, draw_plans, install_plans
 
 __all__ = ["MAIN_MODEL", "SIDE_MODEL", "WARMUP_PREFIX", "main"]
 
@@ -132,7 +132,7 @@ def _command(server: LocalServer, command: Mapping[str, Any]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until standard input closes."""
-    parser = argparse.ArgumentParser(prog="python -m asyncrecall.bench._serve")
+    parser = argparse.ArgumentParser(prog="python -m asyncrecall_bench._serve")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--control", action="store_true", help="take commands on stdin")
     args = parser.parse_args(argv)

@@ -47,17 +47,17 @@ from typing import Any
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall._settings import Settings
-from asyncrecall.bench._corpus import MEMORIES, QUERIES
-from asyncrecall.bench._measure import percentile
-from asyncrecall.bench._store_tenants import (
+from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
+from asyncrecall.memory._document import render_document, safe_file_stem
+from asyncrecall.memory.postgres._sql import NAMESPACE_SIZE_SQL
+from asyncrecall_bench._corpus import MEMORIES, QUERIES
+from asyncrecall_bench._measure import percentile
+from asyncrecall_bench._store_tenants import (
     TenantsRow,
     WarningCounter,
     measure_tenants,
     tenants_table,
 )
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
-from asyncrecall.memory._document import render_document, safe_file_stem
-from asyncrecall.memory.postgres._sql import NAMESPACE_SIZE_SQL
 
 __all__ = ["add_arguments", "run"]
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asyncrecall.bench._measure import percentile
 from asyncrecall.memory import LexicalSelector, MemoryManager
+from asyncrecall_bench._measure import percentile
 
 __all__ = ["TenantsRow", "WarningCounter", "measure_tenants", "tenants_table"]
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.agent import ToolOutcome, ToolRegistry
-from asyncrecall.bench._corpus import QUERIES, Query
 from asyncrecall.models import FunctionCall, FunctionResponse
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+from asyncrecall_bench._corpus import QUERIES, Query
 
 __all__ = [
     "DURATION_ARG",

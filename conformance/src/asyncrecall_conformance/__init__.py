@@ -71,7 +71,7 @@ Running it
 With pytest and pytest-asyncio: subclass :class:`ConformanceSuite` as a ``Test`` class
 with a ``driver`` fixture::
 
-    from asyncrecall.testing.conformance import ConformanceSuite, Driver, Run
+    from asyncrecall_conformance import ConformanceSuite, Driver, Run
 
     class MyFrameworkDriver(Driver):
         async def run(self, run: Run) -> object:
@@ -96,20 +96,12 @@ The docs page ``docs/frameworks/conformance.md`` has a whole example.
 
 from __future__ import annotations
 
-try:
-    import pytest as _pytest  # noqa: F401 - the kit is a pytest suite
-except ModuleNotFoundError as exc:  # pragma: no cover - the dev extra installs it
-    raise ImportError(
-        "asyncrecall.testing.conformance needs pytest and pytest-asyncio: "
-        "pip install pytest pytest-asyncio"
-    ) from exc
-
-from asyncrecall.testing.conformance._anthropic import AnthropicServerWire
-from asyncrecall.testing.conformance._cases import CASES, Case, cases
-from asyncrecall.testing.conformance._driver import TOOL_NAME, Driver, Ending, Run, Unsupported
-from asyncrecall.testing.conformance._harness import KEY, MEMORIES, SIDE_MODEL, Harness
-from asyncrecall.testing.conformance._suite import ConformanceSuite
-from asyncrecall.testing.conformance._wire import (
+from asyncrecall_conformance._anthropic import AnthropicServerWire
+from asyncrecall_conformance._cases import CASES, Case, cases
+from asyncrecall_conformance._driver import TOOL_NAME, Driver, Ending, Run, Unsupported
+from asyncrecall_conformance._harness import KEY, MEMORIES, SIDE_MODEL, Harness
+from asyncrecall_conformance._suite import ConformanceSuite
+from asyncrecall_conformance._wire import (
     MAIN_MODEL,
     MEMORY_MARK,
     LocalServerWire,

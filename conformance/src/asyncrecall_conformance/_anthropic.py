@@ -8,9 +8,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from asyncrecall.models import FunctionCall
-from asyncrecall.testing._anthropic import AnthropicServer
-from asyncrecall.testing._replies import Reply
-from asyncrecall.testing.conformance._wire import MAIN_MODEL, LocalServerWire, WireRequest
+from asyncrecall.testing import AnthropicServer, Reply
+from asyncrecall_conformance._wire import MAIN_MODEL, LocalServerWire, WireRequest
 
 __all__ = ["AnthropicServerWire", "chat_messages"]
 
@@ -19,7 +18,7 @@ _CONTEXT_TAG = "<system-reminder>"
 
 
 class AnthropicServerWire(LocalServerWire):
-    """A :class:`~asyncrecall.testing.conformance.Wire` on an
+    """A :class:`~asyncrecall_conformance.Wire` on an
     :class:`~asyncrecall.testing.AnthropicServer`: the main model is the server's model
     ``model`` on ``POST /v1/messages`` (its ``base_url``, without ``/v1``, is what
     ``ANTHROPIC_BASE_URL`` takes), and each request reads back as OpenAI chat

@@ -14,11 +14,11 @@ import pytest
 
 from asyncrecall.integrations import start_recall
 from asyncrecall.prefetch import MemoryRecallStartedEvent, PrefetchEvent, RecallPrefetcher
-from asyncrecall.testing._replies import Reply
-from asyncrecall.testing.conformance._anthropic import AnthropicServerWire
-from asyncrecall.testing.conformance._driver import Ending
-from asyncrecall.testing.conformance._harness import KEY, SIDE_MODEL, Harness, tool_round
-from asyncrecall.testing.conformance._wire import (
+from asyncrecall.testing import Reply
+from asyncrecall_conformance._anthropic import AnthropicServerWire
+from asyncrecall_conformance._driver import Ending
+from asyncrecall_conformance._harness import KEY, SIDE_MODEL, Harness, tool_round
+from asyncrecall_conformance._wire import (
     MEMORY_MARK,
     assert_memory_after_tools,
     assert_valid_chat,

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from asyncrecall.prefetch import RecallPrefetcher
-from asyncrecall.testing._server import LocalServer
-from asyncrecall.testing.conformance._wire import MAIN_MODEL, LocalServerWire, Wire
+from asyncrecall.testing import LocalServer
+from asyncrecall_conformance._wire import MAIN_MODEL, LocalServerWire, Wire
 
 __all__ = ["TOOL_NAME", "Driver", "Ending", "Run", "Unsupported"]
 

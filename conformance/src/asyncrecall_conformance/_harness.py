@@ -15,10 +15,9 @@ import pytest
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import PrefetchEvent, RecallPrefetcher
-from asyncrecall.testing._replies import RecordedRequest, Reply
-from asyncrecall.testing._server import LocalServer
-from asyncrecall.testing.conformance._driver import TOOL_NAME, Driver, Run, Unsupported
-from asyncrecall.testing.conformance._wire import Wire, WireRequest, side_text
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+from asyncrecall_conformance._driver import TOOL_NAME, Driver, Run, Unsupported
+from asyncrecall_conformance._wire import Wire, WireRequest, side_text
 
 __all__ = ["KEY", "MEMORIES", "SIDE_MODEL", "Harness", "tool_round"]
 

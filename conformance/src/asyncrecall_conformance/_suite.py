@@ -8,10 +8,10 @@ from typing import ClassVar
 
 import pytest
 
-from asyncrecall.testing._server import LocalServer
-from asyncrecall.testing.conformance._cases import Case, cases
-from asyncrecall.testing.conformance._driver import Driver
-from asyncrecall.testing.conformance._harness import Harness
+from asyncrecall.testing import LocalServer
+from asyncrecall_conformance._cases import Case, cases
+from asyncrecall_conformance._driver import Driver
+from asyncrecall_conformance._harness import Harness
 
 __all__ = ["ConformanceSuite"]
 

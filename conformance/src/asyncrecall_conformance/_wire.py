@@ -14,8 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from asyncrecall.testing._replies import RecordedRequest, Reply
-from asyncrecall.testing._server import LocalServer
+from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 __all__ = [
     "MAIN_MODEL",
