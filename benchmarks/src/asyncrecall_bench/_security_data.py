@@ -1,6 +1,6 @@
 """The cases of ``asyncrecall bench security``: poisoning attacks and benign facts.
 
-Kept in ``bench/security/<channel>.json`` (one file per channel, written by
+Kept in ``asyncrecall_bench/security/<channel>.json`` (one file per channel, written by
 ``benchmarks/security_cases.py`` from the words in ``benchmarks/security_phrases.py``),
 each case tagged with its channel, its language and whether it is ``held_out``. Every
 case carries a unique token (``ZQ-<channel code>-<language>-<d|h>0``) in the text it
