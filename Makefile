@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-py313 test-windows test-long test-interop lint demo bench clean
+.PHONY: help install test test-py313 test-windows test-long test-interop lint docs demo bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -20,8 +20,8 @@ DIST_FILES := pyproject.toml benchmarks/pyproject.toml conformance/pyproject.tom
 $(STAMP): $(DIST_FILES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "installing asyncrecall with its dev, local, interop, postgres, framework and mcp extras (a fresh machine compiles llama.cpp: ~5 min)"
-	$(BIN)/pip install --quiet -e '.[dev,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]' $(LOCAL_DISTS)
+	@echo "installing asyncrecall with its dev, docs, local, interop, postgres, framework and mcp extras, the benchmarks and the conformance kit (a fresh machine compiles llama.cpp: ~5 min)"
+	$(BIN)/pip install --quiet -e '.[dev,docs,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]' $(LOCAL_DISTS)
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv: the package with every extra, the benchmarks, the conformance kit
@@ -77,10 +77,14 @@ test-long: $(STAMP) ## The property tests in full: 10,000 prefetch interleavings
 test-interop: $(STAMP) ## Only the conformance suite against a real llama.cpp server
 	ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest -m interop -q
 
-lint: $(STAMP) ## ruff + mypy --strict on src/
+lint: $(STAMP) ## ruff + mypy --strict on src/, and the docs site built strictly
 	$(BIN)/ruff check src tests benchmarks conformance tools
 	$(BIN)/ruff format --check src tests benchmarks conformance tools
 	$(BIN)/mypy src benchmarks/src conformance/src
+	@$(MAKE) --no-print-directory docs
+
+docs: $(STAMP) ## Build the docs site into site/ (strict: a warning fails it)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The demo is scripted and offline: the package alone, no extras (nothing to compile),
 # in a venv of its own.
@@ -100,4 +104,4 @@ bench: $(STAMP) ## Latency benchmark (all recall modes, one run, side by side)
 	$(BIN)/asyncrecall bench latency
 
 clean: ## Remove the virtual environment and caches
-	rm -rf $(VENV) $(VENV313) $(DEMO_VENV) .pytest_cache .mypy_cache .ruff_cache .coverage htmlcov
+	rm -rf $(VENV) $(VENV313) $(DEMO_VENV) .pytest_cache .mypy_cache .ruff_cache .coverage htmlcov site

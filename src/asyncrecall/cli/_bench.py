@@ -18,8 +18,8 @@ __all__ = ["MISSING", "register"]
 
 _PACKAGE = "asyncrecall_bench"
 MISSING = (
-    "asyncrecall bench needs the benchmarks: pip install asyncrecall-bench "
-    "(in a checkout: pip install -e benchmarks)"
+    "asyncrecall bench needs the benchmarks, the asyncrecall-bench distribution: "
+    "pip install ./benchmarks in a clone of asyncrecall"
 )
 
 
@@ -32,7 +32,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         # No flags at all (no prefix character a word can start with): whatever follows
         # `bench`, --help included, reaches the handler and gets the line above.
         parser = subparsers.add_parser(
-            "bench", help="benchmarks (pip install asyncrecall-bench)", prefix_chars="\0"
+            "bench", help="benchmarks (not installed: the asyncrecall-bench distribution)", prefix_chars="\0"
         )
         parser.add_argument("words", nargs="*")
         parser.set_defaults(handler=_missing)
