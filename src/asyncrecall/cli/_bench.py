@@ -32,7 +32,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         # No flags at all (no prefix character a word can start with): whatever follows
         # `bench`, --help included, reaches the handler and gets the line above.
         parser = subparsers.add_parser(
-            "bench", help="benchmarks (not installed: the asyncrecall-bench distribution)", prefix_chars="\0"
+            "bench", help="benchmarks (not installed: asyncrecall-bench)", prefix_chars="\0"
         )
         parser.add_argument("words", nargs="*")
         parser.set_defaults(handler=_missing)
