@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.bench._cli import QUESTION, build_folder, rewrite_notes
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
+from asyncrecall_bench._cli import QUESTION, build_folder, rewrite_notes
 
 #: The code each measured process runs: the CLI's entry with the steps timed.
 _CHILD = r"""

@@ -151,3 +151,18 @@ def test_the_stores_extraction_helpers_do_not_import_the_store() -> None:
         module = f"{MEMORY}.{wing}.{store}"
         for helper in ("_extraction", "_transfer"):
             assert module not in GRAPH[f"{MEMORY}.{wing}.{helper}"]
+
+
+def test_the_package_imports_neither_the_benchmarks_nor_the_conformance_kit() -> None:
+    """The benchmarks and the conformance kit are distributions beside the package, built
+    on it: no module of it imports theirs (``asyncrecall bench`` finds the benchmarks by
+    name, at run time, only when that command is chosen)."""
+    beside = ("asyncrecall_bench", "asyncrecall_conformance")
+    found = sorted(
+        f"{_module_name(path)} -> {name}"
+        for path in PACKAGE.rglob("*.py")
+        for name in _imports(path)
+        if name.split(".")[0] in beside
+    )
+    assert found == []
+    assert (SRC.parent / "benchmarks" / "src" / "asyncrecall_bench" / "__init__.py").is_file()

@@ -4,7 +4,7 @@ readers of what the LocalServer saw on the wire (the conformance kit's).
 Every adapter test runs the framework's real agent loop against a
 :class:`~asyncrecall.testing.LocalServer`: the main model is ``main``, the memory side
 query goes to ``side``. Assertions read the server's request records. The recall
-contract itself is the conformance kit's (:mod:`asyncrecall.testing.conformance`): each
+contract itself is the conformance kit's (:mod:`asyncrecall_conformance`): each
 adapter's test module subclasses its suite with a driver; on ``make test-py313`` its
 cases run on eager-task loops like the rest of this folder (they pass there: none is
 marked ``plain_loop``).
@@ -24,7 +24,7 @@ from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Reca
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
-from asyncrecall.testing.conformance import (
+from asyncrecall_conformance import (
     MEMORY_MARK,
     assert_valid_chat,
     memory_indexes,

@@ -50,7 +50,7 @@ from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Reca
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
 from asyncrecall.testing import AnthropicServer, LocalServer, Reply
-from asyncrecall.testing.conformance import (
+from asyncrecall_conformance import (
     AnthropicServerWire,
     ConformanceSuite,
     Driver,

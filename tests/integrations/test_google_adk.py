@@ -40,7 +40,7 @@ from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Reca
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, Reply
-from asyncrecall.testing.conformance import (
+from asyncrecall_conformance import (
     ConformanceSuite,
     Driver,
     Run,

@@ -25,7 +25,7 @@ import pytest
 
 from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
 from asyncrecall.prefetch import RecallPrefetcher
-from asyncrecall.testing.conformance import MEMORY_MARK, Driver, Run, text_of
+from asyncrecall_conformance import MEMORY_MARK, Driver, Run, text_of
 
 from .server import LlamaServer
 

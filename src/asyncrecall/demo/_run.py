@@ -13,8 +13,8 @@ from pathlib import Path
 from asyncrecall._session import open_session
 from asyncrecall._settings import Settings
 from asyncrecall.agent import RecallMode
-from asyncrecall.bench._measure import QueryTrace, trace_query
 from asyncrecall.demo._scenario import SCRIPT, DemoQuery, build_project, install_script
+from asyncrecall.demo._trace import QueryTrace, trace_query
 from asyncrecall.models import open_openai_models
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
