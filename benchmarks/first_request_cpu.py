@@ -7,7 +7,7 @@ thread's own CPU clock (``time.thread_time``) inside each process, at the moment
 first main request is handed to the HTTP client, and also times, inside the same
 processes, each step memory adds on that thread before it:
 
-- ``entry``: ``_prewarm.start_reading_memory`` (settings, the reader process started);
+- ``entry``: ``cli._reader.start_reading_memory`` (settings, the reader process started);
 - ``system prompt``: ``build_system_prompt`` (the index less the quarantined memories;
   the same call with memory off builds the prompt without them);
 - ``instant pass``: ``MemoryManager.recall_instant`` (the reader's result taken);
@@ -96,7 +96,7 @@ def prompt(module):
 # Each module is instrumented as it is imported, never earlier: importing them here
 # would move the CLI's entry (and its reader process) after the heavy imports.
 PATCHES = {
-    "asyncrecall._prewarm": lambda m: timed(m, "start_reading_memory", "entry"),
+    "asyncrecall.cli._reader": lambda m: timed(m, "start_reading_memory", "entry"),
     "asyncrecall.memory._recall": lambda m: (
         timed(m.MemoryManager, "recall_instant", "instant pass"),
         timed(m.MemoryManager, "prime", "prime"),

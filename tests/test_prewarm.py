@@ -1,4 +1,4 @@
-"""Reading the memory folder at process entry (``asyncrecall._prewarm``, issue 20).
+"""Reading the memory folder at process entry (``asyncrecall.cli._reader``, issue 20).
 
 The CLI starts reading the folder before the command's heavy imports, in a daemon
 thread, and the session adopts what it read; with memory off nothing starts.
@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from asyncrecall import _prewarm
-from asyncrecall._memory_config import build_memory_manager, open_memory_store
-from asyncrecall._session import open_session
-from asyncrecall._settings import Settings
+from asyncrecall.cli import _reader
+from asyncrecall.cli._memory_config import build_memory_manager, open_memory_store
+from asyncrecall.cli._session import open_session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import MemoryStore, ModelSelector
 from asyncrecall.testing import ScriptedModel
 
 _CHILD = """
 import json, sys
-from asyncrecall._prewarm import start_reading_memory
+from asyncrecall.cli._reader import start_reading_memory
 warmup = start_reading_memory(sys.argv[1:])
 before_sdk = "openai" not in sys.modules and "asyncrecall.agent" not in sys.modules
 warmup.thread.join(60)
@@ -67,7 +67,7 @@ def folder(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def forget_warmups() -> None:
-    _prewarm._started.clear()
+    _reader._started.clear()
 
 
 def test_the_folder_is_read_before_the_commands_imports(folder: Path, tmp_path: Path) -> None:
@@ -105,8 +105,8 @@ def test_nothing_starts_when_the_command_will_not_recall(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
-    assert _prewarm.start_reading_memory(argv) is None
-    assert _prewarm._started == {}
+    assert _reader.start_reading_memory(argv) is None
+    assert _reader._started == {}
 
 
 def test_the_session_adopts_the_store_and_the_selector_read_at_entry(
@@ -114,7 +114,7 @@ def test_the_session_adopts_the_store_and_the_selector_read_at_entry(
 ) -> None:
     """The store, the model selector's lexical fallback and the instant pass's selector
     of the session are the very ones the entry warm-up prepared."""
-    warmup = _prewarm.warm_folder(folder)
+    warmup = _reader.warm_folder(folder)
     warmup.thread.join(60)
     settings = Settings(home=tmp_path, project=tmp_path, memory_dir=folder, base_url="http://x/v1")
     side = ScriptedModel(name="side")
@@ -131,9 +131,9 @@ def test_the_session_adopts_the_store_and_the_selector_read_at_entry(
 
 def test_another_folder_is_not_adopted(folder: Path, tmp_path: Path) -> None:
     """A warm-up of one folder is never used for another."""
-    _prewarm.warm_folder(folder).thread.join(60)
+    _reader.warm_folder(folder).thread.join(60)
     other = Settings(home=tmp_path, project=tmp_path, memory_dir=tmp_path / "other")
-    assert open_memory_store(other) is not _prewarm.adopt(folder).store  # type: ignore[union-attr]
+    assert open_memory_store(other) is not _reader.adopt(folder).store  # type: ignore[union-attr]
 
 
 def test_the_cli_starts_reading_before_it_imports_the_command(
@@ -160,7 +160,7 @@ def test_the_cli_starts_reading_before_it_imports_the_command(
 
 _READER = """
 import json, sys
-from asyncrecall._prewarm import start_reading_memory
+from asyncrecall.cli._reader import start_reading_memory
 warmup = start_reading_memory(sys.argv[1:])
 warmup.thread.join(60)
 docs = warmup.store.scan_cached()
@@ -192,7 +192,7 @@ def test_a_changed_folder_is_parsed_in_a_child_process(
     ``ASYNCRECALL_READ_AHEAD=thread`` parses in the thread, as before."""
     folder = tmp_path / "memory"
     _many_notes(folder, 40)
-    assert sum(p.stat().st_size for p in folder.iterdir()) > _prewarm.CHILD_THRESHOLD_BYTES
+    assert sum(p.stat().st_size for p in folder.iterdir()) > _reader.CHILD_THRESHOLD_BYTES
     seen = _run_entry(_READER, folder, tmp_path, ASYNCRECALL_READ_AHEAD=read_ahead)
     assert seen == {"scanned": 40, "lexical_ready": True, "parsed_here": parsed_here}
 
@@ -209,8 +209,8 @@ def test_a_few_changed_notes_are_parsed_in_the_thread(
         started.append(root)
         return True
 
-    monkeypatch.setattr(_prewarm, "_in_child", in_child)
-    warmup = _prewarm.warm_folder(folder)
+    monkeypatch.setattr(_reader, "_in_child", in_child)
+    warmup = _reader.warm_folder(folder)
     warmup.thread.join(60)
     docs = warmup.store.scan_cached()
     assert started == [] and docs is not None and len(docs) == 2
@@ -223,8 +223,8 @@ def test_a_failing_reader_process_falls_back_to_the_thread(
     folder = tmp_path / "memory"
     _many_notes(folder, 40)
     failing = "import pathlib, sys; pathlib.Path(sys.argv[1], '.reader-ran').touch(); sys.exit(3)"
-    monkeypatch.setattr(_prewarm, "_CHILD_CODE", failing)
-    warmup = _prewarm.warm_folder(folder)
+    monkeypatch.setattr(_reader, "_CHILD_CODE", failing)
+    warmup = _reader.warm_folder(folder)
     warmup.thread.join(60)
     assert (folder / ".reader-ran").exists()
     docs = warmup.store.scan_cached()
@@ -233,7 +233,7 @@ def test_a_failing_reader_process_falls_back_to_the_thread(
 
 _PRIMER = """
 import json, sys, time
-from asyncrecall._prewarm import start_reading_memory
+from asyncrecall.cli._reader import start_reading_memory
 warmup = start_reading_memory(sys.argv[1:], "why does CI hang on real sockets?")
 at_once = warmup.primed.take(2)
 deadline = time.monotonic() + 60
@@ -307,7 +307,7 @@ async def test_runs_side_query_waits_for_its_first_request(
     folder and building the side query's prompt never delay that request."""
     import asyncio
 
-    from asyncrecall import _session
+    from asyncrecall.cli import _session
 
     monkeypatch.setattr(_session, "HOLD_RECALL_S", 30.0)
     async with _held_turn(folder, tmp_path) as (server, answer, _turn):
@@ -331,7 +331,7 @@ async def test_runs_session_puts_the_primed_pass_on_its_first_request(
 
     question = "why does CI hang on real sockets?"
     argv = ["run", question, "--memory-dir", str(folder), "--project", str(tmp_path)]
-    warmup = _prewarm.start_reading_memory(argv, question)
+    warmup = _reader.start_reading_memory(argv, question)
     assert warmup is not None and warmup.primed is not None
     for _ in range(6000):  # the test waits for the reader; run never does
         if warmup.primed.take(2) is not None:
@@ -378,7 +378,7 @@ def test_the_reader_process_records_the_quarantined_paths(folder: Path, tmp_path
     import os
     import time
 
-    from asyncrecall._memory_config import prime_child
+    from asyncrecall.cli._memory_config import prime_child
     from asyncrecall.memory._provenance import Source
 
     MemoryStore(folder).save_memory(
@@ -436,9 +436,9 @@ def test_the_readers_results_count_once_written_before_it_exits(tmp_path: Path) 
     try:
         out = tmp_path / "primed.json"
         out.touch()  # as _prime makes it, empty
-        primed = _prewarm.PrimedRecall("why does CI hang?", sleeper, str(out))
+        primed = _reader.PrimedRecall("why does CI hang?", sleeper, str(out))
         assert primed.take(2) is None  # not written yet, the reader still runs
-        out.write_text(json.dumps({"2": _prewarm.encode_result(result)}))
+        out.write_text(json.dumps({"2": _reader.encode_result(result)}))
         taken = primed.take(2)
         assert taken is not None and taken.paths == result.paths
         assert sleeper.poll() is None  # answered while the reader still runs
@@ -448,4 +448,4 @@ def test_the_readers_results_count_once_written_before_it_exits(tmp_path: Path) 
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     ended.wait()
     (tmp_path / "empty.json").touch()
-    assert _prewarm.PrimedRecall("q", ended, str(tmp_path / "empty.json")).take(2) is None
+    assert _reader.PrimedRecall("q", ended, str(tmp_path / "empty.json")).take(2) is None

@@ -94,11 +94,11 @@ _ABOVE_AGENT = ("asyncrecall.cli", "asyncrecall.bench", "asyncrecall._s", "async
     [
         (
             "asyncrecall.memory",
-            (*_ABOVE_MEMORY, "asyncrecall._memory_config", "asyncrecall.prefetch"),
+            (*_ABOVE_MEMORY, "asyncrecall.cli._memory_config", "asyncrecall.prefetch"),
         ),
         ("asyncrecall.prefetch", _ABOVE_MEMORY),
         ("asyncrecall.agent", _ABOVE_AGENT),
-        ("asyncrecall.mcp_server", (*_ABOVE_MEMORY, "asyncrecall._memory_config")),
+        ("asyncrecall.mcp_server", (*_ABOVE_MEMORY, "asyncrecall.cli._memory_config")),
     ],
 )
 def test_library_layers_import_nothing_above_them(package: str, above: tuple[str, ...]) -> None:
@@ -114,7 +114,7 @@ def test_library_layers_import_nothing_above_them(package: str, above: tuple[str
 def test_the_settings_accept_exactly_the_agents_recall_modes() -> None:
     from typing import get_args
 
-    from asyncrecall._settings import RECALL_MODES
     from asyncrecall.agent import RecallMode
+    from asyncrecall.cli._settings import RECALL_MODES
 
     assert get_args(RecallMode) == RECALL_MODES

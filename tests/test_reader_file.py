@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall import _prewarm
-from asyncrecall._memory_config import prime_child
+from asyncrecall.cli import _reader
+from asyncrecall.cli._memory_config import prime_child
 from asyncrecall.memory import MemoryStore
 from asyncrecall.testing import LocalServer, Reply
 from conftest import processes
@@ -41,7 +41,7 @@ def tmpdir_(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder.mkdir()
     monkeypatch.setenv("TMPDIR", str(folder))
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    _prewarm._started.clear()
+    _reader._started.clear()
     return folder
 
 
@@ -141,7 +141,7 @@ def test_the_reader_file_is_private(tmp_path: Path, folder: Path, tmpdir_: Path)
     """The reader file is made exclusively with mode 0600 and keeps it once the reader
     has written the recalled memory into it."""
     argv = ["run", QUESTION, "--memory-dir", str(folder), "--project", str(tmp_path)]
-    warmup = _prewarm.start_reading_memory(argv, QUESTION)
+    warmup = _reader.start_reading_memory(argv, QUESTION)
     assert warmup is not None and warmup.primed is not None
     try:
         [name] = readers(tmpdir_)
@@ -153,7 +153,7 @@ def test_the_reader_file_is_private(tmp_path: Path, folder: Path, tmpdir_: Path)
         taken = warmup.primed.take(2)
         assert taken is not None and "CI hangs on real sockets" in taken.prompt
     finally:
-        _prewarm.discard_reader_files()
+        _reader.discard_reader_files()
     assert readers(tmpdir_) == []
 
 

@@ -183,8 +183,8 @@ async def test_agent_stops_at_the_bound_on_model_turns(main: ScriptedModel, tmp_
 def test_blocking_sessions_rebuild_the_old_selector(tmp_path: Path) -> None:
     """--recall-mode blocking reproduces the old design: a 1 s selector timeout and no
     fallback, so a timed-out recall delivers nothing (the async design has neither)."""
-    from asyncrecall._session import open_session
-    from asyncrecall._settings import load_settings
+    from asyncrecall.cli._session import open_session
+    from asyncrecall.cli._settings import load_settings
 
     flags = {"project": str(tmp_path), "memory_dir": str(tmp_path / "m"), "selector": "model"}
     side = ScriptedModel(name="side")

@@ -55,9 +55,9 @@ from rich.console import Console
 from rich.table import Table
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import Settings
 from asyncrecall.bench._corpus import MEMORIES, Memory
 from asyncrecall.bench._measure import percentile
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import MemoryStore
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import Settings
 from asyncrecall.bench._locomo import _load
 from asyncrecall.bench._quality import _endpoint_model, default_dataset
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,

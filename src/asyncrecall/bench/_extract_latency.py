@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asyncrecall._settings import Settings
+from asyncrecall.cli._settings import Settings
 
 __all__ = ["LatencyReport", "measure"]
 
@@ -49,8 +49,8 @@ class LatencyReport:
 
 async def measure(queries: int, *, extraction_ms: float = 300.0) -> LatencyReport:
     """Run the side-by-side measurement (see the module doc)."""
-    from asyncrecall._session import open_session
     from asyncrecall.bench._corpus import MEMORIES, build_memory_folder
+    from asyncrecall.cli._session import open_session
     from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
     counter = iter(range(1_000_000))

@@ -56,7 +56,6 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
-from asyncrecall._settings import Settings
 from asyncrecall.bench._corpus import build_memory_folder
 from asyncrecall.bench._frameworks_driver import SYSTEM, Driver, read_file
 from asyncrecall.bench._measure import percentile
@@ -69,6 +68,7 @@ from asyncrecall.bench._workload import (
     shared_side_model_name,
     tagged_text,
 )
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher

@@ -40,8 +40,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._session import Session, open_session
-from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, RecallMode
 from asyncrecall.bench._corpus import QUERIES, build_memory_folder
 from asyncrecall.bench._latency_data import (
@@ -64,6 +62,8 @@ from asyncrecall.bench._workload import (
     main_model_name,
     side_model_name,
 )
+from asyncrecall.cli._session import Session, open_session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest
 

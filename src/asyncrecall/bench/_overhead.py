@@ -42,12 +42,12 @@ from rich.table import Table
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient
 from asyncrecall.bench._corpus import MEMORIES, build_memory_folder
 from asyncrecall.bench._scale import ScaleResult, child_server, measure_idle, measure_scale
 from asyncrecall.bench._serve import SIDE_MODEL, WARMUP_PREFIX
 from asyncrecall.bench._workload import ScriptedTools
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryManager,

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import Settings
 from asyncrecall.bench._locomo import _load, build_memory_folder, gold_files
 from asyncrecall.bench._scoring import QualityReport, Tally
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector, Selector
 from asyncrecall.models import Model
 

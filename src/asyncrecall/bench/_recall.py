@@ -47,8 +47,6 @@ from openai import AsyncOpenAI
 from rich.console import Console
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._session import BLOCKING_SELECTOR_TIMEOUT
-from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions
 from asyncrecall.bench._corpus import Query
 from asyncrecall.bench._latency_data import MODES
@@ -75,6 +73,8 @@ from asyncrecall.bench._workload import (
     main_model_name,
     side_model_name,
 )
+from asyncrecall.cli._session import BLOCKING_SELECTOR_TIMEOUT
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector, Selector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from asyncrecall._session import Session
-from asyncrecall._settings import Settings
 from asyncrecall.bench._security_channels import FROM_PROJECT, PLANTERS, Bench, Side
 from asyncrecall.bench._security_data import CASES, HELD_OUT, Case
+from asyncrecall.cli._session import Session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.testing import LocalServer
 
 __all__ = ["Figures", "SecurityReport", "add_arguments", "evaluate", "run"]

@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import Settings
 from asyncrecall.bench._corpus import MEMORIES, QUERIES
 from asyncrecall.bench._measure import percentile
 from asyncrecall.bench._store_tenants import (
@@ -55,6 +54,7 @@ from asyncrecall.bench._store_tenants import (
     measure_tenants,
     tenants_table,
 )
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore
 from asyncrecall.memory._document import render_document, safe_file_stem
 from asyncrecall.memory.postgres._sql import NAMESPACE_SIZE_SQL

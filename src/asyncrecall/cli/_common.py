@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from asyncrecall._redact import redact
-from asyncrecall._settings import Settings, load_settings
+from asyncrecall.cli._settings import Settings, load_settings
 
 __all__ = [
     "agent_flags",
@@ -240,7 +240,7 @@ def pause_collection() -> None:
     Those imports (about 1,100 modules: the agent, the OpenAI SDK) and the models'
     clients set off some 230 collections that find next to nothing: 51-59 ms of the
     700 ms they take here, with memory on or off (five new processes, ``gc.callbacks``
-    timing every collection while ``asyncrecall.cli._run``, ``asyncrecall._session``
+    timing every collection while ``asyncrecall.cli._run``, ``asyncrecall.cli._session``
     and ``asyncrecall.models`` import and ``open_openai_models`` runs).
     """
     if gc.isenabled():

@@ -20,7 +20,6 @@ from typing import Any, NoReturn
 
 from asyncrecall import __version__
 from asyncrecall._exceptions import AsyncRecallError, ConfigError
-from asyncrecall._prewarm import start_reading_memory
 from asyncrecall.cli._common import (
     common_parser,
     end_process,
@@ -28,6 +27,7 @@ from asyncrecall.cli._common import (
     redacted,
     resume_collection,
 )
+from asyncrecall.cli._reader import start_reading_memory
 from asyncrecall.cli._signals import die_cleanly
 
 __all__ = ["main"]
@@ -51,7 +51,7 @@ def _chosen(argv: Sequence[str]) -> str | None:
 
 class _Parser(argparse.ArgumentParser):
     """A parser that takes no abbreviated flags (``--mem`` for ``--memory-dir``): the
-    early reader of the memory folder (``asyncrecall._prewarm``) reads flags by their
+    early reader of the memory folder (``asyncrecall.cli._reader``) reads flags by their
     full names, and the two must agree on what the command line says. Its
     sub-commands' parsers are of this class too."""
 
@@ -127,7 +127,7 @@ _SESSION_COMMANDS = frozenset({"run", "chat"})
 def _command(argv: list[str], command: str | None) -> int:
     # Before the command's imports (the OpenAI SDK: about half a second): the memory
     # folder is read meanwhile, in a thread, or with run's question in a reader process
-    # (see asyncrecall._prewarm).
+    # (see asyncrecall.cli._reader).
     start_reading_memory(argv, _run_question(argv) if command == "run" else None)
     parser = _build_parser(command)
     args = parser.parse_args(argv)

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from asyncrecall._exceptions import ConfigError, MemoryStoreError
-from asyncrecall._prewarm import adopt, encode_result, sweep_reader_files, write_reader_file
-from asyncrecall._settings import Settings
+from asyncrecall.cli._reader import adopt, encode_result, sweep_reader_files, write_reader_file
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
     EmbeddingSelector,
     HybridSelector,
@@ -125,16 +125,16 @@ def shared_lexical(store: MemoryStoreProtocol) -> LexicalSelector:
 
 def prime_child(argv: Sequence[str]) -> int:
     """A reader process's work for ``asyncrecall run QUESTION`` (started by
-    :func:`asyncrecall._prewarm.start_reading_memory`): read the folder (writing its
+    :func:`asyncrecall.cli._reader.start_reading_memory`): read the folder (writing its
     persisted index, term counts and quarantined paths, as a warm-up does), run the
     instant lexical pass for the question at the instant and the recall limits, and
     write the results as JSON into the file ``argv[0]``, which the command made (see
-    :func:`asyncrecall._prewarm.write_reader_file`: never created here, never through a
+    :func:`asyncrecall.cli._reader.write_reader_file`: never created here, never through a
     link); then sweep reader files whose command died. ``argv``: the result's path, the
     question, then the settings flags as JSON. Exit 0 when the results are written."""
     import json
 
-    from asyncrecall._settings import load_settings
+    from asyncrecall.cli._settings import load_settings
 
     out, question, flags = argv[0], argv[1], json.loads(argv[2])
     settings = load_settings(flags)

@@ -68,10 +68,10 @@ CHILD_THRESHOLD_BYTES: Final = 16 * 1024
 #: How long the thread waits for the child (0.4-0.5 s here for 200 or 2,000 changed notes).
 CHILD_TIMEOUT_S: Final = 30.0
 _CHILD_CODE: Final = (
-    "import sys; from asyncrecall._prewarm import index_folder; index_folder(sys.argv[1])"
+    "import sys; from asyncrecall.cli._reader import index_folder; index_folder(sys.argv[1])"
 )
 _PRIME_CODE: Final = (
-    "import sys; from asyncrecall._memory_config import prime_child; "
+    "import sys; from asyncrecall.cli._memory_config import prime_child; "
     "sys.exit(prime_child(sys.argv[1:]))"
 )
 
@@ -264,7 +264,7 @@ def start_reading_memory(argv: Sequence[str], question: str | None = None) -> Fo
     if flags is None:
         return None
     from asyncrecall._exceptions import ConfigError
-    from asyncrecall._settings import load_settings
+    from asyncrecall.cli._settings import load_settings
 
     try:
         settings = load_settings(flags)

@@ -17,8 +17,6 @@ from typing import Any
 from rich.markup import escape
 
 from asyncrecall._cancel import CancelSignal
-from asyncrecall._session import Session, open_session
-from asyncrecall._settings import Settings
 from asyncrecall.cli._common import (
     exit_soon,
     resume_collection,
@@ -26,6 +24,8 @@ from asyncrecall.cli._common import (
     user_waits,
 )
 from asyncrecall.cli._render import EXIT_CANCELLED, EXIT_OUTPUT_CLOSED, EventPrinter, exit_code
+from asyncrecall.cli._session import Session, open_session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
 
 __all__ = ["register"]

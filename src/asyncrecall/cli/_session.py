@@ -16,11 +16,11 @@ from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import AsyncRecallError, ConfigError
-from asyncrecall._memory_config import build_memory_manager, manager_options, shared_lexical
-from asyncrecall._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry, build_system_prompt
 from asyncrecall.agent._extraction import ExtractionScheduler, is_embedded
 from asyncrecall.agent._handoff import HANDOFF_SUPPORTED, Handoff, HandoffDir, handoff_dir
+from asyncrecall.cli._memory_config import build_memory_manager, manager_options, shared_lexical
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,
@@ -132,7 +132,7 @@ def open_session(
 
     ``handoff`` (the command line's ``run`` and ``chat``): at exit, extraction that is
     owed goes to a detached worker process instead of being drained (see
-    ``asyncrecall._handoff_worker``); only with a side model a worker can rebuild (an
+    ``asyncrecall.cli._handoff_worker``); only with a side model a worker can rebuild (an
     endpoint's or the embedded one).
     """
     closers: list[Callable[[], Awaitable[None]]] = []
@@ -251,7 +251,7 @@ def _handoff_for(
         return None
 
     def handoff(owed: Handoff | None) -> None:
-        from asyncrecall._handoff_worker import WorkerConfig, hand_off
+        from asyncrecall.cli._handoff_worker import WorkerConfig, hand_off
 
         if "base_url" in side:  # what this process learned: the worker is as careful
             from asyncrecall.models._traffic import traffic
