@@ -10,8 +10,10 @@ processes, each step memory adds on that thread before it:
 - ``entry``: ``cli._reader.start_reading_memory`` (settings, the reader process started);
 - ``system prompt``: ``build_system_prompt`` (the index less the quarantined memories;
   the same call with memory off builds the prompt without them);
-- ``instant pass``: ``MemoryManager.recall_instant`` (the reader's result taken);
-- ``prime``: ``MemoryManager.prime`` (the reader's result handed to the manager);
+- ``instant pass``: ``MemoryManager.recall_instant``, or the reader's result taken
+  (``cli._reader.PrimedRecall.take``);
+- ``prime``: building ``cli._memory_config.ReadAheadManager`` (the manager that answers
+  the question's instant pass with the reader's result);
 - ``imports``: the modules these steps import, which the command imports anyway, only
   later (each step's figure is without them).
 
@@ -96,11 +98,12 @@ def prompt(module):
 # Each module is instrumented as it is imported, never earlier: importing them here
 # would move the CLI's entry (and its reader process) after the heavy imports.
 PATCHES = {
-    "asyncrecall.cli._reader": lambda m: timed(m, "start_reading_memory", "entry"),
-    "asyncrecall.memory._recall": lambda m: (
-        timed(m.MemoryManager, "recall_instant", "instant pass"),
-        timed(m.MemoryManager, "prime", "prime"),
+    "asyncrecall.cli._reader": lambda m: (
+        timed(m, "start_reading_memory", "entry"),
+        timed(m.PrimedRecall, "take", "instant pass"),
     ),
+    "asyncrecall.memory._recall": lambda m: timed(m.MemoryManager, "recall_instant", "instant pass"),
+    "asyncrecall.cli._memory_config": lambda m: timed(m.ReadAheadManager, "__init__", "prime"),
     "asyncrecall.agent": lambda m: prompt(sys.modules["asyncrecall.agent._prompt"]),
     "asyncrecall.models._openai": first_request,
 }

@@ -402,17 +402,20 @@ def test_a_primed_question_not_yet_answered_starts_no_reading_here(folder: Path)
     nothing and neither reads the folder nor starts a warm-up thread in this interpreter
     (which would hold it while the first request is built); another question warms as
     before."""
-    from asyncrecall.memory import LexicalSelector, MemoryManager
+    from asyncrecall.cli._memory_config import ReadAheadManager
+    from asyncrecall.memory import LexicalSelector
     from asyncrecall.memory import _recall as recall_module
 
     store, lexical = MemoryStore(folder), LexicalSelector()
-    manager = MemoryManager(store, lexical)
     asked: list[int] = []
 
-    def take(limit: int) -> None:  # the reader has not answered
-        asked.append(limit)
+    class NotAnswered:  # the reader process has not answered
+        query = "why does CI hang?"
 
-    manager.prime("why does CI hang?", take)
+        def take(self, limit: int) -> None:
+            asked.append(limit)
+
+    manager = ReadAheadManager(store, lexical, NotAnswered())  # type: ignore[arg-type]
     assert manager.recall_instant("why does CI hang?", limit=2, selector=lexical) is None
     assert asked == [2] and recall_module._WARMING.get(store) is None
     assert not store._scanner._scanned

@@ -6,20 +6,29 @@ settings), and light: the ``memory`` commands use it without loading the agent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, assert_never
 
 from asyncrecall._exceptions import ConfigError, MemoryStoreError
-from asyncrecall.cli._reader import adopt, encode_result, sweep_reader_files, write_reader_file
+from asyncrecall.cli._reader import (
+    PrimedRecall,
+    adopt,
+    encode_result,
+    sweep_reader_files,
+    write_reader_file,
+)
 from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
+    DEFAULT_LIMIT,
     EmbeddingSelector,
     HybridSelector,
+    InstantSelector,
     LexicalSelector,
     MemoryManager,
     MemoryStore,
     MemoryStoreProtocol,
     ModelSelector,
+    RecallResult,
     Selector,
     embedding_available,
     is_postgres_url,
@@ -27,6 +36,7 @@ from asyncrecall.memory import (
 from asyncrecall.models import Model
 
 __all__ = [
+    "ReadAheadManager",
     "build_memory_manager",
     "manager_options",
     "open_memory_store",
@@ -95,11 +105,55 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
         selector = EmbeddingSelector() if name == "embedding" else HybridSelector()
     else:
         assert_never(name)
-    manager = MemoryManager(store, selector, **manager_options(settings))
     warmup = adopt(store.root) if isinstance(store, MemoryStore) else None
     if warmup is not None and warmup.store is store and warmup.primed is not None:
-        manager.prime(warmup.primed.query, warmup.primed.take)  # run's question, read ahead
-    return manager
+        # run's question, read ahead by the reader process
+        return ReadAheadManager(store, selector, warmup.primed, **manager_options(settings))
+    return MemoryManager(store, selector, **manager_options(settings))
+
+
+class ReadAheadManager(MemoryManager):
+    """A manager whose instant pass of one question is the reader process's
+    (:class:`asyncrecall.cli._reader.PrimedRecall`): ``run QUESTION`` reads the folder
+    in another process while this one imports.
+
+    :meth:`recall_instant` of exactly that question, with nothing excluded and a lexical
+    selector, answers the reader's result, or ``None`` while it has not answered,
+    without reading the folder or starting a warm-up thread here (which would hold this
+    interpreter while the first request is built; the recall's task, held until that
+    request is out, reads it). Everything else is the library's manager, unchanged."""
+
+    def __init__(
+        self,
+        store: MemoryStoreProtocol,
+        selector: Selector,
+        read_ahead: PrimedRecall,
+        **options: Any,
+    ) -> None:
+        super().__init__(store, selector, **options)
+        self.read_ahead = read_ahead
+
+    def recall_instant(
+        self,
+        query: str,
+        *,
+        excluded_paths: Collection[str] = (),
+        limit: int = DEFAULT_LIMIT,
+        selector: InstantSelector | None = None,
+    ) -> RecallResult | None:
+        chosen = selector if selector is not None else self.selector
+        if (
+            query == self.read_ahead.query
+            and not excluded_paths
+            and limit > 0
+            and getattr(chosen, "inline", False) is True
+            and chosen.name == "lexical"
+            and not self.skips(query)
+        ):
+            return self.read_ahead.take(limit)
+        return super().recall_instant(
+            query, excluded_paths=excluded_paths, limit=limit, selector=selector
+        )
 
 
 def manager_options(settings: Settings) -> dict[str, Any]:

@@ -89,7 +89,7 @@ class FolderWarmup:
 
 class PrimedRecall:
     """The instant pass of ``run``'s question, computed by a reader process: see
-    :meth:`asyncrecall.memory.MemoryManager.prime`. :meth:`take` never waits.
+    :class:`asyncrecall.cli._memory_config.ReadAheadManager`. :meth:`take` never waits.
 
     The reader writes into ``out``, a file this process made (see :func:`_prime`) and
     removes as soon as the results are taken, at exit, or on a terminating signal
