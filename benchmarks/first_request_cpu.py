@@ -102,7 +102,9 @@ PATCHES = {
         timed(m, "start_reading_memory", "entry"),
         timed(m.PrimedRecall, "take", "instant pass"),
     ),
-    "asyncrecall.memory._recall": lambda m: timed(m.MemoryManager, "recall_instant", "instant pass"),
+    "asyncrecall.memory._recall": lambda m: timed(
+        m.MemoryManager, "recall_instant", "instant pass"
+    ),
     "asyncrecall.cli._memory_config": lambda m: timed(m.ReadAheadManager, "__init__", "prime"),
     "asyncrecall.agent": lambda m: prompt(sys.modules["asyncrecall.agent._prompt"]),
     "asyncrecall.models._openai": first_request,

@@ -302,22 +302,21 @@ async def _held_turn(folder: Path, tmp_path: Path) -> AsyncIterator[tuple[Any, A
 async def test_runs_side_query_waits_for_its_first_request(
     folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``run``'s session (``hold_recall``) sends its side query only once its first
-    request is out (its first streamed item; the cap made long here), so reading a cold
-    folder and building the side query's prompt never delay that request."""
+    """``run``'s session sends its side query only once its first request is on its way
+    (the prefetch's ``until_request``: that request's take, and a moment after it; both
+    made long here), so reading a cold folder and building the side query's prompt never
+    delay that request."""
     import asyncio
 
     from asyncrecall.cli import _session
+    from asyncrecall.prefetch import _prefetcher
 
     monkeypatch.setattr(_session, "HOLD_RECALL_S", 30.0)
-    async with _held_turn(folder, tmp_path) as (server, answer, _turn):
+    monkeypatch.setattr(_prefetcher, "AFTER_TAKE_S", 30.0)
+    async with _held_turn(folder, tmp_path) as (server, _answer, _turn):
         await server.await_for(lambda r: r.model == "main")
         await asyncio.sleep(0.5)  # a cold folder is read in well under this
         assert [r.model for r in server.requests] == ["main"]
-        answer.set()
-        side = await server.await_for(lambda r: r.model == "side")
-    main = next(r for r in server.requests if r.model == "main")
-    assert side.arrived_at > main.arrived_at
 
 
 async def test_runs_session_puts_the_primed_pass_on_its_first_request(

@@ -273,3 +273,13 @@ async def test_a_cancel_during_the_blocking_wait_sends_nothing_and_reports_no_re
     assert main.requests == []
     await client.aclose()
     assert side.json_started == side.json_cancelled
+
+
+def test_hold_recall_is_a_deprecated_name_for_until_request() -> None:
+    """``ClientOptions(hold_recall=...)`` still works for one release: it warns and sets
+    the one hold there is, the prefetch's ``until_request``."""
+    import pytest
+
+    with pytest.warns(DeprecationWarning, match="until_request"):
+        options = ClientOptions(hold_recall=0.05)
+    assert options.until_request == 0.05

@@ -188,7 +188,7 @@ def open_session(
             recall_limit=settings.recall_files,
             instant_limit=settings.instant_files,
             session_bytes=settings.recall_session_bytes or None,
-            hold_recall=HOLD_RECALL_S if held else None,
+            until_request=HOLD_RECALL_S if held else None,
         ),
         control=control,
         instant_selector=_instant_selector(memory) if recall_mode == "async+lexical" else None,
