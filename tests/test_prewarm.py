@@ -26,8 +26,11 @@ from asyncrecall.testing import ScriptedModel
 
 _CHILD = """
 import json, sys
+from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._main import _build_parser
 from asyncrecall.cli._reader import start_reading_memory
-warmup = start_reading_memory(sys.argv[1:])
+settings = settings_from_args(_build_parser("run").parse_args(sys.argv[1:]))
+warmup = start_reading_memory(settings)
 before_sdk = "openai" not in sys.modules and "asyncrecall.agent" not in sys.modules
 warmup.thread.join(60)
 docs = warmup.store.scan_cached()
@@ -100,12 +103,38 @@ def test_nothing_starts_when_the_command_will_not_recall(
     argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Memory off (flag, environment), a database store, a command that does not recall,
-    or a command line the quick reading does not understand: no thread, no folder read."""
+    a command line argparse refuses or settings that are an error: the entry starts no
+    thread and reads no folder (the commands' own work is left out here)."""
+    import contextlib
+
+    from asyncrecall.cli import _main
+
     monkeypatch.setenv("ASYNCRECALL_HOME", str(tmp_path / "home"))
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
-    assert _reader.start_reading_memory(argv) is None
+    build = _main._build_parser
+
+    def no_command(wanted: str | None) -> Any:  # the command's parser, its work left out
+        parser = build(wanted)
+        parse = parser.parse_args
+
+        def parse_args(args: list[str]) -> Any:
+            parsed = parse(args)
+            if hasattr(parsed, "handler"):
+                parsed.handler = lambda _args: 0
+            return parsed
+
+        parser.parse_args = parse_args  # type: ignore[method-assign, assignment]
+        return parser
+
+    monkeypatch.setattr(_main, "_build_parser", no_command)
+    real = _reader.start_reading_memory
+    started: list[object] = []
+    monkeypatch.setattr(_main, "start_reading_memory", lambda *a: started.append(real(*a)))
+    with contextlib.redirect_stdout(None), contextlib.suppress(SystemExit):
+        _main.main(argv)
+    assert all(warmup is None for warmup in started)
     assert _reader._started == {}
 
 
@@ -136,32 +165,46 @@ def test_another_folder_is_not_adopted(folder: Path, tmp_path: Path) -> None:
     assert open_memory_store(other) is not _reader.adopt(folder).store  # type: ignore[union-attr]
 
 
-def test_the_cli_starts_reading_before_it_imports_the_command(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """``asyncrecall.cli.main`` starts the read before building its parser, which is
-    where the chosen command's module (the agent, the OpenAI SDK) is imported."""
-    import asyncrecall.cli._main as cli_main
-
-    order: list[str] = []
-
-    def build_parser(wanted: object) -> object:
-        order.append("import the command")
-        raise SystemExit(0)
-
-    monkeypatch.setattr(
-        cli_main, "start_reading_memory", lambda argv, question: order.append(f"read {question}")
+def test_the_cli_starts_reading_before_it_imports_the_command(tmp_path: Path) -> None:
+    """``asyncrecall.cli.main`` parses the command line once, then starts the read with
+    the settings it resolved, before the command imports its machinery (the agent, the
+    OpenAI SDK, the printer); the command gets those same settings."""
+    code = """
+import sys
+import asyncrecall.cli._main as entry
+import asyncrecall.cli._run as run
+heavy = ("openai", "rich", "asyncrecall.agent", "asyncrecall.cli._session")
+seen = []
+def read(settings, question):
+    seen.append((question, [m for m in heavy if m in sys.modules], settings))
+def handle(args):
+    settings = run.settings_from_args(args)
+    print(seen[0][:2], settings is seen[0][2], settings.memory_dir.name)
+    return 0
+entry.start_reading_memory, run._handle = read, handle
+sys.exit(entry.main(["run", "q", "--memory-dir", sys.argv[1]]))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCRECALL_", "OPENAI_"))}
+    env.update(ASYNCRECALL_HOME=str(tmp_path / "home"))
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "notes")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=True,
     )
-    monkeypatch.setattr(cli_main, "_build_parser", build_parser)
-    with pytest.raises(SystemExit):
-        cli_main.main(["run", "q"])
-    assert order == ["read q", "import the command"]
+    assert done.stdout.strip() == "('q', []) True notes"
 
 
 _READER = """
 import json, sys
+from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._main import _build_parser
 from asyncrecall.cli._reader import start_reading_memory
-warmup = start_reading_memory(sys.argv[1:])
+settings = settings_from_args(_build_parser("run").parse_args(sys.argv[1:]))
+warmup = start_reading_memory(settings)
 warmup.thread.join(60)
 docs = warmup.store.scan_cached()
 print(json.dumps({
@@ -233,8 +276,11 @@ def test_a_failing_reader_process_falls_back_to_the_thread(
 
 _PRIMER = """
 import json, sys, time
+from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._main import _build_parser
 from asyncrecall.cli._reader import start_reading_memory
-warmup = start_reading_memory(sys.argv[1:], "why does CI hang on real sockets?")
+settings = settings_from_args(_build_parser("run").parse_args(sys.argv[1:]))
+warmup = start_reading_memory(settings, "why does CI hang on real sockets?")
 at_once = warmup.primed.take(2)
 deadline = time.monotonic() + 60
 result = at_once
@@ -330,7 +376,7 @@ async def test_runs_session_puts_the_primed_pass_on_its_first_request(
 
     question = "why does CI hang on real sockets?"
     argv = ["run", question, "--memory-dir", str(folder), "--project", str(tmp_path)]
-    warmup = _reader.start_reading_memory(argv, question)
+    warmup = _reader.start_reading_memory(_settings_of(argv), question)
     assert warmup is not None and warmup.primed is not None
     for _ in range(6000):  # the test waits for the reader; run never does
         if warmup.primed.take(2) is not None:
@@ -451,3 +497,11 @@ def test_the_readers_results_count_once_written_before_it_exits(tmp_path: Path) 
     ended.wait()
     (tmp_path / "empty.json").touch()
     assert _reader.PrimedRecall("q", ended, str(tmp_path / "empty.json")).take(2) is None
+
+
+def _settings_of(argv: list[str]) -> Settings:
+    """The settings the command line ``argv`` resolves to, read as the entry reads it."""
+    from asyncrecall.cli._common import settings_from_args
+    from asyncrecall.cli._main import _build_parser
+
+    return settings_from_args(_build_parser(argv[0]).parse_args(argv))

@@ -185,13 +185,14 @@ def prime_child(argv: Sequence[str]) -> int:
     write the results as JSON into the file ``argv[0]``, which the command made (see
     :func:`asyncrecall.cli._reader.write_reader_file`: never created here, never through a
     link); then sweep reader files whose command died. ``argv``: the result's path, the
-    question, then the settings flags as JSON. Exit 0 when the results are written."""
+    question, then the command's settings this pass depends on, resolved, as JSON
+    (:func:`asyncrecall.cli._reader.reader_settings`): no command line, environment or
+    settings file is read here. Exit 0 when the results are written."""
     import json
+    from pathlib import Path
 
-    from asyncrecall.cli._settings import load_settings
-
-    out, question, flags = argv[0], argv[1], json.loads(argv[2])
-    settings = load_settings(flags)
+    out, question, given = argv[0], argv[1], json.loads(argv[2])
+    settings = Settings(**{**given, "memory_dir": Path(given["memory_dir"])})
     lexical = LexicalSelector(postings=False)
     store = MemoryStore(settings.memory_folder())
     lexical.prepare(store.warm_scan())
