@@ -93,7 +93,6 @@ def first_request(module):
 
 def prompt(module):
     timed(module, "build_system_prompt", "system prompt")
-    sys.modules["asyncrecall.agent"].build_system_prompt = module.build_system_prompt
 
 # Each module is instrumented as it is imported, never earlier: importing them here
 # would move the CLI's entry (and its reader process) after the heavy imports.
@@ -106,7 +105,7 @@ PATCHES = {
         m.MemoryManager, "recall_instant", "instant pass"
     ),
     "asyncrecall.cli._memory_config": lambda m: timed(m.ReadAheadManager, "__init__", "prime"),
-    "asyncrecall.agent": lambda m: prompt(sys.modules["asyncrecall.agent._prompt"]),
+    "asyncrecall.cli._system_prompt": prompt,
     "asyncrecall.models._openai": first_request,
 }
 

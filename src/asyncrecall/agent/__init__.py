@@ -39,7 +39,6 @@ from asyncrecall.agent._extraction_events import (  # issue 14
     MemoryExtractionStartedEvent,
 )
 from asyncrecall.agent._options import ClientOptions, RecallMode
-from asyncrecall.agent._prompt import build_system_prompt
 from asyncrecall.agent._tools import ToolOutcome, ToolRegistry
 
 __all__ = [
@@ -78,5 +77,4 @@ __all__ = [
     "ToolResultEvent",
     "TurnCancelledEvent",
     "UsageEvent",
-    "build_system_prompt",
 ]

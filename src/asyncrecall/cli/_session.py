@@ -16,11 +16,12 @@ from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import AsyncRecallError, ConfigError
-from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry, build_system_prompt
+from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry
 from asyncrecall.agent._extraction import ExtractionScheduler, is_embedded
 from asyncrecall.agent._handoff import HANDOFF_SUPPORTED, Handoff, HandoffDir, handoff_dir
 from asyncrecall.cli._memory_config import build_memory_manager, manager_options, shared_lexical
 from asyncrecall.cli._settings import Settings
+from asyncrecall.cli._system_prompt import build_system_prompt
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,
