@@ -128,7 +128,8 @@ def open_session(
     """Wire a session. Without ``model``, the OpenAI-compatible endpoint of ``settings``.
 
     ``hold_recall`` (``run``): the recall's background work waits for the first request
-    to be out (at most :data:`HOLD_RECALL_S`), and the session warms nothing at
+    to be on its way (``ClientOptions.until_request``, the prefetch's hold: at most
+    :data:`HOLD_RECALL_S`), and the session warms nothing at
     :meth:`Session.start`: the folder is read after that request, or was read ahead.
 
     ``handoff`` (the command line's ``run`` and ``chat``): at exit, extraction that is
