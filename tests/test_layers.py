@@ -166,3 +166,34 @@ def test_the_package_imports_neither_the_benchmarks_nor_the_conformance_kit() ->
     )
     assert found == []
     assert (SRC.parent / "benchmarks" / "src" / "asyncrecall_bench" / "__init__.py").is_file()
+
+
+#: The library: what an application imports. The command line (``asyncrecall.cli``)
+#: is a client of it, in a wing of its own; ``bench``, ``demo`` and ``__main__`` sit on
+#: top beside it.
+LIBRARY = ("prefetch", "memory", "models", "agent", "integrations", "mcp_server", "testing")
+
+
+def _in_library(module: str) -> bool:
+    parts = module.split(".")
+    if module == "asyncrecall":
+        return True  # the package's face
+    if len(parts) == 2 and parts[1].startswith("_") and parts[1] != "__main__":
+        return True  # the root's private modules: _cancel, _exceptions, _platform ...
+    return len(parts) >= 2 and parts[1] in LIBRARY
+
+
+def test_the_library_never_imports_the_command_line() -> None:
+    """No module of the library imports ``asyncrecall.cli`` or anything in it: an app
+    gets the primitive, the stores, the selectors, the models and the adapters without
+    the command line's settings, session wiring, read-ahead or worker."""
+    library = [name for name in GRAPH if _in_library(name)]
+    assert "asyncrecall.prefetch._prefetcher" in library and "asyncrecall._cancel" in library
+    assert not any(name.startswith("asyncrecall.cli") for name in library)
+    crossings = sorted(
+        f"{module} -> {dep}"
+        for module in library
+        for dep in GRAPH[module]
+        if dep == "asyncrecall.cli" or dep.startswith("asyncrecall.cli.")
+    )
+    assert crossings == []

@@ -211,7 +211,6 @@ INTERNAL: dict[str, set[str]] = {
         "MemoryInstantPreemptedEvent",
         "MemoryRecallSkippedEvent",
         "MemoryRecallStartedEvent",
-        "build_system_prompt",
     },
     "asyncrecall.integrations": set(),
     "asyncrecall.testing": set(),
@@ -381,25 +380,22 @@ def test_the_extension_points_are_public_and_the_cli_configuration_is_not() -> N
     assert asyncrecall.AgentEvent is AgentEvent
 
 
-_ABOVE_MEMORY = ("asyncrecall.agent", "asyncrecall.cli", "asyncrecall.bench", "asyncrecall._s")
-_ABOVE_AGENT = ("asyncrecall.cli", "asyncrecall.bench", "asyncrecall._s", "asyncrecall._memory_c")
+_ABOVE_MEMORY = ("asyncrecall.agent", "asyncrecall.cli", "asyncrecall_bench")
+_ABOVE_AGENT = ("asyncrecall.cli", "asyncrecall_bench")
 
 
 @pytest.mark.parametrize(
     ("package", "above"),
     [
-        (
-            "asyncrecall.memory",
-            (*_ABOVE_MEMORY, "asyncrecall._memory_config", "asyncrecall.prefetch"),
-        ),
+        ("asyncrecall.memory", (*_ABOVE_MEMORY, "asyncrecall.prefetch")),
         ("asyncrecall.prefetch", _ABOVE_MEMORY),
         ("asyncrecall.agent", _ABOVE_AGENT),
-        ("asyncrecall.mcp_server", (*_ABOVE_MEMORY, "asyncrecall._memory_config")),
+        ("asyncrecall.mcp_server", _ABOVE_MEMORY),
     ],
 )
 def test_library_layers_import_nothing_above_them(package: str, above: tuple[str, ...]) -> None:
-    """``memory`` knows nothing of the agent, the CLI or its settings (``_settings``,
-    ``_session``, ``_memory_config``); ``agent`` knows nothing of the CLI or its settings."""
+    """``memory`` knows nothing of the agent or the command line's wing; ``agent`` knows
+    nothing of the command line; none of them loads the benchmarks."""
     code = (
         f"import sys, {package}; print(sorted(m for m in sys.modules if m.startswith({above!r})))"
     )
@@ -410,7 +406,7 @@ def test_library_layers_import_nothing_above_them(package: str, above: tuple[str
 def test_the_settings_accept_exactly_the_agents_recall_modes() -> None:
     from typing import get_args
 
-    from asyncrecall._settings import RECALL_MODES
     from asyncrecall.agent import RecallMode
+    from asyncrecall.cli._settings import RECALL_MODES
 
     assert get_args(RecallMode) == RECALL_MODES

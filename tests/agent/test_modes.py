@@ -183,8 +183,8 @@ async def test_agent_stops_at_the_bound_on_model_turns(main: ScriptedModel, tmp_
 def test_blocking_sessions_rebuild_the_old_selector(tmp_path: Path) -> None:
     """--recall-mode blocking reproduces the old design: a 1 s selector timeout and no
     fallback, so a timed-out recall delivers nothing (the async design has neither)."""
-    from asyncrecall._session import open_session
-    from asyncrecall._settings import load_settings
+    from asyncrecall.cli._session import open_session
+    from asyncrecall.cli._settings import load_settings
 
     flags = {"project": str(tmp_path), "memory_dir": str(tmp_path / "m"), "selector": "model"}
     side = ScriptedModel(name="side")
@@ -273,3 +273,13 @@ async def test_a_cancel_during_the_blocking_wait_sends_nothing_and_reports_no_re
     assert main.requests == []
     await client.aclose()
     assert side.json_started == side.json_cancelled
+
+
+def test_hold_recall_is_a_deprecated_name_for_until_request() -> None:
+    """``ClientOptions(hold_recall=...)`` still works for one release: it warns and sets
+    the one hold there is, the prefetch's ``until_request``."""
+    import pytest
+
+    with pytest.warns(DeprecationWarning, match="until_request"):
+        options = ClientOptions(hold_recall=0.05)
+    assert options.until_request == 0.05

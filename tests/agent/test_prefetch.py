@@ -405,8 +405,8 @@ async def test_memory_disabled_means_no_side_query(
 ) -> None:
     """Without memory (``--no-memory``) there is no recall and no side query at all, even
     with a side model and a model selector configured."""
-    from asyncrecall._session import open_session
-    from asyncrecall._settings import load_settings
+    from asyncrecall.cli._session import open_session
+    from asyncrecall.cli._settings import load_settings
 
     flags = {"project": str(tmp_path), "memory_dir": str(tmp_path / "m"), "selector": "model"}
     settings = load_settings({**flags, "memory_enabled": False}, env={})

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall._session import build_extraction, open_session
-from asyncrecall._settings import Settings, load_settings
 from asyncrecall.agent._extraction import is_embedded
+from asyncrecall.cli._session import build_extraction, open_session
+from asyncrecall.cli._settings import Settings, load_settings
 from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
 from asyncrecall.testing import ScriptedModel
 

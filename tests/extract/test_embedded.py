@@ -14,10 +14,10 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from asyncrecall._session import build_extraction
-from asyncrecall._settings import Settings
 from asyncrecall.agent import ExtractionEvent
 from asyncrecall.agent._extraction import is_embedded
+from asyncrecall.cli._session import build_extraction
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
 from asyncrecall.models import StreamEvent, TextDelta, user_content
 from asyncrecall.models._local import LocalModel, local_model_available

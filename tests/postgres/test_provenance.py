@@ -174,7 +174,7 @@ async def test_recall_and_the_index_leave_a_quarantined_memory_out(store: Any) -
     """Recall never offers a quarantined memory to its selector and the system prompt's
     index leaves it out; with quarantine off (the setting) both have it; ``confirm``
     brings it back, keeping its text."""
-    from asyncrecall.agent._prompt import build_system_prompt
+    from asyncrecall.cli._system_prompt import build_system_prompt
     from asyncrecall.memory import LexicalSelector, Recaller
 
     store.save_memory("Install", "how to install", "project", "pip install -e .")

@@ -10,11 +10,12 @@ import asyncio
 import inspect
 import logging
 import threading
+from collections.abc import Collection
 
 import pytest
 
 from asyncrecall import CancelSignal, SelectorError
-from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import LexicalSelector, MemoryDoc, MemoryStore, ModelSelector, Recaller
 from asyncrecall.prefetch import (
     INSTANT_STRATEGY,
     MemoryBlock,
@@ -551,6 +552,34 @@ async def test_a_held_recall_cancelled_before_its_request_never_asks(
         await asyncio.wait({handle.task})
     await asyncio.sleep(0.1)  # past the bound
     assert side.json_started == 0
+
+
+async def test_a_held_instant_pass_that_must_read_waits_for_the_take_too(
+    store: MemoryStore, side: ScriptedModel
+) -> None:
+    """``until_request``: an instant pass that cannot be computed inline (a cold folder
+    with more to read than the inline budget) runs in a task held like the main recall,
+    so nothing reads the folder for this message before the key's take (the request
+    being built); it could not reach that request anyway."""
+    store.save_memory("long note", "a long note", "project", "staging cluster " * 600)
+    cold = MemoryStore(store.root)
+    read: list[str] = []
+    real = cold.candidates
+
+    async def candidates(query: str, *, exclude: Collection[str] = ()) -> list[MemoryDoc]:
+        read.append(query)
+        return await real(query, exclude=exclude)
+
+    cold.candidates = candidates  # type: ignore[method-assign]
+    async with RecallPrefetcher(
+        Recaller(cold, ModelSelector(side)), instant_selector=LexicalSelector()
+    ) as prefetcher:
+        prefetcher.start(KEY, "how do deploys reach the staging cluster?", until_request=30)
+        instant = prefetcher._conversations[KEY].instant
+        assert instant is not None and not instant.settled  # in a task: not inline
+        await _ticks()
+        assert read == []
+        assert prefetcher.take(KEY, "user_query") is None
 
 
 async def test_hold_and_until_request_are_exclusive(prefetcher: RecallPrefetcher) -> None:

@@ -56,7 +56,7 @@ from rich.table import Table
 
 import asyncrecall
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import Settings
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import MemoryStore
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from asyncrecall_bench._corpus import MEMORIES, Memory

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import Settings
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,

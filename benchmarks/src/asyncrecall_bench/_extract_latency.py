@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asyncrecall._settings import Settings
+from asyncrecall.cli._settings import Settings
 
 __all__ = ["LatencyReport", "measure"]
 
@@ -49,7 +49,7 @@ class LatencyReport:
 
 async def measure(queries: int, *, extraction_ms: float = 300.0) -> LatencyReport:
     """Run the side-by-side measurement (see the module doc)."""
-    from asyncrecall._session import open_session
+    from asyncrecall.cli._session import open_session
     from asyncrecall.testing import LocalServer, RecordedRequest, Reply
     from asyncrecall_bench._corpus import MEMORIES, build_memory_folder
 

@@ -56,7 +56,7 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
-from asyncrecall._settings import Settings
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import MemoryStore, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher

@@ -42,7 +42,7 @@ from rich.table import Table
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import Settings
+from asyncrecall.cli._settings import Settings
 from asyncrecall.agent import Agent, AgentClient
 from asyncrecall.memory import (
     LexicalSelector,

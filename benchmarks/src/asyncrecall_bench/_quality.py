@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import Settings
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller, Selector
 from asyncrecall.models import Model
 from asyncrecall_bench._locomo import _load, build_memory_folder, gold_files

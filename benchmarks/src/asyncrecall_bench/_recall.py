@@ -47,8 +47,8 @@ from openai import AsyncOpenAI
 from rich.console import Console
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._session import BLOCKING_SELECTOR_TIMEOUT
-from asyncrecall._settings import Settings
+from asyncrecall.cli._session import BLOCKING_SELECTOR_TIMEOUT
+from asyncrecall.cli._settings import Settings
 from asyncrecall.agent import Agent, AgentClient, ClientOptions
 from asyncrecall.demo._quiet import quiet_known_noise
 from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller, Selector

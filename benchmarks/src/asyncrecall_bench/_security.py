@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from asyncrecall._session import Session
-from asyncrecall._settings import Settings
+from asyncrecall.cli._session import Session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.testing import LocalServer
 from asyncrecall_bench._security_channels import FROM_PROJECT, PLANTERS, Bench, Side
 from asyncrecall_bench._security_data import CASES, HELD_OUT, Case

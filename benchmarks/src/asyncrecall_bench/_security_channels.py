@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from asyncrecall._session import Session, open_session
-from asyncrecall._settings import Settings, load_settings
+from asyncrecall.cli._session import Session, open_session
+from asyncrecall.cli._settings import Settings, load_settings
 from asyncrecall.memory import MemoryStore
 from asyncrecall.memory.extraction._consolidate import SCHEMA_NAME as CONSOLIDATION_SCHEMA
 from asyncrecall.memory.extraction._extract import SCHEMA_NAME as EXTRACTION_SCHEMA
@@ -265,7 +265,7 @@ async def consolidation(case: Case, bench: Bench) -> None:
 async def mcp_save(case: Case, bench: Bench) -> None:
     """A client of ``asyncrecall mcp`` (another agent, which read who knows what) calls
     ``save``: a new memory, or one the user added under that name."""
-    from asyncrecall._memory_config import build_memory_manager
+    from asyncrecall.cli._memory_config import build_memory_manager
     from asyncrecall.mcp_server import memory_server
 
     _save_own(case, bench)

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import Settings
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
 from asyncrecall.memory._document import render_document, safe_file_stem
 from asyncrecall.memory.postgres._sql import NAMESPACE_SIZE_SQL

@@ -38,7 +38,6 @@ from asyncrecall.agent._extraction_events import (
     MemoryExtractionStartedEvent,
 )
 from asyncrecall.agent._options import ClientOptions, RecallMode
-from asyncrecall.agent._prompt import build_system_prompt as build_system_prompt
 from asyncrecall.agent._tools import ToolOutcome, ToolRegistry
 from asyncrecall.prefetch import MemoryBudgetEvent as MemoryBudgetEvent
 from asyncrecall.prefetch import MemoryDiscardedEvent as MemoryDiscardedEvent

@@ -85,8 +85,6 @@ _HELD_MODES: Final = frozenset({"async", "async+lexical"})
 @dataclass
 class _TurnState:
     keep_prefetch: bool = False
-    #: The user query's recall waits for it (``ClientOptions.hold_recall``).
-    gate: asyncio.Event | None = None
 
 
 @dataclass
@@ -289,10 +287,9 @@ class AgentClient:
                     yield event
                 return
             query = "".join(p.text for p in parts if isinstance(p, Text))
-            if options.hold_recall is not None and options.recall_mode in _HELD_MODES:
-                state.gate = asyncio.Event()
-            hold = state.gate.wait if state.gate is not None else None
-            async for event in self._slot.trigger(query, cancel, prompt_id, hold):
+            held = options.recall_mode in _HELD_MODES
+            until_request = options.until_request if held else None
+            async for event in self._slot.trigger(query, cancel, prompt_id, until_request):
                 yield event
 
         if turns <= 0:
@@ -344,9 +341,6 @@ class AgentClient:
         else:
             self.history.append(content)
         yield RequestSentEvent(message_type=message_type.value, with_memory=injected is not None)
-        gate, state.gate = state.gate, None
-        if gate is not None:  # opened by the first streamed item, else after hold_recall
-            opening = asyncio.get_running_loop().call_later(options.hold_recall or 0.0, gate.set)
 
         text: list[str] = []
         calls: list[FunctionCall] = []
@@ -359,10 +353,6 @@ class AgentClient:
         try:
             async with aclosing(stream):
                 async for item in stream:
-                    if gate is not None:
-                        gate.set()
-                        opening.cancel()
-                        gate = None
                     if isinstance(item, TextDelta):
                         text.append(item.text)
                         yield ContentEvent(text=item.text)

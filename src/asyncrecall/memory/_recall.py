@@ -102,7 +102,6 @@ class Recaller:
         #: Recall nothing for a prompt with nothing to recall (one word, a bare "ok");
         #: the settings turn it on for the command line (``skip_trivial``).
         self.skip_trivial = skip_trivial
-        self._primed: tuple[str, Callable[[int], RecallResult | None]] | None = None
 
     def skips(self, query: str) -> bool:
         """Whether :meth:`recall` gives nothing for ``query`` without looking: blank, or
@@ -131,16 +130,6 @@ class Recaller:
 
     def __repr__(self) -> str:
         return f"Recaller({self.store!r}, {self.selector!r})"
-
-    def prime(self, query: str, take: Callable[[int], RecallResult | None]) -> None:
-        """An instant (lexical) recall of ``query`` computed elsewhere, such as by a
-        reader process started with the program: :meth:`recall_instant` of exactly that
-        query, with nothing excluded, and a lexical selector, answers ``take(limit)``: its
-        result, or ``None`` (not ready, or not for that limit) without reading the folder
-        or starting a warm-up thread (the recall's task, held until the first request is
-        on its way, reads it). The command line primes ``run``'s question, so the main
-        interpreter reads nothing before the first request."""
-        self._primed = (query, take)
 
     async def recall(
         self,
@@ -277,12 +266,6 @@ class Recaller:
             raise TypeError(f"{chosen!r} is not an inline (instant) selector")
         if limit <= 0 or self.skips(query):
             return EMPTY_RECALL
-        primed = self._primed
-        # The primed pass was a lexical selector's, over everything (nothing excluded):
-        # its answer, or none yet, and then no warm-up thread starts here, to hold this
-        # interpreter while its first request is built (the recall's task, ``hold``).
-        if primed and primed[0] == query and not excluded_paths and chosen.name == "lexical":
-            return primed[1](limit)
         result = self._recall_inline(chosen, query, excluded_paths, limit)
         if result is None:
             self._warm(chosen)

@@ -225,8 +225,11 @@ class RecallPrefetcher:
         this many seconds: for a hook that
         starts the recall just before the framework's first request of the message, so
         that the side query's prompt and send run while that request is on its way,
-        not before it (a side query cannot settle in time for it anyway). The instant
-        pass is not held: it is the one that can reach that request.
+        not before it (a side query cannot settle in time for it anyway). An instant
+        pass computed inline is not held: it is the one that can reach that request; one
+        that must read the folder first runs in a task and is held like the main recall
+        (it is dropped at that take unless settled, so reading before it only competes
+        with the request being built).
         """
         if hold is not None and until_request is not None:
             raise ValueError("give hold or until_request, not both")
@@ -254,14 +257,14 @@ class RecallPrefetcher:
             return False
         excluded = frozenset(conversation.surfaced)
         main: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]] | None
+        held = hold
+        if until_request is not None:
+            conversation.gate = asyncio.Event()
+            held = _opened(conversation.gate, until_request)
         main = _inline(memory, query, excluded, limit, None)
         if main is None:
-            main_hold = hold
-            if until_request is not None:
-                conversation.gate = asyncio.Event()
-                main_hold = _opened(conversation.gate, until_request)
             main = _held(
-                main_hold,
+                held,
                 lambda control: memory.recall(
                     query, excluded_paths=excluded, limit=limit, cancel=control
                 ),
@@ -280,7 +283,7 @@ class RecallPrefetcher:
             pass_ = _inline(memory, query, excluded, instant_limit, instant)
             if pass_ is None:
                 pass_ = _held(
-                    hold,
+                    held,
                     lambda control: memory.recall(
                         query,
                         excluded_paths=excluded,

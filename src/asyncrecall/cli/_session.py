@@ -16,11 +16,12 @@ from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import AsyncRecallError, ConfigError
-from asyncrecall._memory_config import build_memory_manager, manager_options, shared_lexical
-from asyncrecall._settings import Settings
-from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry, build_system_prompt
+from asyncrecall.agent import Agent, AgentClient, ClientOptions, ToolRegistry
 from asyncrecall.agent._extraction import ExtractionScheduler, is_embedded
 from asyncrecall.agent._handoff import HANDOFF_SUPPORTED, Handoff, HandoffDir, handoff_dir
+from asyncrecall.cli._memory_config import build_memory_manager, manager_options, shared_lexical
+from asyncrecall.cli._settings import Settings
+from asyncrecall.cli._system_prompt import build_system_prompt
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,
@@ -127,12 +128,13 @@ def open_session(
     """Wire a session. Without ``model``, the OpenAI-compatible endpoint of ``settings``.
 
     ``hold_recall`` (``run``): the recall's background work waits for the first request
-    to be out (at most :data:`HOLD_RECALL_S`), and the session warms nothing at
+    to be on its way (``ClientOptions.until_request``, the prefetch's hold: at most
+    :data:`HOLD_RECALL_S`), and the session warms nothing at
     :meth:`Session.start`: the folder is read after that request, or was read ahead.
 
     ``handoff`` (the command line's ``run`` and ``chat``): at exit, extraction that is
     owed goes to a detached worker process instead of being drained (see
-    ``asyncrecall._handoff_worker``); only with a side model a worker can rebuild (an
+    ``asyncrecall.cli._handoff_worker``); only with a side model a worker can rebuild (an
     endpoint's or the embedded one).
     """
     closers: list[Callable[[], Awaitable[None]]] = []
@@ -188,7 +190,7 @@ def open_session(
             recall_limit=settings.recall_files,
             instant_limit=settings.instant_files,
             session_bytes=settings.recall_session_bytes or None,
-            hold_recall=HOLD_RECALL_S if held else None,
+            until_request=HOLD_RECALL_S if held else None,
         ),
         control=control,
         instant_selector=_instant_selector(memory) if recall_mode == "async+lexical" else None,
@@ -251,7 +253,7 @@ def _handoff_for(
         return None
 
     def handoff(owed: Handoff | None) -> None:
-        from asyncrecall._handoff_worker import WorkerConfig, hand_off
+        from asyncrecall.cli._handoff_worker import WorkerConfig, hand_off
 
         if "base_url" in side:  # what this process learned: the worker is as careful
             from asyncrecall.models._traffic import traffic

@@ -6,20 +6,29 @@ settings), and light: the ``memory`` commands use it without loading the agent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, assert_never
 
 from asyncrecall._exceptions import ConfigError, MemoryStoreError
-from asyncrecall._prewarm import adopt, encode_result, sweep_reader_files, write_reader_file
-from asyncrecall._settings import Settings
+from asyncrecall.cli._reader import (
+    PrimedRecall,
+    adopt,
+    encode_result,
+    sweep_reader_files,
+    write_reader_file,
+)
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
+    DEFAULT_LIMIT,
     EmbeddingSelector,
     HybridSelector,
+    InstantSelector,
     LexicalSelector,
     MemoryStore,
     MemoryStoreProtocol,
     ModelSelector,
     Recaller,
+    RecallResult,
     Selector,
     embedding_available,
     is_postgres_url,
@@ -27,6 +36,7 @@ from asyncrecall.memory import (
 from asyncrecall.models import Model
 
 __all__ = [
+    "ReadAheadManager",
     "build_memory_manager",
     "manager_options",
     "open_memory_store",
@@ -95,11 +105,55 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Rec
         selector = EmbeddingSelector() if name == "embedding" else HybridSelector()
     else:
         assert_never(name)
-    manager = Recaller(store, selector, **manager_options(settings))
     warmup = adopt(store.root) if isinstance(store, MemoryStore) else None
     if warmup is not None and warmup.store is store and warmup.primed is not None:
-        manager.prime(warmup.primed.query, warmup.primed.take)  # run's question, read ahead
-    return manager
+        # run's question, read ahead by the reader process
+        return ReadAheadManager(store, selector, warmup.primed, **manager_options(settings))
+    return Recaller(store, selector, **manager_options(settings))
+
+
+class ReadAheadManager(Recaller):
+    """A manager whose instant pass of one question is the reader process's
+    (:class:`asyncrecall.cli._reader.PrimedRecall`): ``run QUESTION`` reads the folder
+    in another process while this one imports.
+
+    :meth:`recall_instant` of exactly that question, with nothing excluded and a lexical
+    selector, answers the reader's result, or ``None`` while it has not answered,
+    without reading the folder or starting a warm-up thread here (which would hold this
+    interpreter while the first request is built; the recall's task, held until that
+    request is out, reads it). Everything else is the library's manager, unchanged."""
+
+    def __init__(
+        self,
+        store: MemoryStoreProtocol,
+        selector: Selector,
+        read_ahead: PrimedRecall,
+        **options: Any,
+    ) -> None:
+        super().__init__(store, selector, **options)
+        self.read_ahead = read_ahead
+
+    def recall_instant(
+        self,
+        query: str,
+        *,
+        excluded_paths: Collection[str] = (),
+        limit: int = DEFAULT_LIMIT,
+        selector: InstantSelector | None = None,
+    ) -> RecallResult | None:
+        chosen = selector if selector is not None else self.selector
+        if (
+            query == self.read_ahead.query
+            and not excluded_paths
+            and limit > 0
+            and getattr(chosen, "inline", False) is True
+            and chosen.name == "lexical"
+            and not self.skips(query)
+        ):
+            return self.read_ahead.take(limit)
+        return super().recall_instant(
+            query, excluded_paths=excluded_paths, limit=limit, selector=selector
+        )
 
 
 def manager_options(settings: Settings) -> dict[str, Any]:
@@ -125,19 +179,20 @@ def shared_lexical(store: MemoryStoreProtocol) -> LexicalSelector:
 
 def prime_child(argv: Sequence[str]) -> int:
     """A reader process's work for ``asyncrecall run QUESTION`` (started by
-    :func:`asyncrecall._prewarm.start_reading_memory`): read the folder (writing its
+    :func:`asyncrecall.cli._reader.start_reading_memory`): read the folder (writing its
     persisted index, term counts and quarantined paths, as a warm-up does), run the
     instant lexical pass for the question at the instant and the recall limits, and
     write the results as JSON into the file ``argv[0]``, which the command made (see
-    :func:`asyncrecall._prewarm.write_reader_file`: never created here, never through a
+    :func:`asyncrecall.cli._reader.write_reader_file`: never created here, never through a
     link); then sweep reader files whose command died. ``argv``: the result's path, the
-    question, then the settings flags as JSON. Exit 0 when the results are written."""
+    question, then the command's settings this pass depends on, resolved, as JSON
+    (:func:`asyncrecall.cli._reader.reader_settings`): no command line, environment or
+    settings file is read here. Exit 0 when the results are written."""
     import json
+    from pathlib import Path
 
-    from asyncrecall._settings import load_settings
-
-    out, question, flags = argv[0], argv[1], json.loads(argv[2])
-    settings = load_settings(flags)
+    out, question, given = argv[0], argv[1], json.loads(argv[2])
+    settings = Settings(**{**given, "memory_dir": Path(given["memory_dir"])})
     lexical = LexicalSelector(postings=False)
     store = MemoryStore(settings.memory_folder())
     lexical.prepare(store.warm_scan())

@@ -1,9 +1,9 @@
 """Reading the memory folder at process entry, while the rest of the program imports.
 
 A new ``asyncrecall run`` or ``chat`` spends most of its first second importing (the
-OpenAI SDK alone: about half a second). :func:`start_reading_memory` runs first in
-:func:`asyncrecall.cli.main`: it picks the memory folder out of the command line (the
-few flags that name it), the environment and the settings files, and starts a daemon
+OpenAI SDK alone: about half a second). :func:`start_reading_memory` runs in
+:func:`asyncrecall.cli.main` right after the command line is parsed (once) and its
+settings resolved, before the command imports its machinery: it starts a daemon
 thread that scans the folder (from its persisted index: nothing is parsed when it is
 unchanged) and prepares the lexical term counts (from theirs). The session built later
 adopts that store and that selector (:func:`adopt`), so the first user query's instant
@@ -22,10 +22,8 @@ fails, times out or cannot start, the thread parses as before.
 measurements, ``benchmarks/cli.md``).
 
 With memory off (``--no-memory``, ``ASYNCRECALL_MEMORY=0``, ``memory = false``), a
-database store, or any other command, nothing starts: the cost is reading the command
-line and the settings (which the command reads again anyway), well under a
-millisecond. Anything unexpected (a bad flag, a bad settings file) also starts nothing
-and is left to the command to report.
+database store, or any other command, nothing starts. A bad flag or a bad settings file
+is reported before anything starts.
 """
 
 from __future__ import annotations
@@ -38,12 +36,13 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from asyncrecall.cli._settings import Settings
     from asyncrecall.memory import LexicalSelector, MemoryStore, RecallResult
 
 __all__ = [
@@ -51,6 +50,7 @@ __all__ = [
     "adopt",
     "discard_reader_files",
     "index_folder",
+    "reader_settings",
     "start_reading_memory",
     "sweep_reader_files",
     "write_reader_file",
@@ -58,20 +58,16 @@ __all__ = [
 
 logger = logging.getLogger("asyncrecall.memory")
 
-#: Commands whose first query recalls.
-_RECALLING: Final = frozenset({"run", "chat"})
-#: The flags that decide which folder applies, and whether memory is on.
-_VALUED: Final = {"--memory-dir": "memory_dir", "--project": "project"}
 #: More to parse than this goes to a child process (200 changed notes: ~300 KiB; a
 #: dozen notes, ~16 KiB, parse in the thread in about 5 ms).
 CHILD_THRESHOLD_BYTES: Final = 16 * 1024
 #: How long the thread waits for the child (0.4-0.5 s here for 200 or 2,000 changed notes).
 CHILD_TIMEOUT_S: Final = 30.0
 _CHILD_CODE: Final = (
-    "import sys; from asyncrecall._prewarm import index_folder; index_folder(sys.argv[1])"
+    "import sys; from asyncrecall.cli._reader import index_folder; index_folder(sys.argv[1])"
 )
 _PRIME_CODE: Final = (
-    "import sys; from asyncrecall._memory_config import prime_child; "
+    "import sys; from asyncrecall.cli._memory_config import prime_child; "
     "sys.exit(prime_child(sys.argv[1:]))"
 )
 
@@ -89,7 +85,7 @@ class FolderWarmup:
 
 class PrimedRecall:
     """The instant pass of ``run``'s question, computed by a reader process: see
-    :meth:`asyncrecall.memory.Recaller.prime`. :meth:`take` never waits.
+    :class:`asyncrecall.cli._memory_config.ReadAheadManager`. :meth:`take` never waits.
 
     The reader writes into ``out``, a file this process made (see :func:`_prime`) and
     removes as soon as the results are taken, at exit, or on a terminating signal
@@ -254,30 +250,38 @@ _started: dict[Path, FolderWarmup] = {}
 _lock = threading.Lock()
 
 
-def start_reading_memory(argv: Sequence[str], question: str | None = None) -> FolderWarmup | None:
-    """Start reading the folder ``argv`` (the command line after the program's name)
-    will recall from; ``None`` when it will not recall, or anything is unclear.
-    ``question``: ``run``'s, when it is on the command line: a reader process reads the
-    folder and runs the question's instant pass (see :class:`PrimedRecall`), so this
-    interpreter reads nothing before its first request; the thread when it cannot start."""
-    flags = _memory_flags(argv)
-    if flags is None:
-        return None
-    from asyncrecall._exceptions import ConfigError
-    from asyncrecall._settings import load_settings
-
-    try:
-        settings = load_settings(flags)
-    except ConfigError:
-        return None  # the command reports it
+def start_reading_memory(settings: Settings, question: str | None = None) -> FolderWarmup | None:
+    """Start reading the folder a command with ``settings`` will recall from; ``None``
+    when it will not recall (memory off, a database store). ``question``: ``run``'s,
+    when it is on the command line: a reader process reads the folder and runs the
+    question's instant pass (see :class:`PrimedRecall`), so this interpreter reads
+    nothing before its first request; the thread when it cannot start."""
     if not settings.memory_enabled or settings.store:
         return None
     root = settings.memory_folder()
     if question and question.strip():
-        primed = _prime(root, question, flags)
+        primed = _prime(root, question, reader_settings(settings, root))
         if primed is not None:
             return primed
     return warm_folder(root)
+
+
+#: What of the command's settings the reader process's pass depends on (it is given
+#: them resolved: it reads no command line, environment or settings file).
+_READER_SETTINGS: Final = (
+    "quarantine",
+    "recall_file_chars",
+    "recall_file_lines",
+    "skip_trivial",
+    "instant_files",
+    "recall_files",
+)
+
+
+def reader_settings(settings: Settings, root: Path) -> dict[str, object]:
+    """The part of ``settings`` the reader process needs, as JSON-ready data (the
+    folder ``root`` resolved)."""
+    return {"memory_dir": str(root), **{name: getattr(settings, name) for name in _READER_SETTINGS}}
 
 
 def warm_folder(root: Path) -> FolderWarmup:
@@ -302,7 +306,7 @@ def warm_folder(root: Path) -> FolderWarmup:
         return found
 
 
-def _prime(root: Path, question: str, flags: Mapping[str, object]) -> FolderWarmup | None:
+def _prime(root: Path, question: str, given: Mapping[str, object]) -> FolderWarmup | None:
     """Start the reader process of :class:`PrimedRecall` for ``root``; ``None`` when it
     cannot start (the thread reads the folder then)."""
     import json
@@ -321,7 +325,7 @@ def _prime(root: Path, question: str, flags: Mapping[str, object]) -> FolderWarm
         os.close(handle)
         try:
             child = subprocess.Popen(
-                [sys.executable, "-c", _PRIME_CODE, out, question, json.dumps(dict(flags))],
+                [sys.executable, "-c", _PRIME_CODE, out, question, json.dumps(dict(given))],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -374,27 +378,3 @@ def adopt(root: Path) -> FolderWarmup | None:
     """The warm-up started for ``root`` in this process, if any."""
     with _lock:
         return _started.get(root.expanduser().absolute())
-
-
-def _memory_flags(argv: Sequence[str]) -> dict[str, object] | None:
-    """The folder flags of a recalling command, or ``None`` (another command, memory
-    off by flag, or a command line this quick reading does not understand)."""
-    args = list(argv)
-    command = next((a for a in args if not a.startswith("-")), None)
-    if command not in _RECALLING:
-        return None
-    flags: dict[str, object] = {}
-    rest = args[args.index(command) + 1 :]
-    for index, arg in enumerate(rest):
-        if arg == "--":
-            break
-        if arg == "--no-memory":
-            return None
-        name, eq, value = arg.partition("=")
-        if name in _VALUED:
-            if not eq:
-                if index + 1 >= len(rest):
-                    return None
-                value = rest[index + 1]
-            flags[_VALUED[name]] = value
-    return flags

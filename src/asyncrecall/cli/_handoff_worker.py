@@ -4,7 +4,7 @@
 what it owes to :func:`hand_off`, which writes it to a hand-off file (see
 :mod:`asyncrecall.agent._handoff`) and, unless a worker is already draining that
 store's hand-offs (one at a time: it holds the store's drain lock), starts ``python -m
-asyncrecall._handoff_worker`` detached (a session of its own on POSIX, a process group
+asyncrecall.cli._handoff_worker`` detached (a session of its own on POSIX, a process group
 without a console on Windows: the terminal's Ctrl-C and hang-up do not reach it),
 standard input a pipe, output to the hand-off folder's ``worker.log``. It holds the
 drain lock from the command (the descriptor is inherited; on Windows, where a lock is
@@ -50,7 +50,7 @@ logger = logging.getLogger("asyncrecall.agent")
 #: A hand-off whose extraction failed this many times (the endpoint down, say) is
 #: given up, with a warning in the log; a worker that died does not count.
 MAX_ATTEMPTS: Final = 3
-MODULE: Final = "asyncrecall._handoff_worker"
+MODULE: Final = "asyncrecall.cli._handoff_worker"
 #: Times one worker asks again after its side query gave way to a main turn.
 _GIVE_WAY_ROUNDS: Final = 5
 # The worker starts at a low priority, before its imports (half a second of CPU): the

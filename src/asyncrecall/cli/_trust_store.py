@@ -2,7 +2,7 @@
 
 A project's ``.asyncrecall/settings.toml`` came with the folder (a cloned repository,
 an unpacked archive): its author wrote it, not the user. Until the user trusts it, only
-its harmless keys apply (see :mod:`asyncrecall._settings`). Trust is given to one
+its harmless keys apply (see :mod:`asyncrecall.cli._settings`). Trust is given to one
 content of one file, as direnv's ``allow`` does: the record keeps the file's resolved
 path and the SHA-256 of its bytes, so any edit (a ``git pull``) makes it untrusted
 again until the user trusts it anew.

@@ -8,7 +8,7 @@ user trusts it (``_sources``); what each setting is and parses as: ``_values``.
 
 from __future__ import annotations
 
-from asyncrecall._settings._sources import (
+from asyncrecall.cli._settings._sources import (
     UNTRUSTED_FREE,
     UNTRUSTED_NARROWING,
     SettingsFile,
@@ -16,7 +16,7 @@ from asyncrecall._settings._sources import (
     load_settings,
     project_settings_file,
 )
-from asyncrecall._settings._values import (
+from asyncrecall.cli._settings._values import (
     RECALL_MODES,
     OutputFormat,
     SelectorName,

@@ -2,7 +2,7 @@
 user trusts it, the user's home file; :func:`load_settings` resolves them.
 
 The project's file came with the folder: its author wrote it, not the user. Until the
-user trusts it (``asyncrecall trust``, see :mod:`asyncrecall._trust`; an edit undoes
+user trusts it (``asyncrecall trust``, see :mod:`asyncrecall.cli._trust_store`; an edit undoes
 the trust), only the keys of :data:`UNTRUSTED_FREE` and :data:`UNTRUSTED_NARROWING`
 apply from it; the others are ignored and named in ``Settings.untrusted``, which the
 command line prints as one warning. And whatever a layer holds, the endpoint and the
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings._values import (
+from asyncrecall.cli._settings._values import (
     DEFAULTS,
     ENV_VARIABLES,
     PARSERS,
@@ -30,7 +30,7 @@ from asyncrecall._settings._values import (
     UntrustedSettings,
     path_value,
 )
-from asyncrecall._trust import trust_state
+from asyncrecall.cli._trust_store import trust_state
 
 __all__ = [
     "UNTRUSTED_FREE",
