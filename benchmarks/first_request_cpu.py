@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall.bench._cli import QUESTION, build_folder, rewrite_notes
+
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 #: The code each measured process runs: the CLI's entry with the steps timed.

@@ -40,9 +40,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from asyncrecall._exceptions import ConfigError
+from asyncrecall.agent import Agent, RecallMode
 from asyncrecall.cli._session import Session, open_session
 from asyncrecall.cli._settings import Settings
-from asyncrecall.agent import Agent, RecallMode
 from asyncrecall.demo._quiet import quiet_known_noise
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest

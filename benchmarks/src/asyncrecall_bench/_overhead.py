@@ -42,8 +42,8 @@ from rich.table import Table
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import ConfigError
-from asyncrecall.cli._settings import Settings
 from asyncrecall.agent import Agent, AgentClient
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryStore,
