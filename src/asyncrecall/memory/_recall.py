@@ -160,7 +160,11 @@ class Recaller:
             return EMPTY_RECALL
         offer: Callable[[Sequence[MemoryDoc]], Sequence[MemoryDoc]] | None
         offer = getattr(chosen, "offer", None)
-        listed = offer(offered) if offer is not None else offered
+        prefer: Callable[[str, Sequence[MemoryDoc]], Sequence[MemoryDoc]] | None
+        prefer = getattr(chosen, "prefer", None)
+        listed = offered
+        if offer is not None:
+            listed = offer(prefer(query, offered) if prefer is not None else offered)
         left_out = len(offered) - len(listed)
         outcome = await _select(chosen, query, listed, limit=limit, cancel=cancel)
         if outcome is None:

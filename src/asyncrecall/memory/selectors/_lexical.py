@@ -53,6 +53,7 @@ from typing import Final
 
 from asyncrecall.memory._threads import check, run_off_loop
 from asyncrecall.memory._types import MemoryDoc
+from asyncrecall.memory.selectors._fields import FieldIndex
 from asyncrecall.memory.selectors._tokens import (
     QueryTerms,
     analyse,
@@ -62,7 +63,14 @@ from asyncrecall.memory.selectors._tokens import (
     tokenize,
 )
 
-__all__ = ["MIN_COVERAGE", "NAMES_COVERAGE", "LexicalSelector", "named_terms", "tokenize"]
+__all__ = [
+    "MIN_COVERAGE",
+    "NAMES_COVERAGE",
+    "LexicalSelector",
+    "first_fields",
+    "named_terms",
+    "tokenize",
+]
 
 logger = logging.getLogger("asyncrecall.memory")
 
@@ -161,6 +169,14 @@ def _folder(doc: MemoryDoc) -> Path | None:
     return doc.path.parents[depth - 1]
 
 
+def first_fields(named: Sequence[int], ranked: Sequence[int], limit: int) -> list[int]:
+    """The memories the field signal matched (``named``), then the ``ranked`` others,
+    ``limit`` at most: the field signal weighs above the body."""
+    chosen = list(named[:limit])
+    chosen += [i for i in ranked if i not in chosen][: limit - len(chosen)]
+    return chosen
+
+
 def _covered(terms: QueryTerms, known: Sequence[bool]) -> int:
     """How many of the query's coverage units some document holds."""
     return sum(1 for groups, need in terms.units if sum(known[g] for g in groups) >= need)
@@ -216,6 +232,10 @@ class LexicalSelector:
         #: few ms per 200 files, off the loop), so a query reads only its own terms'
         #: postings. A process that ranks once (``asyncrecall run``) does without.
         self.postings = postings
+        #: The field signal (:mod:`._fields`): memories whose name or description
+        #: answers the query come first, and abstention never hides them. Shared with
+        #: the vector selectors built on this one.
+        self.fields = FieldIndex()
 
     def __repr__(self) -> str:
         return f"LexicalSelector(k1={self._k1}, b={self._b}, abstain={self.abstain})"
@@ -235,7 +255,9 @@ class LexicalSelector:
     def ready(self, docs: Sequence[MemoryDoc]) -> bool:
         """Whether ranking ``docs`` would tokenise nothing but the query (no file I/O,
         no import, no document tokenised): then it costs well under a millisecond."""
-        return stemmers_loaded() and self._cached_stats(docs) is not None
+        return (
+            stemmers_loaded() and self._cached_stats(docs) is not None and self.fields.ready(docs)
+        )
 
     def _cached_stats(self, docs: Sequence[MemoryDoc]) -> list[_DocStats] | None:
         """Each document's counts when all are cached, else ``None`` (nothing is
@@ -288,6 +310,7 @@ class LexicalSelector:
             return False  # the folder's persisted counts were never read: prepare() does
         for doc in missing:
             self._stats[doc.path] = _count(doc)
+        self.fields.prepare(docs)
         return True
 
     def prepare(self, docs: Sequence[MemoryDoc], *, stop: threading.Event | None = None) -> None:
@@ -305,6 +328,7 @@ class LexicalSelector:
         # over an unchanged folder then read each term's postings, not every document.
         if self.postings:
             self._snapshot(docs, index=True)
+        self.fields.prepare(docs)
 
     def _prepare(self, docs: Sequence[MemoryDoc], stop: threading.Event | None) -> None:
         folders: dict[Path | None, list[MemoryDoc]] = {}
@@ -328,17 +352,31 @@ class LexicalSelector:
     def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
         """Synchronous selection, for callers that want an instant lexical pass.
 
-        Empty when the selector abstains (:meth:`abstains`, unless ``abstain=False``).
+        Empty when the selector abstains (:meth:`abstains`, unless ``abstain=False``)
+        and no memory's name or description answers the query (:mod:`._fields`).
         """
+        return self.rank_explained(query, docs, limit=limit)[0]
+
+    def rank_explained(
+        self, query: str, docs: Sequence[MemoryDoc], *, limit: int
+    ) -> tuple[list[MemoryDoc], str | None]:
+        """:meth:`rank`, and when it selects nothing, why (``no_terms``, ``no_match``,
+        ``names_unknown``, ``below_threshold``)."""
         if not docs or limit <= 0:
-            return []
+            return [], "no_candidates" if not docs else None
         scores, terms, known = self._scores(query, docs)
-        if self.abstain and self._abstains(terms, known):
-            return []
+        named = self.fields.matches(query, docs)
+        reason = self._reason(terms, known) if self.abstain else None
+        if reason is not None:
+            if not named:
+                return [], reason
+            named.sort(key=lambda i: -scores[i])  # stable: field coverage first
+            return [docs[i] for i in named[:limit]], None
         best = heapq.nlargest(
             limit, (i for i in range(len(docs)) if scores[i] > 0.0), key=lambda i: (scores[i], -i)
         )
-        return [docs[i] for i in best]
+        chosen = first_fields(named, best, limit)
+        return [docs[i] for i in chosen], None if chosen else "no_match"
 
     def scores(self, query: str, docs: Sequence[MemoryDoc]) -> list[float]:
         """The BM25 score of each document (0.0 where no query term occurs)."""
@@ -399,12 +437,29 @@ class LexicalSelector:
         return self._abstains(terms, known)
 
     def _abstains(self, terms: QueryTerms, known: Sequence[bool]) -> bool:
+        return self._reason(terms, known) is not None
+
+    def _reason(self, terms: QueryTerms, known: Sequence[bool]) -> str | None:
+        """Why the coverage gates abstain (``None``: they do not)."""
         if not terms.units:
-            return True
+            return "no_terms"
         covered = _covered(terms, known)
+        if covered == 0:
+            return "no_match"
         if _names_unknown(terms, known, covered):
-            return True
-        return covered < self.min_coverage * len(terms.units)
+            return "names_unknown"
+        if covered < self.min_coverage * len(terms.units):
+            return "below_threshold"
+        return None
+
+    def gate_reason(self, query: str, docs: Sequence[MemoryDoc]) -> str | None:
+        """Why :meth:`vector_gates` holds (``None``: it does not)."""
+        _, terms, known = self._scores(query, docs)
+        if not terms.units:
+            return None if terms.english else "no_terms"
+        if _names_unknown(terms, known, _covered(terms, known)):
+            return "names_unknown"
+        return None if terms.english else self._reason(terms, known)
 
     def names_unknown(self, query: str, docs: Sequence[MemoryDoc]) -> bool:
         """Whether ``query`` names something (a capitalised word after its first, not a

@@ -24,6 +24,7 @@ from asyncrecall.memory._budget import MANIFEST_BYTES, MANIFEST_FILES
 from asyncrecall.memory._prompt import format_manifest, manifest_line
 from asyncrecall.memory._selector import SELECTION_KEY, Selector, validate_selection
 from asyncrecall.memory._types import MemoryDoc
+from asyncrecall.memory.selectors._fields import FieldIndex
 from asyncrecall.memory.selectors._lexical import LexicalSelector
 from asyncrecall.models import Model
 
@@ -101,6 +102,9 @@ class ModelSelector:
             LexicalSelector() if fallback is _Default.LEXICAL else fallback
         )
         self.timeout = timeout
+        #: The field signal (:mod:`._fields`), shared with a lexical fallback's: the
+        #: memories whose name or description answers the query are offered first.
+        self.fields: FieldIndex = getattr(self.fallback, "fields", None) or FieldIndex()
 
     def __repr__(self) -> str:
         return f"ModelSelector({self.model.name!r}, timeout={self.timeout})"
@@ -130,6 +134,15 @@ class ModelSelector:
                     f"side query timed out after {self.timeout:g} s (the old design's timeout)"
                 ) from exc
         return validate_selection(_as_mapping(answer), docs, limit=limit)
+
+    def prefer(self, query: str, docs: Sequence[MemoryDoc]) -> Sequence[MemoryDoc]:
+        """``docs`` with the memories whose name or description answers ``query`` first,
+        so the bounded manifest (:meth:`offer`) always lists them."""
+        named = self.fields.matches(query, docs)
+        if not named:
+            return docs
+        first = set(named)
+        return [docs[i] for i in named] + [d for i, d in enumerate(docs) if i not in first]
 
     def offer(self, docs: Sequence[MemoryDoc]) -> Sequence[MemoryDoc]:
         """The documents the manifest lists: the first ``manifest_files``, as many of them
