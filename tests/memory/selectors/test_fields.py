@@ -177,3 +177,16 @@ async def test_the_model_selector_is_offered_it_first(
         result = await manager.recall("how do I indent Go code?")
     assert "go-indent.md" in json.dumps(local_server.requests[-1].messages)
     assert result.paths == ("go-indent.md",)
+
+
+async def test_recall_says_why_it_abstains(store: MemoryStore, write: WriteFile) -> None:
+    """The recall result names the reason: too short, no match, below the threshold."""
+    write("go-indent.md", topic("Indent style for Go", description="indent style", body="Tabs."))
+    write("tea.md", topic("Tea", description="drinks", body="Alice drinks green tea daily."))
+    manager = Recaller(store, LexicalSelector(persist=False), skip_trivial=True)
+    assert (await manager.recall("indentation")).reason == "too_short"
+    assert (await manager.recall("quarterly revenue for Brazil")).reason == "no_match"
+    weak = await manager.recall("quarterly revenue forecast of green cars in brazil")
+    assert (weak.paths, weak.reason) == ((), "below_threshold")
+    found = await manager.recall("how do I indent Go code?")
+    assert (found.paths, found.reason) == (("go-indent.md",), None)

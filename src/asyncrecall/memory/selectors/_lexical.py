@@ -243,12 +243,18 @@ class LexicalSelector:
     async def select(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
         """The BM25 top ``limit`` (see :meth:`rank`): computed now when :meth:`ready`,
         else in a worker thread that stops once the awaiting task is cancelled."""
-        if self.ready(docs):
-            return self.rank(query, docs, limit=limit)
+        return (await self.select_explained(query, docs, limit=limit))[0]
 
-        def prepared_rank(stop: threading.Event) -> list[MemoryDoc]:
+    async def select_explained(
+        self, query: str, docs: Sequence[MemoryDoc], *, limit: int
+    ) -> tuple[list[MemoryDoc], str | None]:
+        """:meth:`select`, and when it selects nothing, why (:meth:`rank_explained`)."""
+        if self.ready(docs):
+            return self.rank_explained(query, docs, limit=limit)
+
+        def prepared_rank(stop: threading.Event) -> tuple[list[MemoryDoc], str | None]:
             self.prepare(docs, stop=stop)
-            return self.rank(query, docs, limit=limit)
+            return self.rank_explained(query, docs, limit=limit)
 
         return await run_off_loop(prepared_rank, name="asyncrecall-lexical")
 
