@@ -294,9 +294,7 @@ class _VectorSelector:
         self.lexical.prepare(docs, stop=stop)  # cold: tokenise with cancellation checks
         named = self.lexical.fields.matches(query, docs)
         order, reason = self._order(query, docs, stop)
-        if reason is not None:
-            order = []
-        chosen = first_fields(named, order, limit)
+        chosen = list(named[:limit]) if reason is not None else first_fields(named, order, limit)
         return [docs[i] for i in chosen], None if chosen else reason or "no_match"
 
     def _order(

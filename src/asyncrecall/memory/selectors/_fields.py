@@ -7,8 +7,9 @@ description, as the user wrote them (stemmed: "indentation" finds "indent", "fil
 finds "file"; each Latin-script word in every supported language, a name being too
 short to tell its language by), and every selector that ships heeds it:
 
-- the lexical, embedding and hybrid selectors put the memories it matches first and
-  never abstain while one matches;
+- the lexical, embedding and hybrid selectors never abstain while one matches (they
+  then select what it matches), and otherwise keep its best match among those they
+  select (in the last place, when their ranking left it out);
 - the model selector is offered them first (its manifest is bounded), so a folder
   larger than the manifest cannot hide them.
 

@@ -170,10 +170,13 @@ def _folder(doc: MemoryDoc) -> Path | None:
 
 
 def first_fields(named: Sequence[int], ranked: Sequence[int], limit: int) -> list[int]:
-    """The memories the field signal matched (``named``), then the ``ranked`` others,
-    ``limit`` at most: the field signal weighs above the body."""
-    chosen = list(named[:limit])
-    chosen += [i for i in ranked if i not in chosen][: limit - len(chosen)]
+    """The ``ranked`` documents, ``limit`` at most, with the best one the field signal
+    matched (``named``) among them: it takes the last place when the ranking left it
+    out. Only one: on LoCoMo, putting every field match first cost 0.05 of hit@5 (the
+    descriptions there are long and name the speaker)."""
+    chosen = list(ranked[:limit])
+    if named and limit > 0 and named[0] not in chosen:
+        chosen = [*chosen[: limit - 1], named[0]]
     return chosen
 
 
