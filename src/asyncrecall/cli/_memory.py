@@ -585,7 +585,7 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
         console.print(f"  {doc.rel_path} — {doc.name}", markup=False)
     if why:
         console.print(
-            f"nothing recalled ({_reason_code(manager_why, result)}): {why}", markup=False
+            f"nothing recalled: {why} [{_reason_code(manager_why, result)}]", markup=False
         )
     if result.prompt:
         console.print()
