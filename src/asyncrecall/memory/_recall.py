@@ -9,6 +9,10 @@ query. Its promises:
   a bare "yes"/"ok") when the manager's ``skip_trivial`` is on (the command line's
   default: the ``skip_trivial`` setting; off by default in the library, where a
   caller's one-word message may be a real query);
+- a selector that is not instant and has an ``abstains(query, docs)`` method (the
+  model selector: the embedded selectors' names gate, read from its warm lexical
+  fallback) is not asked when that gives a reason: no side query for a question about
+  something no memory mentions; ``RecallResult.reason`` carries it;
 - a selector with an ``offer`` method (the model selector: its bounded manifest) is
   offered only what that returns; ``RecallResult.manifest_left_out`` counts the rest
   (its fallback is offered everything);
@@ -162,6 +166,12 @@ class Recaller:
         offered = self._offered(docs, excluded_paths)
         if not offered:
             return EMPTY_RECALL
+        gate: Callable[[str, Sequence[MemoryDoc]], str | None] | None
+        gate = getattr(chosen, "skip_reason", None) if not _is_inline(chosen) else None
+        if gate is not None:
+            why = gate(query, offered)
+            if why is not None:
+                return RecallResult("", (), chosen.name, reason=why)
         offer: Callable[[Sequence[MemoryDoc]], Sequence[MemoryDoc]] | None
         offer = getattr(chosen, "offer", None)
         prefer: Callable[[str, Sequence[MemoryDoc]], Sequence[MemoryDoc]] | None

@@ -190,3 +190,24 @@ async def test_recall_says_why_it_abstains(store: MemoryStore, write: WriteFile)
     assert (weak.paths, weak.reason) == ((), "below_threshold")
     found = await manager.recall("how do I indent Go code?")
     assert (found.paths, found.reason) == (("go-indent.md",), None)
+
+
+async def test_no_side_query_for_a_question_about_someone_no_memory_mentions(
+    local_server: LocalServer, store: MemoryStore, write: WriteFile
+) -> None:
+    """The model selector obeys the embedded selectors' names gate (once its lexical
+    fallback is warm): no side query, reason ``names_unknown``; a question the folder
+    knows still gets one."""
+    write("tea.md", topic("Tea", description="what Alice drinks", body="Alice drinks tea."))
+    write("ci.md", topic("CI", description="the pipeline", body="pytest, then ruff."))
+    local_server.set_default("side", Reply(json={"selected_memories": ["tea.md"]}))
+    async with OpenAIModel(model="side", base_url=local_server.base_url, max_retries=0) as side:
+        manager = Recaller(store, ModelSelector(side))
+        await manager.warm()
+        before = len(local_server.requests)
+        skipped = await manager.recall("What workshop did Caroline attend recently?")
+        assert (skipped.paths, skipped.reason) == ((), "names_unknown")
+        assert len(local_server.requests) == before
+        asked = await manager.recall("What does Alice drink in the morning?")
+        assert asked.paths == ("tea.md",)
+        assert len(local_server.requests) == before + 1
