@@ -50,7 +50,7 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall.agent import Agent, AgentClient, ClientOptions
 from asyncrecall.cli._session import BLOCKING_SELECTOR_TIMEOUT
 from asyncrecall.cli._settings import Settings
-from asyncrecall.demo._quiet import quiet_known_noise
+from asyncrecall.cli.demo._quiet import quiet_known_noise
 from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller, Selector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
