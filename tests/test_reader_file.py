@@ -19,7 +19,7 @@ import pytest
 
 from asyncrecall import _prewarm
 from asyncrecall._memory_config import prime_child
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.testing import LocalServer, Reply
 from conftest import processes
 
@@ -29,8 +29,10 @@ QUESTION = "why does CI hang on real sockets?"
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
-    store = MemoryStore(tmp_path / "memory")
-    store.save_memory("ci hang", "CI hangs on real sockets", "project", "Use fake_bank.")
+    store = FolderStore(tmp_path / "memory")
+    store.save_memory(
+        "ci hang", "CI hangs on real sockets", "project", "Use fake_bank.", origin="user"
+    )
     return store.root
 
 

@@ -40,9 +40,9 @@ if TYPE_CHECKING:
         MessageType,
     )
     from asyncrecall.memory import (
+        FolderStore,
         LexicalSelector,
         MemoryManager,
-        MemoryStore,
         ModelSelector,
         RecallResult,
         Selector,
@@ -57,10 +57,11 @@ _LAZY = {
     "AgentClient": "asyncrecall.agent",
     "AgentEvent": "asyncrecall.agent",
     "ClientOptions": "asyncrecall.agent",
+    "FolderStore": "asyncrecall.memory",
     "LexicalSelector": "asyncrecall.memory",
     "MemoryBlock": "asyncrecall.prefetch",
     "MemoryManager": "asyncrecall.memory",
-    "MemoryStore": "asyncrecall.memory",
+    "MemoryStore": "asyncrecall.memory",  # deprecated: FolderStore (warns on each use)
     "MessageType": "asyncrecall.agent",
     "Model": "asyncrecall.models",
     "ModelSelector": "asyncrecall.memory",
@@ -78,12 +79,12 @@ __all__ = [
     "CancelSignal",
     "ClientOptions",
     "ConfigError",
+    "FolderStore",
     "HistoryError",
     "LexicalSelector",
     "MemoryBlock",
     "MemoryConflictError",
     "MemoryManager",
-    "MemoryStore",
     "MemoryStoreError",
     "MessageType",
     "Model",
@@ -110,5 +111,6 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'asyncrecall' has no attribute {name!r}")
     value = getattr(import_module(module), name)
-    globals()[name] = value
+    if name in __all__:
+        globals()[name] = value  # a deprecated name is not kept: it warns on each use
     return value

@@ -14,13 +14,13 @@ from asyncrecall._prewarm import adopt, encode_result, sweep_reader_files, write
 from asyncrecall._settings import Settings
 from asyncrecall.memory import (
     EmbeddingSelector,
+    FolderStore,
     HybridSelector,
     LexicalSelector,
     MemoryManager,
-    MemoryStore,
-    MemoryStoreProtocol,
     ModelSelector,
     Selector,
+    Store,
     embedding_available,
     is_postgres_url,
 )
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
+def open_memory_store(settings: Settings) -> Store:
     """The store ``settings`` name: the database of ``store`` (``--store`` /
     ``ASYNCRECALL_STORE``), else the project's memory folder.
 
@@ -51,16 +51,16 @@ def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
                 "away, or pass --memory-dir DIR"
             )
         warmup = adopt(root)  # read since the process started: adopt its caches
-        return warmup.store if warmup is not None else MemoryStore(root)
+        return warmup.store if warmup is not None else FolderStore(root)
     if not is_postgres_url(url):
         raise ConfigError(
             f"--store must be a postgresql:// URL, got {url.split('://')[0]!r}; "
             "for a folder use --memory-dir"
         )
-    from asyncrecall.memory.postgres._store import PostgresMemoryStore, default_namespace
+    from asyncrecall.memory.postgres._store import PostgresStore, default_namespace
 
     namespace = settings.namespace or default_namespace(settings.project)
-    return PostgresMemoryStore.open(url, namespace=namespace)
+    return PostgresStore.open(url, namespace=namespace)
 
 
 def build_memory_manager(settings: Settings, *, side_model: Model | None) -> MemoryManager:
@@ -96,7 +96,7 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Mem
     else:
         assert_never(name)
     manager = MemoryManager(store, selector, **manager_options(settings))
-    warmup = adopt(store.root) if isinstance(store, MemoryStore) else None
+    warmup = adopt(store.root) if isinstance(store, FolderStore) else None
     if warmup is not None and warmup.store is store and warmup.primed is not None:
         manager.prime(warmup.primed.query, warmup.primed.take)  # run's question, read ahead
     return manager
@@ -113,11 +113,11 @@ def manager_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def shared_lexical(store: MemoryStoreProtocol) -> LexicalSelector:
+def shared_lexical(store: Store) -> LexicalSelector:
     """The lexical selector of ``store``'s folder warm-up (its term counts are loaded
     or on their way), else a new one. The instant pass and the model selector's
     fallback share it."""
-    warmup = adopt(store.root) if isinstance(store, MemoryStore) else None
+    warmup = adopt(store.root) if isinstance(store, FolderStore) else None
     if warmup is not None and warmup.store is store:
         return warmup.lexical
     return LexicalSelector()
@@ -139,7 +139,7 @@ def prime_child(argv: Sequence[str]) -> int:
     out, question, flags = argv[0], argv[1], json.loads(argv[2])
     settings = load_settings(flags)
     lexical = LexicalSelector(postings=False)
-    store = MemoryStore(settings.memory_folder())
+    store = FolderStore(settings.memory_folder())
     lexical.prepare(store.warm_scan())
     manager = MemoryManager(store, lexical, **manager_options(settings))
     results: dict[str, Any] = {}

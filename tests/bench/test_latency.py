@@ -31,7 +31,7 @@ from asyncrecall.bench._workload import (
     draw_plans,
 )
 from asyncrecall.cli import main
-from asyncrecall.memory import LexicalSelector, MemoryStore
+from asyncrecall.memory import FolderStore, LexicalSelector
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import RecordedRequest
 
@@ -111,7 +111,7 @@ def test_the_corpus_names_real_memories_that_lexical_recall_finds(tmp_path: Path
     assert len(names) == len(MEMORIES) >= 30
     assert all(set(query.memories) <= names for query in QUERIES)
     paths = build_memory_folder(tmp_path / "memory")
-    docs = MemoryStore(tmp_path / "memory").scan()
+    docs = FolderStore(tmp_path / "memory").scan()
     assert len(docs) == len(MEMORIES) and set(paths) == names
     for query in QUERIES:
         assert LexicalSelector().rank(query.text, docs, limit=2), query.text

@@ -39,10 +39,10 @@ from asyncrecall._settings import Settings
 from asyncrecall.bench._locomo import _load
 from asyncrecall.bench._quality import _endpoint_model, default_dataset
 from asyncrecall.memory import (
+    FolderStore,
     LexicalSelector,
     MemoryExtractor,
     MemoryManager,
-    MemoryStore,
     ModelSelector,
     Selector,
     TranscriptTurn,
@@ -172,7 +172,7 @@ async def evaluate(
     memories = refused = 0
     with tempfile.TemporaryDirectory(prefix="asyncrecall-extract-") as tmp:
         for index, conversation in enumerate(conversations):
-            store = MemoryStore(Path(tmp) / f"{index:03d}" / "memory")
+            store = FolderStore(Path(tmp) / f"{index:03d}" / "memory")
             store.ensure()
             extractor = MemoryExtractor(store, side_model)
             turns, offset_of = replay_turns(conversation)

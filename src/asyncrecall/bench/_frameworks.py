@@ -69,7 +69,7 @@ from asyncrecall.bench._workload import (
     shared_side_model_name,
     tagged_text,
 )
-from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.memory import FolderStore, MemoryManager, ModelSelector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 
@@ -152,7 +152,7 @@ async def measure(config: FrameworksConfig) -> dict[str, dict[str, list[Trace]]]
     async with child_server(control=True) as server:
         with tempfile.TemporaryDirectory() as tmp:
             paths = build_memory_folder(Path(tmp) / "memory")
-            store = MemoryStore(Path(tmp) / "memory")
+            store = FolderStore(Path(tmp) / "memory")
             store.scan()  # warm, as in a session past its first query
             for framework in config.frameworks:
                 driver = _DRIVERS[framework](server.base_url)
@@ -175,7 +175,7 @@ async def measure(config: FrameworksConfig) -> dict[str, dict[str, list[Trace]]]
 async def _pattern(
     server: ChildServer,
     driver: Driver,
-    store: MemoryStore,
+    store: FolderStore,
     paths: Mapping[str, str],
     plans: _Plans,
     framework: str,
@@ -200,7 +200,7 @@ async def _pattern(
 async def _one(
     server: ChildServer,
     driver: Driver,
-    store: MemoryStore,
+    store: FolderStore,
     tag: str,
     pattern: str,
     plan: QueryPlan,

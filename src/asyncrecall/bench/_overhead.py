@@ -49,9 +49,9 @@ from asyncrecall.bench._scale import ScaleResult, child_server, measure_idle, me
 from asyncrecall.bench._serve import SIDE_MODEL, WARMUP_PREFIX
 from asyncrecall.bench._workload import ScriptedTools
 from asyncrecall.memory import (
+    FolderStore,
     LexicalSelector,
     MemoryManager,
-    MemoryStore,
     ModelSelector,
     RecallResult,
     Selector,
@@ -266,7 +266,7 @@ async def measure_recall_cpu(
     Against the child server's instant side model; one call at a time, interleaved, so
     each figure is this process's own CPU for one call (worker threads included).
     """
-    store = MemoryStore(memory_dir)
+    store = FolderStore(memory_dir)
     docs = store.scan()
     model_name = WARMUP_PREFIX + SIDE_MODEL
     request = {
@@ -344,7 +344,7 @@ async def measure_recall_cpu(
 class _PreparedRecall(MemoryManager):
     """A recall that returns a prepared result at once, or (``result=None``) never."""
 
-    def __init__(self, store: MemoryStore, result: RecallResult | None) -> None:
+    def __init__(self, store: FolderStore, result: RecallResult | None) -> None:
         super().__init__(store, LexicalSelector())
         self._prepared = result
 
@@ -378,7 +378,7 @@ def _agent(project: Path, memory: MemoryManager | None) -> Agent:
 
 async def measure_per_query(repeats: int, *, project: Path) -> dict[str, float]:
     """Median wall time (microseconds) of one user query per variant (see the module doc)."""
-    store = MemoryStore(project.parent / "memory")
+    store = FolderStore(project.parent / "memory")
     docs = tuple(d for d in store.scan() if d.name in {m.name for m in MEMORIES[:2]})
     result = RecallResult(format_memory_block(docs, now=time.time()), docs, "model")
     agents = {

@@ -44,7 +44,7 @@ from asyncrecall.bench._corpus import QUERIES
 from asyncrecall.bench._measure import QueryTrace, percentile, ticking, trace_query
 from asyncrecall.bench._serve import MAIN_MODEL, SIDE_MODEL, WARMUP_PREFIX
 from asyncrecall.bench._workload import ScriptedTools
-from asyncrecall.memory import MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.memory import FolderStore, MemoryManager, ModelSelector
 from asyncrecall.models import OpenAIModel
 
 __all__ = ["ChildServer", "ScaleResult", "child_server", "measure_idle", "measure_scale"]
@@ -209,7 +209,7 @@ async def _run_sessions(
         model=prefix + MAIN_MODEL, base_url=base_url, client=main_http, max_retries=0
     )
     side = OpenAIModel(model=prefix + SIDE_MODEL, base_url=base_url, api_key="bench", max_retries=0)
-    manager = MemoryManager(MemoryStore(memory_dir), ModelSelector(side)) if memory else None
+    manager = MemoryManager(FolderStore(memory_dir), ModelSelector(side)) if memory else None
     tools = ScriptedTools(project)
     clients = [AgentClient(model=main, memory=manager, tools=tools.specs) for _ in range(count)]
     traces: list[QueryTrace] = []

@@ -1,8 +1,9 @@
 """The memory folder, scanning, selectors and recall. Knows nothing of the agent.
 
-A project's memory is a folder of Markdown topic files plus an index, ``MEMORY.md``
-(:class:`MemoryStore`); :class:`PostgresMemoryStore` keeps them in PostgreSQL for
-fleets of workers (the ``postgres`` extra), behind the same :class:`MemoryStoreProtocol`.
+Every store implements :class:`Store`, the one store interface. A project's memory is a
+folder of Markdown topic files plus an index, ``MEMORY.md`` (:class:`FolderStore`);
+:class:`PostgresStore` keeps them in PostgreSQL for fleets of workers (the ``postgres``
+extra).
 :class:`MemoryManager` recalls the memories relevant to a query with a
 :class:`Selector` (:class:`ModelSelector`: one side query to a fast model;
 :class:`LexicalSelector`: BM25, local) and formats them as the memory block the agent
@@ -38,7 +39,15 @@ from asyncrecall.memory._prompt import (
 from asyncrecall.memory._provenance import ORIGINS, Source, is_quarantined
 from asyncrecall.memory._recall import DEFAULT_LIMIT, MemoryManager
 from asyncrecall.memory._selector import InstantSelector, Selector, validate_selection
-from asyncrecall.memory._store_protocol import MemoryStoreProtocol, is_postgres_url
+from asyncrecall.memory._store import (
+    LIBRARY_ORIGIN,
+    ChangeWatch,
+    ExtractionBackend,
+    Gate,
+    Store,
+    StoreChange,
+)
+from asyncrecall.memory._store_protocol import is_postgres_url
 from asyncrecall.memory._types import (
     EMPTY_RECALL,
     MEMORY_TYPES,
@@ -56,7 +65,7 @@ from asyncrecall.memory.extraction._extract import (  # issue 14
     TranscriptTurn,
 )
 from asyncrecall.memory.folder._extraction import ConsolidationGate, read_source_offsets
-from asyncrecall.memory.folder._store import MemoryStore
+from asyncrecall.memory.folder._store import FolderStore
 from asyncrecall.memory.selectors._embedding import (
     EmbeddingSelector,
     HybridSelector,
@@ -74,6 +83,7 @@ __all__ = [
     "INDEX_MAX_BYTES",
     "INDEX_MAX_LINES",
     "INDEX_NAME",
+    "LIBRARY_ORIGIN",
     "MANIFEST_BYTES",
     "MANIFEST_FILES",
     "MAX_FILE_BYTES",
@@ -81,12 +91,16 @@ __all__ = [
     "ORIGINS",
     "SCAN_LIMIT",
     "SESSION_BYTES",
+    "ChangeWatch",
     "ConsolidationGate",
     "ConsolidationResult",
     "EmbeddingSelector",
+    "ExtractionBackend",
     "ExtractionResult",
     "Fingerprint",
+    "FolderStore",
     "ForeignText",
+    "Gate",
     "HybridSelector",
     "InstantSelector",
     "LexicalSelector",
@@ -94,15 +108,15 @@ __all__ = [
     "MemoryExtractor",
     "MemoryManager",
     "MemoryProposal",
-    "MemoryStore",
-    "MemoryStoreProtocol",
     "MemoryType",
     "ModelSelector",
-    "PostgresMemoryStore",
+    "PostgresStore",
     "RecallResult",
     "Refusal",
     "Selector",
     "Source",
+    "Store",
+    "StoreChange",
     "TranscriptTurn",
     "Verdict",
     "canonical_project_root",
@@ -123,14 +137,31 @@ __all__ = [
 ]
 
 
+#: The old names, kept for one release: using one warns (``DeprecationWarning``).
+_DEPRECATED = {
+    "MemoryStore": "FolderStore",
+    "MemoryStoreProtocol": "Store",
+    "PostgresMemoryStore": "PostgresStore",
+}
+
+
 def __getattr__(name: str) -> object:
-    """``PostgresMemoryStore`` is imported on first use: psycopg is an optional extra."""
-    if name == "PostgresMemoryStore":
+    """``PostgresStore`` is imported on first use: psycopg is an optional extra. The
+    deprecated names warn and give the new ones."""
+    if name in _DEPRECATED:
+        import warnings
+
+        new = _DEPRECATED[name]
+        warnings.warn(
+            f"{name} is deprecated: use asyncrecall.memory.{new}", DeprecationWarning, stacklevel=2
+        )
+        return globals()[new] if new in globals() else __getattr__(new)
+    if name == "PostgresStore":
         try:
-            from asyncrecall.memory.postgres._store import PostgresMemoryStore
+            from asyncrecall.memory.postgres._store import PostgresStore
         except ModuleNotFoundError as exc:  # pragma: no cover - the extra is installed in CI
             raise ImportError(
-                "PostgresMemoryStore needs psycopg: pip install 'asyncrecall[postgres]'"
+                "PostgresStore needs psycopg: pip install 'asyncrecall[postgres]'"
             ) from exc
-        return PostgresMemoryStore
+        return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

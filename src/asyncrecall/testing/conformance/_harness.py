@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import pytest
 
-from asyncrecall.memory import LexicalSelector, MemoryManager, MemoryStore, ModelSelector
+from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager, ModelSelector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import PrefetchEvent, RecallPrefetcher
 from asyncrecall.testing._replies import RecordedRequest, Reply
@@ -63,10 +63,10 @@ class Harness:
         self.driver = driver
         self.server = server
         self.wire: Wire = driver.wire(server)
-        self.store = MemoryStore(folder)
+        self.store = FolderStore(folder)
         self.store.ensure()
         for name, kind, description, body in MEMORIES:
-            self.store.save_memory(name, description, kind, body)
+            self.store.save_memory(name, description, kind, body, origin="user")
         #: The relative path of each memory, by name.
         self.paths = {doc.name: doc.rel_path for doc in self.store.scan()}
 
