@@ -140,8 +140,8 @@ class Store(ABC):
     **Provenance and holds.** Every write adds a :class:`Source` (where its text came
     from) to the memory's provenance. A memory with an untrusted source that no
     lifting source followed is *held* (``MemoryDoc.quarantined``): stored and listed,
-    but never offered by :meth:`candidates`' consumers to the model, and left out of
-    :meth:`index_for_prompt`; only the user lifts a hold (:meth:`confirm`, or a later
+    but recall leaves it out, and so does the system prompt's index
+    (:meth:`quarantined_paths` says which); only the user lifts a hold (:meth:`confirm`, or a later
     write whose source is ``attested``). An untrusted change to a memory recall uses
     does not replace it: it waits beside it (:meth:`pending_of`) until confirmed. A
     write without an explicit origin is untrusted (:data:`LIBRARY_ORIGIN`).
