@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from asyncrecall import MemoryStoreError
-from asyncrecall.memory import FolderStore, MemoryExtractor, Store, TranscriptTurn
+from asyncrecall.memory import FolderStore, MemoryExtractor, Source, Store, TranscriptTurn
 from asyncrecall.memory.extraction._backend import ExtractionBackend, extraction_backend
 from asyncrecall.memory.extraction._consolidate import apply_plan, consolidate, validate_plan
 from asyncrecall.memory.extraction._extract import ORPHAN_AGE_S
@@ -437,7 +437,7 @@ def test_every_write_is_recorded_and_can_be_undone(any_store: Store) -> None:
     backend = extraction_backend(any_store)
     backend.save("Tea", "drinks", "user", "green tea", {"s1": [0]}, origin="extraction")
     any_store.save_memory("Tea", "drinks", "user", "black tea", origin="user")
-    any_store.forget("Tea")
+    any_store.forget("Tea", origin="user")
     keeper: Any = any_store
     records = keeper.history_of("Tea")
     assert [(r.seq, r.op, r.origin) for r in records] == [
@@ -475,4 +475,7 @@ def test_a_conditional_write_that_meets_a_change_writes_nothing(
     assert bodies(any_store) == {"Tea": "black"}
     current = backend.get("Tea")
     assert current is not None
-    assert backend.save("Tea", "", "user", "oolong", None, expected=current).body == "oolong"
+    # (a trusted source: a write with none is held, and would wait beside "black")
+    trusted = (Source.now("extraction-user"),)
+    saved = backend.save("Tea", "", "user", "oolong", None, expected=current, sources=trusted)
+    assert saved.body == "oolong"
