@@ -24,10 +24,12 @@ with PostgresStore.open(url, namespace=namespace, listen=False, max_size=1) as s
         if same == "same":
             tag = f"{worker}:{i}"
             kind = "user" if worker == 0 else "feedback"
-            doc = store.save_memory("Shared", f"desc {tag}", kind, f"body {tag} " * (1 + i % 7))
+            doc = store.save_memory("Shared", f"desc {tag}", kind, f"body {tag} " * (1 + i % 7),
+                                    origin="user")
             records.append([doc.mtime, tag, kind])
         else:
-            store.save_memory(f"w{worker}-m{i}", f"writer {worker}", "project", f"note {i}")
+            store.save_memory(f"w{worker}-m{i}", f"writer {worker}", "project", f"note {i}",
+                              origin="user")
 print(json.dumps(records))
 """
 

@@ -36,7 +36,8 @@ with PostgresStore.open(url, namespace=namespace, listen=False, max_size=1) as s
     print("ready", flush=True)
     for i, _ in enumerate(sys.stdin):
         try:
-            store.save_memory(f"n{i}", f"from {worker}", "project", f"body {worker} {i}")
+            store.save_memory(f"n{i}", f"from {worker}", "project", f"body {worker} {i}",
+                              origin="user")
             print("ok", flush=True)
         except MemoryStoreError as exc:
             print(f"error: {exc}", flush=True)

@@ -163,7 +163,8 @@ _SAVER = textwrap.dedent(
     sys.stdout.write("ready\\n"); sys.stdout.flush()
     sys.stdin.readline()  # start together
     for i in range(int(sys.argv[3])):
-        store.save_memory(f"{tag} {i}", f"{tag} number {i}", "project", f"body {tag} {i}")
+        store.save_memory(f"{tag} {i}", f"{tag} number {i}", "project", f"body {tag} {i}",
+                          origin="user")
     """
 )
 
