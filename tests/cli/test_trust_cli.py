@@ -53,7 +53,9 @@ def _save(root: Path, name: str, content: str, *, held: bool = False) -> None:
     store = FolderStore(root)
     store.ensure()
     sources = [Source.now("extraction-assistant", untrusted=True)] if held else None
-    store.save_memory(name, "how we deploy to staging", "project", content, sources=sources)
+    store.save_memory(
+        name, "how we deploy to staging", "project", content, origin="user", sources=sources
+    )
 
 
 def _world(tmp_path: Path, a: LocalServer, b: LocalServer) -> tuple[Path, Path, Path]:
