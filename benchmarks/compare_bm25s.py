@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.bench._quality import build_memory_folder, default_dataset, gold_files
 from asyncrecall.memory import FolderStore, LexicalSelector, MemoryDoc
+from asyncrecall_bench._quality import build_memory_folder, default_dataset, gold_files
 
 Ranker = Callable[[str], list[int]]
 

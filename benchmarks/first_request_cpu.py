@@ -7,11 +7,13 @@ thread's own CPU clock (``time.thread_time``) inside each process, at the moment
 first main request is handed to the HTTP client, and also times, inside the same
 processes, each step memory adds on that thread before it:
 
-- ``entry``: ``_prewarm.start_reading_memory`` (settings, the reader process started);
+- ``entry``: ``cli._reader.start_reading_memory`` (settings, the reader process started);
 - ``system prompt``: ``build_system_prompt`` (the index less the quarantined memories;
   the same call with memory off builds the prompt without them);
-- ``instant pass``: ``MemoryManager.recall_instant`` (the reader's result taken);
-- ``prime``: ``MemoryManager.prime`` (the reader's result handed to the manager);
+- ``instant pass``: ``Recaller.recall_instant``, or the reader's result taken
+  (``cli._reader.PrimedRecall.take``);
+- ``prime``: building ``cli._memory_config.ReadAheadManager`` (the manager that answers
+  the question's instant pass with the reader's result);
 - ``imports``: the modules these steps import, which the command imports anyway, only
   later (each step's figure is without them).
 
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall.bench._cli import QUESTION, build_folder, rewrite_notes
+
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 #: The code each measured process runs: the CLI's entry with the steps timed.
@@ -91,17 +94,19 @@ def first_request(module):
 
 def prompt(module):
     timed(module, "build_system_prompt", "system prompt")
-    sys.modules["asyncrecall.agent"].build_system_prompt = module.build_system_prompt
 
 # Each module is instrumented as it is imported, never earlier: importing them here
 # would move the CLI's entry (and its reader process) after the heavy imports.
 PATCHES = {
-    "asyncrecall._prewarm": lambda m: timed(m, "start_reading_memory", "entry"),
-    "asyncrecall.memory._recall": lambda m: (
-        timed(m.MemoryManager, "recall_instant", "instant pass"),
-        timed(m.MemoryManager, "prime", "prime"),
+    "asyncrecall.cli._reader": lambda m: (
+        timed(m, "start_reading_memory", "entry"),
+        timed(m.PrimedRecall, "take", "instant pass"),
     ),
-    "asyncrecall.agent": lambda m: prompt(sys.modules["asyncrecall.agent._prompt"]),
+    "asyncrecall.memory._recall": lambda m: timed(
+        m.Recaller, "recall_instant", "instant pass"
+    ),
+    "asyncrecall.cli._memory_config": lambda m: timed(m.ReadAheadManager, "__init__", "prime"),
+    "asyncrecall.cli._system_prompt": prompt,
     "asyncrecall.models._openai": first_request,
 }
 

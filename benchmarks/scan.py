@@ -22,7 +22,7 @@ the repository), cut to the wanted size, in topic files with front matter.
   states: ``first_run`` (no persisted counts: the folder was never recalled) and
   ``new_process`` (the folder's ``.cache`` counts from an earlier process exist).
   A ``warm`` row is the second recall in the same process. p50 and p99 per figure.
-- ``--instant``: the instant pass (``MemoryManager.recall_instant``, 2 files, what
+- ``--instant``: the instant pass (``Recaller.recall_instant``, 2 files, what
   rides on the first request), warm, at 200, 2,000 and 10,000 notes of 1.5 KiB: p50,
   p99 and max over ``--samples`` rounds of the five queries, with the lexical
   selector's inverted index (its postings) and without, alternating call by call.
@@ -52,7 +52,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 
 QUERIES = [
     "what did she say about the adoption agency",
@@ -150,9 +150,9 @@ def measure_warm(count: int, tmp: Path, turns: Sequence[str]) -> dict[str, float
             started = time.perf_counter()
             selector.rank(query, docs, limit=5)
             select_times.append((time.perf_counter() - started) * 1000)
-    watched, walked = MemoryManager(store, selector), MemoryManager(walking, selector)
+    watched, walked = Recaller(store, selector), Recaller(walking, selector)
 
-    async def recalls(manager: MemoryManager) -> list[float]:
+    async def recalls(manager: Recaller) -> list[float]:
         out = []
         for query in QUERIES:
             started = time.perf_counter()
@@ -185,7 +185,7 @@ def measure_warm(count: int, tmp: Path, turns: Sequence[str]) -> dict[str, float
 
 
 def measure_instant(tmp: Path, turns: Sequence[str], samples: int) -> list[dict[str, Any]]:
-    """The instant pass as the prefetcher runs it (``MemoryManager.recall_instant``, two
+    """The instant pass as the prefetcher runs it (``Recaller.recall_instant``, two
     files, inline: folder check, offer, BM25, block), warm, per call; ``samples`` rounds
     of the five queries, with the lexical selector's inverted index (postings, the
     default) and without it, alternating call by call so both see the same load."""
@@ -201,7 +201,7 @@ def measure_instant(tmp: Path, turns: Sequence[str], samples: int) -> list[dict[
         docs = store.scan()
         for selector in (indexed, plain):
             selector.prepare(docs)
-        managers = {"index": MemoryManager(store, indexed), "no_index": MemoryManager(store, plain)}
+        managers = {"index": Recaller(store, indexed), "no_index": Recaller(store, plain)}
         times: dict[str, list[float]] = {name: [] for name in managers}
         for manager in managers.values():  # one unmeasured round each
             for query in QUERIES:
@@ -225,7 +225,7 @@ def measure_instant(tmp: Path, turns: Sequence[str], samples: int) -> list[dict[
 # -- cold: one new process per sample ---------------------------------------------------
 
 
-async def _one_recall(manager: MemoryManager, query: str) -> dict[str, float]:
+async def _one_recall(manager: Recaller, query: str) -> dict[str, float]:
     """Start a recall as the agent does; time the first tick, the settle and the lag."""
     lag = 0.0
     done = False
@@ -254,7 +254,7 @@ async def _one_recall(manager: MemoryManager, query: str) -> dict[str, float]:
 
 def child(folder: Path, query: str) -> None:
     """One sample in this (new) process: a cold recall, then a warm one."""
-    manager = MemoryManager(FolderStore(folder), LexicalSelector())
+    manager = Recaller(FolderStore(folder), LexicalSelector())
 
     async def main() -> dict[str, Any]:
         cold = await _one_recall(manager, query)

@@ -4,7 +4,7 @@
 
 The words come from ``security_phrases.py``; this file says how each channel carries
 them (a file the agent reads, a user's turn, a folder handed over, a cloned project...)
-and writes ``src/asyncrecall/bench/security/<channel>.json``. Every channel gets, in
+and writes ``benchmarks/src/asyncrecall_bench/security/<channel>.json``. Every channel gets, in
 every language, one case of the development part and one held out (its own asks and
 phrasings, never the development part's), and the benign facts are split the same way.
 The held-out part is pinned by a digest in ``tests/bench/test_security.py``: once
@@ -22,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from security_phrases import PHRASES
 
-OUT = Path(__file__).parent.parent / "src" / "asyncrecall" / "bench" / "security"
+OUT = Path(__file__).parent / "src" / "asyncrecall_bench" / "security"
 LANGS = ("en", "fr", "de", "es", "ru", "zh", "ja", "ar")
 
 #: Attack channels and their token codes, in report order.

@@ -61,9 +61,9 @@ WORKER_GUARD_S = 30.0
 
 
 def handoff_workers(marker: str) -> list[int]:
-    """Pids of extraction hand-off workers (``asyncrecall._handoff_worker``) whose
+    """Pids of extraction hand-off workers (``asyncrecall.cli._handoff_worker``) whose
     command line contains ``marker`` (a folder of the test's)."""
-    return processes("asyncrecall._handoff_worker", marker)
+    return processes("asyncrecall.cli._handoff_worker", marker)
 
 
 def processes(program: str, marker: str) -> list[int]:

@@ -6,8 +6,8 @@ import asyncio
 import re
 from contextlib import aclosing
 
-from asyncrecall._session import Session
 from asyncrecall.agent import FinishedEvent
+from asyncrecall.cli._session import Session
 from asyncrecall.memory._normalise import normalise
 
 __all__ = ["LOOKALIKES", "ask_with_settled_recall", "wrapper_tags"]

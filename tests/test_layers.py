@@ -151,3 +151,49 @@ def test_the_stores_extraction_helpers_do_not_import_the_store() -> None:
         module = f"{MEMORY}.{wing}.{store}"
         for helper in ("_extraction", "_transfer"):
             assert module not in GRAPH[f"{MEMORY}.{wing}.{helper}"]
+
+
+def test_the_package_imports_neither_the_benchmarks_nor_the_conformance_kit() -> None:
+    """The benchmarks and the conformance kit are distributions beside the package, built
+    on it: no module of it imports theirs (``asyncrecall bench`` finds the benchmarks by
+    name, at run time, only when that command is chosen)."""
+    beside = ("asyncrecall_bench", "asyncrecall_conformance")
+    found = sorted(
+        f"{_module_name(path)} -> {name}"
+        for path in PACKAGE.rglob("*.py")
+        for name in _imports(path)
+        if name.split(".")[0] in beside
+    )
+    assert found == []
+    assert (SRC.parent / "benchmarks" / "src" / "asyncrecall_bench" / "__init__.py").is_file()
+
+
+#: The library: what an application imports. The command line (``asyncrecall.cli``)
+#: is a client of it, in a wing of its own; ``bench``, ``demo`` and ``__main__`` sit on
+#: top beside it.
+LIBRARY = ("prefetch", "memory", "models", "agent", "integrations", "mcp_server", "testing")
+
+
+def _in_library(module: str) -> bool:
+    parts = module.split(".")
+    if module == "asyncrecall":
+        return True  # the package's face
+    if len(parts) == 2 and parts[1].startswith("_") and parts[1] != "__main__":
+        return True  # the root's private modules: _cancel, _exceptions, _platform ...
+    return len(parts) >= 2 and parts[1] in LIBRARY
+
+
+def test_the_library_never_imports_the_command_line() -> None:
+    """No module of the library imports ``asyncrecall.cli`` or anything in it: an app
+    gets the primitive, the stores, the selectors, the models and the adapters without
+    the command line's settings, session wiring, read-ahead or worker."""
+    library = [name for name in GRAPH if _in_library(name)]
+    assert "asyncrecall.prefetch._prefetcher" in library and "asyncrecall._cancel" in library
+    assert not any(name.startswith("asyncrecall.cli") for name in library)
+    crossings = sorted(
+        f"{module} -> {dep}"
+        for module in library
+        for dep in GRAPH[module]
+        if dep == "asyncrecall.cli" or dep.startswith("asyncrecall.cli.")
+    )
+    assert crossings == []

@@ -1,4 +1,4 @@
-"""Building the memory a command uses from its settings (``asyncrecall._memory_config``)."""
+"""Building the memory a command uses from its settings (``asyncrecall.cli._memory_config``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from asyncrecall import ConfigError
-from asyncrecall._memory_config import build_memory_manager
-from asyncrecall._settings import Settings
+from asyncrecall.cli._memory_config import build_memory_manager
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import LexicalSelector, ModelSelector
 from asyncrecall.testing import ScriptedModel
 
@@ -68,7 +68,7 @@ async def test_the_budget_settings_reach_the_manager_the_selector_and_the_sessio
     """Issue 24: the budgets set in Settings are the ones recall runs with (file cap and
     skip on the manager, manifest on the model selector, files and session bytes on
     the session's prefetcher; a session budget of 0 is none)."""
-    from asyncrecall._session import open_session
+    from asyncrecall.cli._session import open_session
 
     side = ScriptedModel(name="side")
     settings = _settings(

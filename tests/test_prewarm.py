@@ -1,4 +1,4 @@
-"""Reading the memory folder at process entry (``asyncrecall._prewarm``, issue 20).
+"""Reading the memory folder at process entry (``asyncrecall.cli._reader``, issue 20).
 
 The CLI starts reading the folder before the command's heavy imports, in a daemon
 thread, and the session adopts what it read; with memory off nothing starts.
@@ -17,17 +17,20 @@ from typing import Any
 
 import pytest
 
-from asyncrecall import _prewarm
-from asyncrecall._memory_config import build_memory_manager, open_memory_store
-from asyncrecall._session import open_session
-from asyncrecall._settings import Settings
+from asyncrecall.cli import _reader
+from asyncrecall.cli._memory_config import build_memory_manager, open_memory_store
+from asyncrecall.cli._session import open_session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import FolderStore, ModelSelector
 from asyncrecall.testing import ScriptedModel
 
 _CHILD = """
 import json, sys
-from asyncrecall._prewarm import start_reading_memory
-warmup = start_reading_memory(sys.argv[1:])
+from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._main import _build_parser
+from asyncrecall.cli._reader import start_reading_memory
+settings = settings_from_args(_build_parser("run").parse_args(sys.argv[1:]))
+warmup = start_reading_memory(settings)
 before_sdk = "openai" not in sys.modules and "asyncrecall.agent" not in sys.modules
 warmup.thread.join(60)
 docs = warmup.store.scan_cached()
@@ -69,7 +72,7 @@ def folder(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def forget_warmups() -> None:
-    _prewarm._started.clear()
+    _reader._started.clear()
 
 
 def test_the_folder_is_read_before_the_commands_imports(folder: Path, tmp_path: Path) -> None:
@@ -102,13 +105,39 @@ def test_nothing_starts_when_the_command_will_not_recall(
     argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Memory off (flag, environment), a database store, a command that does not recall,
-    or a command line the quick reading does not understand: no thread, no folder read."""
+    a command line argparse refuses or settings that are an error: the entry starts no
+    thread and reads no folder (the commands' own work is left out here)."""
+    import contextlib
+
+    from asyncrecall.cli import _main
+
     monkeypatch.setenv("ASYNCRECALL_HOME", str(tmp_path / "home"))
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
-    assert _prewarm.start_reading_memory(argv) is None
-    assert _prewarm._started == {}
+    build = _main._build_parser
+
+    def no_command(wanted: str | None) -> Any:  # the command's parser, its work left out
+        parser = build(wanted)
+        parse = parser.parse_args
+
+        def parse_args(args: list[str]) -> Any:
+            parsed = parse(args)
+            if hasattr(parsed, "handler"):
+                parsed.handler = lambda _args: 0
+            return parsed
+
+        parser.parse_args = parse_args  # type: ignore[method-assign, assignment]
+        return parser
+
+    monkeypatch.setattr(_main, "_build_parser", no_command)
+    real = _reader.start_reading_memory
+    started: list[object] = []
+    monkeypatch.setattr(_main, "start_reading_memory", lambda *a: started.append(real(*a)))
+    with contextlib.redirect_stdout(None), contextlib.suppress(SystemExit):
+        _main.main(argv)
+    assert all(warmup is None for warmup in started)
+    assert _reader._started == {}
 
 
 def test_the_session_adopts_the_store_and_the_selector_read_at_entry(
@@ -116,7 +145,7 @@ def test_the_session_adopts_the_store_and_the_selector_read_at_entry(
 ) -> None:
     """The store, the model selector's lexical fallback and the instant pass's selector
     of the session are the very ones the entry warm-up prepared."""
-    warmup = _prewarm.warm_folder(folder)
+    warmup = _reader.warm_folder(folder)
     warmup.thread.join(60)
     settings = Settings(home=tmp_path, project=tmp_path, memory_dir=folder, base_url="http://x/v1")
     side = ScriptedModel(name="side")
@@ -133,37 +162,51 @@ def test_the_session_adopts_the_store_and_the_selector_read_at_entry(
 
 def test_another_folder_is_not_adopted(folder: Path, tmp_path: Path) -> None:
     """A warm-up of one folder is never used for another."""
-    _prewarm.warm_folder(folder).thread.join(60)
+    _reader.warm_folder(folder).thread.join(60)
     other = Settings(home=tmp_path, project=tmp_path, memory_dir=tmp_path / "other")
-    assert open_memory_store(other) is not _prewarm.adopt(folder).store  # type: ignore[union-attr]
+    assert open_memory_store(other) is not _reader.adopt(folder).store  # type: ignore[union-attr]
 
 
-def test_the_cli_starts_reading_before_it_imports_the_command(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """``asyncrecall.cli.main`` starts the read before building its parser, which is
-    where the chosen command's module (the agent, the OpenAI SDK) is imported."""
-    import asyncrecall.cli._main as cli_main
-
-    order: list[str] = []
-
-    def build_parser(wanted: object) -> object:
-        order.append("import the command")
-        raise SystemExit(0)
-
-    monkeypatch.setattr(
-        cli_main, "start_reading_memory", lambda argv, question: order.append(f"read {question}")
+def test_the_cli_starts_reading_before_it_imports_the_command(tmp_path: Path) -> None:
+    """``asyncrecall.cli.main`` parses the command line once, then starts the read with
+    the settings it resolved, before the command imports its machinery (the agent, the
+    OpenAI SDK, the printer); the command gets those same settings."""
+    code = """
+import sys
+import asyncrecall.cli._main as entry
+import asyncrecall.cli._run as run
+heavy = ("openai", "rich", "asyncrecall.agent", "asyncrecall.cli._session")
+seen = []
+def read(settings, question):
+    seen.append((question, [m for m in heavy if m in sys.modules], settings))
+def handle(args):
+    settings = run.settings_from_args(args)
+    print(seen[0][:2], settings is seen[0][2], settings.memory_dir.name)
+    return 0
+entry.start_reading_memory, run._handle = read, handle
+sys.exit(entry.main(["run", "q", "--memory-dir", sys.argv[1]]))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCRECALL_", "OPENAI_"))}
+    env.update(ASYNCRECALL_HOME=str(tmp_path / "home"))
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "notes")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=True,
     )
-    monkeypatch.setattr(cli_main, "_build_parser", build_parser)
-    with pytest.raises(SystemExit):
-        cli_main.main(["run", "q"])
-    assert order == ["read q", "import the command"]
+    assert done.stdout.strip() == "('q', []) True notes"
 
 
 _READER = """
 import json, sys
-from asyncrecall._prewarm import start_reading_memory
-warmup = start_reading_memory(sys.argv[1:])
+from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._main import _build_parser
+from asyncrecall.cli._reader import start_reading_memory
+settings = settings_from_args(_build_parser("run").parse_args(sys.argv[1:]))
+warmup = start_reading_memory(settings)
 warmup.thread.join(60)
 docs = warmup.store.scan_cached()
 print(json.dumps({
@@ -194,7 +237,7 @@ def test_a_changed_folder_is_parsed_in_a_child_process(
     ``ASYNCRECALL_READ_AHEAD=thread`` parses in the thread, as before."""
     folder = tmp_path / "memory"
     _many_notes(folder, 40)
-    assert sum(p.stat().st_size for p in folder.iterdir()) > _prewarm.CHILD_THRESHOLD_BYTES
+    assert sum(p.stat().st_size for p in folder.iterdir()) > _reader.CHILD_THRESHOLD_BYTES
     seen = _run_entry(_READER, folder, tmp_path, ASYNCRECALL_READ_AHEAD=read_ahead)
     assert seen == {"scanned": 40, "lexical_ready": True, "parsed_here": parsed_here}
 
@@ -211,8 +254,8 @@ def test_a_few_changed_notes_are_parsed_in_the_thread(
         started.append(root)
         return True
 
-    monkeypatch.setattr(_prewarm, "_in_child", in_child)
-    warmup = _prewarm.warm_folder(folder)
+    monkeypatch.setattr(_reader, "_in_child", in_child)
+    warmup = _reader.warm_folder(folder)
     warmup.thread.join(60)
     docs = warmup.store.scan_cached()
     assert started == [] and docs is not None and len(docs) == 2
@@ -225,8 +268,8 @@ def test_a_failing_reader_process_falls_back_to_the_thread(
     folder = tmp_path / "memory"
     _many_notes(folder, 40)
     failing = "import pathlib, sys; pathlib.Path(sys.argv[1], '.reader-ran').touch(); sys.exit(3)"
-    monkeypatch.setattr(_prewarm, "_CHILD_CODE", failing)
-    warmup = _prewarm.warm_folder(folder)
+    monkeypatch.setattr(_reader, "_CHILD_CODE", failing)
+    warmup = _reader.warm_folder(folder)
     warmup.thread.join(60)
     assert (folder / ".reader-ran").exists()
     docs = warmup.store.scan_cached()
@@ -235,8 +278,11 @@ def test_a_failing_reader_process_falls_back_to_the_thread(
 
 _PRIMER = """
 import json, sys, time
-from asyncrecall._prewarm import start_reading_memory
-warmup = start_reading_memory(sys.argv[1:], "why does CI hang on real sockets?")
+from asyncrecall.cli._common import settings_from_args
+from asyncrecall.cli._main import _build_parser
+from asyncrecall.cli._reader import start_reading_memory
+settings = settings_from_args(_build_parser("run").parse_args(sys.argv[1:]))
+warmup = start_reading_memory(settings, "why does CI hang on real sockets?")
 at_once = warmup.primed.take(2)
 deadline = time.monotonic() + 60
 result = at_once
@@ -304,22 +350,21 @@ async def _held_turn(folder: Path, tmp_path: Path) -> AsyncIterator[tuple[Any, A
 async def test_runs_side_query_waits_for_its_first_request(
     folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``run``'s session (``hold_recall``) sends its side query only once its first
-    request is out (its first streamed item; the cap made long here), so reading a cold
-    folder and building the side query's prompt never delay that request."""
+    """``run``'s session sends its side query only once its first request is on its way
+    (the prefetch's ``until_request``: that request's take, and a moment after it; both
+    made long here), so reading a cold folder and building the side query's prompt never
+    delay that request."""
     import asyncio
 
-    from asyncrecall import _session
+    from asyncrecall.cli import _session
+    from asyncrecall.prefetch import _prefetcher
 
     monkeypatch.setattr(_session, "HOLD_RECALL_S", 30.0)
-    async with _held_turn(folder, tmp_path) as (server, answer, _turn):
+    monkeypatch.setattr(_prefetcher, "AFTER_TAKE_S", 30.0)
+    async with _held_turn(folder, tmp_path) as (server, _answer, _turn):
         await server.await_for(lambda r: r.model == "main")
         await asyncio.sleep(0.5)  # a cold folder is read in well under this
         assert [r.model for r in server.requests] == ["main"]
-        answer.set()
-        side = await server.await_for(lambda r: r.model == "side")
-    main = next(r for r in server.requests if r.model == "main")
-    assert side.arrived_at > main.arrived_at
 
 
 async def test_runs_session_puts_the_primed_pass_on_its_first_request(
@@ -333,7 +378,7 @@ async def test_runs_session_puts_the_primed_pass_on_its_first_request(
 
     question = "why does CI hang on real sockets?"
     argv = ["run", question, "--memory-dir", str(folder), "--project", str(tmp_path)]
-    warmup = _prewarm.start_reading_memory(argv, question)
+    warmup = _reader.start_reading_memory(_settings_of(argv), question)
     assert warmup is not None and warmup.primed is not None
     for _ in range(6000):  # the test waits for the reader; run never does
         if warmup.primed.take(2) is not None:
@@ -380,7 +425,7 @@ def test_the_reader_process_records_the_quarantined_paths(folder: Path, tmp_path
     import os
     import time
 
-    from asyncrecall._memory_config import prime_child
+    from asyncrecall.cli._memory_config import prime_child
     from asyncrecall.memory._provenance import Source
 
     FolderStore(folder).save_memory(
@@ -404,17 +449,20 @@ def test_a_primed_question_not_yet_answered_starts_no_reading_here(folder: Path)
     nothing and neither reads the folder nor starts a warm-up thread in this interpreter
     (which would hold it while the first request is built); another question warms as
     before."""
-    from asyncrecall.memory import LexicalSelector, MemoryManager
+    from asyncrecall.cli._memory_config import ReadAheadManager
+    from asyncrecall.memory import LexicalSelector
     from asyncrecall.memory import _recall as recall_module
 
     store, lexical = FolderStore(folder), LexicalSelector()
-    manager = MemoryManager(store, lexical)
     asked: list[int] = []
 
-    def take(limit: int) -> None:  # the reader has not answered
-        asked.append(limit)
+    class NotAnswered:  # the reader process has not answered
+        query = "why does CI hang?"
 
-    manager.prime("why does CI hang?", take)
+        def take(self, limit: int) -> None:
+            asked.append(limit)
+
+    manager = ReadAheadManager(store, lexical, NotAnswered())  # type: ignore[arg-type]
     assert manager.recall_instant("why does CI hang?", limit=2, selector=lexical) is None
     assert asked == [2] and recall_module._WARMING.get(store) is None
     assert not store._scanner._scanned
@@ -426,7 +474,7 @@ def test_the_readers_results_count_once_written_before_it_exits(tmp_path: Path) 
     """The reader writes its results, then records what later processes reuse (which can
     take a while on a large folder): ``take`` answers from the results as soon as they are
     written, not when the process ends; a reader that ends without writing gives none."""
-    from asyncrecall.memory import LexicalSelector, MemoryManager
+    from asyncrecall.memory import LexicalSelector, Recaller
 
     store = FolderStore(tmp_path / "memory")
     store.save_memory(
@@ -434,15 +482,15 @@ def test_the_readers_results_count_once_written_before_it_exits(tmp_path: Path) 
     )
     lexical = LexicalSelector()
     lexical.prepare(store.scan())
-    result = MemoryManager(store, lexical).recall_instant("why does CI hang?", limit=2)
+    result = Recaller(store, lexical).recall_instant("why does CI hang?", limit=2)
     assert result is not None and result.paths
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         out = tmp_path / "primed.json"
         out.touch()  # as _prime makes it, empty
-        primed = _prewarm.PrimedRecall("why does CI hang?", sleeper, str(out))
+        primed = _reader.PrimedRecall("why does CI hang?", sleeper, str(out))
         assert primed.take(2) is None  # not written yet, the reader still runs
-        out.write_text(json.dumps({"2": _prewarm.encode_result(result)}))
+        out.write_text(json.dumps({"2": _reader.encode_result(result)}))
         taken = primed.take(2)
         assert taken is not None and taken.paths == result.paths
         assert sleeper.poll() is None  # answered while the reader still runs
@@ -452,4 +500,12 @@ def test_the_readers_results_count_once_written_before_it_exits(tmp_path: Path) 
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     ended.wait()
     (tmp_path / "empty.json").touch()
-    assert _prewarm.PrimedRecall("q", ended, str(tmp_path / "empty.json")).take(2) is None
+    assert _reader.PrimedRecall("q", ended, str(tmp_path / "empty.json")).take(2) is None
+
+
+def _settings_of(argv: list[str]) -> Settings:
+    """The settings the command line ``argv`` resolves to, read as the entry reads it."""
+    from asyncrecall.cli._common import settings_from_args
+    from asyncrecall.cli._main import _build_parser
+
+    return settings_from_args(_build_parser(argv[0]).parse_args(argv))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from asyncrecall import ConfigError
-from asyncrecall._settings import load_settings
-from asyncrecall._trust import record_trust
+from asyncrecall.cli._settings import load_settings
+from asyncrecall.cli._trust_store import record_trust
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import asyncrecall._settings._sources as settings_module
+import asyncrecall.cli._settings._sources as settings_module
 from asyncrecall import ConfigError
-from asyncrecall._settings import UNTRUSTED_FREE, UNTRUSTED_NARROWING, load_settings
-from asyncrecall._trust import TRUST_FILE, record_trust, revoke_trust, trust_state
+from asyncrecall.cli._settings import UNTRUSTED_FREE, UNTRUSTED_NARROWING, load_settings
+from asyncrecall.cli._trust_store import TRUST_FILE, record_trust, revoke_trust, trust_state
 
 #: Every key the issue names as one an untrusted file must not change, with a value.
 RESTRICTED = {

@@ -3,13 +3,19 @@
 The agent starts recalling memories when the user's message arrives, never waits for
 the recall, and slips the result into the conversation at the first safe moment.
 
-The names below are the public surface; the sub-packages (``asyncrecall.agent``,
-``asyncrecall.memory``, ``asyncrecall.models``, ``asyncrecall.testing``) hold the rest.
-The heavier names are imported on first use, so ``import asyncrecall`` stays cheap.
+The names below are what an application needs: the primitive (:class:`RecallPrefetcher`,
+:class:`MemoryBlock`), the recall (:class:`Recaller` and its selectors), the stores, the
+agent client, the models and the exception tree. The sub-packages
+(``asyncrecall.prefetch``, ``asyncrecall.memory``, ``asyncrecall.models``,
+``asyncrecall.agent``, ``asyncrecall.integrations``, ``asyncrecall.testing``,
+``asyncrecall.mcp_server``) hold the rest of the public names (the events, the
+conversation types, the extraction). The heavier names are imported on first use, so
+``import asyncrecall`` stays cheap.
 """
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +33,7 @@ from asyncrecall._exceptions import (
     ModelProtocolError,
     ModelRateLimitError,
     ModelServerError,
+    RecallNotReady,
     SelectorError,
     ToolError,
 )
@@ -42,8 +49,8 @@ if TYPE_CHECKING:
     from asyncrecall.memory import (
         FolderStore,
         LexicalSelector,
-        MemoryManager,
         ModelSelector,
+        Recaller,
         RecallResult,
         Selector,
     )
@@ -57,18 +64,24 @@ _LAZY = {
     "AgentClient": "asyncrecall.agent",
     "AgentEvent": "asyncrecall.agent",
     "ClientOptions": "asyncrecall.agent",
-    "FolderStore": "asyncrecall.memory",
     "LexicalSelector": "asyncrecall.memory",
     "MemoryBlock": "asyncrecall.prefetch",
-    "MemoryManager": "asyncrecall.memory",
-    "MemoryStore": "asyncrecall.memory",  # deprecated: FolderStore (warns on each use)
+    "FolderStore": "asyncrecall.memory",
     "MessageType": "asyncrecall.agent",
     "Model": "asyncrecall.models",
     "ModelSelector": "asyncrecall.memory",
     "OpenAIModel": "asyncrecall.models",
     "RecallPrefetcher": "asyncrecall.prefetch",
     "RecallResult": "asyncrecall.memory",
+    "Recaller": "asyncrecall.memory",
     "Selector": "asyncrecall.memory",
+}
+
+#: Old names kept for one release: each access warns (``DeprecationWarning``) and gives
+#: the new object, in ``(module, name)``.
+_DEPRECATED = {
+    "MemoryManager": ("asyncrecall.memory", "Recaller"),
+    "MemoryStore": ("asyncrecall.memory", "FolderStore"),
 }
 
 __all__ = [
@@ -84,7 +97,6 @@ __all__ = [
     "LexicalSelector",
     "MemoryBlock",
     "MemoryConflictError",
-    "MemoryManager",
     "MemoryStoreError",
     "MessageType",
     "Model",
@@ -97,8 +109,10 @@ __all__ = [
     "ModelSelector",
     "ModelServerError",
     "OpenAIModel",
+    "RecallNotReady",
     "RecallPrefetcher",
     "RecallResult",
+    "Recaller",
     "Selector",
     "SelectorError",
     "ToolError",
@@ -108,9 +122,17 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'asyncrecall' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    if name in __all__:
-        globals()[name] = value  # a deprecated name is not kept: it warns on each use
-    return value
+    if module is not None:
+        value = getattr(import_module(module), name)
+        globals()[name] = value
+        return value
+    if name in _DEPRECATED:
+        home, new = _DEPRECATED[name]
+        warnings.warn(
+            f"asyncrecall.{name} is deprecated and goes in the next release: "
+            f"use asyncrecall.{new} (the same class)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(import_module(home), new)
+    raise AttributeError(f"module 'asyncrecall' has no attribute {name!r}")

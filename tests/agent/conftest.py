@@ -11,7 +11,7 @@ import pytest
 import eager_loops
 from asyncrecall import CancelSignal
 from asyncrecall.agent import AgentClient, AgentEvent, ClientOptions, MessageType
-from asyncrecall.memory import FolderStore, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.models import Content, FunctionCall, FunctionResponse, Text
 from asyncrecall.testing import ScriptedModel
 
@@ -37,7 +37,7 @@ def make_client(
 ) -> AgentClient:
     memory = None
     if store is not None and side is not None:
-        memory = MemoryManager(store, ModelSelector(side))
+        memory = Recaller(store, ModelSelector(side))
     control = options.pop("control", None)
     return AgentClient(model=main, memory=memory, options=ClientOptions(**options), control=control)
 

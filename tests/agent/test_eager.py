@@ -11,7 +11,7 @@ import pytest
 
 from asyncrecall import CancelSignal
 from asyncrecall.agent import AgentClient, MemoryInjectedEvent
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.testing import ScriptedModel
 
 from .conftest import collect, selection, types, user_query
@@ -40,7 +40,7 @@ async def test_a_lexical_recall_that_finishes_inside_create_task_rides_on_the_re
     """A recall that settles eagerly (inside ``create_task``) is no error: its memory goes
     on the first request, and no task is left behind."""
     main.add_turn("ok")
-    client = AgentClient(model=main, memory=MemoryManager(store, LexicalSelector()))
+    client = AgentClient(model=main, memory=Recaller(store, LexicalSelector()))
     await client.warm_memory()  # warm: the lexical recall then runs inline, eagerly
 
     events = await collect(client.send_message_stream("how do we deploy to staging?"))
@@ -62,7 +62,7 @@ async def test_model_recall_and_cancel_under_the_eager_factory(
     side.add_json(selection(), gate=asyncio.Event())
     main.add_turn("one")
     main.add_turn("never", gate=asyncio.Event())
-    client = AgentClient(model=main, memory=MemoryManager(store, ModelSelector(side)))
+    client = AgentClient(model=main, memory=Recaller(store, ModelSelector(side)))
 
     first = await user_query(client, "who am I?", settle_first=True, prompt_id="p1")
     cancel = CancelSignal()

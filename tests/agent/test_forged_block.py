@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall._session import open_session
-from asyncrecall._settings import Settings
-from asyncrecall.agent._prompt import build_system_prompt
+from asyncrecall.cli._session import open_session
+from asyncrecall.cli._settings import Settings
+from asyncrecall.cli._system_prompt import build_system_prompt
 from asyncrecall.memory import FolderStore
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from forgery import LOOKALIKES, ask_with_settled_recall, wrapper_tags

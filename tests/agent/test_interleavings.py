@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from asyncrecall import CancelSignal, ModelServerError
 from asyncrecall.agent import AgentClient, ClientOptions, MessageType
-from asyncrecall.memory import FolderStore, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.models import FunctionCall, FunctionResponse, Text
 from asyncrecall.testing import JsonRequest, ScriptedJson, ScriptedModel
 
@@ -66,7 +66,7 @@ class Harness:
         self.gates: list[asyncio.Event] = []
         self.client = AgentClient(
             model=self.main,
-            memory=MemoryManager(self.store, ModelSelector(self.side, fallback=None)),
+            memory=Recaller(self.store, ModelSelector(self.side, fallback=None)),
             options=ClientOptions(loop_threshold=50),
         )
         self.injections: Counter[str] = Counter()

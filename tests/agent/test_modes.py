@@ -7,7 +7,7 @@ from pathlib import Path
 
 from asyncrecall import CancelSignal
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, MemoryInjectedEvent, ToolRegistry
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import ScriptedModel
 
@@ -28,7 +28,7 @@ def client_for(
     instant = LexicalSelector() if options.get("recall_mode") == "async+lexical" else None
     return AgentClient(
         model=main,
-        memory=MemoryManager(store, ModelSelector(side, fallback=None)),
+        memory=Recaller(store, ModelSelector(side, fallback=None)),
         options=ClientOptions(**options),  # type: ignore[arg-type]
         instant_selector=instant,
     )
@@ -152,7 +152,7 @@ async def test_agent_runs_tools_and_sends_their_results_back(
     side.add_json(selection())
     main.add_turn("", [CALL, FunctionCall("c2", "list_directory", {"path": "."})])
     main.add_turn("It prints hello.")
-    client = AgentClient(model=main, memory=MemoryManager(store, ModelSelector(side)))
+    client = AgentClient(model=main, memory=Recaller(store, ModelSelector(side)))
     agent = Agent(client, ToolRegistry(project))
 
     result = await agent.ask("what does a.py do?")
@@ -183,8 +183,8 @@ async def test_agent_stops_at_the_bound_on_model_turns(main: ScriptedModel, tmp_
 def test_blocking_sessions_rebuild_the_old_selector(tmp_path: Path) -> None:
     """--recall-mode blocking reproduces the old design: a 1 s selector timeout and no
     fallback, so a timed-out recall delivers nothing (the async design has neither)."""
-    from asyncrecall._session import open_session
-    from asyncrecall._settings import load_settings
+    from asyncrecall.cli._session import open_session
+    from asyncrecall.cli._settings import load_settings
 
     flags = {"project": str(tmp_path), "memory_dir": str(tmp_path / "m"), "selector": "model"}
     side = ScriptedModel(name="side")
@@ -237,7 +237,7 @@ async def test_a_failing_instant_pass_leaves_the_turn_and_the_model_recall_alone
     main.add_turn("ok")
     client = AgentClient(
         model=main,
-        memory=MemoryManager(store, ModelSelector(side, fallback=None)),
+        memory=Recaller(store, ModelSelector(side, fallback=None)),
         options=ClientOptions(recall_mode="async+lexical"),
         instant_selector=BrokenInstant(),
     )
@@ -273,3 +273,13 @@ async def test_a_cancel_during_the_blocking_wait_sends_nothing_and_reports_no_re
     assert main.requests == []
     await client.aclose()
     assert side.json_started == side.json_cancelled
+
+
+def test_hold_recall_is_a_deprecated_name_for_until_request() -> None:
+    """``ClientOptions(hold_recall=...)`` still works for one release: it warns and sets
+    the one hold there is, the prefetch's ``until_request``."""
+    import pytest
+
+    with pytest.warns(DeprecationWarning, match="until_request"):
+        options = ClientOptions(hold_recall=0.05)
+    assert options.until_request == 0.05

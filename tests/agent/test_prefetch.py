@@ -19,7 +19,7 @@ from asyncrecall.agent import (
     RequestSentEvent,
     ToolRegistry,
 )
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import (
     FunctionCall,
     FunctionResponse,
@@ -55,7 +55,7 @@ async def test_injected_at_user_query_when_recall_already_settled(
     main.add_turn("ok")
     client = AgentClient(
         model=main,
-        memory=MemoryManager(store, ModelSelector(side)),
+        memory=Recaller(store, ModelSelector(side)),
         reminders=[lambda: "<system-reminder>other</system-reminder>"],
     )
 
@@ -405,8 +405,8 @@ async def test_memory_disabled_means_no_side_query(
 ) -> None:
     """Without memory (``--no-memory``) there is no recall and no side query at all, even
     with a side model and a model selector configured."""
-    from asyncrecall._session import open_session
-    from asyncrecall._settings import load_settings
+    from asyncrecall.cli._session import open_session
+    from asyncrecall.cli._settings import load_settings
 
     flags = {"project": str(tmp_path), "memory_dir": str(tmp_path / "m"), "selector": "model"}
     settings = load_settings({**flags, "memory_enabled": False}, env={})
@@ -461,7 +461,7 @@ async def test_lexical_recall_over_200_files_rides_on_the_first_request(
         "kafka", "the event bus is kafka, topic orders-v2", "reference", "k", origin="user"
     )
     main.add_turn("ok")
-    memory = MemoryManager(store, LexicalSelector())
+    memory = Recaller(store, LexicalSelector())
     await memory.warm()  # cold, the scan and tokenising run in a worker thread instead
     client = AgentClient(model=main, memory=memory)
 
@@ -520,7 +520,7 @@ async def test_the_user_query_point_never_hands_the_loop_to_others_first(
     cannot run first and delay the request, and the instant pass still rides on it."""
     side.add_json(selection(paths["deploy-flow"]), gate=asyncio.Event())  # never answers
     main.add_turn("ok")
-    memory = MemoryManager(store, ModelSelector(side))
+    memory = Recaller(store, ModelSelector(side))
     instant = LexicalSelector()
     client = AgentClient(
         model=main,

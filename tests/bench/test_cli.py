@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from asyncrecall import ConfigError
-from asyncrecall.bench._cli import (
+from asyncrecall.memory import FolderStore
+from asyncrecall_bench._cli import (
     GOLD,
     CliBenchConfig,
     build_folder,
@@ -24,7 +25,6 @@ from asyncrecall.bench._cli import (
     process_cpu_ms,
     rewrite_notes,
 )
-from asyncrecall.memory import FolderStore
 
 
 @pytest.mark.slow

@@ -18,11 +18,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from asyncrecall.bench._corpus import MEMORIES, QUERIES, build_memory_folder
-from asyncrecall.bench._latency_data import MODES, LatencyConfig, LatencyReport, ModeResult
-from asyncrecall.bench._latency_report import render_report
-from asyncrecall.bench._measure import QueryTrace, percentile
-from asyncrecall.bench._workload import (
+from asyncrecall.cli import main
+from asyncrecall.memory import FolderStore, LexicalSelector
+from asyncrecall.models import FunctionCall
+from asyncrecall.testing import RecordedRequest
+from asyncrecall_bench._corpus import MEMORIES, QUERIES, build_memory_folder
+from asyncrecall_bench._latency_data import MODES, LatencyConfig, LatencyReport, ModeResult
+from asyncrecall_bench._latency_report import render_report
+from asyncrecall_bench._measure import QueryTrace, percentile
+from asyncrecall_bench._workload import (
     DURATION_ARG,
     LatencyProfile,
     MainReply,
@@ -30,10 +34,6 @@ from asyncrecall.bench._workload import (
     _SideReply,
     draw_plans,
 )
-from asyncrecall.cli import main
-from asyncrecall.memory import FolderStore, LexicalSelector
-from asyncrecall.models import FunctionCall
-from asyncrecall.testing import RecordedRequest
 
 QUICK_QUERIES = 8
 MODE_KEYS = {"added_ms", "delivered_share", "landed", "side_queries_cancelled", "wall_ms_per_query"}

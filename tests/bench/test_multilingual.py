@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall.bench._multilingual import LANGUAGES, evaluate_multilingual, load_language
 from asyncrecall.memory import LexicalSelector
+from asyncrecall_bench._multilingual import LANGUAGES, evaluate_multilingual, load_language
 
 
 @pytest.mark.parametrize("language", LANGUAGES)

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall.bench._overhead import measure_per_query, median_result
-from asyncrecall.bench._scale import ScaleResult
-from asyncrecall.bench._serve import _after_tool
 from asyncrecall.cli import main
+from asyncrecall_bench._overhead import measure_per_query, median_result
+from asyncrecall_bench._scale import ScaleResult
+from asyncrecall_bench._serve import _after_tool
 
 
 async def test_per_query_variants_are_all_measured(tmp_path: Path) -> None:
     """Memory off, a recall settled at once, a recall that never settles: each timed."""
-    from asyncrecall.bench._corpus import build_memory_folder
+    from asyncrecall_bench._corpus import build_memory_folder
 
     build_memory_folder(tmp_path / "memory")
     (tmp_path / "project").mkdir()

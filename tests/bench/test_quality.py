@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.bench._folds import choose, merge
-from asyncrecall.bench._multilingual import LANGUAGES
-from asyncrecall.bench._quality import build_memory_folder, default_dataset, evaluate
-from asyncrecall.bench._scoring import Tally
 from asyncrecall.memory import FolderStore, LexicalSelector
 from asyncrecall.testing import LocalServer, Reply
+from asyncrecall_bench._folds import choose, merge
+from asyncrecall_bench._multilingual import LANGUAGES
+from asyncrecall_bench._quality import build_memory_folder, default_dataset, evaluate
+from asyncrecall_bench._scoring import Tally
 
 
 def _conversation() -> dict[str, Any]:

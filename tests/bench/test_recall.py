@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.bench._recall import MODES, delivered_paths, draw_cases
-from asyncrecall.bench._recall_data import ModeFigures, RecallBenchConfig, RecallBenchReport
 from asyncrecall.cli import main
 from asyncrecall.memory import FolderStore, format_memory_block
 from asyncrecall.testing import RecordedRequest
+from asyncrecall_bench._recall import MODES, delivered_paths, draw_cases
+from asyncrecall_bench._recall_data import ModeFigures, RecallBenchConfig, RecallBenchReport
 
 _PEOPLE = ("Alice", "Bob")
 _TOPICS = (
@@ -259,11 +259,11 @@ def test_the_recommended_mode_waits_for_nothing_and_scores_best() -> None:
 def test_figures_read_the_last_request_of_each_question(tmp_path: Path) -> None:
     """Memory that reached the model at a tool result counts: the last main request of a
     question carries the whole history. Requests of other modes are not read."""
-    from asyncrecall.bench._corpus import Query
-    from asyncrecall.bench._measure import QueryTrace
-    from asyncrecall.bench._recall import _figures, _Folders
-    from asyncrecall.bench._recall_data import Case
-    from asyncrecall.bench._workload import QueryPlan, main_model_name
+    from asyncrecall_bench._corpus import Query
+    from asyncrecall_bench._measure import QueryTrace
+    from asyncrecall_bench._recall import _figures, _Folders
+    from asyncrecall_bench._recall_data import Case
+    from asyncrecall_bench._workload import QueryPlan, main_model_name
 
     store = FolderStore(tmp_path / "memory")
     gold = store.save_memory(

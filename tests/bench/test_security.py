@@ -7,9 +7,9 @@ import json
 import subprocess
 import sys
 
-from asyncrecall.bench._security import evaluate
-from asyncrecall.bench._security_channels import PLANTERS
-from asyncrecall.bench._security_data import (
+from asyncrecall_bench._security import evaluate
+from asyncrecall_bench._security_channels import PLANTERS
+from asyncrecall_bench._security_data import (
     ATTACK_CHANNELS,
     BENIGN_CHANNELS,
     CASES,

@@ -10,23 +10,41 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall.bench._measure import QueryTrace
 from asyncrecall.cli._demo import verdict
 from asyncrecall.demo import DEFAULT_MODE, DEMO_MODES, SCRIPT, ModeRun
+from asyncrecall.demo._trace import QueryTrace
+
+# The command line with the other distributions' packages made unimportable.
+_RUNTIME_ALONE = (
+    "import sys; sys.modules['asyncrecall_bench'] = sys.modules['asyncrecall_conformance'] = None; "
+    "from asyncrecall.cli import main; main()"
+)
+
+
+def test_the_demo_imports_nothing_of_the_benchmarks() -> None:
+    """``asyncrecall demo`` stands on its own: its modules import neither the benchmark
+    package nor the conformance kit."""
+    code = (
+        "import sys, asyncrecall.cli._demo, asyncrecall.demo; "
+        "print(sorted(m for m in sys.modules if m.startswith(('asyncrecall_', 'pytest'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.slow
 def test_demo_runs_offline_shows_timelines_and_a_verdict_and_cleans_up(tmp_path: Path) -> None:
-    """Exit 0 with no endpoint, key or network configured; a timeline per query in each
-    of the three modes (blocking, async and the default async+lexical) and the verdict
-    line, about the default; no error line anywhere (stderr holds only the progress
-    lines); nothing left in the temporary folder."""
+    """Exit 0 with no endpoint, key or network configured, and with the benchmarks and
+    the conformance kit unimportable (the runtime wheel alone); a timeline per query in
+    each of the three modes (blocking, async and the default async+lexical) and the
+    verdict line, about the default; no error line anywhere (stderr holds only the
+    progress lines); nothing left in the temporary folder."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
     env.update(ASYNCRECALL_HOME=str(tmp_path / "home"), TMPDIR=str(scratch))
     done = subprocess.run(
-        [sys.executable, "-m", "asyncrecall", "demo"],
+        [sys.executable, "-c", _RUNTIME_ALONE, "demo"],
         capture_output=True,
         text=True,
         env=env,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from asyncrecall._session import Session, open_session
-from asyncrecall._settings import Settings
+from asyncrecall.cli._session import Session, open_session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import FolderStore
 from asyncrecall.memory.extraction._extract import SCHEMA_NAME
 from asyncrecall.memory.extraction._state import default_state_dir

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from asyncrecall.bench._extract import replay_turns, scripted_answer
+from asyncrecall_bench._extract import replay_turns, scripted_answer
 
 from .conftest import HANG_GUARD
 
@@ -71,7 +71,7 @@ def test_bench_extract_runs_end_to_end(tmp_path: Path) -> None:
 async def test_latency_mode_measures_both_modes_with_an_extraction_out() -> None:
     """``--latency``: both modes measured; every query but the first 'on' one started
     while an extraction was out (its side query is held 3 s: a hang guard, not a timing)."""
-    from asyncrecall.bench._extract_latency import measure
+    from asyncrecall_bench._extract_latency import measure
 
     report = await measure(2, extraction_ms=3000)
     assert report.queries == 2 and report.extractions_out == 1

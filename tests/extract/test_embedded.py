@@ -14,11 +14,11 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from asyncrecall._session import build_extraction
-from asyncrecall._settings import Settings
 from asyncrecall.agent import ExtractionEvent
 from asyncrecall.agent._extraction import is_embedded
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager
+from asyncrecall.cli._session import build_extraction
+from asyncrecall.cli._settings import Settings
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 from asyncrecall.models import StreamEvent, TextDelta, user_content
 from asyncrecall.models._local import LocalModel, local_model_available
 
@@ -43,7 +43,7 @@ async def test_a_main_turn_preempts_a_forced_extraction_on_the_embedded_model(
     assert is_embedded(local)
     scheduler = build_extraction(
         Settings(project=tmp_path, extract=True),
-        MemoryManager(store, LexicalSelector()),
+        Recaller(store, LexicalSelector()),
         local,
     )
     assert scheduler is not None and scheduler.extractor.model is local

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from asyncrecall._session import Session
-from asyncrecall._settings import Settings
+from asyncrecall.cli._session import Session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import FolderStore
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import LocalServer, Reply

@@ -187,8 +187,8 @@ async def test_a_hand_off_queued_while_the_worker_finishes_is_not_stranded(
     """A command that queues its hand-off just as the draining worker found its queue
     empty (the drain lock still held, so the command starts no worker) does not strand
     it: the worker looks once more after letting the lock go and runs it."""
-    from asyncrecall import _handoff_worker as worker
     from asyncrecall.agent._handoff import Handoff, HandoffDir
+    from asyncrecall.cli import _handoff_worker as worker
     from asyncrecall.memory import TranscriptTurn
 
     side.add(memory("Office", [0, 1], content="The office is in Leeds."))

@@ -23,9 +23,9 @@ import psycopg
 import pytest
 
 from asyncrecall import MemoryStoreError
-from asyncrecall._session import open_session
-from asyncrecall._settings import Settings
 from asyncrecall.agent import ExtractionScheduler
+from asyncrecall.cli._session import open_session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import MemoryExtractor, PostgresStore, TranscriptTurn
 from asyncrecall.memory.extraction._consolidate import consolidate, consolidation_gate
 from asyncrecall.memory.extraction._state import Journal

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from asyncrecall._session import Session
-from asyncrecall._settings import Settings
+from asyncrecall.cli._session import Session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import FolderStore
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import LocalServer, Reply

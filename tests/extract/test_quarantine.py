@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall._session import Session, open_session
-from asyncrecall._settings import Settings
+from asyncrecall.cli._session import Session, open_session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import FolderStore
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from forgery import ask_with_settled_recall
@@ -151,8 +151,8 @@ def test_quarantine_is_a_setting(tmp_path: Path) -> None:
     """``quarantine = false`` in a settings file, or ``ASYNCRECALL_QUARANTINE=0``, turns
     it off; it is on by default. A project's file turns it off only once the user
     trusted that file."""
-    from asyncrecall._settings import load_settings
-    from asyncrecall._trust import record_trust
+    from asyncrecall.cli._settings import load_settings
+    from asyncrecall.cli._trust_store import record_trust
 
     env = {"ASYNCRECALL_HOME": str(tmp_path / "home")}
     assert load_settings(env=env, cwd=tmp_path).quarantine is True

@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from asyncrecall import CancelSignal
-from asyncrecall._session import Session, open_session
-from asyncrecall._settings import Settings
 from asyncrecall.agent import ExtractionEvent, ExtractionScheduler
+from asyncrecall.cli._session import Session, open_session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import FolderStore, MemoryExtractor
 from asyncrecall.memory.extraction._state import ExtractionState, default_state_dir
 from asyncrecall.models import FunctionCall

@@ -4,7 +4,7 @@ readers of what the LocalServer saw on the wire (the conformance kit's).
 Every adapter test runs the framework's real agent loop against a
 :class:`~asyncrecall.testing.LocalServer`: the main model is ``main``, the memory side
 query goes to ``side``. Assertions read the server's request records. The recall
-contract itself is the conformance kit's (:mod:`asyncrecall.testing.conformance`): each
+contract itself is the conformance kit's (:mod:`asyncrecall_conformance`): each
 adapter's test module subclasses its suite with a driver; on ``make test-py313`` its
 cases run on eager-task loops like the rest of this folder (they pass there: none is
 marked ``plain_loop``).
@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 import eager_loops
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
-from asyncrecall.testing.conformance import (
+from asyncrecall_conformance import (
     MEMORY_MARK,
     assert_valid_chat,
     memory_indexes,
@@ -54,14 +54,14 @@ async def side_model(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
 @pytest.fixture
 async def slow(store: FolderStore, side_model: OpenAIModel) -> AsyncIterator[RecallPrefetcher]:
     """A prefetcher whose recall is a side query to the LocalServer's ``side`` model."""
-    async with RecallPrefetcher(MemoryManager(store, ModelSelector(side_model))) as prefetcher:
+    async with RecallPrefetcher(Recaller(store, ModelSelector(side_model))) as prefetcher:
         yield prefetcher
 
 
 @pytest.fixture
 async def fast(store: FolderStore) -> AsyncIterator[RecallPrefetcher]:
     """A prefetcher with the lexical selector, warm: settled within one loop tick."""
-    async with RecallPrefetcher(MemoryManager(store, LexicalSelector())) as prefetcher:
+    async with RecallPrefetcher(Recaller(store, LexicalSelector())) as prefetcher:
         await prefetcher.warm()
         yield prefetcher
 

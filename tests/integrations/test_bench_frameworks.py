@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from asyncrecall.bench._frameworks import FRAMEWORKS, PATTERNS, FrameworksConfig, measure, summarize
-from asyncrecall.bench._workload import LatencyProfile
+from asyncrecall_bench._frameworks import FRAMEWORKS, PATTERNS, FrameworksConfig, measure, summarize
+from asyncrecall_bench._workload import LatencyProfile
 
 from .conftest import LITELLM_WARNINGS
 
@@ -76,7 +76,7 @@ def test_report_prints_the_table_and_the_json(
     """The command prints one row per framework and pattern, or the documented JSON."""
     import argparse
 
-    from asyncrecall.bench import _frameworks as bench
+    from asyncrecall_bench import _frameworks as bench
 
     traces = {
         "none": [bench.Trace("q0", 10.0, 0.0, "missed", 0, 0)],

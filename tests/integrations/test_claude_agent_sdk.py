@@ -46,11 +46,11 @@ from claude_agent_sdk import (
 from claude_agent_sdk import query as sdk_query
 
 from asyncrecall.integrations.claude_agent_sdk import AsyncRecallHooks, memory_context
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
 from asyncrecall.testing import AnthropicServer, LocalServer, Reply
-from asyncrecall.testing.conformance import (
+from asyncrecall_conformance import (
     AnthropicServerWire,
     ConformanceSuite,
     Driver,
@@ -436,7 +436,7 @@ async def test_instant_pass_rides_first_and_the_recall_follows_the_tools(
     async with (
         OpenAIModel(model="side", base_url=local_server.base_url, max_retries=0) as side,
         RecallPrefetcher(
-            MemoryManager(store, ModelSelector(side)),
+            Recaller(store, ModelSelector(side)),
             instant_selector=LexicalSelector(),
             instant_limit=1,
         ) as prefetcher,

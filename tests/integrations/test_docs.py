@@ -59,9 +59,11 @@ def test_conformance_page_example_passes_the_kit(tmp_path: Path) -> None:
     test_file = tmp_path / "test_example.py"
     test_file.write_text(_block(DOCS / "conformance.md", "example: conformance"), "utf-8")
     (tmp_path / "pytest.ini").write_text("[pytest]\n", "utf-8")
-    src = Path(__file__).resolve().parents[2] / "src"
+    root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COV_", "COVERAGE_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(root / "src"), str(root / "conformance" / "src"), env.get("PYTHONPATH", "")]
+    )
     chosen = (
         "a-slow or b-settled or c-hang-up-when-run-is-left or d-shown-memory-app or e- or f-stale"
     )

@@ -36,11 +36,11 @@ from google.adk.sessions import InMemorySessionService, Session
 from google.genai import types
 
 from asyncrecall.integrations.google_adk import AsyncRecallPlugin
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, Reply
-from asyncrecall.testing.conformance import (
+from asyncrecall_conformance import (
     ConformanceSuite,
     Driver,
     Run,
@@ -329,7 +329,7 @@ async def test_instant_pass_rides_first_and_the_recall_follows_the_tools(
     deploy, db = paths["deploy-flow"], paths["db-testing"]
     local_server.script("side", side_reply(deploy, db, gate=gate))
     local_server.script("main", tool_round("a.py"), Reply(text="done"))
-    memory = MemoryManager(store, ModelSelector(side_model))
+    memory = Recaller(store, ModelSelector(side_model))
     async with RecallPrefetcher(memory, instant_selector=LexicalSelector()) as prefetcher:
         await prefetcher.warm()
         runner = make(prefetcher, settles(prefetcher, gate))

@@ -29,7 +29,7 @@ from asyncrecall.integrations import _common
 from asyncrecall.integrations.langchain import AsyncRecallMiddleware
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
-from asyncrecall.testing.conformance import ConformanceSuite, Driver, Run
+from asyncrecall_conformance import ConformanceSuite, Driver, Run
 
 from .conftest import (
     MEMORY_MARK,

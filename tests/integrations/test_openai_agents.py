@@ -28,7 +28,7 @@ from openai import AsyncOpenAI
 from asyncrecall.integrations import openai_agents as recall
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, Reply
-from asyncrecall.testing.conformance import ConformanceSuite, Driver, Run, Unsupported
+from asyncrecall_conformance import ConformanceSuite, Driver, Run, Unsupported
 
 from .conftest import (
     assert_valid_chat,

@@ -11,7 +11,7 @@ import pytest
 
 from asyncrecall.integrations import _common
 from asyncrecall.integrations._common import end_reason, prompt_text, record_shown
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
 
 
@@ -59,7 +59,7 @@ async def test_shown_block_records_never_outgrow_the_prefetchers_conversations(
     """The record of blocks shown per conversation drops the conversations the
     prefetcher holds nothing surfaced for (reset, evicted, per-run keys), so it stays
     bounded in a long-lived server."""
-    async with RecallPrefetcher(MemoryManager(store, LexicalSelector())) as prefetcher:
+    async with RecallPrefetcher(Recaller(store, LexicalSelector())) as prefetcher:
         block = MemoryBlock("## Relevant memory", ("a.md",), "user_query", 0.0, "lexical")
         for i in range(1000):
             record_shown(prefetcher, f"run-{i}", block)  # none of them has anything surfaced

@@ -31,7 +31,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from asyncrecall.integrations.pydantic_ai import AsyncRecall
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, Reply
-from asyncrecall.testing.conformance import ConformanceSuite, Driver, Run
+from asyncrecall_conformance import ConformanceSuite, Driver, Run
 
 from .conftest import MEMORY_MARK, main_requests, memory_indexes, side_reply, text_of
 

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 from asyncrecall.prefetch import RecallPrefetcher
-from asyncrecall.testing.conformance import MEMORY_MARK, Driver, Run, text_of
+from asyncrecall_conformance import MEMORY_MARK, Driver, Run, text_of
 
 from .server import LlamaServer
 
@@ -106,7 +106,7 @@ async def test_the_adapter_runs_on_the_real_server_with_memory_in_the_first_requ
     request carries the memory block as text, before the user's question."""
     driver = driver_of(adapter)
     store = memory_store(tmp_path)
-    async with RecallPrefetcher(MemoryManager(store, LexicalSelector())) as prefetcher:
+    async with RecallPrefetcher(Recaller(store, LexicalSelector())) as prefetcher:
         await prefetcher.warm()
         run = Run(prefetcher, key="thread-1", text=QUESTION, base_url=capped.base_url,
                   model=capped.model_id, read_file=read_file)  # fmt: skip

@@ -94,8 +94,8 @@ def test_only_the_embedded_model_goes_without_tools_unless_asked(tmp_path: Path)
     """Tools are offered to every model but the tiny embedded one; ``--tools`` (or
     ``tools = true``) forces them. Without tools the embedded default adds the instant
     lexical pass, since no tool result will come for a late recall to land at."""
-    from asyncrecall._settings import load_settings
     from asyncrecall.cli._common import common_parser, settings_from_args
+    from asyncrecall.cli._settings import load_settings
 
     env = {"ASYNCRECALL_HOME": str(tmp_path)}
     default = load_settings({}, env=env, cwd=tmp_path)

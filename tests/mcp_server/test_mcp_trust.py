@@ -125,9 +125,9 @@ def test_the_servers_description_says_what_becomes_of_a_save(tmp_path: Path) -> 
     """The instructions a client gets say, unless the server trusts it, that its saves
     wait for the user's confirm and never replace a memory the user keeps."""
     from asyncrecall.mcp_server import memory_server
-    from asyncrecall.memory import LexicalSelector, MemoryManager
+    from asyncrecall.memory import LexicalSelector, Recaller
 
-    manager = MemoryManager(FolderStore(tmp_path / "memory"), LexicalSelector())
+    manager = Recaller(FolderStore(tmp_path / "memory"), LexicalSelector())
     untrusted = memory_server(manager).instructions or ""
     trusted = memory_server(manager, trust_client=True).instructions or ""
     assert "asyncrecall memory confirm" in untrusted and "never replaces" in untrusted

@@ -17,7 +17,7 @@ import pytest
 import asyncrecall.memory._recall as _recall_module
 import asyncrecall.memory.folder._scan as scan_module
 import asyncrecall.memory.selectors._lexical as lexical_module
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryDoc, MemoryManager
+from asyncrecall.memory import FolderStore, LexicalSelector, MemoryDoc, Recaller
 from asyncrecall.memory._recall import INLINE_BUDGET_BYTES
 
 from .conftest import WriteFile, topic
@@ -67,7 +67,7 @@ def work(monkeypatch: pytest.MonkeyPatch) -> Iterator[Work]:
     yield seen
 
 
-async def _first_step(manager: MemoryManager, query: str) -> tuple[asyncio.Task[object], bool]:
+async def _first_step(manager: Recaller, query: str) -> tuple[asyncio.Task[object], bool]:
     """Start a recall as the agent does and report whether it settled in its first step."""
     task: asyncio.Task[object] = asyncio.create_task(manager.recall(query))  # type: ignore[arg-type]
     await asyncio.sleep(0)
@@ -81,7 +81,7 @@ async def test_a_cold_lexical_recall_reads_and_tokenises_nothing_on_the_loop(
 ) -> None:
     """Cold (new process: nothing cached), the scan's parsing and the tokenising run in a
     worker thread; the event loop's thread neither reads a file nor tokenises one."""
-    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    manager = Recaller(folder, LexicalSelector(), clock=lambda: NOW)
     task, settled = await _first_step(manager, "postgres migrations")
     assert not settled
     assert task.result().paths[0] == "db.md"  # type: ignore[attr-defined]
@@ -94,7 +94,7 @@ async def test_a_warm_lexical_recall_settles_inline_without_reading(
 ) -> None:
     """Warm, the recall settles in its first step (it rides on the first request) and
     neither parses nor tokenises anything."""
-    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    manager = Recaller(folder, LexicalSelector(), clock=lambda: NOW)
     await manager.recall("postgres")
     work.parsed.clear()
     work.counted.clear()
@@ -109,7 +109,7 @@ async def test_a_small_change_is_read_inline_within_the_budget(
 ) -> None:
     """A file written since the last scan whose size fits INLINE_BUDGET_BYTES is parsed
     and tokenised inline: the recall settles in its first step, with that file."""
-    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    manager = Recaller(folder, LexicalSelector(), clock=lambda: NOW)
     await manager.recall("postgres")
     write("db.md", topic("Database", body="postgres moved to a managed service"), mtime=NOW + 5)
     work.parsed.clear()
@@ -126,7 +126,7 @@ async def test_a_change_over_the_budget_sends_the_recall_off_the_loop_again(
 ) -> None:
     """Changed files whose sizes add up to more than INLINE_BUDGET_BYTES are parsed and
     tokenised in a worker thread."""
-    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    manager = Recaller(folder, LexicalSelector(), clock=lambda: NOW)
     await manager.recall("postgres")
     filler = " ".join(f"word{i}" for i in range(INLINE_BUDGET_BYTES // 6))
     body = f"postgres moved to a managed service. {filler}"
@@ -145,7 +145,7 @@ async def test_a_new_process_reuses_the_folders_persisted_counts(
 ) -> None:
     """The term counts persist in the folder's hidden cache: a new selector (a new
     process) tokenises nothing that did not change, and only the changed file again."""
-    await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    await Recaller(folder, LexicalSelector()).recall("postgres")
     cache = folder.root / ".cache" / lexical_module._CACHE_NAME
     assert cache.is_file()
     assert [p.name for p in cache.parent.iterdir()] == [cache.name]  # no temp file left
@@ -155,12 +155,12 @@ async def test_a_new_process_reuses_the_folders_persisted_counts(
 
     write("db.md", topic("Database", body="postgres 17 now"), mtime=NOW + 9)
     work.counted.clear()
-    result = await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    result = await Recaller(folder, LexicalSelector()).recall("postgres")
     assert result.paths[0] == "db.md"
     assert len(work.counted) == 1  # only the changed file
 
     work.counted.clear()
-    await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    await Recaller(folder, LexicalSelector()).recall("postgres")
     assert work.counted == []
 
 
@@ -187,7 +187,7 @@ async def test_an_unusable_cache_file_is_rebuilt(
     (folder.root / ".cache").mkdir()
     cache = folder.root / ".cache" / lexical_module._CACHE_NAME
     cache.write_bytes(content)
-    result = await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    result = await Recaller(folder, LexicalSelector()).recall("postgres")
     assert result.paths == ("db.md",)
     assert len(work.counted) == 13
     header, rows = marshal.loads(cache.read_bytes())
@@ -199,7 +199,7 @@ async def test_an_earlier_tokenisers_cache_file_is_removed(folder: FolderStore) 
     (folder.root / ".cache").mkdir()
     for old in lexical_module._OLD_CACHE_NAMES:
         (folder.root / ".cache" / old).write_bytes(b"old counts")
-    await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    await Recaller(folder, LexicalSelector()).recall("postgres")
     names = [p.name for p in (folder.root / ".cache").iterdir()]
     assert names == [lexical_module._CACHE_NAME]
 
@@ -213,7 +213,7 @@ async def test_a_read_only_folder_still_recalls(
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(lexical_module.tempfile, "mkstemp", refuse)
-    result = await MemoryManager(folder, LexicalSelector()).recall("postgres")
+    result = await Recaller(folder, LexicalSelector()).recall("postgres")
     assert result.paths == ("db.md",)
     assert not (folder.root / ".cache" / lexical_module._CACHE_NAME).exists()
 
@@ -246,7 +246,7 @@ async def test_inline_false_is_respected(folder: FolderStore) -> None:
     """``inline = False`` means recall asks ``select`` (in its task), never ``rank`` inline."""
     selector = _NotInline()
     folder.scan()  # warm: only ``inline`` stands between recall and an inline ``rank``
-    result = await MemoryManager(folder, selector).recall("anything", limit=2)
+    result = await Recaller(folder, selector).recall("anything", limit=2)
     assert selector.calls == ["select"]
     assert result.strategy == "not-inline" and len(result.paths) == 2
 
@@ -262,7 +262,7 @@ async def test_the_instant_pass_never_reads_and_answers_once_warm(
 ) -> None:
     """``recall_instant`` answers ``None`` while cold, reading and tokenising nothing on
     the caller's thread; its warm-up thread makes a later call answer at once."""
-    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    manager = Recaller(folder, LexicalSelector(), clock=lambda: NOW)
     assert manager.recall_instant("postgres migrations") is None
     assert work.on_loop(threading.current_thread()) == []
     warming = _recall_module._WARMING.get(folder)  # alive or, on a fast machine, done
@@ -279,7 +279,7 @@ async def test_the_instant_pass_never_reads_and_answers_once_warm(
 async def test_warm_makes_the_next_recall_inline(folder: FolderStore, work: Work) -> None:
     """After ``warm()`` (work done in a worker thread), the first recall settles in its
     first step; a model selector's lexical fallback is warmed the same way."""
-    manager = MemoryManager(folder, LexicalSelector(), clock=lambda: NOW)
+    manager = Recaller(folder, LexicalSelector(), clock=lambda: NOW)
     await manager.warm()
     assert work.parsed and work.counted
     assert work.on_loop(threading.current_thread()) == []
@@ -293,7 +293,7 @@ async def test_warm_makes_the_next_recall_inline(folder: FolderStore, work: Work
             super().__init__()
             self.fallback = fallback
 
-    other = MemoryManager(FolderStore(folder.root), WithFallback())
+    other = Recaller(FolderStore(folder.root), WithFallback())
     await other.warm()
     assert fallback.ready(folder.scan())
 
@@ -333,7 +333,7 @@ async def test_warm_on_a_warm_folder_starts_no_thread(
 ) -> None:
     """warm() when the folder and its selector are warm already (the folder was read at
     start-up) returns without starting a thread: starting one holds the event loop."""
-    manager = MemoryManager(folder, LexicalSelector())
+    manager = Recaller(folder, LexicalSelector())
     await manager.warm()
     started: list[str] = []
     real_start = threading.Thread.start
@@ -357,10 +357,10 @@ async def test_the_persisted_counts_keep_each_notes_language(
     body = "Les conteneurs tournent sous docker compose sur le serveur de test."
     write("ops.md", topic("Exploitation", description="les conteneurs", body=body), mtime=NOW)
     write("db.md", topic("Base", body="La base de données est sur le serveur."), mtime=NOW - 1)
-    assert (await MemoryManager(store, LexicalSelector()).recall("docker")).paths == ("ops.md",)
+    assert (await Recaller(store, LexicalSelector()).recall("docker")).paths == ("ops.md",)
     header, rows = marshal.loads((store.root / ".cache" / lexical_module._CACHE_NAME).read_bytes())
     assert header == _HEADER and {row[0]: row[5] for row in rows} == {"ops.md": "fr", "db.md": "fr"}
     work.counted.clear()
     fresh = LexicalSelector()
-    assert (await MemoryManager(store, fresh).recall("docker")).paths == ("ops.md",)
+    assert (await Recaller(store, fresh).recall("docker")).paths == ("ops.md",)
     assert work.counted == []  # read from the cache, not tokenised

@@ -19,8 +19,8 @@ from asyncrecall.memory import (
     FolderStore,
     LexicalSelector,
     MemoryDoc,
-    MemoryManager,
     ModelSelector,
+    Recaller,
     format_memory_block,
 )
 from asyncrecall.testing import ScriptedModel
@@ -46,8 +46,8 @@ def manager_parts(store: FolderStore, write: WriteFile) -> tuple[FolderStore, Sc
     return store, ScriptedModel(name="side")
 
 
-def _manager(store: FolderStore, model: ScriptedModel, **kw: object) -> MemoryManager:
-    return MemoryManager(store, ModelSelector(model, **kw), clock=lambda: NOW)  # type: ignore[arg-type]
+def _manager(store: FolderStore, model: ScriptedModel, **kw: object) -> Recaller:
+    return Recaller(store, ModelSelector(model, **kw), clock=lambda: NOW)  # type: ignore[arg-type]
 
 
 def _memory_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -260,7 +260,7 @@ async def test_a_selector_can_be_chosen_per_call(
 
 async def test_a_lexical_manager_needs_no_model(store: FolderStore, write: WriteFile) -> None:
     write("a.md", topic("Tea", body="Alice drinks tea"), mtime=NOW - 3 * 86_400)
-    manager = MemoryManager(store, LexicalSelector(), clock=lambda: NOW)
+    manager = Recaller(store, LexicalSelector(), clock=lambda: NOW)
     result = await manager.recall("what does alice drink")
     assert (result.strategy, result.paths) == ("lexical", ("a.md",))
     assert "Saved 3 days ago" in result.prompt and "point-in-time" in result.prompt

@@ -37,7 +37,7 @@ from asyncrecall import (
     ModelProtocolError,
     RecallPrefetcher,
 )
-from asyncrecall.memory import FolderStore, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
 
@@ -174,7 +174,7 @@ async def _recall_dropped_by_signal(
     or by the prefetcher at a new user message (which also cancels the recall's task)."""
     store = FolderStore(root)
     store.save_memory("note", "a note", "project", "body", origin="user")
-    manager = MemoryManager(store, ModelSelector(model, fallback=None))
+    manager = Recaller(store, ModelSelector(model, fallback=None))
     if how == "prefetcher":
         async with RecallPrefetcher(manager) as prefetcher:
             prefetcher.start("conversation", "q")
@@ -501,7 +501,7 @@ async def test_no_error_log_line_or_repr_shows_the_base_urls_credentials(
         texts.append(str(caught.value))
         store = FolderStore(tmp_path / "memory")
         store.save_memory("note", "a note", "project", "body", origin="user")
-        manager = MemoryManager(store, ModelSelector(model))
+        manager = Recaller(store, ModelSelector(model))
         with caplog.at_level(logging.WARNING):
             await manager.recall("q")
     warnings = [r.getMessage() for r in caplog.records if "fell back" in r.getMessage()]
@@ -673,7 +673,7 @@ async def test_a_closed_transport_opens_nothing(raw: RawServer, tmp_path: Path) 
     model = OpenAIModel(model="side", base_url=raw.base_url, max_retries=0)
     store = FolderStore(tmp_path / "memory")
     store.save_memory("note", "a note", "project", "body", origin="user")
-    manager = MemoryManager(store, ModelSelector(model, fallback=None))
+    manager = Recaller(store, ModelSelector(model, fallback=None))
     signal = CancelSignal()
     recall = asyncio.create_task(manager.recall("q", cancel=signal))
     await raw.until(lambda: bool(raw.requests))

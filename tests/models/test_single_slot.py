@@ -528,8 +528,8 @@ def test_a_command_holds_the_main_marker_from_its_start(
     """``run``, ``memory recall`` and each ``chat`` query hold the endpoint's ``main``
     marker from before their first request (``user_waits``): the extraction worker of
     an earlier command keeps out of the way of requests about to go."""
-    from asyncrecall._settings import Settings
     from asyncrecall.cli._common import user_waits
+    from asyncrecall.cli._settings import Settings
 
     endpoint = traffic(local_server.base_url)
     marker = endpoint.marker_path("main")

@@ -19,8 +19,8 @@ from asyncrecall.memory import (
     INDEX_MAX_LINES,
     FolderStore,
     LexicalSelector,
-    MemoryManager,
     ModelSelector,
+    Recaller,
     Store,
     format_memory_block,
 )
@@ -46,8 +46,8 @@ def filled(store: Store) -> Store:
     return store
 
 
-def _manager(store: Store, model: ScriptedModel) -> MemoryManager:
-    return MemoryManager(store, ModelSelector(model), clock=lambda: NOW)
+def _manager(store: Store, model: ScriptedModel) -> Recaller:
+    return Recaller(store, ModelSelector(model), clock=lambda: NOW)
 
 
 def test_the_store_satisfies_the_protocol(store: Store) -> None:
@@ -141,7 +141,7 @@ async def test_an_empty_store_recalls_nothing_and_asks_nobody(
 
 
 async def test_the_lexical_selector_finds_the_memory(filled: Store) -> None:
-    manager = MemoryManager(filled, LexicalSelector(), clock=lambda: NOW)
+    manager = Recaller(filled, LexicalSelector(), clock=lambda: NOW)
     result = await manager.recall("which database do the tests use?")
     assert result.strategy == "lexical"
     assert result.paths[0] == "database.md"

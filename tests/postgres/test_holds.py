@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager, Source
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller, Source
 from asyncrecall.memory._provenance import parse_provenance, provenance_json
 from asyncrecall.memory._transfer import copy_memories
 from asyncrecall.memory.extraction._consolidate import consolidate
@@ -44,7 +44,7 @@ def _held(store: Any, name: str = "Regel", body: str = HELD_BODY) -> Any:
 
 
 async def _recalled(store: Any, query: str = QUESTION) -> list[str]:
-    result = await MemoryManager(store, LexicalSelector()).recall(query)
+    result = await Recaller(store, LexicalSelector()).recall(query)
     return [doc.name for doc in result.selected]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager, Source
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller, Source
 from asyncrecall.memory._transfer import copy_memories
 
 UNTRUSTED = Source.now("save_memory", untrusted=True)
@@ -35,7 +35,7 @@ def _kept(store: Any) -> Any:
 
 
 async def _recalled(store: Any) -> str:
-    result = await MemoryManager(store, LexicalSelector()).recall("how do I install?")
+    result = await Recaller(store, LexicalSelector()).recall("how do I install?")
     assert [d.name for d in result.selected] == ["Install"]
     return result.prompt
 

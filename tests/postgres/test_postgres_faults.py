@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from asyncrecall import ConfigError, MemoryStoreError
-from asyncrecall.memory import LexicalSelector, MemoryManager, PostgresStore
+from asyncrecall.memory import LexicalSelector, PostgresStore, Recaller
 from asyncrecall.memory.postgres._store import StoreChange
 from asyncrecall.testing import LocalPostgres
 
@@ -54,7 +54,7 @@ async def test_a_database_gone_mid_session_means_no_memory_then_memory_again(
     caches were dropped on the way (the listener reconnected)."""
     store: PostgresStore = open_pg(namespace, timeout=1.0)
     store.save_memory("Database", "db", "project", "Use real Postgres.", origin="user")
-    manager = MemoryManager(store, LexicalSelector())
+    manager = Recaller(store, LexicalSelector())
     assert (await manager.recall("postgres")).paths == ("database.md",)
     assert store.index_for_prompt() != ""
     reconnected = threading.Event()
@@ -102,7 +102,7 @@ async def test_a_connection_the_server_closed_is_replaced_within_the_same_recall
 
     store: PostgresStore = open_pg(namespace)
     store.save_memory("Database", "db", "project", "Use real Postgres.", origin="user")
-    manager = MemoryManager(store, LexicalSelector())
+    manager = Recaller(store, LexicalSelector())
     assert (await manager.recall("postgres")).paths == ("database.md",)
     with psycopg.connect(pg_url, autocommit=True) as admin:
         ended = admin.execute(
@@ -221,7 +221,7 @@ async def test_closing_a_store_mid_recall_ends_every_recall(
         store.save_memory(
             f"note {number}", "db", "project", f"postgres fact {number}", origin="user"
         )
-    manager = MemoryManager(store, LexicalSelector())
+    manager = Recaller(store, LexicalSelector())
     assert (await manager.recall("postgres")).selected
     caplog.set_level(logging.WARNING)
     recalls = [asyncio.create_task(manager.recall(f"postgres fact {n}")) for n in range(8)]

@@ -15,7 +15,7 @@ import pytest
 from psycopg import sql
 
 from asyncrecall import ConfigError, MemoryStoreError
-from asyncrecall.memory import SCAN_LIMIT, LexicalSelector, MemoryManager, PostgresStore
+from asyncrecall.memory import SCAN_LIMIT, LexicalSelector, PostgresStore, Recaller
 from asyncrecall.memory.postgres._schema import SCHEMA_VERSION
 from asyncrecall.memory.postgres._sql import NEWEST_FILL
 from asyncrecall.memory.postgres._store import StoreChange, redact_url
@@ -161,7 +161,7 @@ async def test_a_large_namespace_offers_full_text_matches_and_the_newest(
     assert len(names) <= SCAN_LIMIT and len(set(names)) == len(names)
     assert f"Filler {SCAN_LIMIT + 49}" in names  # the newest fill
     assert len(names) == 1 + NEWEST_FILL
-    result = await MemoryManager(pg_store, LexicalSelector()).recall("zeppelin parts")
+    result = await Recaller(pg_store, LexicalSelector()).recall("zeppelin parts")
     assert result.paths[0] == "airship.md"
     excluded = await pg_store.candidates("zeppelin", exclude={"airship.md"})
     assert "Airship" not in {d.name for d in excluded}

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import LexicalSelector, MemoryManager, PostgresStore
+from asyncrecall.memory import LexicalSelector, PostgresStore, Recaller
 from asyncrecall.memory._selector import Selector
 from asyncrecall.memory.postgres._store import StoreChange
 
@@ -44,7 +44,7 @@ async def test_a_rewrite_by_another_process_is_ranked_as_rewritten(
     b: PostgresStore = open_pg(namespace)  # its own pools and LISTEN: another worker
     b.save_memory("Pet", "an animal", "user", OLD, updated_at=AT, origin="user")
     selector: Selector = make_selector()
-    manager = MemoryManager(a, selector)
+    manager = Recaller(a, selector)
     before = await manager.recall("cat sleeping on the sofa")
     assert before.paths == ("pet.md",)
     assert before.selected[0].body == OLD
@@ -77,7 +77,7 @@ async def test_database_rows_have_no_term_count_file(
     doc = pg_store.save_memory("Pet", "an animal", "user", OLD, origin="user")
     monkeypatch.chdir(tmp_path)
     (tmp_path / doc.path.parent).mkdir()
-    result = await MemoryManager(pg_store, LexicalSelector()).recall("cat on the sofa")
+    result = await Recaller(pg_store, LexicalSelector()).recall("cat on the sofa")
     assert result.paths == ("pet.md",)
     assert list((tmp_path / doc.path.parent).iterdir()) == []
 

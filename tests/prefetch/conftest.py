@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import FolderStore, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.prefetch import PrefetchEvent, RecallPrefetcher
 from asyncrecall.testing import ScriptedModel
 
@@ -30,7 +30,7 @@ async def prefetcher(
 ) -> AsyncIterator[RecallPrefetcher]:
     """A prefetcher over the model selector (the scripted side model)."""
     async with RecallPrefetcher(
-        MemoryManager(store, ModelSelector(side)), on_event=events.append
+        Recaller(store, ModelSelector(side)), on_event=events.append
     ) as prefetcher:
         yield prefetcher
 

@@ -15,8 +15,8 @@ import pytest
 from asyncrecall.memory import (
     FolderStore,
     LexicalSelector,
-    MemoryManager,
     ModelSelector,
+    Recaller,
     nothing_to_recall,
 )
 from asyncrecall.prefetch import (
@@ -66,7 +66,7 @@ async def test_one_message_gets_at_most_limit_files_across_instant_pass_and_mode
     gate = asyncio.Event()
     side.add_json(selection(*picked), gate=gate)
     async with RecallPrefetcher(
-        MemoryManager(big_store, ModelSelector(side)),
+        Recaller(big_store, ModelSelector(side)),
         limit=3,
         instant_selector=LexicalSelector(),
         instant_limit=2,
@@ -98,7 +98,7 @@ async def test_a_settled_model_pick_wins_over_the_instant_pass(
     events: list[PrefetchEvent] = []
     side.add_json(selection(paths["user-role"]))
     async with RecallPrefetcher(
-        MemoryManager(store, ModelSelector(side)),
+        Recaller(store, ModelSelector(side)),
         instant_selector=LexicalSelector(),
         on_event=events.append,
     ) as prefetcher:
@@ -123,7 +123,7 @@ async def test_recall_stops_once_the_session_byte_budget_is_spent(
     starts (``memory_recall_skipped``, ``session_budget``: no side query) until reset."""
     docs = {d.name: d.rel_path for d in big_store.scan()}
     events: list[PrefetchEvent] = []
-    manager = MemoryManager(big_store, ModelSelector(side))
+    manager = Recaller(big_store, ModelSelector(side))
     one = len(manager.format_block([d for d in big_store.scan() if d.name == "user-role"]))
     async with RecallPrefetcher(
         manager, session_bytes=one + 200, on_event=events.append
@@ -165,7 +165,7 @@ async def test_a_long_file_is_cut_with_a_note_naming_it(tmp_path: Path) -> None:
     store.save_memory("glossary", "terms of the release", "project", "r" * 900, origin="user")
     docs = {d.name: d for d in store.scan()}
     events: list[PrefetchEvent] = []
-    manager = MemoryManager(store, LexicalSelector(), file_chars=500, file_lines=10)
+    manager = Recaller(store, LexicalSelector(), file_chars=500, file_lines=10)
     async with RecallPrefetcher(manager, on_event=events.append) as prefetcher:
         await prefetcher.warm()
         prefetcher.start(KEY, "what does the release runbook and glossary say?")
@@ -193,7 +193,7 @@ async def test_the_model_selectors_manifest_is_bounded(
     side.add_json(selection())
     selector = ModelSelector(side, manifest_files=4)
     async with RecallPrefetcher(
-        MemoryManager(big_store, selector), on_event=events.append
+        Recaller(big_store, selector), on_event=events.append
     ) as prefetcher:
         prefetcher.start(KEY, "how do deploys reach the staging cluster?")
         await settle(prefetcher, KEY)
@@ -246,7 +246,7 @@ async def test_a_prompt_with_nothing_to_recall_starts_no_recall(
     ``memory_recall_skipped``, ``nothing_to_recall``); a CJK question of one
     space-free run does start one."""
     events: list[PrefetchEvent] = []
-    manager = MemoryManager(store, ModelSelector(side), skip_trivial=True)
+    manager = Recaller(store, ModelSelector(side), skip_trivial=True)
     async with RecallPrefetcher(manager, on_event=events.append) as prefetcher:
         assert prefetcher.start(KEY, "ok", prompt_id="p1") is False
         assert side.json_started == 0 and prefetcher.pending(KEY) is None

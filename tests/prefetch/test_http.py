@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from asyncrecall.memory import FolderStore, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, Reply
@@ -26,7 +26,7 @@ async def test_cancel_hangs_up_the_side_query(
     """Cancelling a conversation's recall closes its side query's HTTP connection: the
     server sees the client hang up."""
     local_server.script("side", Reply(hang=True))
-    async with RecallPrefetcher(MemoryManager(store, ModelSelector(side_http))) as prefetcher:
+    async with RecallPrefetcher(Recaller(store, ModelSelector(side_http))) as prefetcher:
         prefetcher.start("t", "how do I deploy?")
         request = await local_server.await_for(lambda r: r.model == "side")
         prefetcher.cancel("t")
@@ -38,7 +38,7 @@ async def test_leaving_the_context_hangs_up_every_side_query(
 ) -> None:
     """Leaving ``async with`` closes the side query of every conversation."""
     local_server.script("side", Reply(hang=True), Reply(hang=True))
-    async with RecallPrefetcher(MemoryManager(store, ModelSelector(side_http))) as prefetcher:
+    async with RecallPrefetcher(Recaller(store, ModelSelector(side_http))) as prefetcher:
         prefetcher.start("a", "how do I deploy?")
         prefetcher.start("b", "who am I?")
         await local_server.await_for(lambda r: r.index == 1)
@@ -51,7 +51,7 @@ async def test_a_settled_recall_over_http_is_taken(
 ) -> None:
     """The side model's answer over HTTP becomes the conversation's memory block."""
     local_server.script("side", Reply(json=selection(paths["deploy-flow"])))
-    async with RecallPrefetcher(MemoryManager(store, ModelSelector(side_http))) as prefetcher:
+    async with RecallPrefetcher(Recaller(store, ModelSelector(side_http))) as prefetcher:
         prefetcher.start("t", "how do I deploy?")
         assert await prefetcher.wait_settled("t", 5)
         block = prefetcher.take("t", "user_query")

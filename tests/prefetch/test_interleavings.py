@@ -19,7 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asyncrecall.memory import FolderStore, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.prefetch import PendingRecall, RecallPrefetcher
 from asyncrecall.testing import JsonRequest, ScriptedJson, ScriptedModel
 
@@ -46,7 +46,7 @@ class Harness:
             )
         self.all_paths = [doc.rel_path for doc in store.scan()]
         self.side = ScriptedModel(name="side", default_json=self._answer)
-        self.prefetcher = RecallPrefetcher(MemoryManager(store, ModelSelector(self.side)))
+        self.prefetcher = RecallPrefetcher(Recaller(store, ModelSelector(self.side)))
         self.gates: dict[str, asyncio.Event] = {}
         self.shown: dict[str, set[str]] = {key: set() for key in KEYS}
         self.taken: set[int] = set()

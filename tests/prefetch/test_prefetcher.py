@@ -10,11 +10,12 @@ import asyncio
 import inspect
 import logging
 import threading
+from collections.abc import Collection
 
 import pytest
 
 from asyncrecall import CancelSignal, SelectorError
-from asyncrecall.memory import FolderStore, LexicalSelector, MemoryManager, ModelSelector
+from asyncrecall.memory import FolderStore, LexicalSelector, MemoryDoc, ModelSelector, Recaller
 from asyncrecall.prefetch import (
     INSTANT_STRATEGY,
     MemoryBlock,
@@ -247,7 +248,7 @@ async def test_aclose_cancels_and_drains_every_recall(
     side.add_json(selection(), gate=asyncio.Event())
     side.add_json(selection(), gate=asyncio.Event())
     with pytest.raises(ZeroDivisionError):
-        async with RecallPrefetcher(MemoryManager(store, ModelSelector(side))) as prefetcher:
+        async with RecallPrefetcher(Recaller(store, ModelSelector(side))) as prefetcher:
             prefetcher.start("a", "question a")
             prefetcher.start("b", "question b")
             await side.wait_until(lambda m: m.json_started == 2)
@@ -268,7 +269,7 @@ async def test_a_warm_lexical_recall_is_settled_when_start_returns(store: Folder
     gets its block, and nothing was left for the loop to run first."""
     instant = LexicalSelector()
     async with RecallPrefetcher(
-        MemoryManager(store, LexicalSelector()), instant_selector=instant
+        Recaller(store, LexicalSelector()), instant_selector=instant
     ) as prefetcher:
         await prefetcher.warm()  # warm: a lexical recall then settles inline
         prefetcher.start(KEY, "how do deploys reach the staging cluster?")
@@ -286,7 +287,7 @@ async def test_start_warming_needs_no_loop_and_makes_the_first_start_settle(
     from outside any event loop; once it is done, the first start() is settled at once."""
     instant = LexicalSelector()
     prefetcher = RecallPrefetcher(
-        MemoryManager(store, ModelSelector(ScriptedModel(name="side"))), instant_selector=instant
+        Recaller(store, ModelSelector(ScriptedModel(name="side"))), instant_selector=instant
     )
     thread = await asyncio.to_thread(_warm_from_a_thread_without_a_loop, prefetcher)
     await asyncio.to_thread(thread.join, 30)
@@ -309,7 +310,7 @@ async def test_start_is_safe_under_the_eager_task_factory(store: FolderStore) ->
     loop = asyncio.get_running_loop()
     loop.set_task_factory(EAGER_FACTORY)
     try:
-        async with RecallPrefetcher(MemoryManager(store, LexicalSelector())) as prefetcher:
+        async with RecallPrefetcher(Recaller(store, LexicalSelector())) as prefetcher:
             await prefetcher.warm()  # warm: a lexical recall then settles inline
             prefetcher.start(KEY, "how do deploys reach the staging cluster?")
             block = prefetcher.take(KEY, "user_query")
@@ -328,7 +329,7 @@ async def test_instant_pass_fills_the_user_query_and_the_main_recall_adds_the_re
     gate = asyncio.Event()
     side.add_json(selection(paths["deploy-flow"], paths["user-role"]), gate=gate)
     async with RecallPrefetcher(
-        MemoryManager(store, ModelSelector(side)), instant_selector=LexicalSelector()
+        Recaller(store, ModelSelector(side)), instant_selector=LexicalSelector()
     ) as prefetcher:
         await prefetcher.warm()  # warm: a lexical recall then settles inline
         prefetcher.start(KEY, "how do deploys reach the staging cluster?")
@@ -351,7 +352,7 @@ async def test_a_failing_recall_gives_no_memory_and_never_raises(
     """A selector that fails with no fallback: take() returns None and raises nothing."""
     side.add_json(error=SelectorError("boom"))
     caplog.set_level(logging.WARNING)
-    async with RecallPrefetcher(MemoryManager(store, ModelSelector(side, fallback=None))) as p:
+    async with RecallPrefetcher(Recaller(store, ModelSelector(side, fallback=None))) as p:
         p.start(KEY, "question")
         await settle(p, KEY)
         assert p.take(KEY, "user_query") is None
@@ -373,7 +374,7 @@ async def test_blank_message_starts_nothing_but_still_supersedes(
 
 def test_start_outside_an_event_loop_is_a_clear_error(store: FolderStore) -> None:
     """start() needs a running loop: without one it raises RuntimeError, starting nothing."""
-    prefetcher = RecallPrefetcher(MemoryManager(store, LexicalSelector()))
+    prefetcher = RecallPrefetcher(Recaller(store, LexicalSelector()))
     with pytest.raises(RuntimeError, match="no running event loop"):
         prefetcher.start(KEY, "question")
     assert prefetcher.pending(KEY) is None
@@ -415,7 +416,7 @@ async def test_conversations_are_bounded_by_count_and_idle_time(
     conversation's files can be offered again. The one just started always stays."""
     now = [0.0]
     async with RecallPrefetcher(
-        MemoryManager(store, LexicalSelector()),
+        Recaller(store, LexicalSelector()),
         clock=lambda: now[0],
         max_conversations=3,
         idle_seconds=100.0,
@@ -443,7 +444,7 @@ async def test_an_idle_recall_never_taken_does_not_hold_the_others_back(
     behind it go too (it stopped every eviction before)."""
     now = [0.0]
     async with RecallPrefetcher(
-        MemoryManager(store, LexicalSelector()),
+        Recaller(store, LexicalSelector()),
         clock=lambda: now[0],
         idle_seconds=100.0,
     ) as prefetcher:
@@ -471,7 +472,7 @@ async def test_a_conversation_with_a_pending_recall_is_never_evicted(
     gate = asyncio.Event()
     side.add_json(selection(paths["db-testing"]), gate=gate)
     async with RecallPrefetcher(
-        MemoryManager(store, ModelSelector(side)),
+        Recaller(store, ModelSelector(side)),
         clock=lambda: now[0],
         max_conversations=1,
         idle_seconds=1.0,
@@ -502,7 +503,7 @@ async def test_a_recall_held_until_the_request_asks_its_side_model_after_take(
     is there at once; the main recall then runs and lands at the tool result."""
     side.add_json(selection(paths["user-role"]))
     async with RecallPrefetcher(
-        MemoryManager(store, ModelSelector(side)), instant_selector=LexicalSelector()
+        Recaller(store, ModelSelector(side)), instant_selector=LexicalSelector()
     ) as prefetcher:
         await prefetcher.warm()
         prefetcher.start(KEY, "how do deploys reach the staging cluster?", until_request=30)
@@ -553,6 +554,36 @@ async def test_a_held_recall_cancelled_before_its_request_never_asks(
     assert side.json_started == 0
 
 
+async def test_a_held_instant_pass_that_must_read_waits_for_the_take_too(
+    store: FolderStore, side: ScriptedModel
+) -> None:
+    """``until_request``: an instant pass that cannot be computed inline (a cold folder
+    with more to read than the inline budget) runs in a task held like the main recall,
+    so nothing reads the folder for this message before the key's take (the request
+    being built); it could not reach that request anyway."""
+    store.save_memory(
+        "long note", "a long note", "project", "staging cluster " * 600, origin="user"
+    )
+    cold = FolderStore(store.root)
+    read: list[str] = []
+    real = cold.candidates
+
+    async def candidates(query: str, *, exclude: Collection[str] = ()) -> list[MemoryDoc]:
+        read.append(query)
+        return await real(query, exclude=exclude)
+
+    cold.candidates = candidates  # type: ignore[method-assign]
+    async with RecallPrefetcher(
+        Recaller(cold, ModelSelector(side)), instant_selector=LexicalSelector()
+    ) as prefetcher:
+        prefetcher.start(KEY, "how do deploys reach the staging cluster?", until_request=30)
+        instant = prefetcher._conversations[KEY].instant
+        assert instant is not None and not instant.settled  # in a task: not inline
+        await _ticks()
+        assert read == []
+        assert prefetcher.take(KEY, "user_query") is None
+
+
 async def test_hold_and_until_request_are_exclusive(prefetcher: RecallPrefetcher) -> None:
     with pytest.raises(ValueError, match="hold or until_request"):
         prefetcher.start(KEY, "how do I deploy?", hold=asyncio.Event().wait, until_request=1)
@@ -566,7 +597,7 @@ async def test_a_caller_cancel_after_the_instant_pass_settled_keeps_it_out(
     that settled before the cancel; a signal already cancelled at start injects nothing."""
     side.add_json(selection(paths["deploy-flow"]))
     async with RecallPrefetcher(
-        MemoryManager(store, ModelSelector(side)), instant_selector=LexicalSelector()
+        Recaller(store, ModelSelector(side)), instant_selector=LexicalSelector()
     ) as prefetcher:
         await prefetcher.warm()
         signal = CancelSignal()
@@ -604,7 +635,7 @@ async def test_a_custom_selectors_invented_file_is_never_injected(
 
     real = next(d for d in store.scan() if d.rel_path == paths["deploy-flow"])
     invented = dataclasses.replace(real, rel_path="../../etc/passwd.md", body="ZQ-invented")
-    manager = MemoryManager(store, _Inventing(invented))  # type: ignore[arg-type]
+    manager = Recaller(store, _Inventing(invented))  # type: ignore[arg-type]
     result = await manager.recall("how do deploys reach the staging cluster?")
     assert "ZQ-invented" not in result.prompt
     assert "../../etc/passwd.md" not in result.paths
@@ -635,7 +666,7 @@ async def test_an_instant_selectors_invented_file_is_never_injected(
     import dataclasses
 
     real = next(d for d in store.scan() if d.rel_path == paths["deploy-flow"])
-    manager = MemoryManager(store, LexicalSelector())
+    manager = Recaller(store, LexicalSelector())
     await manager.warm()
     invented = dataclasses.replace(real, rel_path="elsewhere.md", body="ZQ-invented")
     result = manager.recall_instant("deploys", selector=_InventingInstant(invented))  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from asyncrecall.memory import (
     LIBRARY_ORIGIN,
     LexicalSelector,
     MemoryDoc,
-    MemoryManager,
+    Recaller,
     Source,
     Store,
     StoreChange,
@@ -28,7 +28,7 @@ from asyncrecall.memory import (
 from asyncrecall.memory._transfer import copy_memories
 
 #: What recalls in these cases: the library's recall over the store, BM25 selector.
-Recall = MemoryManager
+Recall = Recaller
 
 QUERY = "how do the integration tests reach the database"
 DB = ("Database tests", "integration tests hit a real database", "feedback", "No mocks.")

@@ -12,7 +12,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from asyncrecall.testing import LocalServer
-from asyncrecall.testing.conformance import CASES, TOOL_NAME, Case, Driver, Harness, Run, cases
+from asyncrecall_conformance import CASES, TOOL_NAME, Case, Driver, Harness, Run, cases
 
 TOOLS: Any = [
     {
@@ -142,7 +142,7 @@ def test_cases_are_named_by_letter_and_marks_go_by_id() -> None:
 def _round(context_in: int) -> dict[str, Any]:
     """A Messages request after a round of two tool calls, with the client's context
     (a memory block) inside the result ``context_in``."""
-    from asyncrecall.testing.conformance import MEMORY_MARK
+    from asyncrecall_conformance import MEMORY_MARK
 
     results = []
     for n in range(2):
@@ -166,8 +166,8 @@ def test_the_anthropic_wire_reads_context_in_the_last_result_as_after_the_round(
     """The CLI's context in the round's last tool result reads as one user message after
     every tool message; in another result it reads as a user message between them,
     which the kit's checks reject (a per-call injection fails)."""
-    from asyncrecall.testing.conformance._anthropic import chat_messages
-    from asyncrecall.testing.conformance._wire import (
+    from asyncrecall_conformance._anthropic import chat_messages
+    from asyncrecall_conformance._wire import (
         assert_memory_after_tools,
         assert_valid_chat,
     )
@@ -184,7 +184,7 @@ def test_the_anthropic_wire_reads_context_in_the_last_result_as_after_the_round(
 
 def test_the_anthropic_wire_needs_an_anthropic_server() -> None:
     """A plain LocalServer is refused with the way out (the driver's server_type)."""
-    from asyncrecall.testing.conformance import AnthropicServerWire
+    from asyncrecall_conformance import AnthropicServerWire
 
     with LocalServer() as server, pytest.raises(TypeError, match="server_type"):
         AnthropicServerWire(server)  # type: ignore[arg-type]

@@ -1,10 +1,15 @@
 """The agent client: turns, tools, reminders, limits and the memory prefetch.
 
-This package joins :mod:`asyncrecall.models` and :mod:`asyncrecall.memory`.
+This package joins :mod:`asyncrecall.models` and :mod:`asyncrecall.memory`. Its events
+are the agent's own (:data:`AgentEvent` is the union of all it emits) and the
+extraction's; the memory events it emits among them (``MemoryInjectedEvent`` ...) are
+the prefetcher's, exported by :mod:`asyncrecall.prefetch`.
 """
 
 from __future__ import annotations
 
+# A name imported ``as`` itself is not public: other layers and the tests take it from
+# here, but it is out of ``__all__`` and may change without notice.
 from asyncrecall.agent._agent import Agent, QueryResult
 from asyncrecall.agent._client import AgentClient, MessageType
 from asyncrecall.agent._events import (
@@ -15,12 +20,6 @@ from asyncrecall.agent._events import (
     LoopDetectedEvent,
     MaxSessionTurnsEvent,
     MaxTurnsEvent,
-    MemoryBudgetEvent,
-    MemoryDiscardedEvent,
-    MemoryInjectedEvent,
-    MemoryInstantPreemptedEvent,
-    MemoryRecallSkippedEvent,
-    MemoryRecallStartedEvent,
     RequestRetriedEvent,
     RequestSentEvent,
     SessionTokenLimitEvent,
@@ -30,8 +29,8 @@ from asyncrecall.agent._events import (
     TurnCancelledEvent,
     UsageEvent,
 )
-from asyncrecall.agent._extraction import ExtractionScheduler  # issue 14
-from asyncrecall.agent._extraction_events import (  # issue 14
+from asyncrecall.agent._extraction import ExtractionScheduler
+from asyncrecall.agent._extraction_events import (
     ExtractionEvent,
     MemoryConsolidatedEvent,
     MemoryExtractedEvent,
@@ -39,8 +38,13 @@ from asyncrecall.agent._extraction_events import (  # issue 14
     MemoryExtractionStartedEvent,
 )
 from asyncrecall.agent._options import ClientOptions, RecallMode
-from asyncrecall.agent._prompt import build_system_prompt
 from asyncrecall.agent._tools import ToolOutcome, ToolRegistry
+from asyncrecall.prefetch import MemoryBudgetEvent as MemoryBudgetEvent
+from asyncrecall.prefetch import MemoryDiscardedEvent as MemoryDiscardedEvent
+from asyncrecall.prefetch import MemoryInjectedEvent as MemoryInjectedEvent
+from asyncrecall.prefetch import MemoryInstantPreemptedEvent as MemoryInstantPreemptedEvent
+from asyncrecall.prefetch import MemoryRecallSkippedEvent as MemoryRecallSkippedEvent
+from asyncrecall.prefetch import MemoryRecallStartedEvent as MemoryRecallStartedEvent
 
 __all__ = [
     "Agent",
@@ -55,16 +59,10 @@ __all__ = [
     "LoopDetectedEvent",
     "MaxSessionTurnsEvent",
     "MaxTurnsEvent",
-    "MemoryBudgetEvent",
     "MemoryConsolidatedEvent",
-    "MemoryDiscardedEvent",
     "MemoryExtractedEvent",
     "MemoryExtractionSkippedEvent",
     "MemoryExtractionStartedEvent",
-    "MemoryInjectedEvent",
-    "MemoryInstantPreemptedEvent",
-    "MemoryRecallSkippedEvent",
-    "MemoryRecallStartedEvent",
     "MessageType",
     "QueryResult",
     "RecallMode",
@@ -78,5 +76,4 @@ __all__ = [
     "ToolResultEvent",
     "TurnCancelledEvent",
     "UsageEvent",
-    "build_system_prompt",
 ]

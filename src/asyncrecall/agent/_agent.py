@@ -6,6 +6,7 @@ import itertools
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from types import TracebackType
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.agent._client import AgentClient, MessageType
@@ -111,6 +112,27 @@ class Agent:
         if scheduler is not None:
             scheduler.taint = self.tools.taint
         self._extraction = scheduler
+
+    async def aclose(self) -> None:
+        """End the background extraction (as :meth:`ExtractionScheduler.aclose` does: a
+        running one is drained or handed on), then close the client: a pending recall is
+        cancelled, never awaited. The models stay open: they are the caller's."""
+        try:
+            if self._extraction is not None:
+                await self._extraction.aclose()
+        finally:
+            await self.client.aclose()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     async def run_query(
         self, text: str, *, cancel: CancelSignal | None = None, prompt_id: str | None = None

@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Final
 
 from asyncrecall._cancel import CancelSignal
@@ -51,7 +52,7 @@ from asyncrecall.agent._options import ClientOptions
 from asyncrecall.agent._slot import RecallSlot
 from asyncrecall.agent._stream import StreamRestarted, TurnCancelled, cancellable_stream
 from asyncrecall.agent._untrusted import neutralised_response
-from asyncrecall.memory import MemoryManager, RecallResult, Selector
+from asyncrecall.memory import Recaller, RecallResult, Selector
 from asyncrecall.models import (
     Content,
     Finished,
@@ -84,8 +85,6 @@ _HELD_MODES: Final = frozenset({"async", "async+lexical"})
 @dataclass
 class _TurnState:
     keep_prefetch: bool = False
-    #: The user query's recall waits for it (``ClientOptions.hold_recall``).
-    gate: asyncio.Event | None = None
 
 
 @dataclass
@@ -119,7 +118,7 @@ class AgentClient:
         self,
         *,
         model: Model,
-        memory: MemoryManager | None = None,
+        memory: Recaller | None = None,
         tools: Sequence[ToolSpec] = (),
         system_prompt: Callable[[], str] | str | None = None,
         options: ClientOptions | None = None,
@@ -211,6 +210,18 @@ class AgentClient:
         """Cancel any pending recall, then drain our tasks. Never waits for a recall."""
         await self._slot.aclose()
 
+    async def __aenter__(self) -> AgentClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """:meth:`aclose` on leaving ``async with``; the model stays open (it is the caller's)."""
+        await self.aclose()
+
     async def send_message_stream(
         self,
         request: Sequence[Part] | str,
@@ -276,10 +287,9 @@ class AgentClient:
                     yield event
                 return
             query = "".join(p.text for p in parts if isinstance(p, Text))
-            if options.hold_recall is not None and options.recall_mode in _HELD_MODES:
-                state.gate = asyncio.Event()
-            hold = state.gate.wait if state.gate is not None else None
-            async for event in self._slot.trigger(query, cancel, prompt_id, hold):
+            held = options.recall_mode in _HELD_MODES
+            until_request = options.until_request if held else None
+            async for event in self._slot.trigger(query, cancel, prompt_id, until_request):
                 yield event
 
         if turns <= 0:
@@ -331,9 +341,6 @@ class AgentClient:
         else:
             self.history.append(content)
         yield RequestSentEvent(message_type=message_type.value, with_memory=injected is not None)
-        gate, state.gate = state.gate, None
-        if gate is not None:  # opened by the first streamed item, else after hold_recall
-            opening = asyncio.get_running_loop().call_later(options.hold_recall or 0.0, gate.set)
 
         text: list[str] = []
         calls: list[FunctionCall] = []
@@ -346,10 +353,6 @@ class AgentClient:
         try:
             async with aclosing(stream):
                 async for item in stream:
-                    if gate is not None:
-                        gate.set()
-                        opening.cancel()
-                        gate = None
                     if isinstance(item, TextDelta):
                         text.append(item.text)
                         yield ContentEvent(text=item.text)

@@ -43,6 +43,7 @@ import sys
 import uuid
 import weakref
 from collections.abc import Callable
+from types import TracebackType
 from typing import Final
 
 from asyncrecall._cancel import CancelSignal
@@ -306,6 +307,18 @@ class ExtractionScheduler:
         if not task.done():
             self.cancel("cancelled")
             await asyncio.wait({task})
+
+    async def __aenter__(self) -> ExtractionScheduler:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """:meth:`aclose` on leaving ``async with`` (drained for ``drain_timeout``)."""
+        await self.aclose()
 
     # -- the task ------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -32,10 +33,14 @@ class ClientOptions:
     instant_limit: int = 2
     #: When set: a user query's recall work that runs in the background (a cold
     #: folder's reading, the side query and its prompt) waits until that query's
-    #: request is out (its first streamed item), at most this many seconds after the
-    #: request was handed to the model, so it never holds the interpreter while the
-    #: request is built. ``asyncrecall run`` sets it: its one request is built right
-    #: after start-up, when the folder is still cold. ``None``: the recall starts at once.
+    #: request is on its way, at most this many seconds, so it never holds the
+    #: interpreter while the request is built (:meth:`RecallPrefetcher.start
+    #: <asyncrecall.prefetch.RecallPrefetcher.start>`'s ``until_request``: the
+    #: request's take, and a moment after it). ``asyncrecall run`` sets it: its one
+    #: request is built right after start-up, when the folder is still cold. ``None``:
+    #: the recall starts at once. Only the ``async`` and ``async+lexical`` modes hold.
+    until_request: float | None = None
+    #: Deprecated: the old name of :attr:`until_request` (a warning, then the same).
     hold_recall: float | None = None
     #: The same tool call with the same arguments this many times in a row is a loop.
     loop_threshold: int = 5
@@ -43,3 +48,13 @@ class ClientOptions:
     recall_limit: int = 5
     #: Bytes of memory blocks per session before recall stops (``None``: no budget).
     session_bytes: int | None = SESSION_BYTES
+
+    def __post_init__(self) -> None:
+        if self.hold_recall is not None:
+            warnings.warn(
+                "ClientOptions(hold_recall=...) is deprecated: use until_request=...",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            if self.until_request is None:
+                object.__setattr__(self, "until_request", self.hold_recall)

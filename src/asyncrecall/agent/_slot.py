@@ -10,12 +10,12 @@ events handed back to the turn in order.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.agent._options import ClientOptions
-from asyncrecall.memory import MemoryManager, RecallResult, Selector
+from asyncrecall.memory import Recaller, RecallResult, Selector
 from asyncrecall.prefetch import (
     DiscardReason,
     InjectionPoint,
@@ -38,7 +38,7 @@ class RecallSlot:
     def __init__(
         self,
         *,
-        memory: MemoryManager | None,
+        memory: Recaller | None,
         options: ClientOptions,
         instant_selector: Selector | None,
         clock: Callable[[], float],
@@ -87,17 +87,20 @@ class RecallSlot:
         query: str,
         cancel: CancelSignal,
         prompt_id: str,
-        hold: Callable[[], Awaitable[object]] | None = None,
+        until_request: float | None = None,
     ) -> AsyncGenerator[PrefetchEvent, None]:
         """Start the recall for this user query (superseding the last one); never wait.
-        ``hold``: what its background work waits for first (see ``ClientOptions.hold_recall``)."""
+        ``until_request``: its background work waits for this query's request (see
+        ``ClientOptions.until_request``)."""
         prefetcher = self._prefetcher
         if prefetcher is None:
             return
         # No loop tick: a warm recall with no I/O (the lexical selector, the instant
         # pass) is computed inside start() and rides on the first request, however many
         # other sessions share the loop.
-        prefetcher.start(_KEY, query, cancel=cancel, prompt_id=prompt_id, hold=hold)
+        prefetcher.start(
+            _KEY, query, cancel=cancel, prompt_id=prompt_id, until_request=until_request
+        )
         for event in self._take_events():
             yield event
 

@@ -1,47 +1,46 @@
-"""``asyncrecall bench KIND``: each benchmark lives in ``asyncrecall.bench._KIND``.
+"""``asyncrecall bench KIND``: the benchmarks, from the distribution ``asyncrecall-bench``
+(package ``asyncrecall_bench``), imported only when ``bench`` is the command chosen.
 
-A benchmark module exposes ``add_arguments(parser)`` and ``run(args, settings) -> int``.
+Where it is not installed, ``asyncrecall bench ...`` says how to install it, in one line
+on stderr, and exits 2, as a command whose extra is missing does (``asyncrecall mcp``).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from importlib import import_module
 from typing import Any
 
-from asyncrecall.cli._common import settings_from_args
+from asyncrecall._exceptions import ConfigError
 
-_KINDS = {
-    "latency": "latency added per user query, blocking vs async recall modes",
-    "quality": "memory selection quality on LoCoMo-format data",
-    "overhead": "the prefetch machinery's own cost, and many concurrent sessions",
-    "store": "recall and saves from 1/4/8 worker processes on one PostgreSQL store",
-    "recall": "end to end on LoCoMo: added latency, gold and junk delivered, per mode",
-    "frameworks": "framework adapters vs the awaited-recall pattern, in each agent loop",
-    "extract": "memories written by extraction, judged by LoCoMo questions (issue 14)",
-    "cli": "new `asyncrecall run` processes: memory on the first request, start-up, exit",
-    "security": "memory poisoning through every way into the store, in eight languages",
-}
+__all__ = ["MISSING", "register"]
+
+_PACKAGE = "asyncrecall_bench"
+MISSING = (
+    "asyncrecall bench needs the benchmarks, the asyncrecall-bench distribution: "
+    "pip install ./benchmarks in a clone of asyncrecall"
+)
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser("bench", help="benchmarks: latency, quality, overhead")
-    kinds = parser.add_subparsers(dest="bench_kind", metavar="KIND", required=True)
-    for kind, summary in _KINDS.items():
-        try:
-            module = import_module(f"asyncrecall.bench._{kind}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"asyncrecall.bench._{kind}":
-                raise
-            continue
-        sub = kinds.add_parser(kind, help=summary, parents=[common])
-        module.add_arguments(sub)
-        sub.set_defaults(handler=_handler(module))
+    try:
+        bench = import_module(_PACKAGE)
+    except ModuleNotFoundError as exc:
+        if exc.name != _PACKAGE:
+            raise  # installed, but something it needs is not: its own error says what
+        # No flags at all (no prefix character a word can start with): whatever follows
+        # `bench`, --help included, reaches the handler and gets the line above.
+        parser = subparsers.add_parser(
+            "bench", help="benchmarks (not installed: asyncrecall-bench)", prefix_chars="\0"
+        )
+        parser.add_argument("words", nargs="*")
+        parser.set_defaults(handler=_missing)
+        return
+    add: Callable[[Any, argparse.ArgumentParser], None] = bench.register
+    add(subparsers, common)
 
 
-def _handler(module: Any) -> Any:
-    def handle(args: argparse.Namespace) -> int:
-        code: int = module.run(args, settings_from_args(args))
-        return code
-
-    return handle
+def _missing(args: argparse.Namespace) -> int:
+    del args
+    raise ConfigError(MISSING)

@@ -22,21 +22,24 @@ import asyncio
 import signal
 import sys
 import threading
-from typing import Any
-
-from rich.markup import escape
+from typing import TYPE_CHECKING, Any
 
 from asyncrecall._cancel import CancelSignal
-from asyncrecall._session import Session, open_session
-from asyncrecall._settings import Settings
 from asyncrecall.cli._common import (
     exit_soon,
     resume_collection,
     settings_from_args,
     user_waits,
 )
-from asyncrecall.cli._render import EXIT_OUTPUT_CLOSED, EventPrinter, exit_code
 from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
+
+if TYPE_CHECKING:
+    from asyncrecall.cli._render import EventPrinter
+    from asyncrecall.cli._session import Session
+    from asyncrecall.cli._settings import Settings
+
+# The session, the agent and the printer (the OpenAI SDK, rich) are imported when the
+# command runs, after the entry has started reading the memory folder (``cli._main``).
 
 __all__ = ["register"]
 
@@ -55,6 +58,8 @@ def _handle(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     # Built before the loop runs: importing the OpenAI SDK would block it for ~0.5 s.
     try:
+        from asyncrecall.cli._session import open_session
+
         session = open_session(settings, handoff=True)
         resume_collection()  # the imports are done (see cli._main)
         return asyncio.run(chat(session, settings))
@@ -147,6 +152,10 @@ def _banner(session: Session) -> str:
 async def chat(session: Session, settings: Settings) -> int:
     """Run a chat session until end of input, ``/exit`` or a second Ctrl-C."""
     loop = asyncio.get_running_loop()
+    from rich.markup import escape
+
+    from asyncrecall.cli._render import EXIT_OUTPUT_CLOSED, EventPrinter, exit_code
+
     printer = EventPrinter(settings.output_format)
     if session.notice:
         printer.err.print(f"[dim]· {escape(session.notice)}[/dim]")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from asyncrecall._redact import redact
-from asyncrecall._settings import Settings, load_settings
+from asyncrecall.cli._settings import Settings, load_settings
 
 __all__ = [
     "agent_flags",
@@ -175,7 +175,12 @@ _SETTING_FLAGS = (
 
 def settings_from_args(args: argparse.Namespace, *, cwd: Path | None = None) -> Settings:
     """Resolve settings from parsed flags, the environment and settings files; warn (one
-    line on stderr) of project settings that were ignored. Each command calls it once."""
+    line on stderr) of project settings that were ignored. Resolved once per parsed
+    command line: a second call (the command's, after the entry's read-ahead) returns
+    the same settings and warns no more."""
+    resolved = getattr(args, _RESOLVED, None)
+    if isinstance(resolved, Settings) and cwd is None:
+        return resolved
     flags: dict[str, Any] = {name: getattr(args, name, None) for name in _SETTING_FLAGS}
     key = flags.get("api_key")
     if isinstance(key, str):
@@ -186,7 +191,13 @@ def settings_from_args(args: argparse.Namespace, *, cwd: Path | None = None) -> 
     if settings.untrusted is not None:
         sys.stderr.write(f"asyncrecall: {settings.untrusted.warning()}\n")
         sys.stderr.flush()
+    if cwd is None:
+        setattr(args, _RESOLVED, settings)
     return settings
+
+
+#: Where :func:`settings_from_args` keeps what it resolved on the parsed command line.
+_RESOLVED = "_asyncrecall_settings"
 
 
 #: The API keys this process was configured with (see :func:`redacted`).
@@ -240,7 +251,7 @@ def pause_collection() -> None:
     Those imports (about 1,100 modules: the agent, the OpenAI SDK) and the models'
     clients set off some 230 collections that find next to nothing: 51-59 ms of the
     700 ms they take here, with memory on or off (five new processes, ``gc.callbacks``
-    timing every collection while ``asyncrecall.cli._run``, ``asyncrecall._session``
+    timing every collection while ``asyncrecall.cli._run``, ``asyncrecall.cli._session``
     and ``asyncrecall.models`` import and ``open_openai_models`` runs).
     """
     if gc.isenabled():

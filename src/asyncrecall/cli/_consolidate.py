@@ -15,8 +15,8 @@ import json
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._memory_config import open_memory_store
-from asyncrecall._settings import Settings
+from asyncrecall.cli._memory_config import open_memory_store
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import Store
 from asyncrecall.memory.extraction._consolidate import ConsolidationResult, consolidate
 

@@ -17,9 +17,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from asyncrecall.bench._measure import QueryTrace
-from asyncrecall.bench._quiet import quiet_known_noise
 from asyncrecall.demo import DEFAULT_MODE, DemoResult, ModeRun, run_demo
+from asyncrecall.demo._quiet import quiet_known_noise
+from asyncrecall.demo._trace import QueryTrace
 
 __all__ = ["register", "verdict"]
 

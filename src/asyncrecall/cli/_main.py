@@ -16,23 +16,26 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
-from typing import Any, NoReturn
+from typing import Any
 
 from asyncrecall import __version__
 from asyncrecall._exceptions import AsyncRecallError, ConfigError
-from asyncrecall._prewarm import start_reading_memory
 from asyncrecall.cli._common import (
     common_parser,
     end_process,
     pause_collection,
     redacted,
     resume_collection,
+    settings_from_args,
 )
+from asyncrecall.cli._reader import start_reading_memory
 from asyncrecall.cli._signals import die_cleanly
 
 __all__ = ["main"]
 
-# Command modules, imported only when chosen: `asyncrecall memory list` does not pay for the agent.
+# Command modules, imported only when chosen: `asyncrecall memory list` does not pay for
+# the agent. A module's own import is light (its ``register``); what its handler runs
+# (the session, the agent, the OpenAI SDK) is imported when the handler runs.
 _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("run", "asyncrecall.cli._run", "one user query, headless"),
     ("chat", "asyncrecall.cli._chat", "interactive session (one query per line when piped)"),
@@ -50,10 +53,9 @@ def _chosen(argv: Sequence[str]) -> str | None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """A parser that takes no abbreviated flags (``--mem`` for ``--memory-dir``): the
-    early reader of the memory folder (``asyncrecall._prewarm``) reads flags by their
-    full names, and the two must agree on what the command line says. Its
-    sub-commands' parsers are of this class too."""
+    """A parser that takes no abbreviated flags (``--mem`` for ``--memory-dir``): a flag
+    is spelled out, so a later flag can never change what an earlier command line
+    meant. Its sub-commands' parsers are of this class too."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
@@ -101,41 +103,20 @@ def _main(argv: Sequence[str]) -> int:
         resume_collection()  # every way out before that, and main(argv) from Python
 
 
-class _Quiet(_Parser):
-    def error(self, message: str) -> NoReturn:
-        raise ValueError(message)
-
-
-def _run_question(argv: list[str]) -> str | None:
-    """``run``'s question when it is on the command line (not ``-``: standard input),
-    read with the command's own flags; ``None`` when unclear (the command reports it)."""
-    parser = _Quiet(add_help=False, parents=[common_parser()])
-    parser.add_argument("command")
-    parser.add_argument("prompt", nargs="?")
-    try:
-        args, _ = parser.parse_known_args(argv)
-    except (ValueError, argparse.ArgumentError):
-        return None
-    prompt = args.prompt
-    return prompt if isinstance(prompt, str) and prompt != "-" else None
-
-
 #: The commands that build an agent session (and import the OpenAI SDK to do it).
 _SESSION_COMMANDS = frozenset({"run", "chat"})
 
 
 def _command(argv: list[str], command: str | None) -> int:
-    # Before the command's imports (the OpenAI SDK: about half a second): the memory
-    # folder is read meanwhile, in a thread, or with run's question in a reader process
-    # (see asyncrecall._prewarm).
-    start_reading_memory(argv, _run_question(argv) if command == "run" else None)
     parser = _build_parser(command)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # the one reading of the command line
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
     try:
+        if command in _SESSION_COMMANDS:
+            _read_ahead(args, command)
         return handler(args)
     except ConfigError as exc:
         sys.stderr.write(f"asyncrecall: {redacted(str(exc))}\n")
@@ -150,3 +131,13 @@ def _command(argv: list[str], command: str | None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("asyncrecall: interrupted\n")
         return 130
+
+
+def _read_ahead(args: argparse.Namespace, command: str) -> None:
+    """Before the command's imports (the OpenAI SDK: about half a second): the memory
+    folder is read meanwhile, in a thread, or with run's question in a reader process
+    (see :mod:`asyncrecall.cli._reader`). The settings resolved here are the command's
+    (:func:`settings_from_args` resolves them once)."""
+    prompt = getattr(args, "prompt", None) if command == "run" else None
+    question = prompt if isinstance(prompt, str) and prompt != "-" else None
+    start_reading_memory(settings_from_args(args), question)

@@ -17,7 +17,6 @@ import sys
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._memory_config import build_memory_manager
 from asyncrecall.cli._common import (
     endpoint_flags,
     folder_flags,
@@ -25,6 +24,7 @@ from asyncrecall.cli._common import (
     store_flags,
     store_overrides,
 )
+from asyncrecall.cli._memory_config import build_memory_manager
 
 __all__ = ["register"]
 

@@ -11,7 +11,7 @@ folder; ``import --from DIR`` copies a folder's memories into the store; either 
 all a memory carries: provenance, creation and modification times, index order, other
 front matter keys (``asyncrecall.memory._transfer``). Data goes to stdout, warnings
 to stderr. ``recall`` runs the recall the agent runs: the same store, the same
-selector choice (:func:`asyncrecall._memory_config.build_memory_manager`), the same
+selector choice (:func:`asyncrecall.cli._memory_config.build_memory_manager`), the same
 block.
 """
 
@@ -29,8 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._memory_config import build_memory_manager, open_memory_store
-from asyncrecall._settings import Settings
 from asyncrecall.cli._common import (
     endpoint_flags,
     folder_flags,
@@ -39,13 +37,15 @@ from asyncrecall.cli._common import (
     store_overrides,
     user_waits,
 )
+from asyncrecall.cli._memory_config import build_memory_manager, open_memory_store
+from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
     EMPTY_RECALL,
     MEMORY_TYPES,
     FolderStore,
     MemoryDoc,
-    MemoryManager,
+    Recaller,
     RecallResult,
     Store,
 )
@@ -587,9 +587,7 @@ async def _run_recall(
             await close()
 
 
-def _why_nothing(
-    manager: MemoryManager, result: RecallResult, query: str, excluded: list[str]
-) -> str:
+def _why_nothing(manager: Recaller, result: RecallResult, query: str, excluded: list[str]) -> str:
     """Why a recall selected nothing, in words a user can act on."""
     store = manager.store
     if manager.skips(query):

@@ -35,7 +35,6 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 
-from asyncrecall._settings import OutputFormat
 from asyncrecall.agent import (
     AgentEvent,
     ContentEvent,
@@ -51,6 +50,7 @@ from asyncrecall.agent import (
     ToolResultEvent,
 )
 from asyncrecall.cli._common import redacted
+from asyncrecall.cli._settings import OutputFormat
 
 __all__ = [
     "EXIT_CANCELLED",

@@ -12,23 +12,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
-
-from rich.markup import escape
+from typing import TYPE_CHECKING, Any
 
 from asyncrecall._cancel import CancelSignal
-from asyncrecall._session import Session, open_session
-from asyncrecall._settings import Settings
 from asyncrecall.cli._common import (
     exit_soon,
     resume_collection,
     settings_from_args,
     user_waits,
 )
-from asyncrecall.cli._render import EXIT_CANCELLED, EXIT_OUTPUT_CLOSED, EventPrinter, exit_code
 from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
 
+if TYPE_CHECKING:
+    from asyncrecall.cli._session import Session
+    from asyncrecall.cli._settings import Settings
+
 __all__ = ["register"]
+
+# The session, the agent and the printer (the OpenAI SDK, rich) are imported when the
+# command runs, after the entry has started reading the memory folder (``cli._main``).
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -69,8 +71,24 @@ def _handle(args: argparse.Namespace) -> int:
             exit_soon()
 
 
+def open_session(settings: Settings, **options: Any) -> Session:
+    """:func:`asyncrecall.cli._session.open_session`, imported when the command runs."""
+    from asyncrecall.cli._session import open_session as open_
+
+    return open_(settings, **options)
+
+
 async def run_once(session: Session, settings: Settings, prompt: str) -> int:
     """Run ``prompt`` through ``session``; on exit a pending recall is cancelled."""
+    from rich.markup import escape
+
+    from asyncrecall.cli._render import (
+        EXIT_CANCELLED,
+        EXIT_OUTPUT_CLOSED,
+        EventPrinter,
+        exit_code,
+    )
+
     printer = EventPrinter(settings.output_format)
     if session.notice:
         printer.err.print(f"[dim]· {escape(session.notice)}[/dim]")

@@ -2,8 +2,8 @@
 
 A terminal that closes sends ``SIGHUP``; a service manager, ``timeout`` or ``kill``
 send ``SIGTERM``. Left to their default action they end the process at once, and what
-it owed (the last query's extraction, see ``asyncrecall._handoff_worker``) and the
-files it made (``run``'s reader file, see ``asyncrecall._prewarm``) are left behind.
+it owed (the last query's extraction, see ``asyncrecall.cli._handoff_worker``) and the
+files it made (``run``'s reader file, see ``asyncrecall.cli._reader``) are left behind.
 
 A signal the command was started with ignored (``nohup`` ignores ``SIGHUP``) stays
 ignored.
@@ -62,7 +62,7 @@ def die_cleanly(signals: Iterable[signal.Signals] = TERMINATING) -> None:
 
 
 def _die(signum: int, frame: FrameType | None) -> None:
-    from asyncrecall._prewarm import discard_reader_files
+    from asyncrecall.cli._reader import discard_reader_files
 
     discard_reader_files()
     signal.signal(signum, signal.SIG_DFL)

@@ -1,9 +1,9 @@
 """``asyncrecall trust``: let a folder's own ``.asyncrecall/settings.toml`` apply.
 
 A project's settings file is its author's until the user trusts it (what applies
-before: :mod:`asyncrecall._settings`). ``trust`` records the file's content (SHA-256)
+before: :mod:`asyncrecall.cli._settings`). ``trust`` records the file's content (SHA-256)
 under its resolved path in ``$ASYNCRECALL_HOME/trusted.json``
-(:mod:`asyncrecall._trust`); any edit makes it untrusted again. ``--revoke`` forgets
+(:mod:`asyncrecall.cli._trust_store`); any edit makes it untrusted again. ``--revoke`` forgets
 it; ``--status`` says where it stands, first word ``trusted``, ``changed``,
 ``untrusted`` or ``none``.
 
@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall._settings import (
+from asyncrecall.cli._settings import (
     SettingsFile,
     home_folder,
     load_settings,
     project_settings_file,
     trust_command,
 )
-from asyncrecall._trust import content_hash, record_trust, revoke_trust, trust_state
+from asyncrecall.cli._trust_store import content_hash, record_trust, revoke_trust, trust_state
 
 __all__ = ["register"]
 

@@ -10,11 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from asyncrecall._session import open_session
-from asyncrecall._settings import Settings
 from asyncrecall.agent import RecallMode
-from asyncrecall.bench._measure import QueryTrace, trace_query
+from asyncrecall.cli._session import open_session
+from asyncrecall.cli._settings import Settings
 from asyncrecall.demo._scenario import SCRIPT, DemoQuery, build_project, install_script
+from asyncrecall.demo._trace import QueryTrace, trace_query
 from asyncrecall.models import open_openai_models
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.bench._corpus import MEMORIES, build_memory_folder
+from asyncrecall.demo._memories import write_memories
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 __all__ = ["SCRIPT", "DemoQuery", "ToolStep", "build_project", "install_script"]
@@ -111,9 +111,7 @@ def build_project(root: Path, memory_dir: Path) -> Mapping[str, str]:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    wanted = {name for query in SCRIPT for name in query.memories}
-    extra = {"deploy-flow", "logging", "small-prs"}  # memories no query needs
-    return build_memory_folder(memory_dir, [m for m in MEMORIES if m.name in wanted | extra])
+    return write_memories(memory_dir)
 
 
 def install_script(server: LocalServer, *, main: str, side: str, paths: Mapping[str, str]) -> None:

@@ -18,7 +18,7 @@ from asyncrecall._exceptions import AsyncRecallError, MemoryConflictError
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
     MemoryDoc,
-    MemoryManager,
+    Recaller,
     Source,
     Store,
     held_reason,
@@ -84,7 +84,7 @@ Content = Annotated[str, Field(description="the memory's body, in Markdown")]
 
 
 def memory_server(
-    manager: MemoryManager, *, name: str = "asyncrecall", trust_client: bool = False
+    manager: Recaller, *, name: str = "asyncrecall", trust_client: bool = False
 ) -> MCPServer[Any]:
     """An MCP server over ``manager``'s store, recalling with ``manager``'s selector.
 

@@ -4,41 +4,40 @@ Every store implements :class:`Store`, the one store interface. A project's memo
 folder of Markdown topic files plus an index, ``MEMORY.md`` (:class:`FolderStore`);
 :class:`PostgresStore` keeps them in PostgreSQL for fleets of workers (the ``postgres``
 extra).
-:class:`MemoryManager` recalls the memories relevant to a query with a
+:class:`Recaller` recalls the memories relevant to a query with a
 :class:`Selector` (:class:`ModelSelector`: one side query to a fast model;
-:class:`LexicalSelector`: BM25, local) and formats them as the memory block the agent
-puts in front of the main model (:func:`format_memory_block`).
+:class:`LexicalSelector`: BM25, local; :class:`EmbeddingSelector` and
+:class:`HybridSelector`: an embedded model, the ``local`` extra) and formats them as the
+memory block the agent puts in front of the main model. :class:`MemoryExtractor` and
+:func:`consolidate` write memories from a conversation (``docs/extraction.md``).
 """
 
 from __future__ import annotations
 
-from asyncrecall.memory._attribution import Fingerprint, ForeignText
-from asyncrecall.memory._budget import (
-    FILE_CHARS,
-    FILE_LINES,
-    MANIFEST_BYTES,
-    MANIFEST_FILES,
-    SESSION_BYTES,
-    nothing_to_recall,
-)
-from asyncrecall.memory._document import safe_file_stem
-from asyncrecall.memory._limits import (
-    INDEX_MAX_BYTES,
-    INDEX_MAX_LINES,
-    INDEX_NAME,
-    MAX_FILE_BYTES,
-    SCAN_LIMIT,
-)
-from asyncrecall.memory._location import canonical_project_root, resolve_memory_dir
-from asyncrecall.memory._prompt import (
-    BODY_LIMIT,
-    format_manifest,
-    format_memory_block,
-    neutralise_tags,
-)
-from asyncrecall.memory._provenance import ORIGINS, Source, is_quarantined
-from asyncrecall.memory._recall import DEFAULT_LIMIT, MemoryManager
-from asyncrecall.memory._selector import InstantSelector, Selector, validate_selection
+import warnings
+
+# A name imported ``as`` itself is not public: the package's other layers (the agent,
+# the prefetcher, the MCP server, the command line) and its tests take it from here,
+# but it is out of ``__all__`` and may change without notice.
+from asyncrecall.memory._attribution import Fingerprint as Fingerprint
+from asyncrecall.memory._attribution import ForeignText as ForeignText
+from asyncrecall.memory._budget import SESSION_BYTES as SESSION_BYTES
+from asyncrecall.memory._budget import nothing_to_recall as nothing_to_recall
+from asyncrecall.memory._document import safe_file_stem as safe_file_stem
+from asyncrecall.memory._limits import INDEX_MAX_BYTES as INDEX_MAX_BYTES
+from asyncrecall.memory._limits import INDEX_MAX_LINES as INDEX_MAX_LINES
+from asyncrecall.memory._limits import MAX_FILE_BYTES as MAX_FILE_BYTES
+from asyncrecall.memory._limits import SCAN_LIMIT as SCAN_LIMIT
+from asyncrecall.memory._location import canonical_project_root as canonical_project_root
+from asyncrecall.memory._location import resolve_memory_dir as resolve_memory_dir
+from asyncrecall.memory._prompt import BODY_LIMIT as BODY_LIMIT
+from asyncrecall.memory._prompt import format_manifest as format_manifest
+from asyncrecall.memory._prompt import format_memory_block as format_memory_block
+from asyncrecall.memory._prompt import neutralise_tags as neutralise_tags
+from asyncrecall.memory._provenance import Source
+from asyncrecall.memory._recall import DEFAULT_LIMIT as DEFAULT_LIMIT
+from asyncrecall.memory._recall import Recaller
+from asyncrecall.memory._selector import InstantSelector, Selector
 from asyncrecall.memory._store import (
     LIBRARY_ORIGIN,
     ChangeWatch,
@@ -47,98 +46,57 @@ from asyncrecall.memory._store import (
     Store,
     StoreChange,
 )
-from asyncrecall.memory._store_protocol import is_postgres_url
-from asyncrecall.memory._types import (
-    EMPTY_RECALL,
-    MEMORY_TYPES,
-    MemoryDoc,
-    MemoryType,
-    RecallResult,
-)
-from asyncrecall.memory._vetting import Verdict, held_reason, vet
+from asyncrecall.memory._store_protocol import is_postgres_url as is_postgres_url
+from asyncrecall.memory._types import EMPTY_RECALL as EMPTY_RECALL
+from asyncrecall.memory._types import MEMORY_TYPES as MEMORY_TYPES
+from asyncrecall.memory._types import MemoryDoc, MemoryType, RecallResult
+from asyncrecall.memory._vetting import Verdict as Verdict
+from asyncrecall.memory._vetting import held_reason as held_reason
+from asyncrecall.memory._vetting import vet as vet
 from asyncrecall.memory.extraction._consolidate import ConsolidationResult, consolidate
-from asyncrecall.memory.extraction._extract import (  # issue 14
+from asyncrecall.memory.extraction._extract import (
     ExtractionResult,
     MemoryExtractor,
-    MemoryProposal,
-    Refusal,
     TranscriptTurn,
 )
-from asyncrecall.memory.folder._extraction import ConsolidationGate, read_source_offsets
+from asyncrecall.memory.folder._extraction import ConsolidationGate as ConsolidationGate
+from asyncrecall.memory.folder._extraction import read_source_offsets as read_source_offsets
 from asyncrecall.memory.folder._store import FolderStore
-from asyncrecall.memory.selectors._embedding import (
-    EmbeddingSelector,
-    HybridSelector,
-    embedding_available,
-)
+from asyncrecall.memory.selectors._embedding import EmbeddingSelector, HybridSelector
+from asyncrecall.memory.selectors._embedding import embedding_available as embedding_available
 from asyncrecall.memory.selectors._lexical import LexicalSelector
 from asyncrecall.memory.selectors._model import ModelSelector
 
 __all__ = [
-    "BODY_LIMIT",
-    "DEFAULT_LIMIT",
-    "EMPTY_RECALL",
-    "FILE_CHARS",
-    "FILE_LINES",
-    "INDEX_MAX_BYTES",
-    "INDEX_MAX_LINES",
-    "INDEX_NAME",
     "LIBRARY_ORIGIN",
-    "MANIFEST_BYTES",
-    "MANIFEST_FILES",
-    "MAX_FILE_BYTES",
-    "MEMORY_TYPES",
-    "ORIGINS",
-    "SCAN_LIMIT",
-    "SESSION_BYTES",
     "ChangeWatch",
-    "ConsolidationGate",
     "ConsolidationResult",
     "EmbeddingSelector",
     "ExtractionBackend",
     "ExtractionResult",
-    "Fingerprint",
     "FolderStore",
-    "ForeignText",
     "Gate",
     "HybridSelector",
     "InstantSelector",
     "LexicalSelector",
     "MemoryDoc",
     "MemoryExtractor",
-    "MemoryManager",
-    "MemoryProposal",
     "MemoryType",
     "ModelSelector",
     "PostgresStore",
     "RecallResult",
-    "Refusal",
+    "Recaller",
     "Selector",
     "Source",
     "Store",
     "StoreChange",
     "TranscriptTurn",
-    "Verdict",
-    "canonical_project_root",
     "consolidate",
-    "embedding_available",
-    "format_manifest",
-    "format_memory_block",
-    "held_reason",
-    "is_postgres_url",
-    "is_quarantined",
-    "neutralise_tags",
-    "nothing_to_recall",
-    "read_source_offsets",
-    "resolve_memory_dir",
-    "safe_file_stem",
-    "validate_selection",
-    "vet",
 ]
 
-
-#: The old names, kept for one release: using one warns (``DeprecationWarning``).
+#: Old names kept for one release: each access warns (``DeprecationWarning``).
 _DEPRECATED = {
+    "MemoryManager": "Recaller",
     "MemoryStore": "FolderStore",
     "MemoryStoreProtocol": "Store",
     "PostgresMemoryStore": "PostgresStore",
@@ -146,16 +104,7 @@ _DEPRECATED = {
 
 
 def __getattr__(name: str) -> object:
-    """``PostgresStore`` is imported on first use: psycopg is an optional extra. The
-    deprecated names warn and give the new ones."""
-    if name in _DEPRECATED:
-        import warnings
-
-        new = _DEPRECATED[name]
-        warnings.warn(
-            f"{name} is deprecated: use asyncrecall.memory.{new}", DeprecationWarning, stacklevel=2
-        )
-        return globals()[new] if new in globals() else __getattr__(new)
+    """``PostgresStore`` is imported on first use: psycopg is an optional extra."""
     if name == "PostgresStore":
         try:
             from asyncrecall.memory.postgres._store import PostgresStore
@@ -164,4 +113,13 @@ def __getattr__(name: str) -> object:
                 "PostgresStore needs psycopg: pip install 'asyncrecall[postgres]'"
             ) from exc
         return PostgresStore
+    if name in _DEPRECATED:
+        new = _DEPRECATED[name]
+        warnings.warn(
+            f"asyncrecall.memory.{name} is deprecated and goes in the next release: "
+            f"use asyncrecall.memory.{new} (the same class)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new] if new in globals() else __getattr__(new)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

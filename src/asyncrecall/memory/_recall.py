@@ -1,6 +1,6 @@
 """Recall: scan the folder, ask a selector, format the memory block.
 
-:meth:`MemoryManager.recall` is what the agent starts (and never awaits) on each user
+:meth:`Recaller.recall` is what the agent starts (and never awaits) on each user
 query. Its promises:
 
 - an empty or blank query, no document left after ``excluded_paths``, or ``limit`` 0:
@@ -13,7 +13,7 @@ query. Its promises:
   offered only what that returns; ``RecallResult.manifest_left_out`` counts the rest
   (its fallback is offered everything);
 - each body in the block is cut at ``file_lines`` lines and ``file_chars`` characters,
-  with a note naming the file (:meth:`MemoryManager.format_block`);
+  with a note naming the file (:meth:`Recaller.format_block`);
 - excluded paths are never offered to a selector, nor are quarantined memories (held by
   an untrusted write the user has not confirmed since: see ``_provenance``) unless the manager's
   ``quarantine`` is off;
@@ -25,7 +25,7 @@ query. Its promises:
   saved since the last recall, parsed and tokenised here in about 0.5 ms). Otherwise
   (a new process before its warm-up is done, many new files) the scan, parse and
   tokenising run in a worker thread: the event loop never pays for them;
-- :meth:`MemoryManager.start_warming` (no event loop needed: call it at import or at
+- :meth:`Recaller.start_warming` (no event loop needed: call it at import or at
   start-up) reads the folder and prepares the selectors in a daemon thread now, so the
   first recall finds them ready;
 - when the caller's :class:`~asyncrecall.CancelSignal` fires, the running step (the
@@ -61,7 +61,7 @@ from asyncrecall.memory._store import Store
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
 
-__all__ = ["DEFAULT_LIMIT", "INLINE_BUDGET_BYTES", "MemoryManager"]
+__all__ = ["DEFAULT_LIMIT", "INLINE_BUDGET_BYTES", "Recaller"]
 
 _T = TypeVar("_T")
 
@@ -74,7 +74,7 @@ DEFAULT_LIMIT = 5
 INLINE_BUDGET_BYTES = 4096
 
 
-class MemoryManager:
+class Recaller:
     """Recall over one memory folder with one configured selector."""
 
     def __init__(
@@ -102,7 +102,6 @@ class MemoryManager:
         #: Recall nothing for a prompt with nothing to recall (one word, a bare "ok");
         #: the settings turn it on for the command line (``skip_trivial``).
         self.skip_trivial = skip_trivial
-        self._primed: tuple[str, Callable[[int], RecallResult | None]] | None = None
 
     def skips(self, query: str) -> bool:
         """Whether :meth:`recall` gives nothing for ``query`` without looking: blank, or
@@ -130,17 +129,7 @@ class MemoryManager:
         )
 
     def __repr__(self) -> str:
-        return f"MemoryManager({self.store!r}, {self.selector!r})"
-
-    def prime(self, query: str, take: Callable[[int], RecallResult | None]) -> None:
-        """An instant (lexical) recall of ``query`` computed elsewhere, such as by a
-        reader process started with the program: :meth:`recall_instant` of exactly that
-        query, with nothing excluded, and a lexical selector, answers ``take(limit)``: its
-        result, or ``None`` (not ready, or not for that limit) without reading the folder
-        or starting a warm-up thread (the recall's task, held until the first request is
-        on its way, reads it). The command line primes ``run``'s question, so the main
-        interpreter reads nothing before the first request."""
-        self._primed = (query, take)
+        return f"Recaller({self.store!r}, {self.selector!r})"
 
     async def recall(
         self,
@@ -277,12 +266,6 @@ class MemoryManager:
             raise TypeError(f"{chosen!r} is not an inline (instant) selector")
         if limit <= 0 or self.skips(query):
             return EMPTY_RECALL
-        primed = self._primed
-        # The primed pass was a lexical selector's, over everything (nothing excluded):
-        # its answer, or none yet, and then no warm-up thread starts here, to hold this
-        # interpreter while its first request is built (the recall's task, ``hold``).
-        if primed and primed[0] == query and not excluded_paths and chosen.name == "lexical":
-            return primed[1](limit)
         result = self._recall_inline(chosen, query, excluded_paths, limit)
         if result is None:
             self._warm(chosen)

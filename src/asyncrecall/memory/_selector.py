@@ -5,7 +5,7 @@ Two ship here: :class:`~asyncrecall.memory.LexicalSelector` (BM25, local, instan
 :class:`~asyncrecall.memory.ModelSelector` (one side query to a fast model).
 
 A selector may carry a ``fallback`` attribute (another selector, or ``None``): when
-its ``select`` fails with anything but a cancellation, :class:`MemoryManager` asks
+its ``select`` fails with anything but a cancellation, :class:`Recaller` asks
 the fallback instead and records why in ``RecallResult.fallback_reason``.
 """
 

@@ -1,8 +1,9 @@
 """Models: conversation types, the model protocol, the OpenAI-compatible client.
 
-This package knows nothing of memory or of the agent. The OpenAI client names
-(:class:`OpenAIModel`, :class:`ModelPair`, :func:`open_openai_models`) are imported
-on first use, so importing the package does not load the SDK (~0.5 s).
+This package knows nothing of memory or of the agent. The OpenAI client
+(:class:`OpenAIModel`) and the embedded model (:class:`LocalModel`, the ``local``
+extra) are imported on first use, so importing the package does not load the SDK
+(~0.5 s).
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from asyncrecall.models._convert import (
-    contents_to_messages,
-    tools_to_openai,
-    validate_messages,
-)
-from asyncrecall.models._local_engine import local_model_available
+# A name imported ``as`` itself is not public: other layers and the tests take it from
+# here, but it is out of ``__all__`` and may change without notice (so are
+# ``ModelPair`` and ``open_openai_models``, imported on first use below).
+from asyncrecall.models._convert import contents_to_messages as contents_to_messages
+from asyncrecall.models._convert import tools_to_openai as tools_to_openai
+from asyncrecall.models._convert import validate_messages as validate_messages
+from asyncrecall.models._local_engine import local_model_available as local_model_available
 from asyncrecall.models._protocol import (
     Finished,
     Model,
@@ -43,7 +45,6 @@ __all__ = [
     "FunctionResponse",
     "LocalModel",
     "Model",
-    "ModelPair",
     "OpenAIModel",
     "Part",
     "Role",
@@ -53,18 +54,15 @@ __all__ = [
     "ToolCallReady",
     "ToolSpec",
     "Usage",
-    "contents_to_messages",
-    "local_model_available",
     "model_content",
-    "open_openai_models",
-    "tools_to_openai",
     "user_content",
-    "validate_messages",
 ]
 
 if TYPE_CHECKING:
     from asyncrecall.models._local import LocalModel
-    from asyncrecall.models._openai import ModelPair, OpenAIModel, open_openai_models
+    from asyncrecall.models._openai import ModelPair as ModelPair
+    from asyncrecall.models._openai import OpenAIModel
+    from asyncrecall.models._openai import open_openai_models as open_openai_models
 
 # Loaded on first use: the OpenAI SDK costs about 0.5 s to import.
 _LAZY = {

@@ -39,8 +39,12 @@ and LangChain. This package knows memory, not the agent.
 
 from __future__ import annotations
 
+# A name imported ``as`` itself is not public: other layers and the tests take it from
+# here, but it is out of ``__all__`` and may change without notice. The exceptions
+# (``RecallNotReady`` included) are public at the top level, ``asyncrecall``.
+from asyncrecall._exceptions import RecallNotReady as RecallNotReady
+from asyncrecall.prefetch._events import Budget as Budget
 from asyncrecall.prefetch._events import (
-    Budget,
     DiscardReason,
     InjectionPoint,
     MemoryBudgetEvent,
@@ -50,14 +54,13 @@ from asyncrecall.prefetch._events import (
     MemoryRecallSkippedEvent,
     MemoryRecallStartedEvent,
     PrefetchEvent,
-    SkipReason,
 )
-from asyncrecall.prefetch._handle import PendingRecall, RecallNotReady
-from asyncrecall.prefetch._prefetcher import INSTANT_STRATEGY, MemoryBlock, RecallPrefetcher
+from asyncrecall.prefetch._events import SkipReason as SkipReason
+from asyncrecall.prefetch._handle import PendingRecall
+from asyncrecall.prefetch._prefetcher import INSTANT_STRATEGY as INSTANT_STRATEGY
+from asyncrecall.prefetch._prefetcher import MemoryBlock, RecallPrefetcher
 
 __all__ = [
-    "INSTANT_STRATEGY",
-    "Budget",
     "DiscardReason",
     "InjectionPoint",
     "MemoryBlock",
@@ -69,7 +72,5 @@ __all__ = [
     "MemoryRecallStartedEvent",
     "PendingRecall",
     "PrefetchEvent",
-    "RecallNotReady",
     "RecallPrefetcher",
-    "SkipReason",
 ]

@@ -13,15 +13,12 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from asyncrecall._cancel import CancelSignal
+from asyncrecall._exceptions import RecallNotReady
 from asyncrecall.memory import EMPTY_RECALL, RecallResult
 
 __all__ = ["PendingRecall", "RecallNotReady"]
 
 logger = logging.getLogger("asyncrecall.prefetch")
-
-
-class RecallNotReady(Exception):
-    """The recall has not settled yet: polling returns at once instead of waiting."""
 
 
 def _noop() -> None:

@@ -22,7 +22,7 @@ from asyncrecall.memory import (
     EMPTY_RECALL,
     SESSION_BYTES,
     MemoryDoc,
-    MemoryManager,
+    Recaller,
     RecallResult,
     Selector,
 )
@@ -127,15 +127,15 @@ class RecallPrefetcher:
     ``None``: no budget), what does not fit is left out (``session_bytes``) and recall
     stops for the conversation until :meth:`reset` (``memory_recall_skipped``,
     ``session_budget``); a message with nothing to recall (one word, a bare
-    "yes"/"ok": see :meth:`MemoryManager.skips
-    <asyncrecall.memory.MemoryManager.skips>`) starts none
+    "yes"/"ok": see :meth:`Recaller.skips
+    <asyncrecall.memory.Recaller.skips>`) starts none
     (``memory_recall_skipped``, ``nothing_to_recall``). The memory's file cap and the
     model selector's manifest report through ``memory_budget`` too (``file``,
     ``manifest``).
 
     **No loop tick needed.** A recall that needs no I/O and is warm (the lexical
-    selector, the instant pass: see :meth:`MemoryManager.recall_instant
-    <asyncrecall.memory.MemoryManager.recall_instant>`) is computed inside
+    selector, the instant pass: see :meth:`Recaller.recall_instant
+    <asyncrecall.memory.Recaller.recall_instant>`) is computed inside
     :meth:`start`, so the :meth:`take` right after it finds it settled: nothing
     depends on the event loop running the recall first, which other conversations on
     the same loop could delay. Any other recall (a side query, a cold folder) runs in
@@ -162,7 +162,7 @@ class RecallPrefetcher:
 
     def __init__(
         self,
-        memory: MemoryManager,
+        memory: Recaller,
         *,
         limit: int = DEFAULT_LIMIT,
         instant_selector: Selector | None = None,
@@ -225,8 +225,11 @@ class RecallPrefetcher:
         this many seconds: for a hook that
         starts the recall just before the framework's first request of the message, so
         that the side query's prompt and send run while that request is on its way,
-        not before it (a side query cannot settle in time for it anyway). The instant
-        pass is not held: it is the one that can reach that request.
+        not before it (a side query cannot settle in time for it anyway). An instant
+        pass computed inline is not held: it is the one that can reach that request; one
+        that must read the folder first runs in a task and is held like the main recall
+        (it is dropped at that take unless settled, so reading before it only competes
+        with the request being built).
         """
         if hold is not None and until_request is not None:
             raise ValueError("give hold or until_request, not both")
@@ -254,14 +257,14 @@ class RecallPrefetcher:
             return False
         excluded = frozenset(conversation.surfaced)
         main: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]] | None
+        held = hold
+        if until_request is not None:
+            conversation.gate = asyncio.Event()
+            held = _opened(conversation.gate, until_request)
         main = _inline(memory, query, excluded, limit, None)
         if main is None:
-            main_hold = hold
-            if until_request is not None:
-                conversation.gate = asyncio.Event()
-                main_hold = _opened(conversation.gate, until_request)
             main = _held(
-                main_hold,
+                held,
                 lambda control: memory.recall(
                     query, excluded_paths=excluded, limit=limit, cancel=control
                 ),
@@ -280,7 +283,7 @@ class RecallPrefetcher:
             pass_ = _inline(memory, query, excluded, instant_limit, instant)
             if pass_ is None:
                 pass_ = _held(
-                    hold,
+                    held,
                     lambda control: memory.recall(
                         query,
                         excluded_paths=excluded,
@@ -385,8 +388,8 @@ class RecallPrefetcher:
 
     def start_warming(self) -> threading.Thread:
         """Start the memory's cold work now, in a daemon thread, and return it at once
-        (:meth:`MemoryManager.start_warming
-        <asyncrecall.memory.MemoryManager.start_warming>`, the instant selector
+        (:meth:`Recaller.start_warming
+        <asyncrecall.memory.Recaller.start_warming>`, the instant selector
         included). Needs no event loop: call it at import or at start-up."""
         extra = (self.instant_selector,) if self.instant_selector is not None else ()
         return self.memory.start_warming(*extra)
@@ -596,7 +599,7 @@ def _opened(gate: asyncio.Event, seconds: float) -> Callable[[], Awaitable[objec
 
 
 def _inline(
-    memory: MemoryManager,
+    memory: Recaller,
     query: str,
     excluded: frozenset[str],
     limit: int,

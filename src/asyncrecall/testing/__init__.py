@@ -15,9 +15,9 @@ use them, and so can yours. Nothing here reaches the network beyond 127.0.0.1.
 * :class:`LocalPostgres` — a throw-away PostgreSQL cluster from the machine's binaries
   (private Unix socket, no TCP port), for tests of the PostgreSQL memory store.
 
-:mod:`asyncrecall.testing.conformance` (imported on its own: it needs pytest) is the
-conformance kit: the recall contract as one pytest suite that a framework adapter runs
-with a small driver.
+The conformance kit (the recall contract as one pytest suite that a framework adapter
+runs with a small driver) is a distribution of its own, ``asyncrecall-conformance``
+(package ``asyncrecall_conformance``), built on these helpers.
 """
 
 from __future__ import annotations

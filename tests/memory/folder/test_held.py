@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import asyncrecall.memory.folder._held as held_module
-from asyncrecall.agent._prompt import build_system_prompt
+from asyncrecall.cli._system_prompt import build_system_prompt
 from asyncrecall.memory import FolderStore
 from asyncrecall.memory._provenance import Source
 

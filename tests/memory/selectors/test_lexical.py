@@ -174,7 +174,7 @@ def test_pystemmer_stems_as_snowballstemmer_does() -> None:
     stemmer_module = pytest.importorskip("Stemmer")
     from snowballstemmer.english_stemmer import EnglishStemmer
 
-    from asyncrecall.bench._corpus import MEMORIES, QUERIES
+    from asyncrecall_bench._corpus import MEMORIES, QUERIES
 
     text = " ".join(
         [*(f"{m.name} {m.description} {m.content}" for m in MEMORIES), *(q.text for q in QUERIES)]

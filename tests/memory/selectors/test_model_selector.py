@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from asyncrecall import CancelSignal
-from asyncrecall.memory import EMPTY_RECALL, FolderStore, MemoryManager, ModelSelector
+from asyncrecall.memory import EMPTY_RECALL, FolderStore, ModelSelector, Recaller
 from asyncrecall.models._openai import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
 
@@ -28,15 +28,13 @@ async def side(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
 
 
 @pytest.fixture
-def manager(store: FolderStore, write: WriteFile, side: OpenAIModel) -> MemoryManager:
+def manager(store: FolderStore, write: WriteFile, side: OpenAIModel) -> Recaller:
     write("db.md", topic("Database", description="testing the db", body="Use real Postgres."))
     write("notes/style.md", topic("Style", description="code style", body="ruff, mypy"))
-    return MemoryManager(store, ModelSelector(side))
+    return Recaller(store, ModelSelector(side))
 
 
-async def test_the_side_query_on_the_wire(
-    local_server: LocalServer, manager: MemoryManager
-) -> None:
+async def test_the_side_query_on_the_wire(local_server: LocalServer, manager: Recaller) -> None:
     """Non-streamed, temperature 0, json_schema with ``selected_memories``; manifest lines."""
     local_server.script("side", Reply(json={"selected_memories": ["notes/style.md"]}))
     result = await manager.recall("which style rules?")
@@ -64,7 +62,7 @@ async def test_the_side_query_on_the_wire(
     ids=["bad-json", "unknown-path", "http-500"],
 )
 async def test_failures_fall_back_to_lexical(
-    local_server: LocalServer, manager: MemoryManager, reply: Reply, reason: str
+    local_server: LocalServer, manager: Recaller, reply: Reply, reason: str
 ) -> None:
     local_server.script("side", reply)
     result = await manager.recall("testing the database")
@@ -73,7 +71,7 @@ async def test_failures_fall_back_to_lexical(
 
 
 async def test_a_cancel_closes_the_side_query_connection(
-    local_server: LocalServer, manager: MemoryManager
+    local_server: LocalServer, manager: Recaller
 ) -> None:
     """The server sees the side query hang up; recall returns EMPTY_RECALL."""
     gate = threading.Event()

@@ -26,7 +26,7 @@ so a warm selection embeds only the query. Selection runs in a daemon worker thr
 (the first one loads the model); cancelling the awaiting task returns at once and the
 thread stops at its next embedding call (one document's text, or ``LINE_BATCH`` of its
 lines), keeping what it embedded; the program's exit never waits for it. Both
-selectors carry ``fallback``: the lexical selector, which :class:`MemoryManager` asks
+selectors carry ``fallback``: the lexical selector, which :class:`Recaller` asks
 when the embedding package is missing.
 """
 
@@ -262,7 +262,7 @@ class _VectorSelector:
     def __init__(self, encoder: Encoder | None, *, lexical: LexicalSelector | None) -> None:
         self.encoder: Encoder = encoder or WordLlamaEncoder.shared()
         self.lexical = lexical if lexical is not None else LexicalSelector()
-        #: What :class:`MemoryManager` asks when this selector fails (its BM25).
+        #: What :class:`Recaller` asks when this selector fails (its BM25).
         self.fallback: LexicalSelector = self.lexical
         self._index = _VectorIndex(self.encoder)
 

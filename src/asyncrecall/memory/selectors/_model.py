@@ -72,7 +72,7 @@ def selector_prompt(query: str, docs: Sequence[MemoryDoc], *, limit: int) -> str
 class ModelSelector:
     """Asks a model which memory files fit the query.
 
-    ``fallback`` is the selector :class:`~asyncrecall.memory.MemoryManager` asks when this
+    ``fallback`` is the selector :class:`~asyncrecall.memory.Recaller` asks when this
     one fails with anything but a cancellation (default: a new
     :class:`LexicalSelector`; ``None``: no fallback, the recall is empty).
 
