@@ -47,8 +47,8 @@ if TYPE_CHECKING:
         MessageType,
     )
     from asyncrecall.memory import (
+        FolderStore,
         LexicalSelector,
-        MemoryStore,
         ModelSelector,
         Recaller,
         RecallResult,
@@ -66,7 +66,7 @@ _LAZY = {
     "ClientOptions": "asyncrecall.agent",
     "LexicalSelector": "asyncrecall.memory",
     "MemoryBlock": "asyncrecall.prefetch",
-    "MemoryStore": "asyncrecall.memory",
+    "FolderStore": "asyncrecall.memory",
     "MessageType": "asyncrecall.agent",
     "Model": "asyncrecall.models",
     "ModelSelector": "asyncrecall.memory",
@@ -81,6 +81,7 @@ _LAZY = {
 #: the new object, in ``(module, name)``.
 _DEPRECATED = {
     "MemoryManager": ("asyncrecall.memory", "Recaller"),
+    "MemoryStore": ("asyncrecall.memory", "FolderStore"),
 }
 
 __all__ = [
@@ -91,13 +92,11 @@ __all__ = [
     "CancelSignal",
     "ClientOptions",
     "ConfigError",
+    "FolderStore",
     "HistoryError",
     "LexicalSelector",
     "MemoryBlock",
     "MemoryConflictError",
-    # Stores: the store interface's change renames "MemoryStore" to "FolderStore" and
-    # adds "Store" and "PostgresStore" (imported on first use: the postgres extra).
-    "MemoryStore",
     "MemoryStoreError",
     "MessageType",
     "Model",

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import LexicalSelector, MemoryStore
+from asyncrecall.memory import FolderStore, LexicalSelector
 from asyncrecall.testing import LocalServer, Reply
 from asyncrecall_bench._folds import choose, merge
 from asyncrecall_bench._multilingual import LANGUAGES
@@ -55,7 +55,7 @@ def _conversation() -> dict[str, Any]:
 def test_one_topic_file_per_session_and_speaker(tmp_path: Path) -> None:
     """Title, description (cut at 150), type user, body one observation per line."""
     gold = build_memory_folder(_conversation(), tmp_path / "m")
-    docs = {d.rel_path: d for d in MemoryStore(tmp_path / "m").scan()}
+    docs = {d.rel_path: d for d in FolderStore(tmp_path / "m").scan()}
     assert sorted(docs) == ["ann-session-1.md", "ann-session-2.md", "bob-session-1.md"]
     ann = docs["ann-session-1.md"]
     assert ann.name == "Ann, session 1" and ann.type == "user"

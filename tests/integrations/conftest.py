@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import eager_loops
-from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
@@ -52,14 +52,14 @@ async def side_model(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
 
 
 @pytest.fixture
-async def slow(store: MemoryStore, side_model: OpenAIModel) -> AsyncIterator[RecallPrefetcher]:
+async def slow(store: FolderStore, side_model: OpenAIModel) -> AsyncIterator[RecallPrefetcher]:
     """A prefetcher whose recall is a side query to the LocalServer's ``side`` model."""
     async with RecallPrefetcher(Recaller(store, ModelSelector(side_model))) as prefetcher:
         yield prefetcher
 
 
 @pytest.fixture
-async def fast(store: MemoryStore) -> AsyncIterator[RecallPrefetcher]:
+async def fast(store: FolderStore) -> AsyncIterator[RecallPrefetcher]:
     """A prefetcher with the lexical selector, warm: settled within one loop tick."""
     async with RecallPrefetcher(Recaller(store, LexicalSelector())) as prefetcher:
         await prefetcher.warm()

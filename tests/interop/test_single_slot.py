@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 
 from .server import LlamaServer
 
@@ -30,10 +30,12 @@ def test_run_with_the_model_selector_answers_ten_times_out_of_ten(
     """Ten ``run``s in a row, each a new process with default settings and the model
     selector, each exits 0 with an answer; at least one of them had its stream cut
     and sent again (the server really interrupts), none failed for it."""
-    memory = MemoryStore(tmp_path / "memory")
+    memory = FolderStore(tmp_path / "memory")
     memory.ensure()
-    memory.save_memory("deploy-flow", "how deploys work", "project", "Deploys go via staging.")
-    memory.save_memory("cat-names", "the office cats", "user", "Tom and Ginger.")
+    memory.save_memory(
+        "deploy-flow", "how deploys work", "project", "Deploys go via staging.", origin="user"
+    )
+    memory.save_memory("cat-names", "the office cats", "user", "Tom and Ginger.", origin="user")
     project = tmp_path / "project"
     project.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}

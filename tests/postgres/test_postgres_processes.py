@@ -10,24 +10,26 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import PostgresMemoryStore
+from asyncrecall.memory import PostgresStore
 from asyncrecall.memory.postgres._store import StoreChange
 
 _WRITER = """
 import json, sys
-from asyncrecall.memory import PostgresMemoryStore
+from asyncrecall.memory import PostgresStore
 url, namespace, worker, count, same = sys.argv[1:6]
 worker, count = int(worker), int(count)
 records = []
-with PostgresMemoryStore.open(url, namespace=namespace, listen=False, max_size=1) as store:
+with PostgresStore.open(url, namespace=namespace, listen=False, max_size=1) as store:
     for i in range(count):
         if same == "same":
             tag = f"{worker}:{i}"
             kind = "user" if worker == 0 else "feedback"
-            doc = store.save_memory("Shared", f"desc {tag}", kind, f"body {tag} " * (1 + i % 7))
+            doc = store.save_memory("Shared", f"desc {tag}", kind, f"body {tag} " * (1 + i % 7),
+                                    origin="user")
             records.append([doc.mtime, tag, kind])
         else:
-            store.save_memory(f"w{worker}-m{i}", f"writer {worker}", "project", f"note {i}")
+            store.save_memory(f"w{worker}-m{i}", f"writer {worker}", "project", f"note {i}",
+                              origin="user")
 print(json.dumps(records))
 """
 
@@ -89,8 +91,8 @@ def test_another_process_save_reaches_this_process_cache(
     pg_url: str, open_pg: Any, namespace: str
 ) -> None:
     """A save in another process empties this process's caches (LISTEN/NOTIFY)."""
-    store: PostgresMemoryStore = open_pg(namespace)
-    store.save_memory("Mine", "here", "user", "x")
+    store: PostgresStore = open_pg(namespace)
+    store.save_memory("Mine", "here", "user", "x", origin="user")
     assert store.index_for_prompt() == "- [Mine](mine.md) — here"  # cached now
     arrived = threading.Event()
 

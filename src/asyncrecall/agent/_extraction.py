@@ -64,7 +64,7 @@ from asyncrecall.memory import (
     ForeignText,
     MemoryDoc,
     MemoryExtractor,
-    MemoryStoreProtocol,
+    Store,
     TranscriptTurn,
     consolidate,
 )
@@ -437,7 +437,7 @@ async def maybe_consolidate(
         await asyncio.to_thread(gate.release, completed=completed)
 
 
-def _lookup(store: MemoryStoreProtocol, rel_path: str) -> MemoryDoc | None:
+def _lookup(store: Store, rel_path: str) -> MemoryDoc | None:
     """A recalled memory as it is now (``None``: gone or unreadable)."""
     try:
         return store.get(rel_path)

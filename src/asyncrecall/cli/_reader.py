@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from asyncrecall.cli._settings import Settings
-    from asyncrecall.memory import LexicalSelector, MemoryStore, RecallResult
+    from asyncrecall.memory import FolderStore, LexicalSelector, RecallResult
 
 __all__ = [
     "FolderWarmup",
@@ -77,7 +77,7 @@ class FolderWarmup:
     """A memory folder being read ahead of the session that will use it: in a thread,
     or (``run QUESTION``) in a reader process that also runs the question's instant pass."""
 
-    store: MemoryStore
+    store: FolderStore
     lexical: LexicalSelector
     thread: threading.Thread | None
     primed: PrimedRecall | None = None
@@ -286,7 +286,7 @@ def reader_settings(settings: Settings, root: Path) -> dict[str, object]:
 
 def warm_folder(root: Path) -> FolderWarmup:
     """Start (once per folder and process) reading ``root`` in a daemon thread."""
-    from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
+    from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 
     key = root.expanduser().absolute()
     with _lock:
@@ -294,7 +294,7 @@ def warm_folder(root: Path) -> FolderWarmup:
         if found is not None:
             return found
         # No postings: building them costs the start-up more than a query or two saves.
-        store, lexical = MemoryStore(key), LexicalSelector(postings=False)
+        store, lexical = FolderStore(key), LexicalSelector(postings=False)
         in_child = os.environ.get("ASYNCRECALL_READ_AHEAD", "").strip().lower() != "thread"
 
         def parse_changes() -> None:
@@ -312,7 +312,7 @@ def _prime(root: Path, question: str, given: Mapping[str, object]) -> FolderWarm
     import json
     import tempfile
 
-    from asyncrecall.memory import LexicalSelector, MemoryStore
+    from asyncrecall.memory import FolderStore, LexicalSelector
 
     key = root.expanduser().absolute()
     with _lock:
@@ -336,7 +336,7 @@ def _prime(root: Path, question: str, given: Mapping[str, object]) -> FolderWarm
             return None
         primed = PrimedRecall(question, child, out)
         found = _started[key] = FolderWarmup(
-            MemoryStore(key), LexicalSelector(postings=False), None, primed
+            FolderStore(key), LexicalSelector(postings=False), None, primed
         )
         return found
 
@@ -344,9 +344,9 @@ def _prime(root: Path, question: str, given: Mapping[str, object]) -> FolderWarm
 def index_folder(root: str) -> None:
     """The child's work: parse the folder, tokenise it, write both persisted indexes and
     the record of quarantined paths."""
-    from asyncrecall.memory import LexicalSelector, MemoryStore
+    from asyncrecall.memory import FolderStore, LexicalSelector
 
-    store = MemoryStore(Path(root))
+    store = FolderStore(Path(root))
     LexicalSelector(postings=False).prepare(store.warm_scan())
     store.quarantined_paths()
 

@@ -25,9 +25,9 @@ from asyncrecall.cli._system_prompt import build_system_prompt
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,
-    MemoryStoreProtocol,
     ModelSelector,
     Recaller,
+    Store,
 )
 from asyncrecall.memory.extraction._consolidate import consolidation_gate
 from asyncrecall.models import Model
@@ -169,7 +169,7 @@ def open_session(
             side_model = _local_model(settings) if side_name == LOCAL else pair.side
         closers.append(pair.aclose)
     memory = _memory_for(settings, side_model)
-    store: MemoryStoreProtocol | None = memory.store if memory is not None else None
+    store: Store | None = memory.store if memory is not None else None
     tools = ToolRegistry(settings.project, memory_store=store)
     offered = tools.specs if settings.tools_enabled(embedded=embedded) else ()
     recall_mode = settings.effective_recall_mode(embedded=embedded)
@@ -229,15 +229,15 @@ def _handoff_for(
     before its first request."""
     if not HANDOFF_SUPPORTED:
         return None
-    from asyncrecall.memory import MemoryStore
+    from asyncrecall.memory import FolderStore
 
     extractor = scheduler.extractor
     store = extractor.store
     where: dict[str, str]
-    if isinstance(store, MemoryStore):
+    if isinstance(store, FolderStore):
         where = {"folder": str(store.root)}
-    elif settings.store and getattr(store, "namespace", None):
-        where = {"url": settings.store, "namespace": store.namespace}  # type: ignore[attr-defined]
+    elif settings.store and store.namespace is not None:
+        where = {"url": settings.store, "namespace": store.namespace}
     else:
         return None
     side: dict[str, Any]
@@ -301,12 +301,12 @@ def _local_model(settings: Settings) -> Model:
     return local
 
 
-def _unwritable(store: MemoryStoreProtocol) -> str | None:
+def _unwritable(store: Store) -> str | None:
     """Why extraction could not write in ``store``'s folder (read-only, not ours), or
     ``None`` when it can (or the store is not a folder)."""
-    from asyncrecall.memory import MemoryStore
+    from asyncrecall.memory import FolderStore
 
-    if not isinstance(store, MemoryStore):
+    if not isinstance(store, FolderStore):
         return None
     folder = store.root
     while not folder.exists() and folder.parent != folder:

@@ -155,7 +155,7 @@ class Settings:
         return replace(self, **changes)
 
     def memory_folder(self) -> Path:
-        """The memory folder these settings name (not created: see ``MemoryStore.ensure``)."""
+        """The memory folder these settings name (not created: see ``FolderStore.ensure``)."""
         from asyncrecall.memory._location import resolve_memory_dir
 
         return resolve_memory_dir(home=self.home, project=self.project, memory_dir=self.memory_dir)

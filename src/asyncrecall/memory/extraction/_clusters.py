@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Final
 
-from asyncrecall.memory._store_protocol import MemoryStoreProtocol
+from asyncrecall.memory._store import Store
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = ["CLUSTER_CHARS", "CLUSTER_MEMORIES", "MAX_CLUSTERS", "clusters", "shown_chars"]
@@ -60,7 +60,7 @@ def _fill(group: list[MemoryDoc], more: Sequence[MemoryDoc], taken: set[str]) ->
         used += cost
 
 
-async def clusters(store: MemoryStoreProtocol) -> list[list[MemoryDoc]]:
+async def clusters(store: Store) -> list[list[MemoryDoc]]:
     """The clusters one run plans over (see the module); none of fewer than two."""
     newest = await asyncio.to_thread(store.scan, limit=CLUSTER_MEMORIES + 1)
     whole: list[MemoryDoc] = []

@@ -64,7 +64,7 @@ from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._limits import INDEX_NAME, MAX_FILE_BYTES, inside
 from asyncrecall.memory._precondition import same_content
 from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, Source, lifts
-from asyncrecall.memory._store_protocol import MemoryStoreProtocol
+from asyncrecall.memory._store import Store
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
 from asyncrecall.memory._vetting import vet
 from asyncrecall.memory.extraction._backend import ExtractionBackend, extraction_backend
@@ -541,7 +541,7 @@ class MemoryExtractor:
 
     def __init__(
         self,
-        store: MemoryStoreProtocol,
+        store: Store,
         model: Model,
         *,
         state_dir: Path | None = None,
@@ -561,9 +561,7 @@ class MemoryExtractor:
     @property
     def state_dir(self) -> Path | None:
         """Where a folder's extraction state lives (``None`` for a database)."""
-        backend = self.backend
-        state_dir = getattr(backend, "state_dir", None)
-        return state_dir if isinstance(state_dir, Path) else None
+        return self.backend.state_dir
 
     def cursor(self, session_id: str) -> int:
         """The session's processed offset."""

@@ -1,6 +1,6 @@
 """One process's connections to one database, shared by all its stores: :class:`Engine`.
 
-A :class:`~asyncrecall.memory.PostgresMemoryStore` is a view of one namespace; what
+A :class:`~asyncrecall.memory.PostgresStore` is a view of one namespace; what
 talks to the server is the engine of its URL and options, one per process (the shape
 of LangGraph's ``PostgresStore``: one object per database, the namespace passed with
 every call). Before, each store opened two pools, a ``LISTEN`` connection, its

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._document import checked_text
 from asyncrecall.memory._provenance import is_quarantined, origin_label, parse_provenance
+from asyncrecall.memory._store import StoreChange
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = [
@@ -35,22 +36,6 @@ __all__ = [
 
 _MAX_QUERY_WORDS: Final = 32
 _WORD: Final = re.compile(r"[^\W_]+")
-
-
-@dataclass(frozen=True, slots=True)
-class StoreChange:
-    """A change seen by a store: a ``save`` or ``forget`` (by any process), or a
-    ``reconnect`` of its ``LISTEN`` connection (changes may have been missed).
-
-    ``memory_id`` is what a notification carries instead of the memory's name
-    (:meth:`Announcer.memory_id`; "" for a reconnect); ``name`` is known only for this
-    store's own writes (``None`` for another process's)."""
-
-    op: str
-    memory_id: str
-    version: int
-    seen_at: float
-    name: str | None = None
 
 
 def notify_key(salt: str, namespace: str) -> str:
