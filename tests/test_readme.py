@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 
+
 def _block(marker: str, page: Path = README) -> str:
     """The fenced block right after ``<!-- marker -->`` on ``page``."""
     text = page.read_text(encoding="utf-8")
