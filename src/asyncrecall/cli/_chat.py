@@ -56,7 +56,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    # Built before the loop runs: importing the OpenAI SDK would block it for ~0.5 s.
+    # Built before the loop runs: importing the OpenAI SDK would block it (a slow import).
     try:
         from asyncrecall.cli._session import open_session
 
