@@ -15,8 +15,8 @@ help: ## Show this help
 LOCAL_DISTS := -e ./benchmarks -e ./conformance
 DIST_FILES := pyproject.toml benchmarks/pyproject.toml conformance/pyproject.toml
 
-# The `local` extra (embedded models) compiles llama.cpp on a fresh machine: about
-# 5 minutes on 2 cores, once; pip caches the built wheel after that.
+# The `local` extra (embedded models) compiles llama.cpp on a fresh machine: minutes,
+# once; pip caches the built wheel after that.
 $(STAMP): $(DIST_FILES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip

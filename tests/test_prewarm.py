@@ -1,4 +1,4 @@
-"""Reading the memory folder at process entry (``asyncrecall.cli._reader``, issue 20).
+"""Reading the memory folder at process entry (``asyncrecall.cli._reader``).
 
 The CLI starts reading the folder before the command's heavy imports, in a daemon
 thread, and the session adopts what it read; with memory off nothing starts.

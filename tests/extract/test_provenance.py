@@ -1,4 +1,4 @@
-"""Where a memory came from, recorded by the real agent loop over real HTTP (issue 25):
+"""Where a memory came from, recorded by the real agent loop over real HTTP:
 extraction from the user's words, from the assistant's answers (after tool output or
 not), and the agent's own ``save_memory`` before and after reading a file."""
 
@@ -48,7 +48,7 @@ async def test_an_answer_repeating_a_file_is_quarantined(
     session: Session, side: SideModel, local_server: LocalServer, store: FolderStore,
     settings: Settings,
 ) -> None:  # fmt: skip
-    """The issue's reproduction: the assistant's answer quotes an instruction from a file
+    """The attack, reproduced: the assistant's answer quotes an instruction from a file
     it read, and extraction proposes it as a ``feedback`` memory citing only that
     answer. The memory is stored as ``extraction-assistant`` after tool output, and is
     quarantined; an answer written before any tool output of the session is not, and

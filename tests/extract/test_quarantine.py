@@ -1,5 +1,5 @@
-"""Trust tiers at recall, through the real agent loop over real HTTP (issue 25, point 2):
-the issue's reproduction no longer reaches a later conversation."""
+"""Trust tiers at recall, through the real agent loop over real HTTP: an instruction
+planted in a file the agent read no longer reaches a later conversation."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _main(server: LocalServer) -> list[RecordedRequest]:
 async def _poisoned_session(
     session: Session, side: SideModel, local_server: LocalServer, settings: Settings
 ) -> Recorder:
-    """The issue's first session: the agent reads a file that carries an instruction and
+    """The attack's first session: the agent reads a file that carries an instruction and
     quotes it in its answer; extraction proposes it as ``feedback`` and as ``project``,
     each citing only that answer."""
     (settings.project / "INSTALL.md").write_text(f"{INSTALL}{SECRET}\n", encoding="utf-8")

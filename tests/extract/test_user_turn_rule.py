@@ -1,4 +1,4 @@
-"""The user-turn rule (issue 25): a memory the model writes from the user's turns waits
+"""The user-turn rule: a memory the model writes from the user's turns waits
 for the user's word when what it asks is a lever for an attacker, or when the turn
 carries content from elsewhere; a fact the user states is saved and recalled as before.
 Through the real agent loop over real HTTP, with extraction and with ``save_memory``."""

@@ -209,7 +209,7 @@ class TestConformance(ConformanceSuite):
     case_marks: ClassVar[Mapping[str, Sequence[pytest.MarkDecorator]]] = {
         "c-hang-up-when-run-is-cancelled": [SDK_LEAKS_ON_CANCEL],
         "f-cancelled-run-leaves-nothing": [SDK_LEAKS_ON_CANCEL],
-        # 82 conversations, a CLI process each (about 0.4 s apiece on an idle machine).
+        # 82 conversations, a CLI process each: they need a longer timeout.
         "g-bounded-memory-with-keys": [CLI_PER_CONVERSATION],
         "g-bounded-memory-without-keys": [CLI_PER_CONVERSATION],
     }

@@ -1,5 +1,5 @@
 """Conformance against a real OpenAI-compatible server nobody here wrote: llama-cpp-python's
-``llama_cpp.server`` serving SmolLM2-135M (issue 9). Everything goes over HTTP through a
+``llama_cpp.server`` serving SmolLM2-135M. Everything goes over HTTP through a
 recording proxy, so the assertions are about what went on the wire.
 """
 

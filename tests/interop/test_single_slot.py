@@ -1,4 +1,4 @@
-"""The main turn wins on llama-cpp-python's server with its default settings (issue 20):
+"""The main turn wins on llama-cpp-python's server with its default settings:
 one slot, ``interrupt_requests`` on, so a request arriving while a stream runs ends
 that stream. ``asyncrecall run`` with the model selector and default settings (memory
 and extraction on) answers every time: a stream cut for our own side query (the

@@ -1,6 +1,6 @@
 """With no endpoint and no key, the whole product works offline on the embedded models.
 
-These run the real CLI on SmolLM2-135M: a turn takes seconds on two cores, so each
+These run the real CLI on SmolLM2-135M: a turn takes seconds on a small machine, so each
 test asks what it needs of one process (the timeouts are hang guards only).
 """
 

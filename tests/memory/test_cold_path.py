@@ -1,4 +1,4 @@
-"""The lexical recall's cold path: nothing is read or tokenised on the event loop (issue 10.2).
+"""The lexical recall's cold path: nothing is read or tokenised on the event loop.
 
 Timings are in ``benchmarks/scan.py --cold``; these tests check *where* the work runs
 (which thread) and *what* is redone, through counters outside the code under test.

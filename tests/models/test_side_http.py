@@ -393,7 +393,7 @@ async def test_https_side_queries_trust_ssl_cert_file_and_load_it_once_off_the_l
 ) -> None:
     """Over real TLS: the certificate named by SSL_CERT_FILE is trusted (an unknown one
     is a connection error); the trust store is loaded once per process, in a worker
-    thread (40-55 ms of CPU that must not stall the loop), and shared by later models."""
+    thread (costly CPU that must not stall the loop), and shared by later models."""
     import ssl
     import threading
 
@@ -426,7 +426,7 @@ async def test_https_side_queries_trust_ssl_cert_file_and_load_it_once_off_the_l
     assert len(state.requests) == 2
 
 
-# -- issue 21: where the stream writer must agree with the SDK, or stand aside ---------
+# -- where the stream writer must agree with the SDK, or stand aside -------------------
 
 
 @pytest.fixture(params=["fast", "sdk"])

@@ -59,7 +59,7 @@ def pg_server(postgres_server: LocalPostgres) -> LocalPostgres:
 
 #: The role the store tests run as: an application role granted only the documented
 #: data (``GRANTS``), no CREATE anywhere, on a schema migrated by the server's owner
-#: (issue 26, point 5). Tests that need the owner (ANALYZE, DDL, roles, databases) use
+#: (least privilege). Tests that need the owner (ANALYZE, DDL, roles, databases) use
 #: ``pg_server.url``.
 APP_ROLE = "asyncrecall_app"
 

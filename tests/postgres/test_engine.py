@@ -1,6 +1,6 @@
 """One engine per process and database: every namespace's store shares its connections.
 
-Issue 26, point 1: each store opened its own two pools, ``LISTEN`` connection, loop
+Before: each store opened its own two pools, ``LISTEN`` connection, loop
 connections and threads, so 40 namespaces took 120-142 server connections (the
 server's default limit is 100) and 201 threads. The stores of one URL now share one
 engine (``_engine``); these tests count what the server and the process see.

@@ -1,4 +1,4 @@
-"""An untrusted write never takes a memory the user keeps out of recall (issue 25): the
+"""An untrusted write never takes a memory the user keeps out of recall: the
 change waits beside it for ``memory confirm``, the kept text served and intact. Every
 test runs on the folder and on PostgreSQL (the least-privilege application role)."""
 

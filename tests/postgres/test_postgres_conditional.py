@@ -1,5 +1,4 @@
-"""Conditional writes on the database store: ``save_if`` and ``forget_if`` (issue 19,
-point 3's database half).
+"""Conditional writes on the database store: ``save_if`` and ``forget_if``.
 
 A write made on what was read writes only if the row is still at the revision read
 (``MemoryDoc.revision``: the row version's ``xmin``), in one statement with its

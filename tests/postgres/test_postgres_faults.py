@@ -121,9 +121,8 @@ def test_saves_resume_at_the_first_try_after_a_long_outage(
 
     The pools' background reconnection doubles its pause after each failure (1, 2, 4,
     8 s ...): after an outage of 9 s its next try came up to 8 s after the database was
-    back, and every save until then waited for it and failed (11-17 s measured, issue
-    26 point 6). The pools now give a reconnection up after about a second, and the
-    next call starts a new one at once."""
+    back, and every save until then waited for it and failed. The pools now give a
+    reconnection up after about a second, and the next call starts a new one at once."""
     store: PostgresStore = open_pg(namespace, timeout=2.0)
     store.save_memory("Before", "", "user", "saved before the outage", origin="user")
     pg_server.stop()

@@ -1,4 +1,4 @@
-"""Which memory a key names on the database store (issue 19, point 5).
+"""Which memory a key names on the database store.
 
 A key names a memory by its exact relative path, else its exact name, else its name in
 another case when exactly one memory has it; never by a file-name stem. ``get`` and
@@ -88,7 +88,7 @@ def test_a_key_in_another_case_reads_indexes_not_the_namespace(
     """On a namespace of 5,000 memories, the other-case lookup behind ``get`` and
     ``forget`` reads a handful of rows through its two indexes: the plan the database
     chooses for the very query :func:`find_memory` sends scans no table and filters out
-    no row (today's code read all 5,000 names and kept none: issue 26, point 8)."""
+    no row (the code before read all 5,000 names and kept none)."""
     import psycopg
 
     from asyncrecall.memory.postgres._sql import FOLD_SQL, fold_params

@@ -1,4 +1,4 @@
-"""Concurrent saves of new names, deadlocks and serialisation failures (issue 19, point 7).
+"""Concurrent saves of new names, deadlocks and serialisation failures.
 
 Two inserts of one new name used to deadlock on the table's two unique indexes (the
 name's and the file name's) and PostgreSQL aborted one: a save lost. A save now takes

@@ -1,4 +1,4 @@
-"""Least privilege (issue 26, point 5): an application role without CREATE uses a schema
+"""Least privilege: an application role without CREATE uses a schema
 its owner migrated; DDL runs only when the schema is behind; ``memory migrate`` is the
 owner's command.
 

@@ -97,7 +97,7 @@ def test_odd_namespaces_are_data_and_stay_apart(open_pg: Any, namespace: str) ->
         ("", "namespace is 1 to 1,000 bytes"),
         ("bad\x00namespace", "namespace cannot hold a NUL"),
         ("x" * 1001, "namespace is 1 to 1,000 bytes in UTF-8; this one is 1,001"),
-        # 1,000 characters, 2,000 bytes: the B-tree entry would not fit (issue 26, 9).
+        # 1,000 characters, 2,000 bytes: the B-tree entry would not fit.
         ("ü" * 1000, "namespace is 1 to 1,000 bytes in UTF-8; this one is 2,000"),
         ("half \ud83d", "namespace holds a lone surrogate .U.D83D"),
     ],
@@ -292,7 +292,7 @@ async def test_the_row_holding_every_term_is_ranked_before_the_cap(
     """1,800 rows hold one of two rare terms each (900 apiece: neither is common), so
     matching any term finds more rows than the 1,000 ranked; the one row holding both,
     stored last and old (the newest-memories fill does not bring it), is ranked first
-    all the same (issue 26, point 3: it used to be cut before ranking)."""
+    all the same (it used to be cut before ranking)."""
     rows = [
         (pg_store.namespace, f"Note {n}", f"note-{n}.md", "", "project", body, 20)
         for n, body in enumerate(["alpaca grazing"] * 900 + ["bison herd"] * 900)
@@ -307,9 +307,9 @@ async def test_the_row_holding_every_term_is_ranked_before_the_cap(
 
 async def test_another_tenants_words_do_not_hide_a_memory(pg_store: PostgresStore) -> None:
     """Another namespace's 3,000 memories about a cluster make "cluster" common in the
-    table, not in this namespace, whose one memory about it is still found (issue 26,
-    point 2: judged over the whole table, the word was dropped from the query, and only
-    this namespace's 20 newest memories were offered)."""
+    table, not in this namespace, whose one memory about it is still found (judged over
+    the whole table, the word was dropped from the query, and only this namespace's 20
+    newest memories were offered)."""
 
     def note(namespace: str, n: int, body: str, at: str) -> tuple[object, ...]:
         return (namespace, f"Note {n}", f"note-{n}.md", "", "project", body, 20, at)
@@ -331,7 +331,7 @@ def test_notifications_tell_an_outsider_no_name_and_no_namespace(
     """A role that may connect but is denied every table can still ``LISTEN``: what it
     hears of a save is digests keyed by a secret it cannot read, with neither the
     memory's name nor the namespace, nor the plain digest of either that a guess could be
-    checked against (issue 26, point 4: the name went out in every notification)."""
+    checked against (the name used to go out in every notification)."""
     import hashlib
 
     from asyncrecall.memory.postgres._text import namespace_key

@@ -1,4 +1,4 @@
-"""``memory export`` / ``memory import`` keep all a memory carries (issue 19, point 8).
+"""``memory export`` / ``memory import`` keep all a memory carries.
 
 Provenance (``source_offsets``), the modification and creation times, the index order
 and any other front matter key survive folder → database → folder, database → folder

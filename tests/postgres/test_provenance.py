@@ -1,4 +1,4 @@
-"""Provenance on every memory, the same on the folder and on PostgreSQL (issue 25).
+"""Provenance on every memory, the same on the folder and on PostgreSQL.
 
 Every test runs twice, on :class:`FolderStore` (a temporary folder) and on
 :class:`PostgresStore` (a fresh namespace of the session's cluster, as the

@@ -1,4 +1,4 @@
-"""Row-level security per namespace (issue 26, point 5's option; ``_rls``).
+"""Row-level security per namespace, the least-privilege option (``_rls``).
 
 Each test runs in a scratch database of its own: the policies must not reach the
 session's shared one.

@@ -1,5 +1,5 @@
-"""Every write can be rolled back from the CLI, on the folder and on PostgreSQL (issue
-25): save, update, forget, confirm, extraction by name (``memory revert NAME``); an
+"""Every write can be rolled back from the CLI, on the folder and on PostgreSQL: save,
+update, forget, confirm, extraction by name (``memory revert NAME``); an
 import and a consolidation, which write many memories, as one step (``memory revert
 --write ID``), refused with nothing changed when a memory was written since."""
 

@@ -1,4 +1,4 @@
-"""Recall's budgets (issue 24), one guarantee per test: files per user message, the
+"""Recall's budgets, one guarantee per test: files per user message, the
 model's pick over the instant pass, bytes per session, the per-file cap, the model
 selector's manifest, and no recall for a prompt with nothing to recall.
 

@@ -1,6 +1,6 @@
 """``asyncrecall bench quality --dataset multilingual``: recall in five other languages.
 
-Our own test set (issue 24, point 2), written for the purpose and kept in
+Our own test set, written for the purpose and kept in
 ``asyncrecall_bench/multilingual/<language>.jsonl``: for each of Chinese, Japanese,
 French, German and Russian, two memory folders of 20 notes each (a coding agent's project memory and
 a personal assistant's), and 20 questions per folder, each with the one note that

@@ -335,7 +335,7 @@ class ExtractionScheduler:
                 self._emit(MemoryExtractionStartedEvent(session_id=self.session_id, end=end))
                 try:
                     foreign, partial = await asyncio.to_thread(self._fingerprints)
-                    with background_requests():  # never over a main turn (issue 20)
+                    with background_requests():  # never over a main turn
                         result = await self.extractor.extract(
                             self.session_id, turns, end=end, foreign=foreign, partial=partial
                         )

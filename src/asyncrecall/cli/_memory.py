@@ -126,7 +126,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="undo every change of this write (its id: `memory history`, or what consolidate "
         "and import print)",
     )
-    from asyncrecall.cli import _consolidate  # issue 14: memory consolidate
+    from asyncrecall.cli import _consolidate  # memory consolidate
 
     tidy = add(
         "consolidate",

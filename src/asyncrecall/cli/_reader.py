@@ -1,7 +1,7 @@
 """Reading the memory folder at process entry, while the rest of the program imports.
 
-A new ``asyncrecall run`` or ``chat`` spends most of its first second importing (the
-OpenAI SDK alone: about half a second). :func:`start_reading_memory` runs in
+A new ``asyncrecall run`` or ``chat`` spends most of its start-up importing (the
+OpenAI SDK above all). :func:`start_reading_memory` runs in
 :func:`asyncrecall.cli.main` right after the command line is parsed (once) and its
 settings resolved, before the command imports its machinery: it starts a daemon
 thread that scans the folder (from its persisted index: nothing is parsed when it is
@@ -13,9 +13,10 @@ A folder that changed much since its index was written (over
 :data:`CHILD_THRESHOLD_BYTES` to parse: a few notes are parsed in the thread) is parsed
 in a child process instead (``python -c``: the same interpreter, environment and
 paths), which writes the folder's persisted index and lexical counts and exits; the
-thread waits for it, then loads them as from an unchanged folder. Parsing 200 changed
-notes in the thread costs it about 190 ms of CPU (37 ms with the child), all of it
-holding the interpreter's lock that the command's imports need. The child runs on
+thread waits for it, then loads them as from an unchanged folder. Parsing hundreds of
+changed notes in the thread costs it several times the CPU of loading the child's
+result, all of it holding the interpreter's lock that the command's imports need
+(``benchmarks/cli.md``). The child runs on
 another core and never holds that lock. It is given :data:`CHILD_TIMEOUT_S`; when it
 fails, times out or cannot start, the thread parses as before.
 ``ASYNCRECALL_READ_AHEAD=thread`` always parses in the thread (for side-by-side
@@ -58,10 +59,11 @@ __all__ = [
 
 logger = logging.getLogger("asyncrecall.memory")
 
-#: More to parse than this goes to a child process (200 changed notes: ~300 KiB; a
-#: dozen notes, ~16 KiB, parse in the thread in about 5 ms).
+#: More to parse than this goes to a child process (a dozen ordinary notes, ~16 KiB,
+#: parse in the thread in less time than a child process takes to start).
 CHILD_THRESHOLD_BYTES: Final = 16 * 1024
-#: How long the thread waits for the child (0.4-0.5 s here for 200 or 2,000 changed notes).
+#: How long the thread waits for the child (generous: far more than it needs for
+#: thousands of changed notes).
 CHILD_TIMEOUT_S: Final = 30.0
 _CHILD_CODE: Final = (
     "import sys; from asyncrecall.cli._reader import index_folder; index_folder(sys.argv[1])"

@@ -54,7 +54,7 @@ class Session:
     control: CancelSignal
     #: A line for the user when something about the set-up deserves one.
     notice: str | None = None
-    #: Background memory extraction (issue 14); ``None`` when off.
+    #: Background memory extraction; ``None`` when off.
     extraction: ExtractionScheduler | None = None
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     #: Loads the embedded model (blocking), when the session runs on it.
@@ -196,7 +196,7 @@ def open_session(
         instant_selector=_instant_selector(memory) if recall_mode == "async+lexical" else None,
     )
     agent = Agent(client, tools, max_turns=settings.max_turns)
-    extraction = build_extraction(settings, memory, side_model, control)  # issue 14
+    extraction = build_extraction(settings, memory, side_model, control)
     refused = _unwritable(memory.store) if extraction is not None and memory else None
     if refused is not None:
         extraction = None  # said at once, instead of failing unseen after the answer
@@ -225,7 +225,7 @@ def _handoff_for(
     """The exit hand-off of ``scheduler``: writes what it owes and starts a worker (or
     one for stale hand-offs); ``None`` where a worker could not rebuild the store or the
     side model (then exit drains, as a library session does). Its set-up (the worker's
-    module, the hand-off folder: about 2 ms) waits for the exit: ``run`` builds this
+    module, the hand-off folder: little, but not nothing) waits for the exit: ``run`` builds this
     before its first request."""
     if not HANDOFF_SUPPORTED:
         return None

@@ -232,7 +232,7 @@ def _doc_json(doc: MemoryDoc, *, body: int | None) -> dict[str, Any]:
         "type": doc.type,
         "file": doc.rel_path,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(doc.mtime)),
-        # Where it came from; a quarantined memory is held back from recall (issue 25).
+        # Where it came from; a quarantined memory is held back from recall.
         "origin": doc.origin,
         "quarantined": doc.quarantined,
     }

@@ -1,4 +1,4 @@
-"""The folder's record of its quarantined memories (``.cache/held-v1.json``, issue 20):
+"""The folder's record of its quarantined memories (``.cache/held-v1.json``):
 a new process builds its system prompt without walking the folder while the record
 holds, and no write of the store's (a new, replaced or moved memory, in any subfolder)
 gets past it."""

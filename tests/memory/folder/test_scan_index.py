@@ -1,4 +1,4 @@
-"""The folder's persisted parse index (``.cache/scan-v1.marshal``, issue 20): a new
+"""The folder's persisted parse index (``.cache/scan-v1.marshal``): a new
 process on an unchanged folder parses nothing; a changed file alone is parsed again;
 a damaged index costs a parse, never a wrong answer; a cached-only scan never waits
 for a scan running in another thread."""

@@ -1,7 +1,7 @@
 """What one consolidation side query is shown: a bounded cluster of related memories.
 
 A consolidation used to show the side model every memory of the store in one prompt:
-at 100,000 memories of a database namespace, a 41 MB prompt (issue 26, point 7). Now a
+at 100,000 memories of a database namespace, a 41 MB prompt. Now a
 run plans over at most :data:`MAX_CLUSTERS` clusters, each at most
 :data:`CLUSTER_MEMORIES` memories and :data:`CLUSTER_CHARS` characters of prompt:
 

@@ -15,8 +15,7 @@ a role, a text) and a side :class:`~asyncrecall.models.Model`. One
    shown at most 60 existing memories, those recall would offer for the new turns
    (``store.candidates``: the newest of a small store; of a large database, the
    full-text matches on the turns' words, then the newest), never the whole store: a
-   namespace of 100,000 memories was read whole, bodies and all, by every extraction
-   (issue 26, point 7);
+   namespace of 100,000 memories was read whole, bodies and all, by every extraction;
 4. looks up the memories the answer names that it was not shown (a path, a name: one
    indexed read each), then validates every proposal with ``save_memory``'s rules
    (type, non-empty name, size) plus extraction's own (lengths, offsets from the slice, at most

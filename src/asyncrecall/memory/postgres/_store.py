@@ -5,7 +5,7 @@ One table keyed by (namespace, name) holds what the folder's topic files hold (s
 process opened on one URL (with the same pool options) shares one engine (``_engine``:
 its pools, loop connections, ``LISTEN`` connection and thread), each passing its
 namespace with every call, so a process serving 1,000 tenants holds one engine's
-connections, not 1,000 stores' (issue 26, point 1). What the store promises:
+connections, not 1,000 stores'. What the store promises:
 
 - **Writes.** A save is one transaction: an upsert on (namespace, name) whose row is
   written whole, so two processes saving one name resolve to the last commit, never to

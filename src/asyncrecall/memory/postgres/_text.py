@@ -47,7 +47,7 @@ def notify_key(salt: str, namespace: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Announcer:
-    """What a namespace's notifications carry instead of names (issue 26, point 4).
+    """What a namespace's notifications carry instead of names.
 
     ``LISTEN`` is open to any role that can connect, even one denied every table, so a
     notification says which namespace and which memory changed only as digests keyed by
