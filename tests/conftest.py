@@ -34,6 +34,23 @@ _SCRUBBED = (
 )
 
 
+def _default_signal_actions() -> None:
+    """The CLI processes the tests start get the default actions of the signals they
+    test, even when the suite itself was started with them ignored (``nohup``, a
+    background job of a non-interactive shell): an ignored signal stays ignored across
+    exec, the CLI keeps an ignored SIGHUP ignored (as ``nohup`` asks), and Python sets
+    up no KeyboardInterrupt for an ignored SIGINT, so those tests would fail for how the
+    suite was started, not for the code."""
+    for name in ("SIGHUP", "SIGINT", "SIGTERM"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) == signal.SIG_IGN:
+            default = signal.default_int_handler if name == "SIGINT" else signal.SIG_DFL
+            signal.signal(signum, default)
+
+
+_default_signal_actions()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
