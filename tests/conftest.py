@@ -6,6 +6,7 @@ Keep this file small and generic; fixtures for one area live in that area's conf
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import time
@@ -49,6 +50,17 @@ def _default_signal_actions() -> None:
 
 
 _default_signal_actions()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _leaks_fail_in_their_module() -> Iterator[None]:
+    """Something a test leaves open (a socket, a transport, a file, an event loop) warns
+    when the garbage collector frees it, and ``filterwarnings = error`` fails whichever
+    test runs at that moment, often in another folder. Collecting at the end of every
+    module fails the module's last test instead, naming the module that leaked;
+    ``PYTHONTRACEMALLOC=20`` adds where the object was made."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)
