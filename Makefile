@@ -43,9 +43,8 @@ $(STAMP313): pyproject.toml
 # The main run has the local and interop extras: the real-server tests (tests/interop)
 # must run there, not skip (on 3.13, without them, they skip).
 # Both runs spread the tests over pytest-xdist workers (TEST_WORKERS, one per core by
-# default; TEST_WORKERS=0 runs them in this one process). Tests that must share one
-# process (one llama.cpp server) carry an xdist_group marker: --dist loadgroup keeps
-# each group on one worker.
+# default; TEST_WORKERS=0 runs them in this one process). Each worker has its own
+# LocalServer, PostgreSQL cluster and llama.cpp server (session fixtures).
 TEST_WORKERS ?= auto
 PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 # On Python 3.13 the tests of what differs there, asyncio's task scheduling: the agent's

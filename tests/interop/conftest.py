@@ -27,8 +27,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.interop)
-            # one worker under pytest-xdist (make test): one llama.cpp server, not one each
-            item.add_marker(pytest.mark.xdist_group("llama-server"))
 
 
 @pytest.fixture(scope="session")
