@@ -47,11 +47,28 @@ $(STAMP313): $(DIST_FILES)
 # it is an error, not a skip.
 # The main run has the local and interop extras: the real-server tests (tests/interop)
 # must run there, not skip (on 3.13, without them, they skip).
-test: $(STAMP) ## Run the whole test suite with coverage, then again on Python 3.13
-	ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest --cov --cov-report=term -q
+# Both runs spread the tests over pytest-xdist workers (TEST_WORKERS, one per core by
+# default; TEST_WORKERS=0 runs them in this one process). Each worker has its own
+# LocalServer, PostgreSQL cluster and llama.cpp server (session fixtures).
+TEST_WORKERS ?= auto
+PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+# On Python 3.13 the tests of what differs there, asyncio's task scheduling: the agent's
+# tests on eager-task-factory loops (ASYNCRECALL_EAGER_TASKS=1), the prefetcher (its own
+# tests pick eager and plain loops), cancellation, the model clients' streams and
+# give-way tasks, recall off the loop, the extraction scheduler, the LocalServer. The
+# rest (the CLI in subprocesses, the stores, the benchmarks, the framework adapters'
+# real agent loops, the real-server and simulated-Windows tests) runs once, in the main
+# run. `make test-py313 PY313_TESTS=tests` runs everything there.
+PY313_TESTS ?= tests/agent tests/prefetch tests/test_cancel.py tests/models tests/testing \
+  tests/memory/test_recall.py tests/memory/test_cold_path.py tests/memory/selectors \
+  tests/extract/test_scheduler.py tests/extract/test_extract.py tests/extract/test_flow.py \
+  tests/extract/test_nothing_lost.py tests/extract/test_single_flight.py
+
+test: $(STAMP) ## Run the whole test suite with coverage, then the asyncio tests on Python 3.13
+	ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest $(PARALLEL) --cov --cov-report=term -q
 	@$(MAKE) --no-print-directory test-py313
 
-test-py313: ## The test suite on Python 3.13 (skipped loudly without it; an error in CI)
+test-py313: ## The asyncio tests on Python 3.13, eager task factory (skipped loudly without it; an error in CI)
 	@if [ -z "$(PY313)" ]; then \
 	  if [ "$$CI" = "true" ]; then \
 	    echo "ERROR: CI=true but no Python 3.13 interpreter found (set PY313=/path/to/python3.13)" >&2; \
@@ -63,8 +80,8 @@ test-py313: ## The test suite on Python 3.13 (skipped loudly without it; an erro
 	  echo "**********************************************************************" >&2; \
 	else \
 	  $(MAKE) --no-print-directory $(STAMP313) && \
-	  echo "== the suite on $$($(VENV313)/bin/python --version) ==" && \
-	  ASYNCRECALL_EAGER_TASKS=1 $(VENV313)/bin/python -m pytest -q -p no:cacheprovider; \
+	  echo "== the asyncio tests on $$($(VENV313)/bin/python --version), eager task factory ==" && \
+	  ASYNCRECALL_EAGER_TASKS=1 $(VENV313)/bin/python -m pytest $(PARALLEL) -q -p no:cacheprovider $(PY313_TESTS); \
 	fi
 
 test-windows: $(STAMP) ## Only the simulated-Windows tests (no fcntl, getuid, fork, SIGHUP ...)
