@@ -87,9 +87,10 @@ test-py313: ## The asyncio tests on Python 3.13, eager task factory (skipped lou
 test-windows: $(STAMP) ## Only the simulated-Windows tests (no fcntl, getuid, fork, SIGHUP ...)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_platforms.py
 
-test-long: $(STAMP) ## The property tests in full: 10,000 prefetch interleavings, 2,000 memory-write runs (~1 h)
+test-long: $(STAMP) ## The long runs in full: 10,000 prefetch interleavings, 2,000 memory-write runs, ten single-slot runs
 	ASYNCRECALL_LONG_PROPERTY=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
-	  --timeout=0 tests/agent/test_interleavings.py tests/extract/test_nothing_lost_property.py
+	  --timeout=0 tests/agent/test_interleavings.py tests/extract/test_nothing_lost_property.py \
+	  tests/interop/test_single_slot.py
 
 test-interop: $(STAMP) ## Only the conformance suite against a real llama.cpp server
 	ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest -m interop -q
