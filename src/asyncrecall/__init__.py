@@ -50,9 +50,11 @@ if TYPE_CHECKING:
         FolderStore,
         LexicalSelector,
         ModelSelector,
+        PostgresStore,
         Recaller,
         RecallResult,
         Selector,
+        Store,
     )
     from asyncrecall.models import Model, OpenAIModel
     from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
@@ -71,10 +73,12 @@ _LAZY = {
     "Model": "asyncrecall.models",
     "ModelSelector": "asyncrecall.memory",
     "OpenAIModel": "asyncrecall.models",
+    "PostgresStore": "asyncrecall.memory",
     "RecallPrefetcher": "asyncrecall.prefetch",
     "RecallResult": "asyncrecall.memory",
     "Recaller": "asyncrecall.memory",
     "Selector": "asyncrecall.memory",
+    "Store": "asyncrecall.memory",
 }
 
 #: Old names kept for one release: each access warns (``DeprecationWarning``) and gives
@@ -109,12 +113,14 @@ __all__ = [
     "ModelSelector",
     "ModelServerError",
     "OpenAIModel",
+    "PostgresStore",
     "RecallNotReady",
     "RecallPrefetcher",
     "RecallResult",
     "Recaller",
     "Selector",
     "SelectorError",
+    "Store",
     "ToolError",
     "__version__",
 ]
