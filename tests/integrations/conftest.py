@@ -5,9 +5,10 @@ Every adapter test runs the framework's real agent loop against a
 :class:`~asyncrecall.testing.LocalServer`: the main model is ``main``, the memory side
 query goes to ``side``. Assertions read the server's request records. The recall
 contract itself is the conformance kit's (:mod:`asyncrecall_conformance`): each
-adapter's test module subclasses its suite with a driver; on ``make test-py313`` its
-cases run on eager-task loops like the rest of this folder (they pass there: none is
-marked ``plain_loop``).
+adapter's test module subclasses its suite with a driver. Under
+``ASYNCRECALL_EAGER_TASKS=1`` (``make test-py313 PY313_TESTS=tests``) its cases run on
+eager-task loops like the rest of this folder (they pass there: none is marked
+``plain_loop``); ``make test`` runs this folder once, on plain loops.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from asyncrecall_conformance import (
 
 __all__ = ["MEMORY_MARK", "assert_valid_chat", "memory_indexes", "text_of"]
 
-if eager_loops.ENABLED:  # make test-py313: every test of this folder on an eager loop
+if eager_loops.ENABLED:  # ASYNCRECALL_EAGER_TASKS=1: every test of this folder on an eager loop
     pytest_asyncio_loop_factories = eager_loops.loop_factories
 
 #: For the tests that run litellm (the google-adk extra) only. The first of them in a
