@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import socket
+import sys
 from pathlib import Path
 from typing import Any, cast
 
@@ -48,9 +49,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         sub = actions.add_parser(action, help=summary, description=summary)
         sub.add_argument("--agent", choices=AGENTS, required=True)
         where = sub.add_mutually_exclusive_group()
-        where.add_argument(
-            "--user", action="store_true", help="the user's settings (the default)"
-        )
+        where.add_argument("--user", action="store_true", help="the user's settings (the default)")
         where.add_argument(
             "--project",
             nargs="?",
@@ -67,23 +66,25 @@ def _handle(args: argparse.Namespace) -> int:
     path = settings_path(agent, user=args.project is None, project=project)
     if args.action == "install":
         found = install(path, agent)
-        print(f"installed {agent} hooks in {path}: {', '.join(found.events)}")
+        _say(f"installed {agent} hooks in {path}: {', '.join(found.events)}")
         return 0
     if args.action == "uninstall":
         removed = uninstall(path)
-        print(f"removed {agent} hooks from {path}" if removed else f"no asyncrecall hooks in {path}")
+        _say(f"removed {agent} hooks from {path}" if removed else f"no asyncrecall hooks in {path}")
         return 0
     found = status(path, agent)
     running = _service_running()
     service = "the recall service is running" if running else "the recall service is not running"
     if not found.events:
-        print(f"not installed in {path}; {service}")
+        _say(f"not installed in {path}; {service}")
         return 1
     if not found.current:
-        print(f"installed in {path} by another installation or partly "
-              f"({', '.join(found.events)}): run install again; {service}")
+        _say(
+            f"installed in {path} by another installation or partly "
+            f"({', '.join(found.events)}): run install again; {service}"
+        )
         return 1
-    print(f"installed in {path}: {', '.join(found.events)}; {service}")
+    _say(f"installed in {path}: {', '.join(found.events)}; {service}")
     return 0
 
 
@@ -98,3 +99,7 @@ def _service_running() -> bool:
         except OSError:
             return False
     return True
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")

@@ -156,8 +156,9 @@ def install(path: Path, agent: Agent) -> HookStatus:
     hooks = _without_ours(data.get("hooks") or {})
     for event in EVENTS:
         group: dict[str, Any] = {
-            "hooks": [{"type": "command", "command": hook_command(event, agent),
-                       "timeout": _TIMEOUT_S}]
+            "hooks": [
+                {"type": "command", "command": hook_command(event, agent), "timeout": _TIMEOUT_S}
+            ]
         }
         if event in _TOOL_EVENTS:
             group = {"matcher": "*", **group}
