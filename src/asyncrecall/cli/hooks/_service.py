@@ -301,7 +301,31 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="asyncrecall hooks: %(message)s")
     idle_s = float(os.environ.get("ASYNCRECALL_HOOKS_IDLE") or IDLE_S)
     first = os.environ.pop("ASYNCRECALL_HOOKS_FIRST", None)
-    return asyncio.run(serve(socket_path(), idle_s=idle_s, first=first))
+    path = socket_path()
+    code = asyncio.run(serve(path, idle_s=idle_s, first=first))
+    if code == 1 and first:
+        _hand_over(path, first.encode("utf-8", "surrogateescape"))
+    return code
+
+
+def _hand_over(path: Path, request: bytes, *, within_s: float = 60.0) -> None:
+    """Give ``request`` to the service that won the lock, once it listens (a prompt
+    that raced the first start: its recall still reaches the tool results)."""
+    import socket
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5.0)
+            try:
+                sock.connect(str(path))
+            except OSError:
+                time.sleep(0.05)
+                continue
+            sock.sendall(request)
+            sock.shutdown(socket.SHUT_WR)
+            sock.recv(65536)
+            return
 
 
 if __name__ == "__main__":
