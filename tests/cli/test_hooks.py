@@ -157,6 +157,7 @@ class Hooks:
         # warm: a prompt's answer comes from the instant pass at once
         while not self.context("UserPromptSubmit", "warm-up", prompt="staging deploy"):
             assert time.monotonic() < deadline, "the service did not warm the folder"
+            self("SessionEnd", "warm-up")  # a block it took can no longer be shown in it
             time.sleep(0.1)
         self("SessionEnd", "warm-up")
 
@@ -210,6 +211,19 @@ def test_a_prompt_gets_its_memory_at_once_and_never_twice(hooks: Hooks) -> None:
     other = hooks.context("UserPromptSubmit", "s2", prompt="the staging deploy")
     assert "blue-green" in other  # another session has not
     hooks("Stop")
+    hooks("SessionEnd")
+
+
+def test_the_prompt_that_starts_the_service_gets_its_memory_after_a_tool(hooks: Hooks) -> None:
+    assert hooks("UserPromptSubmit", prompt="how does the staging deploy work?") is None
+    deadline = time.monotonic() + 60
+    block = ""
+    while not block:  # the agent's tool round, while the service starts
+        assert time.monotonic() < deadline, "the first prompt's recall never came"
+        time.sleep(0.2)
+        block = hooks.context("PostToolUse", tool_name="Read")
+    assert "blue-green" in block
+    assert hooks.context("PostToolUse", tool_name="Read") == ""
     hooks("SessionEnd")
 
 

@@ -87,8 +87,8 @@ class Folders:
             "ASYNCRECALL_HOOKS_IDLE": "5",
         }
 
-    def hook(self, event: str, **fields: Any) -> str:
-        payload = {"session_id": "warm-up", "cwd": str(self.project), **fields}
+    def hook(self, event: str, session: str = "warm-up", **fields: Any) -> str:
+        payload = {"session_id": session, "cwd": str(self.project), **fields}
         done = subprocess.run(
             [sys.executable, "-I", "-S", str(CLIENT), "claude-code", event],
             input=json.dumps(payload).encode(),
@@ -104,6 +104,7 @@ class Folders:
         self.hook("SessionStart")
         while "blue-green" not in self.hook("UserPromptSubmit", prompt="staging deploy"):
             assert time.monotonic() < deadline, "the recall service did not warm up"
+            self.hook("SessionEnd")  # a block it took can no longer be shown in it
             time.sleep(0.1)
         self.hook("SessionEnd")
 

@@ -50,6 +50,13 @@ EVENTS: Final[tuple[str, ...]] = (
     "Stop",
     "SessionEnd",
 )
+#: Events whose hook has nothing to say to the model, run in the background where the
+#: agent offers it (Claude Code's ``async``): the start only warms the service, so it
+#: need not hold the first request.
+_BACKGROUND: Final[dict[str, frozenset[str]]] = {
+    "claude-code": frozenset({"SessionStart"}),
+    "qwen-code": frozenset(),
+}
 #: The tool events take a matcher; ``*`` matches every tool.
 _TOOL_EVENTS: Final = frozenset({"PostToolUse"})
 _TIMEOUT_S: Final = 5
@@ -155,11 +162,14 @@ def install(path: Path, agent: Agent) -> HookStatus:
     data = _read(path)
     hooks = _without_ours(data.get("hooks") or {})
     for event in EVENTS:
-        group: dict[str, Any] = {
-            "hooks": [
-                {"type": "command", "command": hook_command(event, agent), "timeout": _TIMEOUT_S}
-            ]
+        hook: dict[str, Any] = {
+            "type": "command",
+            "command": hook_command(event, agent),
+            "timeout": _TIMEOUT_S,
         }
+        if event in _BACKGROUND[agent]:
+            hook["async"] = True
+        group: dict[str, Any] = {"hooks": [hook]}
         if event in _TOOL_EVENTS:
             group = {"matcher": "*", **group}
         groups = hooks.get(event)

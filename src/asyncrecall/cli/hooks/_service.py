@@ -56,16 +56,27 @@ HOLD_S: Final = 0.05
 _FORWARDED: Final = ("ASYNCRECALL_", "OPENAI_BASE_URL", "OPENAI_API_KEY")
 
 
-def parse_request(data: bytes) -> tuple[str, str, dict[str, str], dict[str, Any]]:
-    """``(agent, event, environment, hook input)`` of a client's request."""
+def parse_request(data: bytes) -> tuple[str, str, dict[str, str], dict[str, Any], bool]:
+    """``(agent, event, environment, hook input, late)`` of a client's request; ``late``:
+    the hook has already answered (a request handed over by a starting service), so a
+    prompt's recall starts but nothing is taken for it."""
     head, _, body = data.partition(b"\n\n")
     lines = head.decode("utf-8", "surrogateescape").split("\n")
-    agent, _, event = lines[0].partition(" ")
+    agent, event, *rest = [*lines[0].split(" "), ""]
     env = dict(line.partition("=")[::2] for line in lines[1:] if "=" in line)
     payload = json.loads(body) if body.strip() else {}
     if not isinstance(payload, dict):
         raise ValueError("the hook input is not a JSON object")
-    return agent, event, env, payload
+    return agent, event, env, payload, LATE in rest
+
+
+#: The first line's mark of a request whose hook has already answered.
+LATE: Final = "late"
+
+
+def _late(request: bytes) -> bytes:
+    first, newline, rest = request.partition(b"\n")
+    return first + b" " + LATE.encode() + newline + rest
 
 
 def _answer(event: str, block: MemoryBlock | None) -> bytes:
@@ -98,8 +109,17 @@ class HookService:
 
     # -- the hooks ---------------------------------------------------------------
 
-    def handle(self, agent: str, event: str, env: dict[str, str], payload: dict[str, Any]) -> bytes:
-        """The hook's output for ``event`` (empty: nothing to add). Never waits."""
+    def handle(
+        self,
+        agent: str,
+        event: str,
+        env: dict[str, str],
+        payload: dict[str, Any],
+        late: bool = False,
+    ) -> bytes:
+        """The hook's output for ``event`` (empty: nothing to add). Never waits. ``late``:
+        its hook has answered already (nothing is taken for it: the next tool result
+        takes what it starts)."""
         self.last_used = time.monotonic()
         self.answered += 1
         session = str(payload.get("session_id") or payload.get("transcript_path") or "default")
@@ -121,6 +141,9 @@ class HookService:
                 project.waiting[session] = prompt
                 return b""
             prefetcher = project.ready.result()
+            if late:
+                prefetcher.start(session, prompt)
+                return b""
             prefetcher.start(session, prompt, until_request=HOLD_S)
             return _answer(event, prefetcher.take(session, "user_query"))
         project_of = self._sessions.get(session)
@@ -260,8 +283,7 @@ async def serve(path: Path, *, idle_s: float, first: str | None = None) -> int:
         try:
             data = await reader.read()
             try:
-                agent, event, env, payload = parse_request(data)
-                answer = service.handle(agent, event, env, payload)
+                answer = service.handle(*parse_request(data))
             except (ValueError, UnicodeError) as exc:
                 logger.warning("a hook request was refused: %s", exc)
                 answer = b""
@@ -277,7 +299,7 @@ async def serve(path: Path, *, idle_s: float, first: str | None = None) -> int:
     inode = os.stat(where).st_ino
     if first:  # the event of the client that started this service
         with contextlib.suppress(ValueError, UnicodeError):
-            service.handle(*parse_request(first.encode("utf-8", "surrogateescape")))
+            service.handle(*parse_request(_late(first.encode("utf-8", "surrogateescape"))))
     try:
         while True:
             await asyncio.sleep(min(1.0, idle_s))
@@ -322,7 +344,7 @@ def _hand_over(path: Path, request: bytes, *, within_s: float = 60.0) -> None:
             except OSError:
                 time.sleep(0.05)
                 continue
-            sock.sendall(request)
+            sock.sendall(_late(request))
             sock.shutdown(socket.SHUT_WR)
             sock.recv(65536)
             return
