@@ -28,6 +28,7 @@ from asyncrecall.testing import AnthropicServer, LocalServer, Reply
 SRC = Path(__file__).resolve().parents[2] / "src"
 CLIENT = Path(hook_command("SessionStart", "claude-code").split()[3])
 MAIN = "claude-sonnet-4-5"  # a model the CLI knows: hook context in the user message
+QWEN_MAIN = "qwen-test-main"
 NOTES = {
     "deploy.md": (
         "deploy",
@@ -264,9 +265,6 @@ def run_qwen(folders: Folders, server: LocalServer, prompt: str, model: str) -> 
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-QWEN_MAIN = "qwen-test-main"
-
-
 def test_qwen_code_word_sharing_memory_rides_on_the_first_request(folders: Folders) -> None:
     qwen_cli()
     folders.install("qwen-code")
@@ -316,3 +314,37 @@ def test_qwen_code_side_query_memory_comes_with_the_tool_results(
         assert "never spaces" not in _text(first) and "blue-green" not in _text(first)
         assert "never spaces" in _text(after_tools)
         assert _text(after_tools).count("Relevant memory") == 1
+
+
+# -- both: the end of the turn hangs the side query up ---------------------------------
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "qwen-code"])
+def test_the_side_query_is_hung_up_when_the_turn_ends(folders: Folders, agent: str) -> None:
+    """A side query that never answers, a turn that needs no tool: the agent's ``Stop``
+    hook hangs it up (the server sees the client go), before the idle service exits."""
+    cli = claude_cli() if agent == "claude-code" else qwen_cli()
+    del cli
+    folders.install(agent)
+    server: LocalServer = AnthropicServer() if agent == "claude-code" else LocalServer()
+    with server:
+        base = f"{server.base_url}/v1" if agent == "claude-code" else server.base_url
+        folders.env.update(
+            ASYNCRECALL_SELECTOR="model",
+            ASYNCRECALL_BASE_URL=base,
+            ASYNCRECALL_MODEL="side",
+            ASYNCRECALL_API_KEY="test",
+        )
+        server.set_default("side", Reply(json={"selected_memories": ["deploy.md"]}))
+        folders.warm()
+        server.script("side", Reply(hang=True))
+        main = MAIN if agent == "claude-code" else QWEN_MAIN
+        server.set_default(main, Reply(text="done", first_token_delay=1.0))
+        prompt = "how should I lay out this file?"
+        if agent == "claude-code":
+            run_claude(folders, server, prompt)  # type: ignore[arg-type]
+        else:
+            run_qwen(folders, server, prompt, main)
+        hung = [r for r in server.requests if r.body.get("model") == "side"][-1]
+        assert "lay out this file" in json.dumps(hung.body)
+        server.wait_disconnected(hung, timeout=30)
