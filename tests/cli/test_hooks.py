@@ -310,3 +310,20 @@ def test_a_hook_costs_milliseconds(hooks: Hooks) -> None:
         )
     added = statistics.median(ours) - statistics.median(noop)
     assert added < 0.25, f"a hook added {added * 1000:.0f} ms at the median"
+
+
+def test_claude_codes_own_memory_folder_is_recalled_from(
+    hooks: Hooks, folders: tuple[Path, Path, Path]
+) -> None:
+    home, memory, project = folders
+    from asyncrecall.cli.hooks._service import claude_project_name
+
+    own = home / ".claude" / "projects" / claude_project_name(str(project)) / "memory"
+    own.mkdir(parents=True)
+    for note in memory.iterdir():
+        note.rename(own / note.name)
+    del hooks.env["ASYNCRECALL_MEMORY_DIR"]
+    hooks.start()
+    block = hooks.context("UserPromptSubmit", prompt="how does the staging deploy work?")
+    assert "blue-green" in block and f"{own}" not in json.dumps(hooks.env)
+    hooks("SessionEnd")

@@ -19,7 +19,7 @@ import os
 import sys
 
 #: Environment variables forwarded to the service (the settings' own, and the endpoint's).
-_PREFIXES = ("ASYNCRECALL_", "OPENAI_BASE_URL", "OPENAI_API_KEY")
+_PREFIXES = ("ASYNCRECALL_", "OPENAI_BASE_URL", "OPENAI_API_KEY", "CLAUDE_CONFIG_DIR")
 #: How long the client waits for the service's answer, in seconds; the service answers
 #: from memory it holds, so only a wedged service ever reaches this.
 _ANSWER_S = 0.5

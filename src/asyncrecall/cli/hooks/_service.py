@@ -33,6 +33,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -53,7 +54,7 @@ IDLE_S: Final = 900.0
 #: How long a side query started by a prompt waits for that prompt's answer to be out.
 HOLD_S: Final = 0.05
 #: The environment variables the client forwards (the settings' own, the endpoint's).
-_FORWARDED: Final = ("ASYNCRECALL_", "OPENAI_BASE_URL", "OPENAI_API_KEY")
+_FORWARDED: Final = ("ASYNCRECALL_", "OPENAI_BASE_URL", "OPENAI_API_KEY", "CLAUDE_CONFIG_DIR")
 
 
 def parse_request(data: bytes) -> tuple[str, str, dict[str, str], dict[str, Any], bool]:
@@ -77,6 +78,12 @@ LATE: Final = "late"
 def _late(request: bytes) -> bytes:
     first, newline, rest = request.partition(b"\n")
     return first + b" " + LATE.encode() + newline + rest
+
+
+def claude_project_name(cwd: str) -> str:
+    """The folder Claude Code keeps a project's files under (``~/.claude/projects/NAME``):
+    the path with every character but ASCII letters and digits turned into ``-``."""
+    return re.sub(r"[^A-Za-z0-9]", "-", cwd)
 
 
 def _answer(event: str, block: MemoryBlock | None) -> bytes:
@@ -124,6 +131,8 @@ class HookService:
         self.answered += 1
         session = str(payload.get("session_id") or payload.get("transcript_path") or "default")
         cwd = str(payload.get("cwd") or "")
+        if cwd:
+            env = self._with_agent_memory(agent, cwd, env)
         if event == "SessionStart":
             if cwd:
                 self._project(cwd, env)
@@ -160,6 +169,20 @@ class HookService:
             self._end(session, project_of, "turn_ended")
             del self._sessions[session]
         return b""
+
+    def _with_agent_memory(self, agent: str, cwd: str, env: dict[str, str]) -> dict[str, str]:
+        """``env``, naming Claude Code's auto-memory folder of ``cwd`` as the memory folder
+        when it has one (our file format: ``MEMORY.md`` and topic files) and the settings
+        name no folder or store of their own."""
+        if agent != "claude-code" or "ASYNCRECALL_MEMORY_DIR" in env or "ASYNCRECALL_STORE" in env:
+            return env
+        config = env.get("CLAUDE_CONFIG_DIR") or os.path.join(
+            self._base_env.get("HOME") or os.path.expanduser("~"), ".claude"
+        )
+        folder = os.path.join(config, "projects", claude_project_name(cwd), "memory")
+        if not os.path.isfile(os.path.join(folder, "MEMORY.md")):
+            return env
+        return {**env, "ASYNCRECALL_MEMORY_DIR": folder}
 
     def _end(self, session: str, project: _Project, reason: str) -> None:
         project.waiting.pop(session, None)
