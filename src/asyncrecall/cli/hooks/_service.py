@@ -305,6 +305,8 @@ async def serve(path: Path, *, idle_s: float, first: str | None = None) -> int:
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             data = await reader.read()
+            if not data:
+                return  # a probe (``hooks status``): not a hook, so not a use
             try:
                 answer = service.handle(*parse_request(data))
             except (ValueError, UnicodeError) as exc:
