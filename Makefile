@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+QWEN_CODE := 0.24.4
+QWEN_CLI := $(VENV)/npm/node_modules/.bin/qwen
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-py313 test-windows test-long test-interop lint docs demo bench clean
@@ -24,7 +26,14 @@ $(STAMP): $(DIST_FILES)
 	$(BIN)/pip install --quiet -e '.[dev,docs,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]' $(LOCAL_DISTS)
 	@touch $(STAMP)
 
-install: $(STAMP) ## Create .venv: the package with every extra, the benchmarks, the conformance kit
+install: $(STAMP) $(QWEN_CLI) ## Create .venv: the package with every extra, the benchmarks, the conformance kit
+
+# Qwen Code, from npm, for the hook tests in its real CLI (tests/integrations/test_agent_hooks.py;
+# Claude Code's CLI comes in the claude-agent-sdk wheel). Without npm they skip, saying so.
+$(QWEN_CLI):
+	@if command -v npm >/dev/null; then \
+	  npm install --silent --no-audit --no-fund --prefix $(VENV)/npm @qwen-code/qwen-code@$(QWEN_CODE); \
+	else echo "npm not found: the Qwen Code hook tests will skip (install Node 20+)" >&2; fi
 
 # The suite also runs on Python 3.13, the agent tests on eager-task-factory loops, in a
 # second venv with the dev, postgres, framework and mcp extras but not `local` (its tests skip
@@ -64,8 +73,9 @@ PY313_TESTS ?= tests/agent tests/prefetch tests/test_cancel.py tests/models test
   tests/extract/test_scheduler.py tests/extract/test_extract.py tests/extract/test_flow.py \
   tests/extract/test_nothing_lost.py tests/extract/test_single_flight.py
 
-test: $(STAMP) ## Run the whole test suite with coverage, then the asyncio tests on Python 3.13
-	ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest $(PARALLEL) --cov --cov-report=term -q
+test: $(STAMP) $(QWEN_CLI) ## Run the whole test suite with coverage, then the asyncio tests on Python 3.13
+	ASYNCRECALL_QWEN_CLI=$$([ -x $(QWEN_CLI) ] && echo $(abspath $(QWEN_CLI))) \
+	  ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest $(PARALLEL) --cov --cov-report=term -q
 	@$(MAKE) --no-print-directory test-py313
 
 test-py313: ## The asyncio tests on Python 3.13, eager task factory (skipped loudly without it; an error in CI)
