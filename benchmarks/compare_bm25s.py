@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.memory import LexicalSelector, MemoryDoc, MemoryStore
+from asyncrecall.memory import FolderStore, LexicalSelector, MemoryDoc
 from asyncrecall_bench._quality import build_memory_folder, default_dataset, gold_files
 
 Ranker = Callable[[str], list[int]]
@@ -79,7 +79,7 @@ def main() -> None:
         for index, conversation in enumerate(conversations):
             folder = Path(tmp) / str(index)
             gold_by_id = build_memory_folder(conversation, folder)
-            docs = MemoryStore(folder).scan()
+            docs = FolderStore(folder).scan()
             rankers = {name: make(docs) for name, make in VARIANTS.items()}
             for qa in conversation["qa"]:
                 gold = gold_files(qa, gold_by_id)

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 DRAIN_GUARD_S = 60.0
@@ -64,10 +64,12 @@ def measure(runs: int, extract_s: float) -> dict[str, Any]:
         project = root / "project"
         project.mkdir()
         memory = root / "memory"
-        store = MemoryStore(memory)
+        store = FolderStore(memory)
         store.ensure()
         for n in range(20):
-            store.save_memory(f"note {n}", f"note number {n}", "project", f"Fact {n}.")
+            store.save_memory(
+                f"note {n}", f"note number {n}", "project", f"Fact {n}.", origin="user"
+            )
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
         env["ASYNCRECALL_HOME"] = str(root / "home")
         modes = {"extract": [], "no_extract": []}

@@ -174,16 +174,17 @@ def _cli(
 
 
 def cli() -> dict[str, Any]:
-    from asyncrecall.memory import MemoryStore
+    from asyncrecall.memory import FolderStore
 
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         (folder / "project").mkdir()
-        MemoryStore(folder / "memory").save_memory(
+        FolderStore(folder / "memory").save_memory(
             "cluster",
             "the name of the staging cluster",
             "project",
             "The staging cluster is called blue. Deploys go through it.",
+            origin="user",
         )
         run = _cli(["run", "what is the staging cluster called?"], folder)
         chat = _cli(

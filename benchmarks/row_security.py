@@ -18,7 +18,7 @@ import uuid
 import psycopg
 from psycopg import sql
 
-from asyncrecall.memory import PostgresMemoryStore
+from asyncrecall.memory import PostgresStore
 from asyncrecall.memory.postgres._schema import GRANTS
 from asyncrecall.testing import LocalPostgres
 from asyncrecall.testing._postgres import find_postgres_bindir
@@ -49,7 +49,7 @@ def _database(server: LocalPostgres) -> str:
     with psycopg.connect(server.url, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     url = server.url.replace("/postgres?", f"/{name}?")
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(FILL, {"w": WORDS})
         conn.execute(
@@ -62,7 +62,7 @@ def _database(server: LocalPostgres) -> str:
 
 async def _run(url: str) -> tuple[float, float]:
     """p50 and p99 in milliseconds of 200 candidates queries, after 4 to warm up."""
-    with PostgresMemoryStore.open(url, namespace="big", listen=False) as store:
+    with PostgresStore.open(url, namespace="big", listen=False) as store:
         for word in WORDS[:4]:
             await store.candidates(f"{word} warmup")
         times = []
@@ -86,7 +86,7 @@ def main() -> None:
         secured = _database(server)
         fleet, fleet_url = _role(secured)
         tenant, tenant_url = _role(secured)
-        PostgresMemoryStore.enable_row_security(secured, bind=[(tenant, "big")], bind_all=[fleet])
+        PostgresStore.enable_row_security(secured, bind=[(tenant, "big")], bind_all=[fleet])
         runs = (
             ("no row-level security", plain_url),
             ("fleet (bound to all)", fleet_url),

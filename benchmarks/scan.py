@@ -52,7 +52,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 
 QUERIES = [
     "what did she say about the adoption agency",
@@ -131,13 +131,13 @@ def measure_warm(count: int, tmp: Path, turns: Sequence[str]) -> dict[str, float
     file, what other systems and network file systems pay)."""
     root = tmp / f"memory-{count}"
     build(root, count, 1536, turns, count)
-    store = MemoryStore(root)
+    store = FolderStore(root)
     started = time.perf_counter()
     docs = store.scan()
     cold_ms = (time.perf_counter() - started) * 1000
     os.environ["ASYNCRECALL_FOLDER_WATCH"] = "off"
     try:
-        walking = MemoryStore(root)
+        walking = FolderStore(root)
         walking.scan()
     finally:
         del os.environ["ASYNCRECALL_FOLDER_WATCH"]
@@ -193,7 +193,7 @@ def measure_instant(tmp: Path, turns: Sequence[str], samples: int) -> list[dict[
     for count in (200, 2000, 10_000):
         root = tmp / f"instant-{count}"
         build(root, count, 1536, turns, count)
-        store = MemoryStore(root)
+        store = FolderStore(root)
         indexed, plain = (
             LexicalSelector(persist=False),
             LexicalSelector(persist=False, postings=False),
@@ -254,7 +254,7 @@ async def _one_recall(manager: Recaller, query: str) -> dict[str, float]:
 
 def child(folder: Path, query: str) -> None:
     """One sample in this (new) process: a cold recall, then a warm one."""
-    manager = Recaller(MemoryStore(folder), LexicalSelector())
+    manager = Recaller(FolderStore(folder), LexicalSelector())
 
     async def main() -> dict[str, Any]:
         cold = await _one_recall(manager, query)
@@ -339,7 +339,7 @@ def measure_stop(tmp: Path, turns: Sequence[str], samples: int) -> dict[str, Any
 
     folder = tmp / "stop"
     build(folder, 200, 1536, turns, 7)
-    docs = MemoryStore(folder).scan()
+    docs = FolderStore(folder).scan()
     out: dict[str, Any] = {}
     for factory in (EmbeddingSelector, HybridSelector):
         delays: list[float] = []

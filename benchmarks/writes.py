@@ -34,9 +34,14 @@ def measure(store: Any, writes: int) -> dict[str, float]:
     names = [f"Memory {i}" for i in range(writes)]
     body = "A fact worth keeping, with a few words of context. " * 4
     return {
-        "create": _timed([lambda n=n: store.save_memory(n, "d", "project", body) for n in names]),
+        "create": _timed(
+            [lambda n=n: store.save_memory(n, "d", "project", body, origin="user") for n in names]
+        ),
         "update": _timed(
-            [lambda n=n: store.save_memory(n, "d", "project", body + "More.") for n in names]
+            [
+                lambda n=n: store.save_memory(n, "d", "project", body + "More.", origin="user")
+                for n in names
+            ]
         ),
         "forget": _timed([lambda n=n: store.forget(n) for n in names]),
     }
@@ -44,13 +49,13 @@ def measure(store: Any, writes: int) -> dict[str, float]:
 
 @contextlib.contextmanager
 def postgres_store() -> Iterator[Any]:
-    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+    from asyncrecall.memory.postgres._store import PostgresStore
     from asyncrecall.testing import LocalPostgres
 
     server = LocalPostgres()
     server.start()
     try:
-        store = PostgresMemoryStore.open(server.url, namespace="bench-writes")
+        store = PostgresStore.open(server.url, namespace="bench-writes")
         try:
             yield store
         finally:
@@ -64,10 +69,10 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
-    from asyncrecall.memory import MemoryStore
+    from asyncrecall.memory import FolderStore
 
     with tempfile.TemporaryDirectory(dir=Path.home()) as tmp:
-        folder = measure(MemoryStore(Path(tmp) / "memory"), args.writes)
+        folder = measure(FolderStore(Path(tmp) / "memory"), args.writes)
     print(f"folder     create {folder['create']:.2f} ms  update {folder['update']:.2f} ms  "
           f"forget {folder['forget']:.2f} ms  (medians of {args.writes})")  # fmt: skip
     if not args.no_postgres:

@@ -6,6 +6,7 @@ Keep this file small and generic; fixtures for one area live in that area's conf
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import time
@@ -32,6 +33,34 @@ _SCRUBBED = (
     "ASYNCRECALL_STORE",
     "ASYNCRECALL_NAMESPACE",
 )
+
+
+def _default_signal_actions() -> None:
+    """The CLI processes the tests start get the default actions of the signals they
+    test, even when the suite itself was started with them ignored (``nohup``, a
+    background job of a non-interactive shell): an ignored signal stays ignored across
+    exec, the CLI keeps an ignored SIGHUP ignored (as ``nohup`` asks), and Python sets
+    up no KeyboardInterrupt for an ignored SIGINT, so those tests would fail for how the
+    suite was started, not for the code."""
+    for name in ("SIGHUP", "SIGINT", "SIGTERM"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) == signal.SIG_IGN:
+            default = signal.default_int_handler if name == "SIGINT" else signal.SIG_DFL
+            signal.signal(signum, default)
+
+
+_default_signal_actions()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _leaks_fail_in_their_module() -> Iterator[None]:
+    """Something a test leaves open (a socket, a transport, a file, an event loop) warns
+    when the garbage collector frees it, and ``filterwarnings = error`` fails whichever
+    test runs at that moment, often in another folder. Collecting at the end of every
+    module fails the module's last test instead, naming the module that leaked;
+    ``PYTHONTRACEMALLOC=20`` adds where the object was made."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)

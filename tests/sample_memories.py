@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 
 MEMORIES = (
     (
@@ -34,22 +34,22 @@ MEMORIES = (
 )
 
 
-def seeded_store(root: Path) -> MemoryStore:
+def seeded_store(root: Path) -> FolderStore:
     """A memory folder at ``root`` holding :data:`MEMORIES`."""
-    store = MemoryStore(root)
+    store = FolderStore(root)
     store.ensure()
     for name, kind, description, body in MEMORIES:
-        store.save_memory(name, description, kind, body)
+        store.save_memory(name, description, kind, body, origin="user")
     return store
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
+def store(tmp_path: Path) -> FolderStore:
     """A fixture: :func:`seeded_store` in the test's own folder (conftests import it)."""
     return seeded_store(tmp_path / "memory")
 
 
 @pytest.fixture
-def paths(store: MemoryStore) -> dict[str, str]:
+def paths(store: FolderStore) -> dict[str, str]:
     """A fixture: the relative path of each saved memory, by name."""
     return {doc.name: doc.rel_path for doc in store.scan()}

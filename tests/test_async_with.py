@@ -11,16 +11,18 @@ import pytest
 
 from asyncrecall import Agent, AgentClient, Recaller, RecallPrefetcher
 from asyncrecall.agent import ExtractionScheduler, ToolRegistry
-from asyncrecall.memory import MemoryExtractor, MemoryStore, ModelSelector
+from asyncrecall.memory import FolderStore, MemoryExtractor, ModelSelector
 from asyncrecall.models import FunctionCall, OpenAIModel
 from asyncrecall.models._openai import open_openai_models
 from asyncrecall.testing import LocalServer, Reply, ScriptedModel
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    memory = MemoryStore(tmp_path / "memory")
-    memory.save_memory("deploy steps", "how to deploy to staging", "project", "make deploy")
+def store(tmp_path: Path) -> FolderStore:
+    memory = FolderStore(tmp_path / "memory")
+    memory.save_memory(
+        "deploy steps", "how to deploy to staging", "project", "make deploy", origin="user"
+    )
     return memory
 
 
@@ -40,7 +42,7 @@ async def _turn_with_a_tool_call(client: AgentClient) -> None:
 
 
 async def test_leaving_async_with_recall_prefetcher_cancels_its_running_recalls(
-    store: MemoryStore,
+    store: FolderStore,
 ) -> None:
     """On exit, every running recall is cancelled (the side query with it) and drained."""
     side, _ = _stuck_side()
@@ -56,7 +58,7 @@ async def test_leaving_async_with_recall_prefetcher_cancels_its_running_recalls(
 
 
 async def test_leaving_async_with_agent_client_cancels_the_pending_recall(
-    store: MemoryStore,
+    store: FolderStore,
 ) -> None:
     """The recall a turn left pending is cancelled on exit; the model stays open."""
     main = ScriptedModel(name="main")
@@ -73,7 +75,7 @@ async def test_leaving_async_with_agent_client_cancels_the_pending_recall(
 
 
 async def test_leaving_async_with_agent_ends_its_extraction_and_closes_its_client(
-    tmp_path: Path, store: MemoryStore
+    tmp_path: Path, store: FolderStore
 ) -> None:
     """The agent's exit ends its background extraction (here handed on, as ``run`` does)
     and closes its client, whose pending recall is cancelled."""
@@ -92,7 +94,7 @@ async def test_leaving_async_with_agent_ends_its_extraction_and_closes_its_clien
     assert handed == [None]  # nothing was owed, and the scheduler was ended
 
 
-async def test_leaving_async_with_an_extraction_scheduler_ends_it(store: MemoryStore) -> None:
+async def test_leaving_async_with_an_extraction_scheduler_ends_it(store: FolderStore) -> None:
     """On exit the scheduler is ended: what it owes is handed on (nothing, here) and it
     takes no new requests."""
     handed: list[object] = []

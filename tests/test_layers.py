@@ -169,8 +169,8 @@ def test_the_package_imports_neither_the_benchmarks_nor_the_conformance_kit() ->
 
 
 #: The library: what an application imports. The command line (``asyncrecall.cli``)
-#: is a client of it, in a wing of its own; ``bench``, ``demo`` and ``__main__`` sit on
-#: top beside it.
+#: is a client of it, in a wing of its own (its commands, the demo, the settings, the
+#: session wiring, the read-ahead and the hand-off worker); ``__main__`` sits on top.
 LIBRARY = ("prefetch", "memory", "models", "agent", "integrations", "mcp_server", "testing")
 
 

@@ -65,7 +65,7 @@ def test_the_memory_folder_of_the_settings(tmp_path: Path) -> None:
 async def test_the_budget_settings_reach_the_manager_the_selector_and_the_session(
     tmp_path: Path,
 ) -> None:
-    """Issue 24: the budgets set in Settings are the ones recall runs with (file cap and
+    """The budgets set in Settings are the ones recall runs with (file cap and
     skip on the manager, manifest on the model selector, files and session bytes on
     the session's prefetcher; a session budget of 0 is none)."""
     from asyncrecall.cli._session import open_session

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.memory.extraction._extract import SCHEMA_NAME
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from conftest import handoff_workers
@@ -79,10 +79,12 @@ def cli(
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    store = MemoryStore(tmp_path / "memory")
+def store(tmp_path: Path) -> FolderStore:
+    store = FolderStore(tmp_path / "memory")
     store.ensure()
-    store.save_memory("deploy-flow", "deploys go through staging first", "project", "Use blue.")
+    store.save_memory(
+        "deploy-flow", "deploys go through staging first", "project", "Use blue.", origin="user"
+    )
     return store
 
 
@@ -182,7 +184,7 @@ def test_msvcrt_locks_are_exclusive_per_open_file_and_die_with_their_holder(
     ]
 
 
-def test_memory_list_and_recall(tmp_path: Path, store: MemoryStore) -> None:
+def test_memory_list_and_recall(tmp_path: Path, store: FolderStore) -> None:
     """``memory list`` and ``memory recall`` (lexical, no endpoint) work on Windows: the
     folder is read without a folder watch."""
     listed = cli(tmp_path, "memory", "list", "--json")
@@ -195,7 +197,7 @@ def test_memory_list_and_recall(tmp_path: Path, store: MemoryStore) -> None:
 
 
 def test_run_sends_the_memory_in_its_first_request(
-    tmp_path: Path, store: MemoryStore, local_server: LocalServer
+    tmp_path: Path, store: FolderStore, local_server: LocalServer
 ) -> None:
     """``run`` against an OpenAI-compatible endpoint works on Windows, its instant
     recall puts the memory into the very first main request, and it answers."""
@@ -233,7 +235,7 @@ def wait_until(check: Callable[[], bool], memory_dir: Path) -> None:
 
 
 def test_run_hands_on_an_extraction_that_takes_3_s_and_the_fact_is_saved(
-    tmp_path: Path, store: MemoryStore, local_server: LocalServer
+    tmp_path: Path, store: FolderStore, local_server: LocalServer
 ) -> None:
     """On Windows ``run`` does not drop what it learned: it exits with its answer while
     its extraction is unanswered, and the extraction, answered 3 s after it is asked

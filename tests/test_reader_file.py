@@ -21,7 +21,7 @@ from asyncrecall.cli import _reader
 from asyncrecall.cli._common import settings_from_args
 from asyncrecall.cli._main import _build_parser
 from asyncrecall.cli._memory_config import prime_child
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.testing import LocalServer, Reply
 from conftest import processes
 
@@ -31,8 +31,10 @@ QUESTION = "why does CI hang on real sockets?"
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
-    store = MemoryStore(tmp_path / "memory")
-    store.save_memory("ci hang", "CI hangs on real sockets", "project", "Use fake_bank.")
+    store = FolderStore(tmp_path / "memory")
+    store.save_memory(
+        "ci hang", "CI hangs on real sockets", "project", "Use fake_bank.", origin="user"
+    )
     return store.root
 
 

@@ -10,34 +10,18 @@ from pathlib import Path
 
 import pytest
 
-import asyncrecall
-
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 
-# The docs use the planned public names. Until they exist in the package they are
-# bound to the names they replace, in the example's own process: once the package has
-# them, the examples run exactly as written.
-_PLANNED = {"FolderStore": "MemoryStore", "Recaller": "MemoryManager"}
-
-
-def _compat() -> str:
-    missing = [(new, old) for new, old in _PLANNED.items() if not hasattr(asyncrecall, new)]
-    if not missing:
-        return ""
-    binds = "; ".join(f"_ar.{new} = _ar.{old}" for new, old in missing)
-    return f"import asyncrecall as _ar; {binds}\n"
-
 
 def _block(marker: str, page: Path = README) -> str:
-    """The fenced block right after ``<!-- marker -->`` on ``page``; an example block
-    comes ready to run."""
+    """The fenced block right after ``<!-- marker -->`` on ``page``."""
     text = page.read_text(encoding="utf-8")
     found = re.search(rf"<!-- {re.escape(marker)} -->\s*```[a-z]*\n(.*?)```", text, re.S)
     assert found, f"no block marked {marker!r} in {page.name}"
     block = found.group(1)
-    return _compat() + block if marker.startswith("example:") else block
+    return block
 
 
 def _run_example(tmp_path: Path, page: Path, name: str) -> None:

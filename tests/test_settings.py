@@ -124,7 +124,7 @@ def test_a_missing_project_folder_is_an_error(tmp_path: Path) -> None:
 
 
 def test_recall_budgets_environment_wins_over_the_file(project: Path, home: Path) -> None:
-    """Issue 24: each budget is a setting; the environment wins over a settings file,
+    """Each budget is a setting; the environment wins over a settings file,
     and the defaults are the library's (60 KB a session, 1,200 characters / 200 lines
     a file, 200 candidates / 25 KB a manifest, 5 files a message, 2 instant)."""
     defaults = load_settings({"project": str(project)}, env={"ASYNCRECALL_HOME": str(home)})

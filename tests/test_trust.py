@@ -15,7 +15,7 @@ from asyncrecall import ConfigError
 from asyncrecall.cli._settings import UNTRUSTED_FREE, UNTRUSTED_NARROWING, load_settings
 from asyncrecall.cli._trust_store import TRUST_FILE, record_trust, revoke_trust, trust_state
 
-#: Every key the issue names as one an untrusted file must not change, with a value.
+#: Every key an untrusted file must not change, with a value.
 RESTRICTED = {
     "base_url": '"http://them.example/v1"',
     "api_key": '"their-key-123456"',

@@ -47,12 +47,14 @@ if TYPE_CHECKING:
         MessageType,
     )
     from asyncrecall.memory import (
+        FolderStore,
         LexicalSelector,
-        MemoryStore,
         ModelSelector,
+        PostgresStore,
         Recaller,
         RecallResult,
         Selector,
+        Store,
     )
     from asyncrecall.models import Model, OpenAIModel
     from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
@@ -66,21 +68,24 @@ _LAZY = {
     "ClientOptions": "asyncrecall.agent",
     "LexicalSelector": "asyncrecall.memory",
     "MemoryBlock": "asyncrecall.prefetch",
-    "MemoryStore": "asyncrecall.memory",
+    "FolderStore": "asyncrecall.memory",
     "MessageType": "asyncrecall.agent",
     "Model": "asyncrecall.models",
     "ModelSelector": "asyncrecall.memory",
     "OpenAIModel": "asyncrecall.models",
+    "PostgresStore": "asyncrecall.memory",
     "RecallPrefetcher": "asyncrecall.prefetch",
     "RecallResult": "asyncrecall.memory",
     "Recaller": "asyncrecall.memory",
     "Selector": "asyncrecall.memory",
+    "Store": "asyncrecall.memory",
 }
 
 #: Old names kept for one release: each access warns (``DeprecationWarning``) and gives
 #: the new object, in ``(module, name)``.
 _DEPRECATED = {
     "MemoryManager": ("asyncrecall.memory", "Recaller"),
+    "MemoryStore": ("asyncrecall.memory", "FolderStore"),
 }
 
 __all__ = [
@@ -91,13 +96,11 @@ __all__ = [
     "CancelSignal",
     "ClientOptions",
     "ConfigError",
+    "FolderStore",
     "HistoryError",
     "LexicalSelector",
     "MemoryBlock",
     "MemoryConflictError",
-    # Stores: the store interface's change renames "MemoryStore" to "FolderStore" and
-    # adds "Store" and "PostgresStore" (imported on first use: the postgres extra).
-    "MemoryStore",
     "MemoryStoreError",
     "MessageType",
     "Model",
@@ -110,12 +113,14 @@ __all__ = [
     "ModelSelector",
     "ModelServerError",
     "OpenAIModel",
+    "PostgresStore",
     "RecallNotReady",
     "RecallPrefetcher",
     "RecallResult",
     "Recaller",
     "Selector",
     "SelectorError",
+    "Store",
     "ToolError",
     "__version__",
 ]

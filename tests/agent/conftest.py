@@ -11,7 +11,7 @@ import pytest
 import eager_loops
 from asyncrecall import CancelSignal
 from asyncrecall.agent import AgentClient, AgentEvent, ClientOptions, MessageType
-from asyncrecall.memory import MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.models import Content, FunctionCall, FunctionResponse, Text
 from asyncrecall.testing import ScriptedModel
 
@@ -32,7 +32,7 @@ def side() -> ScriptedModel:
 def make_client(
     main: ScriptedModel,
     side: ScriptedModel | None,
-    store: MemoryStore | None,
+    store: FolderStore | None,
     **options: Any,
 ) -> AgentClient:
     memory = None

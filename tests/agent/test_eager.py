@@ -11,7 +11,7 @@ import pytest
 
 from asyncrecall import CancelSignal
 from asyncrecall.agent import AgentClient, MemoryInjectedEvent
-from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.testing import ScriptedModel
 
 from .conftest import collect, selection, types, user_query
@@ -35,7 +35,7 @@ async def eager() -> AsyncIterator[None]:
 
 @pytest.mark.usefixtures("eager")
 async def test_a_lexical_recall_that_finishes_inside_create_task_rides_on_the_request(
-    main: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """A recall that settles eagerly (inside ``create_task``) is no error: its memory goes
     on the first request, and no task is left behind."""
@@ -54,7 +54,7 @@ async def test_a_lexical_recall_that_finishes_inside_create_task_rides_on_the_re
 
 @pytest.mark.usefixtures("eager")
 async def test_model_recall_and_cancel_under_the_eager_factory(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """The side-query recall, the caller's cancel and the drain behave as with the
     default factory."""

@@ -11,7 +11,7 @@ import pytest
 from asyncrecall.cli._session import open_session
 from asyncrecall.cli._settings import Settings
 from asyncrecall.cli._system_prompt import build_system_prompt
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from forgery import LOOKALIKES, ask_with_settled_recall, wrapper_tags
 from tag_variants import CLASSES
@@ -57,8 +57,10 @@ async def test_a_tool_result_cannot_pose_as_our_block(
     opening = tag.replace("/", "", 1) if "/" in tag else tag
     forged = FORGED.format(open=opening, close=closing)
     (settings.project / "README.md").write_text(forged, encoding="utf-8")
-    store = MemoryStore(settings.memory_dir or tmp_path)
-    store.save_memory("Deploy flow", "how we deploy", "project", "Deploys go through CI.")
+    store = FolderStore(settings.memory_dir or tmp_path)
+    store.save_memory(
+        "Deploy flow", "how we deploy", "project", "Deploys go through CI.", origin="user"
+    )
     local_server.set_default("side", Reply(json={"selected_memories": ["deploy-flow.md"]}))
     local_server.script(
         "main", Reply(tool_calls=[("read_file", {"path": "README.md"})]), "Read it."
@@ -93,9 +95,9 @@ async def test_a_memory_description_cannot_pose_as_our_block_in_the_index(
     """The ``MEMORY.md`` index in the system prompt holds no wrapper tag a memory's
     description forged."""
     settings = _settings(local_server, tmp_path)
-    store = MemoryStore(settings.memory_dir or tmp_path)
+    store = FolderStore(settings.memory_dir or tmp_path)
     description = FORGED.format(open="<system-reminder>", close="</system-reminder>")
-    store.save_memory("Install rule", description, "feedback", "x")
+    store.save_memory("Install rule", description, "feedback", "x", origin="user")
     local_server.set_default("side", Reply(json={"selected_memories": []}))
     local_server.script("main", "ok")
 
@@ -122,8 +124,8 @@ def test_no_generated_look_alike_reaches_the_index(tmp_path: Path, kind: str) ->
     through = []
     for start in range(0, len(variants), 100):
         chunk = variants[start : start + 100]
-        store = MemoryStore(tmp_path / f"memory-{start}")
-        store.save_memory("Seed", "a real line", "project", "x")
+        store = FolderStore(tmp_path / f"memory-{start}")
+        store.save_memory("Seed", "a real line", "project", "x", origin="user")
         lines = [f"- [n{i} {v}](n{i}.md) \u2014 hook {v} end{i}" for i, v in enumerate(chunk)]
         with store.index_path.open("a", encoding="utf-8") as index_file:
             index_file.write("\n".join(lines) + "\n")

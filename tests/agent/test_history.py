@@ -23,7 +23,7 @@ from asyncrecall.agent import (
     ToolRegistry,
     ToolResultEvent,
 )
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.models import Content, FunctionCall, FunctionResponse
 from asyncrecall.testing import ScriptedModel
 
@@ -50,7 +50,7 @@ async def test_tools_that_ran_before_the_turn_limit_are_recorded_as_run(tmp_path
     """The turn limit stops the query after its tools ran: the next query's request tells
     the model what those tools did (the memory was saved), never "not run"; the
     ``max_turns`` event reports the real limit."""
-    store = MemoryStore(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
     store.ensure()
     main = ScriptedModel(name="main")
     main.add_turn("", [SAVE])
@@ -74,7 +74,7 @@ async def test_a_consumer_that_stops_after_the_tools_leaves_their_results_in_his
 ) -> None:
     """Leaving the agent loop once the tools ran (a consumer that stops early) still
     records what they returned."""
-    store = MemoryStore(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
     store.ensure()
     main = ScriptedModel(name="main")
     main.add_turn("", [SAVE])
@@ -120,7 +120,7 @@ async def test_ctrl_c_while_tools_run_reaches_them_and_the_history_says_what_hap
     project.mkdir()
     os.mkfifo(project / "a.fifo")  # grep blocks reading it until the test writes
     (project / "b.txt").write_text("needle\n")
-    store = MemoryStore(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
     store.ensure()
     grep = FunctionCall("g1", "grep_search", {"pattern": "needle"})
     main = ScriptedModel(name="main")

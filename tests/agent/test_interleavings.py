@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from asyncrecall import CancelSignal, ModelServerError
 from asyncrecall.agent import AgentClient, ClientOptions, MessageType
-from asyncrecall.memory import MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.models import FunctionCall, FunctionResponse, Text
 from asyncrecall.testing import JsonRequest, ScriptedJson, ScriptedModel
 
@@ -54,10 +54,12 @@ LONG = os.environ.get("ASYNCRECALL_LONG_PROPERTY") == "1"
 
 class Harness:
     def __init__(self, root: Path) -> None:
-        self.store = MemoryStore(root)
+        self.store = FolderStore(root)
         self.store.ensure()
         for i in range(6):
-            self.store.save_memory(f"topic {i}", f"fact number {i} about the code", "project", "b")
+            self.store.save_memory(
+                f"topic {i}", f"fact number {i} about the code", "project", "b", origin="user"
+            )
         self.all_paths = [doc.rel_path for doc in self.store.scan()]
         self.main = ScriptedModel(name="main")
         self.side = ScriptedModel(name="side", default_json=self._answer)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from asyncrecall import CancelSignal
 from asyncrecall.agent import Agent, AgentClient, ClientOptions, MemoryInjectedEvent, ToolRegistry
-from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import ScriptedModel
 
@@ -23,7 +23,7 @@ async def release_when_asked(side: ScriptedModel, gate: asyncio.Event) -> None:
 
 
 def client_for(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, **options: object
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, **options: object
 ) -> AgentClient:
     instant = LexicalSelector() if options.get("recall_mode") == "async+lexical" else None
     return AgentClient(
@@ -35,7 +35,7 @@ def client_for(
 
 
 async def test_blocking_mode_waits_for_the_recall_and_uses_it_at_the_user_query(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """The old design, kept as a baseline: the user-query request waits for the recall."""
     gate = asyncio.Event()
@@ -53,7 +53,7 @@ async def test_blocking_mode_waits_for_the_recall_and_uses_it_at_the_user_query(
 
 
 async def test_blocking_mode_gives_up_at_its_deadline_and_never_injects_later(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """Past the deadline the old design sends without memory and drops the recall: no
     memory at the next tool result either (that is what the async design fixes)."""
@@ -72,7 +72,7 @@ async def test_blocking_mode_gives_up_at_its_deadline_and_never_injects_later(
 
 
 async def test_bounded_wait_uses_a_recall_that_settles_within_the_budget(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """async+wait100: a recall settling during the bounded wait rides on the first request."""
     gate = asyncio.Event()
@@ -90,7 +90,7 @@ async def test_bounded_wait_uses_a_recall_that_settles_within_the_budget(
 
 
 async def test_bounded_wait_never_cancels_a_late_recall(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """async+wait100: past the budget the recall keeps running and lands at a tool result."""
     gate = asyncio.Event()
@@ -112,7 +112,7 @@ async def test_bounded_wait_never_cancels_a_late_recall(
 
 
 async def test_instant_lexical_pass_rides_first_and_the_model_adds_only_new_files(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """async+lexical: the best lexical files go on the first request while the model
     selector runs; its picks, minus what was already sent, arrive at the tool result."""
@@ -143,7 +143,7 @@ async def test_instant_lexical_pass_rides_first_and_the_model_adds_only_new_file
 
 
 async def test_agent_runs_tools_and_sends_their_results_back(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, tmp_path: Path
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, tmp_path: Path
 ) -> None:
     """The loop: model turn, tools (really run), tool-result turn, until a plain answer."""
     project = tmp_path / "project"
@@ -205,7 +205,7 @@ def test_blocking_sessions_rebuild_the_old_selector(tmp_path: Path) -> None:
 
 
 async def test_instant_lexical_pass_still_rides_when_the_model_picks_nothing(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """async+lexical: a model recall that settled early with nothing to add does not hide
     the instant lexical pass's files."""
@@ -224,7 +224,7 @@ async def test_instant_lexical_pass_still_rides_when_the_model_picks_nothing(
 
 
 async def test_a_failing_instant_pass_leaves_the_turn_and_the_model_recall_alone(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """async+lexical: if the instant pass fails, the turn goes on and the model's recall
     still lands."""
@@ -251,7 +251,7 @@ async def test_a_failing_instant_pass_leaves_the_turn_and_the_model_recall_alone
 
 
 async def test_a_cancel_during_the_blocking_wait_sends_nothing_and_reports_no_request(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """The caller's cancel during the blocking baseline's wait ends the query at once:
     no ``request_sent`` (the latency benchmark's end mark) and no request on the wire."""

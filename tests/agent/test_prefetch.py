@@ -19,7 +19,7 @@ from asyncrecall.agent import (
     RequestSentEvent,
     ToolRegistry,
 )
-from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import (
     FunctionCall,
     FunctionResponse,
@@ -47,7 +47,7 @@ CALL_B = FunctionCall("call_b", "read_file", {"path": "b.py"})
 
 
 async def test_injected_at_user_query_when_recall_already_settled(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """A recall that settled before the user-query request is built rides on that request,
     first among the reminders and before the user's own text."""
@@ -72,7 +72,7 @@ async def test_injected_at_user_query_when_recall_already_settled(
 
 
 async def test_user_query_not_blocked_by_a_recall_that_never_settles(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """Requests go out while the side query is still running: nothing awaits the recall,
     and a turn that ends with the recall unsettled counts it as a miss and cancels it."""
@@ -96,7 +96,7 @@ async def test_user_query_not_blocked_by_a_recall_that_never_settles(
 
 
 async def test_injected_after_every_tool_response_when_recall_settles_later(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """A recall that settles after the user-query request lands at the first tool-result
     request, appended after all the tool responses (two parallel calls here)."""
@@ -123,7 +123,7 @@ async def test_injected_after_every_tool_response_when_recall_settles_later(
 
 
 async def test_memory_never_injected_twice(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """Once consumed, a handle is gone: later tool-result requests carry no memory."""
     side.add_json(selection(paths["deploy-flow"]))
@@ -144,7 +144,7 @@ async def test_memory_never_injected_twice(
 
 
 async def test_surfaced_paths_are_excluded_from_the_next_recall_until_reset(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """A path shown to the model is never offered to the selector again in the session;
     reset_chat() clears the surfaced set."""
@@ -169,7 +169,7 @@ async def test_surfaced_paths_are_excluded_from_the_next_recall_until_reset(
 
 
 async def test_new_user_query_cancels_the_previous_recall(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """A second user query cancels the first query's recall (it is for an old question)."""
     never = asyncio.Event()
@@ -195,7 +195,7 @@ async def test_new_user_query_cancels_the_previous_recall(
 
 
 async def test_reset_chat_cancels_the_pending_recall(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """reset_chat() cancels and drops a running recall."""
     side.add_json(selection(), gate=asyncio.Event())
@@ -217,7 +217,7 @@ async def test_reset_chat_cancels_the_pending_recall(
 
 
 async def test_session_turn_limit_cancels_the_recall_and_sends_nothing(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """Over the session turn limit, nothing is sent and no recall is left running."""
     side.add_json(selection())
@@ -235,7 +235,7 @@ async def test_session_turn_limit_cancels_the_recall_and_sends_nothing(
 
 
 async def test_bounded_turns_zero_cancels_the_recall(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """turns=0 sends nothing and cancels the recall the user query started."""
     side.add_json(selection(), gate=asyncio.Event())
@@ -251,7 +251,7 @@ async def test_bounded_turns_zero_cancels_the_recall(
 
 
 async def test_session_token_limit_cancels_the_recall(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """When the last prompt's token count is over the limit, the query stops and its
     recall is cancelled."""
@@ -270,7 +270,7 @@ async def test_session_token_limit_cancels_the_recall(
 
 
 async def test_stop_signal_cancels_the_recall(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """A supervisor's stop signal (the note's Arena control) ends the query before sending,
     and cancels its recall."""
@@ -288,7 +288,7 @@ async def test_stop_signal_cancels_the_recall(
 
 
 async def test_loop_detection_cancels_the_recall(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """The same tool call repeated ends the query as a loop, and cancels the recall."""
     side.add_json(selection(), gate=asyncio.Event())
@@ -309,7 +309,7 @@ async def test_loop_detection_cancels_the_recall(
 
 
 async def test_model_error_cancels_the_recall(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """A model error ends the query with an error event and cancels the recall."""
     side.add_json(selection(), gate=asyncio.Event())
@@ -326,7 +326,7 @@ async def test_model_error_cancels_the_recall(
 
 
 async def test_exception_in_the_consumer_cancels_the_recall(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """A consumer that stops iterating early (an exception, a break) still cancels."""
     side.add_json(selection(), gate=asyncio.Event())
@@ -344,7 +344,7 @@ async def test_exception_in_the_consumer_cancels_the_recall(
 
 
 async def test_recall_kept_across_a_turn_that_ends_with_tool_calls(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """A turn that ends normally with tool calls pending keeps its running recall."""
     side.add_json(selection(), gate=asyncio.Event())
@@ -360,7 +360,7 @@ async def test_recall_kept_across_a_turn_that_ends_with_tool_calls(
 
 
 async def test_caller_cancel_reaches_the_side_query(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """The caller's cancel signal (Ctrl-C) stops the main stream and the side query."""
     side.add_json(selection(), gate=asyncio.Event())
@@ -385,7 +385,7 @@ async def test_caller_cancel_reaches_the_side_query(
 
 
 async def test_recall_failure_gives_a_normal_turn(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """A recall that fails (here the side model errors and no fallback finds anything)
     never breaks the turn: the answer arrives without memory."""
@@ -424,7 +424,7 @@ async def test_memory_disabled_means_no_side_query(
 
 
 async def test_a_tool_result_request_without_a_handle_is_sent_as_is(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore
 ) -> None:
     """Tool results are never delayed or reordered when there is no memory to add."""
     main.add_turn("done")
@@ -451,11 +451,15 @@ async def test_lexical_recall_over_200_files_rides_on_the_first_request(
     """With the lexical selector (no network, warm) a recall over 200 files has settled by
     the time the user-query request is built: the memory rides on the very first request,
     and nothing waited for it (the default async mode has no wait at all)."""
-    store = MemoryStore(tmp_path / "many")
+    store = FolderStore(tmp_path / "many")
     store.ensure()
     for i in range(199):
-        store.save_memory(f"note {i}", f"unrelated note number {i}", "project", f"filler {i}")
-    store.save_memory("kafka", "the event bus is kafka, topic orders-v2", "reference", "k")
+        store.save_memory(
+            f"note {i}", f"unrelated note number {i}", "project", f"filler {i}", origin="user"
+        )
+    store.save_memory(
+        "kafka", "the event bus is kafka, topic orders-v2", "reference", "k", origin="user"
+    )
     main.add_turn("ok")
     memory = Recaller(store, LexicalSelector())
     await memory.warm()  # cold, the scan and tokenising run in a worker thread instead
@@ -472,7 +476,7 @@ async def test_lexical_recall_over_200_files_rides_on_the_first_request(
 
 
 async def test_a_request_that_fails_does_not_count_its_memory_as_shown(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """Memory injected into a user-query request that then fails never reached the model:
     the request leaves the history and its paths leave the surfaced set."""
@@ -488,7 +492,7 @@ async def test_a_request_that_fails_does_not_count_its_memory_as_shown(
 
 
 async def test_leaving_the_agent_loop_between_turns_cancels_the_kept_recall(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, tmp_path: Path
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, tmp_path: Path
 ) -> None:
     """The recall kept across a turn with tool calls is cancelled when the agent loop is
     left while tools run or between turns (a consumer that stops, the caller's cancel)."""
@@ -509,7 +513,7 @@ async def test_leaving_the_agent_loop_between_turns_cancels_the_kept_recall(
 
 
 async def test_the_user_query_point_never_hands_the_loop_to_others_first(
-    main: ScriptedModel, side: ScriptedModel, store: MemoryStore, paths: dict[str, str]
+    main: ScriptedModel, side: ScriptedModel, store: FolderStore, paths: dict[str, str]
 ) -> None:
     """async+lexical, warm: between the user's message and its first request the client
     never yields to the event loop, so work other sessions have queued on the loop

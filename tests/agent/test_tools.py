@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from asyncrecall.agent import ToolRegistry
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.models import FunctionCall
 
 
@@ -78,7 +78,7 @@ async def test_unknown_tool_and_bad_arguments_are_error_results(project: Path) -
 
 
 async def test_outcomes_keep_the_calls_order(project: Path, tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
     store.ensure()
     registry = ToolRegistry(project, memory_store=store)
     calls = [
@@ -93,7 +93,7 @@ async def test_outcomes_keep_the_calls_order(project: Path, tmp_path: Path) -> N
 
 
 async def test_save_memory_rejects_a_bad_type(project: Path, tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
     registry = ToolRegistry(project, memory_store=store)
     ok, response = await run(
         registry, "save_memory", name="x", description="d", type="nonsense", content="c"
@@ -103,7 +103,7 @@ async def test_save_memory_rejects_a_bad_type(project: Path, tmp_path: Path) -> 
 
 def test_save_memory_is_only_offered_with_a_store(project: Path, tmp_path: Path) -> None:
     assert "save_memory" not in [s.name for s in ToolRegistry(project).specs]
-    with_store = ToolRegistry(project, memory_store=MemoryStore(tmp_path / "m"))
+    with_store = ToolRegistry(project, memory_store=FolderStore(tmp_path / "m"))
     assert "save_memory" in [s.name for s in with_store.specs]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from asyncrecall import ConfigError
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall_bench._cli import (
     GOLD,
     CliBenchConfig,
@@ -58,11 +58,11 @@ def test_the_folder_has_the_relevant_memory_newest_and_english_notes(tmp_path: P
     """build_folder: files - 1 notes and the relevant memory, newest; a rewrite changes
     every note's text and modification time."""
     gold = build_folder(tmp_path / "m", 30, seed=1)
-    docs = MemoryStore(tmp_path / "m").scan()
+    docs = FolderStore(tmp_path / "m").scan()
     assert len(docs) == 30 and docs[0].rel_path == gold and docs[0].name == GOLD.name
     before = {d.rel_path: (d.body, d.mtime) for d in docs[1:]}
     rewrite_notes(tmp_path / "m", 29, seed=1, generation=1)
-    after = {d.rel_path: (d.body, d.mtime) for d in MemoryStore(tmp_path / "m").scan()[1:]}
+    after = {d.rel_path: (d.body, d.mtime) for d in FolderStore(tmp_path / "m").scan()[1:]}
     assert before.keys() == after.keys()
     assert all(before[k][0] != after[k][0] for k in before)
 

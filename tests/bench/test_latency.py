@@ -19,7 +19,7 @@ import pytest
 from rich.console import Console
 
 from asyncrecall.cli import main
-from asyncrecall.memory import LexicalSelector, MemoryStore
+from asyncrecall.memory import FolderStore, LexicalSelector
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import RecordedRequest
 from asyncrecall_bench._corpus import MEMORIES, QUERIES, build_memory_folder
@@ -111,7 +111,7 @@ def test_the_corpus_names_real_memories_that_lexical_recall_finds(tmp_path: Path
     assert len(names) == len(MEMORIES) >= 30
     assert all(set(query.memories) <= names for query in QUERIES)
     paths = build_memory_folder(tmp_path / "memory")
-    docs = MemoryStore(tmp_path / "memory").scan()
+    docs = FolderStore(tmp_path / "memory").scan()
     assert len(docs) == len(MEMORIES) and set(paths) == names
     for query in QUERIES:
         assert LexicalSelector().rank(query.text, docs, limit=2), query.text

@@ -1,5 +1,5 @@
 """``asyncrecall bench quality --dataset multilingual``: our own set in Chinese, Japanese,
-French, German and Russian (issue 24, point 2), and its loader (the command's test is in
+French, German and Russian, and its loader (the command's test is in
 ``test_quality.py``, beside the other ``bench quality`` runs)."""
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ def test_each_language_has_40_cases_with_distractors(language: str) -> None:
 
 
 async def test_the_lexical_selector_recalls_every_language() -> None:
-    """recall@5 of at least 0.7 in every language (before issue 24: Chinese 0.05,
-    Japanese 0.125), and false injection under 0.2 (``benchmarks/quality.md``)."""
+    """recall@5 of at least 0.7 in every language (before the language-aware tokens:
+    Chinese 0.05, Japanese 0.125), and false injection under 0.2
+    (``benchmarks/quality.md``)."""
     reports = await evaluate_multilingual(LexicalSelector, negatives=True, progress=False)
     assert [r.language for r in reports] == list(LANGUAGES)
     for report in reports:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import LexicalSelector, MemoryStore
+from asyncrecall.memory import FolderStore, LexicalSelector
 from asyncrecall.testing import LocalServer, Reply
 from asyncrecall_bench._folds import choose, merge
 from asyncrecall_bench._multilingual import LANGUAGES
@@ -56,7 +56,7 @@ def _conversation() -> dict[str, Any]:
 def test_one_topic_file_per_session_and_speaker(tmp_path: Path) -> None:
     """Title, description (cut at 150), type user, body one observation per line."""
     gold = build_memory_folder(_conversation(), tmp_path / "m")
-    docs = {d.rel_path: d for d in MemoryStore(tmp_path / "m").scan()}
+    docs = {d.rel_path: d for d in FolderStore(tmp_path / "m").scan()}
     assert sorted(docs) == ["ann-session-1.md", "ann-session-2.md", "bob-session-1.md"]
     ann = docs["ann-session-1.md"]
     assert ann.name == "Ann, session 1" and ann.type == "user"
@@ -235,7 +235,7 @@ def _tally(recall: float, injected: int, questions: int = 10) -> Tally:
 
 
 def test_folds_choose_each_point_without_its_held_out_conversations() -> None:
-    """Issue 24: a fold's point is chosen on the other folds only. Point 1 is far better
+    """A fold's point is chosen on the other folds only. Point 1 is far better
     on conversation 0 alone and a little worse on the three others: fold 0 (holding
     conversation 0 out) must choose point 0 and be measured with it, the other folds
     (which train on conversation 0) point 1. Ties keep the earlier point."""
@@ -301,13 +301,17 @@ async def test_mrr_counts_the_rank_of_the_first_gold_file(tmp_path: Path) -> Non
             by_path = {d.rel_path: d for d in docs}
             return [by_path[p] for p in self.order if p in by_path][:limit]
 
-    store = MemoryStore(tmp_path / "m")
+    store = FolderStore(tmp_path / "m")
     for n in range(7):
         store.save_memory(f"note {n}", f"note {n}", "user", "text")
     paths = sorted(d.rel_path for d in store.scan())
     tally = Tally()
-    await tally.ask(Recaller(store, Fixed(paths)), "q", {paths[1]})
-    await tally.ask(Recaller(store, Fixed(paths)), "q", {paths[6]})
+    await tally.ask(
+        Recaller(store, Fixed(paths), quarantine=False), "which note is it?", {paths[1]}
+    )
+    await tally.ask(
+        Recaller(store, Fixed(paths), quarantine=False), "which note is it?", {paths[6]}
+    )
     figures = tally.figures(negatives=False)
     assert figures["mrr"] == pytest.approx((1 / 2 + 1 / 7) / 2)
     assert figures["hit_at_5"] == 0.5 and figures["recall_at_10"] == 1.0

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from asyncrecall.cli import main
-from asyncrecall.memory import MemoryStore, format_memory_block
+from asyncrecall.memory import FolderStore, format_memory_block
 from asyncrecall.testing import RecordedRequest
 from asyncrecall_bench._recall import MODES, delivered_paths, draw_cases
 from asyncrecall_bench._recall_data import ModeFigures, RecallBenchConfig, RecallBenchReport
@@ -178,11 +178,17 @@ def test_cases_are_seeded_and_negatives_use_the_next_folder() -> None:
 def test_delivered_paths_reads_memory_blocks_in_user_messages(tmp_path: Path) -> None:
     """Headings of memory blocks in user messages, for files of the folder; tool results,
     assistant text and unknown paths are not deliveries."""
-    store = MemoryStore(tmp_path / "memory")
-    one = store.save_memory("Rex", "Alice's dog", "user", "Alice adopted a dog named Rex.")
-    two = store.save_memory("Violin", "Bob's violin", "user", "Bob is learning the violin.")
+    store = FolderStore(tmp_path / "memory")
+    one = store.save_memory(
+        "Rex", "Alice's dog", "user", "Alice adopted a dog named Rex.", origin="user"
+    )
+    two = store.save_memory(
+        "Violin", "Bob's violin", "user", "Bob is learning the violin.", origin="user"
+    )
     block = format_memory_block([one, two], now=time.time())
-    other = format_memory_block([store.save_memory("Lisbon", "move", "user", "x")], now=0)
+    other = format_memory_block(
+        [store.save_memory("Lisbon", "move", "user", "x", origin="user")], now=0
+    )
     messages = [
         {"role": "system", "content": block},
         {"role": "user", "content": f"{other}\nWhat is the dog's name?"},
@@ -259,9 +265,13 @@ def test_figures_read_the_last_request_of_each_question(tmp_path: Path) -> None:
     from asyncrecall_bench._recall_data import Case
     from asyncrecall_bench._workload import QueryPlan, main_model_name
 
-    store = MemoryStore(tmp_path / "memory")
-    gold = store.save_memory("Rex", "Alice's dog", "user", "Alice adopted a dog named Rex.")
-    junk = store.save_memory("Violin", "Bob's violin", "user", "Bob is learning the violin.")
+    store = FolderStore(tmp_path / "memory")
+    gold = store.save_memory(
+        "Rex", "Alice's dog", "user", "Alice adopted a dog named Rex.", origin="user"
+    )
+    junk = store.save_memory(
+        "Violin", "Bob's violin", "user", "Bob is learning the violin.", origin="user"
+    )
     folders = _Folders([tmp_path / "memory"], [(gold.rel_path, junk.rel_path)])
 
     def case(qid: str, negative: bool) -> Case:

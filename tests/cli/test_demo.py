@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from asyncrecall.cli._demo import verdict
-from asyncrecall.demo import DEFAULT_MODE, DEMO_MODES, SCRIPT, ModeRun
-from asyncrecall.demo._trace import QueryTrace
+from asyncrecall.cli.demo import DEFAULT_MODE, DEMO_MODES, SCRIPT, ModeRun
+from asyncrecall.cli.demo._trace import QueryTrace
 
 # The command line with the other distributions' packages made unimportable.
 _RUNTIME_ALONE = (
@@ -25,7 +25,7 @@ def test_the_demo_imports_nothing_of_the_benchmarks() -> None:
     """``asyncrecall demo`` stands on its own: its modules import neither the benchmark
     package nor the conformance kit."""
     code = (
-        "import sys, asyncrecall.cli._demo, asyncrecall.demo; "
+        "import sys, asyncrecall.cli._demo, asyncrecall.cli.demo; "
         "print(sorted(m for m in sys.modules if m.startswith(('asyncrecall_', 'pytest'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

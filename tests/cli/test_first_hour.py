@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.testing import LocalServer, Reply
 
 HANG_GUARD = 60
@@ -55,9 +55,11 @@ class Case:
 
 
 def _read_only_memory(tmp: Path) -> None:
-    store = MemoryStore(tmp / "memory")
+    store = FolderStore(tmp / "memory")
     store.ensure()
-    store.save_memory("deploy-flow", "deploys go through staging first", "project", "Use blue.")
+    store.save_memory(
+        "deploy-flow", "deploys go through staging first", "project", "Use blue.", origin="user"
+    )
     for path in [store.root, *store.root.rglob("*")]:
         path.chmod(0o555 if path.is_dir() else 0o444)
 
@@ -257,7 +259,7 @@ def _held_only(folder: Path) -> None:
 
 
 def _one_memory(folder: Path) -> None:
-    MemoryStore(folder).save_memory("Editor", "the user's editor", "user", "vim")
+    FolderStore(folder).save_memory("Editor", "the user's editor", "user", "vim", origin="user")
 
 
 # (setup of the memory folder, query, the reason's words)

@@ -40,7 +40,7 @@ def test_a_memory_command_does_not_import_the_agent_or_the_sdk() -> None:
 
 def test_run_builds_its_session_without_collections_and_collects_again_before_the_loop() -> None:
     """The cyclic collector is off while ``run`` imports and builds its session (about
-    230 collections of nothing: 51-59 ms of a new process's first request), on again
+    230 collections of nothing, on the way to a new process's first request), on again
     once the loop runs, and on after any way out of ``main``."""
     code = (
         "import gc\n"

@@ -1,4 +1,4 @@
-"""``memory list/show --json`` say where each memory came from (issue 25), run for real."""
+"""``memory list/show --json`` say where each memory came from, run for real."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.testing import LocalServer, Reply
 
 HANG_GUARD = 60
@@ -29,9 +29,11 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def memory_dir(tmp_path: Path) -> Path:
-    store = MemoryStore(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
     store.ensure()
-    store.save_memory("deploy-flow", "deploys go through staging first", "project", "Use blue.")
+    store.save_memory(
+        "deploy-flow", "deploys go through staging first", "project", "Use blue.", origin="user"
+    )
     return store.root
 
 
@@ -40,7 +42,7 @@ def command(server: LocalServer, project: Path, memory_dir: Path, *args: str) ->
         sys.executable, "-m", "asyncrecall", *args,
         "--base-url", server.base_url, "--api-key", "test", "--model", "main",
         "--side-model", "side", "--project", str(project), "--memory-dir", str(memory_dir),
-        "--no-extract",  # issue 14: these tests count recall side queries; see tests/extract
+        "--no-extract",  # these tests count recall side queries; see tests/extract
     ]  # fmt: skip
 
 
@@ -96,7 +98,7 @@ def test_run_puts_settled_memory_after_the_tool_responses_on_the_wire(
     """Wire format: a recall that settles after the user-query request lands at the
     tool-result request, which ends with the assistant tool call, its tool message,
     then one user message carrying the memory block."""
-    rel = MemoryStore(memory_dir).scan()[0].rel_path
+    rel = FolderStore(memory_dir).scan()[0].rel_path
     side_release, tool_call_release = threading.Event(), threading.Event()
     local_server.script("side", Reply(json={"selected_memories": [rel]}, gate=side_release))
     main_replies = iter(
@@ -172,9 +174,9 @@ def test_chat_reads_one_query_per_line_in_one_session(
 ) -> None:
     """Piped chat: each line is a user query of the same session, so a memory shown once
     is not offered to the selector again."""
-    store = MemoryStore(memory_dir)
+    store = FolderStore(memory_dir)
     rel = store.scan()[0].rel_path
-    store.save_memory("style", "the user prefers short answers", "user", "Be brief.")
+    store.save_memory("style", "the user prefers short answers", "user", "Be brief.", origin="user")
     local_server.script("side", Reply(json={"selected_memories": [rel]}))
     local_server.set_default("side", Reply(json={"selected_memories": []}))
     # The first turn's tool call is released once the side query is answered, so the
@@ -365,9 +367,11 @@ def test_text_output_prints_tool_arguments_and_memory_names_as_they_are(
     never read as the terminal's markup: a tool argument holding ``[/x]`` crashed the
     printer (rich's MarkupError), ``:smile:`` became an emoji, ``[bold]`` vanished."""
     weird = "[/x] :smile: [bold]y"
-    memory = MemoryStore(tmp_path / "memory")
+    memory = FolderStore(tmp_path / "memory")
     memory.ensure()
-    saved = memory.save_memory(f"deploy {weird}", "deploys go through staging", "project", "Blue.")
+    saved = memory.save_memory(
+        f"deploy {weird}", "deploys go through staging", "project", "Blue.", origin="user"
+    )
     local_server.set_default("side", Reply(json={"selected_memories": [saved.rel_path]}))
 
     def main(request: Any) -> Reply:
@@ -391,10 +395,10 @@ def test_text_output_prints_tool_arguments_and_memory_names_as_they_are(
 def test_chat_skips_a_bare_ok_and_the_environment_turns_the_skip_off(
     local_server: LocalServer, project: Path, memory_dir: Path, tmp_path: Path
 ) -> None:
-    """Issue 24: a budget is a setting of the command line. By default a bare "ok"
+    """A budget is a setting of the command line. By default a bare "ok"
     starts no recall (``memory_recall_skipped``, no side query) while a question does;
     ``ASYNCRECALL_SKIP_TRIVIAL=0`` recalls for it too."""
-    rel = MemoryStore(memory_dir).scan()[0].rel_path
+    rel = FolderStore(memory_dir).scan()[0].rel_path
     local_server.set_default("side", Reply(json={"selected_memories": [rel]}))
     local_server.set_default("main", Reply(text="fine"))
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import MemoryStore, Source
+from asyncrecall.memory import FolderStore, Source
 from asyncrecall.memory._location import resolve_memory_dir
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
@@ -50,10 +50,12 @@ def _cli(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _save(root: Path, name: str, content: str, *, held: bool = False) -> None:
-    store = MemoryStore(root)
+    store = FolderStore(root)
     store.ensure()
     sources = [Source.now("extraction-assistant", untrusted=True)] if held else None
-    store.save_memory(name, "how we deploy to staging", "project", content, sources=sources)
+    store.save_memory(
+        name, "how we deploy to staging", "project", content, origin="user", sources=sources
+    )
 
 
 def _world(tmp_path: Path, a: LocalServer, b: LocalServer) -> tuple[Path, Path, Path]:

@@ -14,16 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.memory import MemoryStore, MemoryStoreProtocol
+from asyncrecall.memory import FolderStore, Store
 from asyncrecall.memory.extraction._consolidate import apply_plan, validate_plan
 
 
-def open_store(spec: str) -> tuple[MemoryStoreProtocol, Path | None]:
+def open_store(spec: str) -> tuple[Store, Path | None]:
     if spec.startswith("postgresql://"):
-        from asyncrecall.memory import PostgresMemoryStore
+        from asyncrecall.memory import PostgresStore
 
-        return PostgresMemoryStore.open(spec, namespace=os.environ["CRASH_NAMESPACE"]), None
-    store = MemoryStore(Path(spec))
+        return PostgresStore.open(spec, namespace=os.environ["CRASH_NAMESPACE"]), None
+    store = FolderStore(Path(spec))
     return store, store.root
 
 

@@ -18,16 +18,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.memory import MemoryExtractor, MemoryStore, MemoryStoreProtocol, TranscriptTurn
+from asyncrecall.memory import FolderStore, MemoryExtractor, Store, TranscriptTurn
 from asyncrecall.models import OpenAIModel
 
 
-def open_store(spec: str) -> MemoryStoreProtocol:
+def open_store(spec: str) -> Store:
     if spec.startswith("postgresql://"):
-        from asyncrecall.memory import PostgresMemoryStore
+        from asyncrecall.memory import PostgresStore
 
-        return PostgresMemoryStore.open(spec, namespace=os.environ["CRASH_NAMESPACE"])
-    return MemoryStore(Path(spec))
+        return PostgresStore.open(spec, namespace=os.environ["CRASH_NAMESPACE"])
+    return FolderStore(Path(spec))
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from asyncrecall.cli._session import Session, open_session
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.memory.extraction._extract import SCHEMA_NAME
 from asyncrecall.memory.extraction._state import default_state_dir
 from asyncrecall.models import OpenAIModel
@@ -143,8 +143,8 @@ def memory_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(memory_dir: Path) -> MemoryStore:
-    store = MemoryStore(memory_dir)
+def store(memory_dir: Path) -> FolderStore:
+    store = FolderStore(memory_dir)
     store.ensure()
     return store
 

@@ -10,7 +10,7 @@ import pytest
 from asyncrecall.agent._extraction import is_embedded
 from asyncrecall.cli._session import build_extraction, open_session
 from asyncrecall.cli._settings import Settings, load_settings
-from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 from asyncrecall.testing import ScriptedModel
 
 from .conftest import SideModel
@@ -46,7 +46,7 @@ def test_off_with_the_embedded_model_unless_forced(tmp_path: Path) -> None:
     from asyncrecall.models import LocalModel
 
     local = LocalModel()  # loads nothing until used
-    memory_manager = Recaller(MemoryStore(tmp_path / "m"), LexicalSelector())
+    memory_manager = Recaller(FolderStore(tmp_path / "m"), LexicalSelector())
     settings = Settings(project=tmp_path)
     assert is_embedded(local) and not is_embedded(ScriptedModel())
     assert build_extraction(settings, memory_manager, local) is None

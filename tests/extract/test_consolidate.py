@@ -13,7 +13,7 @@ import pytest
 
 from asyncrecall import ModelProtocolError
 from asyncrecall.agent import ExtractionScheduler
-from asyncrecall.memory import MemoryExtractor, MemoryStore, read_source_offsets
+from asyncrecall.memory import FolderStore, MemoryExtractor, read_source_offsets
 from asyncrecall.memory.extraction._consolidate import consolidate, validate_plan
 from asyncrecall.memory.folder._extraction import ConsolidationGate
 from asyncrecall.models import OpenAIModel
@@ -24,13 +24,13 @@ from .conftest import HANG_GUARD, SideModel, memory
 WORKER = Path(__file__).with_name("_consolidate_worker.py")
 
 
-def seed(store: MemoryStore) -> None:
+def seed(store: FolderStore) -> None:
     store.save_memory("Office", "where", "project", "The office is in Paris.",
-                      extra={"source_offsets": {"s1": [0]}})  # fmt: skip
+                      extra={"source_offsets": {"s1": [0]}}, origin="user")  # fmt: skip
     store.save_memory("Office location", "where too", "project", "We work in Paris.",
-                      extra={"source_offsets": {"s1": [4]}})  # fmt: skip
-    store.save_memory("Deploy day", "when", "project", "We deploy on mondays.")
-    store.save_memory("Old editor", "tools", "user", "The user uses vim.")
+                      extra={"source_offsets": {"s1": [4]}}, origin="user")  # fmt: skip
+    store.save_memory("Deploy day", "when", "project", "We deploy on mondays.", origin="user")
+    store.save_memory("Old editor", "tools", "user", "The user uses vim.", origin="user")
 
 
 def plan(*actions: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +57,7 @@ class PlanSide:
 
 
 async def test_a_plan_merges_rewrites_and_deletes(
-    store: MemoryStore, local_server: LocalServer, side_model: OpenAIModel
+    store: FolderStore, local_server: LocalServer, side_model: OpenAIModel
 ) -> None:
     """Duplicates become one file (their source offsets merged), a stale fact is
     rewritten, a superseded memory is removed, and the index follows."""
@@ -78,7 +78,7 @@ async def test_a_plan_merges_rewrites_and_deletes(
 
 
 async def test_a_dry_run_changes_nothing(
-    store: MemoryStore, local_server: LocalServer, side_model: OpenAIModel
+    store: FolderStore, local_server: LocalServer, side_model: OpenAIModel
 ) -> None:
     seed(store)
     before = {p.name: p.read_bytes() for p in store.root.iterdir() if p.is_file()}
@@ -98,7 +98,7 @@ async def test_a_dry_run_changes_nothing(
     ],
 )
 def test_a_plan_with_one_bad_action_is_refused_whole(
-    store: MemoryStore, bad: dict[str, Any], message: str
+    store: FolderStore, bad: dict[str, Any], message: str
 ) -> None:
     """All or nothing: the good actions of a plan with a bad one are not applied either."""
     seed(store)
@@ -108,7 +108,7 @@ def test_a_plan_with_one_bad_action_is_refused_whole(
         validate_plan(plan(DELETE, DELETE), root=store.root, docs=store.scan())
 
 
-def test_a_crash_half_way_leaves_every_file_old_or_new(store: MemoryStore) -> None:
+def test_a_crash_half_way_leaves_every_file_old_or_new(store: FolderStore) -> None:
     """A process killed right after the first file of a plan was replaced: every memory
     file is whole (either its old or its new text), and nothing is lost."""
     seed(store)
@@ -147,7 +147,7 @@ def test_the_gate_needs_24_hours_and_5_sessions_and_a_lock(tmp_path: Path) -> No
 
 
 async def test_an_extraction_triggers_a_due_consolidation(
-    store: MemoryStore, local_server: LocalServer, side_model: OpenAIModel
+    store: FolderStore, local_server: LocalServer, side_model: OpenAIModel
 ) -> None:
     """When due, the background task consolidates after the extraction (event
     memory_consolidated) and resets the gate."""
@@ -170,7 +170,7 @@ async def test_an_extraction_triggers_a_due_consolidation(
 
 
 def test_cli_consolidate_dry_run_prints_the_plan(
-    local_server: LocalServer, store: MemoryStore, tmp_path: Path
+    local_server: LocalServer, store: FolderStore, tmp_path: Path
 ) -> None:
     seed(store)
     PlanSide(local_server).replies.append(Reply(json=plan(DELETE)))

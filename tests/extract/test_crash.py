@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from asyncrecall.memory import MemoryStore, read_source_offsets
+from asyncrecall.memory import FolderStore, read_source_offsets
 from asyncrecall.memory.extraction._state import ExtractionState, default_state_dir
 from asyncrecall.testing import LocalServer
 
@@ -40,7 +40,7 @@ def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
 
-def names(store: MemoryStore) -> list[str]:
+def names(store: FolderStore) -> list[str]:
     return sorted(doc.name for doc in store.scan(limit=None))
 
 
@@ -50,7 +50,7 @@ def test_killed_during_the_side_query_then_restarted_loses_nothing_and_repeats_n
     """A process killed (SIGKILL) while its side query is out leaves the cursor where the
     last completed extraction put it: the restarted extraction covers exactly the
     unprocessed turns, every fact is written once, none is lost."""
-    store = MemoryStore(memory_dir)
+    store = FolderStore(memory_dir)
     state = ExtractionState(default_state_dir(memory_dir))
     side.add(memory("First", [0, 1]))
     done = subprocess.run(worker(local_server, memory_dir, 2), env=env(), capture_output=True,
@@ -84,7 +84,7 @@ def test_crash_half_way_through_the_writes_is_rolled_forward_without_asking_agai
     """A process that dies after writing one of two memories leaves its journal; the
     restart writes the rest from the journal (not a new side query, whose answer could
     differ), moves the cursor, and every memory exists exactly once."""
-    store = MemoryStore(memory_dir)
+    store = FolderStore(memory_dir)
     state = ExtractionState(default_state_dir(memory_dir))
     side.add(memory("Alpha", [0]), memory("Beta", [1]))
     crashed = subprocess.run(worker(local_server, memory_dir, 2, "1"), env=env(),
@@ -114,7 +114,7 @@ async def test_a_crashed_sessions_journal_is_rolled_forward_by_another_session(
     from asyncrecall.memory import MemoryExtractor, TranscriptTurn
     from asyncrecall.models import OpenAIModel
 
-    store = MemoryStore(memory_dir)
+    store = FolderStore(memory_dir)
     state = ExtractionState(default_state_dir(memory_dir))
     side.add(memory("Alpha", [0]), memory("Beta", [1]), memory("Gamma", [1]))
     command = worker(local_server, memory_dir, 2, "1")
@@ -131,7 +131,9 @@ async def test_a_crashed_sessions_journal_is_rolled_forward_by_another_session(
         await extractor.extract("live", live[:1])
         assert state.journal("dead") is not None and names(store) == ["Alpha"]  # fresh: alone
 
-        store.save_memory("Gamma", "newer", "project", "Gamma as someone wrote it later.")
+        store.save_memory(
+            "Gamma", "newer", "project", "Gamma as someone wrote it later.", origin="user"
+        )
         journal_file = state.journal_path("dead")
         long_ago = journal_file.stat().st_mtime - 3600
         os.utime(journal_file, (long_ago, long_ago))

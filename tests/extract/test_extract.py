@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from asyncrecall import ModelError
-from asyncrecall.memory import MemoryExtractor, MemoryStore, TranscriptTurn, read_source_offsets
+from asyncrecall.memory import FolderStore, MemoryExtractor, TranscriptTurn, read_source_offsets
 from asyncrecall.memory.extraction._extract import MAX_PROPOSALS, validate_proposals
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
@@ -30,7 +30,7 @@ def turns(*texts: str, start: int = 0) -> list[TranscriptTurn]:
 
 
 async def test_writes_proposals_with_their_source_offsets_and_moves_the_cursor(
-    store: MemoryStore, side_model: OpenAIModel, side: SideModel, local_server: LocalServer
+    store: FolderStore, side_model: OpenAIModel, side: SideModel, local_server: LocalServer
 ) -> None:
     """An accepted proposal becomes a topic file the scan reads, with an index line and
     ``source_offsets`` front matter; the cursor moves to the end of the slice."""
@@ -53,7 +53,7 @@ async def test_writes_proposals_with_their_source_offsets_and_moves_the_cursor(
 
 
 async def test_a_second_extraction_sees_only_the_new_turns_and_updates_in_place(
-    store: MemoryStore, side_model: OpenAIModel, side: SideModel, local_server: LocalServer
+    store: FolderStore, side_model: OpenAIModel, side: SideModel, local_server: LocalServer
 ) -> None:
     """Nothing twice: the next extraction starts at the cursor. An update keeps the file
     and merges the offsets it came from."""
@@ -75,7 +75,7 @@ async def test_a_second_extraction_sees_only_the_new_turns_and_updates_in_place(
 
 
 async def test_no_new_turn_asks_nobody(
-    store: MemoryStore, side_model: OpenAIModel, side: SideModel, local_server: LocalServer
+    store: FolderStore, side_model: OpenAIModel, side: SideModel, local_server: LocalServer
 ) -> None:
     """A slice with nothing unprocessed sends no side query."""
     extractor = MemoryExtractor(store, side_model)
@@ -99,7 +99,7 @@ async def test_no_new_turn_asks_nobody(
     ],
 )
 async def test_a_proposal_naming_a_path_outside_the_folder_is_refused(
-    store: MemoryStore,
+    store: FolderStore,
     side_model: OpenAIModel,
     side: SideModel,
     tmp_path: Path,
@@ -128,7 +128,7 @@ async def test_a_proposal_naming_a_path_outside_the_folder_is_refused(
     assert [d.name for d in store.scan()] == ["Fine"]
 
 
-def test_validation_applies_save_memory_rules_and_extraction_limits(store: MemoryStore) -> None:
+def test_validation_applies_save_memory_rules_and_extraction_limits(store: FolderStore) -> None:
     """Unknown type, empty name, oversize content, offsets outside the slice, no offsets,
     a second write to one memory and proposals past the limit are each refused."""
     good = memory("Good", [0])
@@ -156,7 +156,7 @@ def test_validation_applies_save_memory_rules_and_extraction_limits(store: Memor
     assert "more than" in reasons[6]
 
 
-def test_an_answer_that_is_not_the_shape_is_a_protocol_error(store: MemoryStore) -> None:
+def test_an_answer_that_is_not_the_shape_is_a_protocol_error(store: FolderStore) -> None:
     from asyncrecall import ModelProtocolError
 
     for answer in ({"selected_memories": []}, [], "not json", {"memories": "x"}):
@@ -165,7 +165,7 @@ def test_an_answer_that_is_not_the_shape_is_a_protocol_error(store: MemoryStore)
 
 
 async def test_a_failing_side_model_raises_and_leaves_the_cursor(
-    store: MemoryStore, side_model: OpenAIModel, side: SideModel
+    store: FolderStore, side_model: OpenAIModel, side: SideModel
 ) -> None:
     """An HTTP 500 propagates as a ModelError; nothing is written, the cursor stays."""
     side.add_reply(Reply(status=500, error_message="boom"))
@@ -176,7 +176,7 @@ async def test_a_failing_side_model_raises_and_leaves_the_cursor(
 
 
 async def test_cancelling_during_the_side_query_hangs_it_up_and_leaves_the_cursor(
-    store: MemoryStore, side_model: OpenAIModel, side: SideModel, local_server: LocalServer
+    store: FolderStore, side_model: OpenAIModel, side: SideModel, local_server: LocalServer
 ) -> None:
     """Cancelled mid-query: the HTTP connection closes, no file, cursor unchanged."""
     side.add(memory("Never", [0]), gate=threading.Event())
@@ -190,10 +190,10 @@ async def test_cancelling_during_the_side_query_hangs_it_up_and_leaves_the_curso
     assert extractor.cursor("s1") == 0 and store.scan() == []
 
 
-def test_the_scan_reads_files_with_source_offsets(store: MemoryStore) -> None:
+def test_the_scan_reads_files_with_source_offsets(store: FolderStore) -> None:
     """A topic file with the extra front matter key is a normal memory for the scan."""
     offsets = {"source_offsets": {"s": [1]}}
-    doc = store.save_memory("With offsets", "d", "user", "body", extra=offsets)
+    doc = store.save_memory("With offsets", "d", "user", "body", extra=offsets, origin="user")
     text = doc.path.read_text()
     assert "source_offsets:" in text
     (scanned,) = store.scan()
@@ -202,7 +202,7 @@ def test_the_scan_reads_files_with_source_offsets(store: MemoryStore) -> None:
 
 
 async def test_an_ended_sessions_cursor_file_is_removed_unless_a_journal_waits(
-    store: MemoryStore, side_model: OpenAIModel, side: SideModel
+    store: FolderStore, side_model: OpenAIModel, side: SideModel
 ) -> None:
     """``end_session`` removes the session's cursor file (it will never extract again);
     a session whose journal still waits to be rolled forward keeps its cursor."""

@@ -14,7 +14,7 @@ import pytest
 
 from asyncrecall.cli._session import Session
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import LocalServer, Reply
 
@@ -41,7 +41,7 @@ def _proposal(name: str, content: str, offsets: list[int], description: str = ""
     }  # fmt: skip
 
 
-def _held(store: MemoryStore, name: str) -> dict[str, Any]:
+def _held(store: FolderStore, name: str) -> dict[str, Any]:
     """The memory is quarantined; its newest source, which says why."""
     assert store.get(name).quarantined, sources(store, name)
     newest = sources(store, name)[-1]
@@ -56,7 +56,7 @@ def _ids(cases: tuple[Any, ...]) -> list[str]:
 @pytest.mark.parametrize("case", PLANTED, ids=_ids(PLANTED))
 async def test_a_file_quoted_in_the_answer_is_held_though_the_request_is_cited(
     case: Planted, session: Session, side: SideModel, local_server: LocalServer,
-    store: MemoryStore, settings: Settings,
+    store: FolderStore, settings: Settings,
 ) -> None:  # fmt: skip
     """Extraction citing the user's request AND the assistant's answer that quoted a
     file does not make the file's text the user's: the answer is the model's, and the
@@ -74,7 +74,7 @@ async def test_a_file_quoted_in_the_answer_is_held_though_the_request_is_cited(
 @pytest.mark.parametrize("case", PLANTED, ids=_ids(PLANTED))
 async def test_a_file_read_in_one_query_is_held_when_written_in_a_later_one(
     case: Planted, via: str, session: Session, side: SideModel, local_server: LocalServer,
-    store: MemoryStore, settings: Settings,
+    store: FolderStore, settings: Settings,
 ) -> None:  # fmt: skip
     """The taint lasts for the session, not the query: a file read in one query, then
     "remember that" in the next, with no tool in that query, is still held, by the
@@ -95,7 +95,7 @@ async def test_a_file_read_in_one_query_is_held_when_written_in_a_later_one(
 
 @pytest.mark.parametrize("case", PLANTED, ids=_ids(PLANTED))
 async def test_a_file_read_then_saved_in_the_same_query_is_held(
-    case: Planted, session: Session, local_server: LocalServer, store: MemoryStore,
+    case: Planted, session: Session, local_server: LocalServer, store: FolderStore,
     settings: Settings,
 ) -> None:  # fmt: skip
     """``save_memory`` right after the read, in the same query: held, and the reason
@@ -110,7 +110,7 @@ async def test_a_file_read_then_saved_in_the_same_query_is_held(
 @pytest.mark.parametrize("case", CARRIED, ids=_ids(CARRIED))
 async def test_someone_elses_text_in_a_user_turn_is_held(
     case: Carried, via: str, session: Session, side: SideModel, local_server: LocalServer,
-    store: MemoryStore,
+    store: FolderStore,
 ) -> None:  # fmt: skip
     """A user turn carrying someone else's text (a pasted mail, a relayed agent's
     message, "summarise / translate this:", quoted text, look-alike letters, zero-width
@@ -131,7 +131,7 @@ async def test_someone_elses_text_in_a_user_turn_is_held(
 @pytest.mark.parametrize("case", STATED, ids=_ids(STATED))
 async def test_a_fact_the_user_states_stays_trusted_after_the_session_read_files(
     case: Stated, via: str, session: Session, side: SideModel, local_server: LocalServer,
-    store: MemoryStore, settings: Settings,
+    store: FolderStore, settings: Settings,
 ) -> None:  # fmt: skip
     """A fact the user states in their own words (an editor, a time zone, the test
     runner, a teammate; also after pasting a log) is saved trusted and recalled, even
@@ -152,7 +152,7 @@ async def test_a_fact_the_user_states_stays_trusted_after_the_session_read_files
 
 
 async def test_a_fact_in_the_users_own_words_is_attested(
-    session: Session, side: SideModel, local_server: LocalServer, store: MemoryStore
+    session: Session, side: SideModel, local_server: LocalServer, store: FolderStore
 ) -> None:
     """A write whose text the user's own typed words state is recorded ``attested``;
     one that adds what the user did not say is not (it stays trusted)."""
@@ -191,5 +191,5 @@ def test_run_hands_the_sessions_outside_text_to_the_worker(
     assert done.returncode == 0, done.stderr
     held.set()
     wait_until_handed_off_work_is_done(memory_dir)
-    store = MemoryStore(memory_dir)
+    store = FolderStore(memory_dir)
     assert "read_file(notes.md)" in _held(store, case.name)["held"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall.memory import MemoryStore, read_source_offsets
+from asyncrecall.memory import FolderStore, read_source_offsets
 from asyncrecall.memory.extraction._state import ExtractionState, default_state_dir
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from conftest import handoff_workers
@@ -134,7 +134,7 @@ def test_a_worker_killed_mid_extraction_is_finished_by_the_next_session_once(
     wait_until_handed_off_work_is_done(memory_dir)
 
     assert not state.cursor_path(session).exists() and state.journal(session) is None
-    store = MemoryStore(memory_dir)
+    store = FolderStore(memory_dir)
     assert [doc.name for doc in store.scan(limit=None)] == ["Deploy day"]
     assert store.index_path.read_text().count("](deploy-day.md)") == 1
     assert read_source_offsets(memory_dir / "deploy-day.md") == {session: (0, 1)}
@@ -192,7 +192,7 @@ async def test_a_hand_off_queued_while_the_worker_finishes_is_not_stranded(
     from asyncrecall.memory import TranscriptTurn
 
     side.add(memory("Office", [0, 1], content="The office is in Leeds."))
-    MemoryStore(memory_dir).ensure()
+    FolderStore(memory_dir).ensure()
     directory = HandoffDir(handoff_dir(memory_dir))
     drain = directory.take_drain()
     assert drain is not None  # this worker's, as a command passes it on

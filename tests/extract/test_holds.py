@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from asyncrecall.memory import MemoryExtractor, MemoryStore, Source, TranscriptTurn
+from asyncrecall.memory import FolderStore, MemoryExtractor, Source, TranscriptTurn
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer
 from held_texts import ATTACKS
@@ -19,13 +19,15 @@ def _turns(*texts: str) -> list[TranscriptTurn]:
 
 
 async def test_extraction_is_not_shown_a_held_memory_and_does_not_lift_it(
-    store: MemoryStore, side_model: OpenAIModel, side: SideModel, local_server: LocalServer
+    store: FolderStore, side_model: OpenAIModel, side: SideModel, local_server: LocalServer
 ) -> None:
     """The existing memories extraction shows its side model leave a held memory out
     (its text would otherwise reach a write the turns alone make trusted), the user's
     own are shown; an update naming the held memory, citing a user turn but not
     attested, leaves it held."""
-    store.save_memory("Deploy steps", "how to deploy", "project", "Deploy with make deploy.")
+    store.save_memory(
+        "Deploy steps", "how to deploy", "project", "Deploy with make deploy.", origin="user"
+    )
     untrusted = Source.now("save_memory", session="s0", untrusted=True)
     store.save_memory("Regla", "regla del usuario", "feedback", ATTACKS["es"],
                       sources=(untrusted,))  # fmt: skip

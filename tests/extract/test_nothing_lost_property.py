@@ -44,7 +44,7 @@ from typing import Any
 import pytest
 
 from asyncrecall import MemoryStoreError, ModelProtocolError
-from asyncrecall.memory import MemoryExtractor, MemoryStore, TranscriptTurn, _atomic, _history
+from asyncrecall.memory import FolderStore, MemoryExtractor, TranscriptTurn, _atomic, _history
 from asyncrecall.memory.extraction import _extract
 from asyncrecall.memory.extraction import _state as _extract_state
 from asyncrecall.memory.extraction._consolidate import consolidate
@@ -137,14 +137,14 @@ class World:
         self.dead: set[str] = set()
         self.transcripts: dict[str, list[TranscriptTurn]] = {s: [] for s in SESSIONS}
         self.log: list[str] = []
-        self.store = MemoryStore(root)
-        self.observer = MemoryStore(root)  # the test's own eyes: another process, read-only
+        self.store = FolderStore(root)
+        self.observer = FolderStore(root)  # the test's own eyes: another process, read-only
 
     def fact(self) -> str:
         return f"Fact f{next(self.counter)}."
 
     def restart(self) -> None:
-        self.store = MemoryStore(self.root)
+        self.store = FolderStore(self.root)
 
     def bodies(self) -> dict[str, str]:
         return {doc.name: doc.body for doc in self.observer.scan(limit=None)}
@@ -164,7 +164,9 @@ class World:
         others = [b for n, b in self.bodies().items() if n != name and facts(b)]
         if others and self.rng.random() < 0.3:  # a copy of another memory's fact
             body += " " + sorted(facts(self.rng.choice(others)))[0]
-        self._user_write(name, lambda: self.store.save_memory(name, "d", "project", body), body)
+        self._user_write(
+            name, lambda: self.store.save_memory(name, "d", "project", body, origin="user"), body
+        )
 
     def user_forget(self) -> None:
         names = sorted(self.bodies())

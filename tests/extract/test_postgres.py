@@ -26,7 +26,7 @@ from asyncrecall import MemoryStoreError
 from asyncrecall.agent import ExtractionScheduler
 from asyncrecall.cli._session import open_session
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import MemoryExtractor, PostgresMemoryStore, TranscriptTurn
+from asyncrecall.memory import MemoryExtractor, PostgresStore, TranscriptTurn
 from asyncrecall.memory.extraction._consolidate import consolidate, consolidation_gate
 from asyncrecall.memory.extraction._state import Journal
 from asyncrecall.memory.postgres._extraction import PostgresBackend, PostgresConsolidationGate
@@ -55,7 +55,7 @@ def turns(n: int, start: int = 0) -> list[TranscriptTurn]:
     ]
 
 
-def names(store: PostgresMemoryStore) -> list[str]:
+def names(store: PostgresStore) -> list[str]:
     return sorted(doc.name for doc in store.scan(limit=None))
 
 
@@ -65,13 +65,13 @@ def rows(url: str, query: Any, *params: Any) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture
-def pg(open_pg: Any, namespace: str) -> PostgresMemoryStore:
-    store: PostgresMemoryStore = open_pg(namespace)
+def pg(open_pg: Any, namespace: str) -> PostgresStore:
+    store: PostgresStore = open_pg(namespace)
     return store
 
 
 async def test_extraction_writes_into_the_namespace_and_the_cursor_outlives_the_store(
-    pg: PostgresMemoryStore,
+    pg: PostgresStore,
     open_pg: Any,
     pg_url: str,
     side_model: OpenAIModel,
@@ -126,7 +126,7 @@ async def test_extraction_writes_into_the_namespace_and_the_cursor_outlives_the_
     ],
 )
 async def test_a_name_outside_the_store_is_refused_as_in_a_folder(
-    pg: PostgresMemoryStore, side_model: OpenAIModel, side: SideModel, path: str, reason: str
+    pg: PostgresStore, side_model: OpenAIModel, side: SideModel, path: str, reason: str
 ) -> None:
     """A proposal naming a path that would leave a memory folder (or is not a memory
     file) is refused on the database too, for that reason, and nothing is written for
@@ -139,7 +139,7 @@ async def test_a_name_outside_the_store_is_refused_as_in_a_folder(
 
 
 async def test_a_consolidation_plan_is_applied_on_the_database(
-    pg: PostgresMemoryStore,
+    pg: PostgresStore,
     local_server: LocalServer,
     side_model: OpenAIModel,
     pg_url: str,
@@ -169,7 +169,7 @@ async def test_a_consolidation_plan_is_applied_on_the_database(
     assert "office-location.md" not in pg.index_for_prompt()
 
 
-def test_the_gate_lives_in_the_database(pg: PostgresMemoryStore, open_pg: Any) -> None:
+def test_the_gate_lives_in_the_database(pg: PostgresStore, open_pg: Any) -> None:
     """Due after 24 hours and 5 sessions; one holder at a time across store instances
     (processes); a lock an hour old is taken over; a completed run resets the gate."""
     now = [1_000_000.0]
@@ -191,15 +191,15 @@ def test_the_gate_lives_in_the_database(pg: PostgresMemoryStore, open_pg: Any) -
 
 
 def test_consolidate_with_store_url_through_the_cli(
-    pg: PostgresMemoryStore,
+    pg: PostgresStore,
     local_server: LocalServer,
     pg_url: str,
     tmp_path: Path,
 ) -> None:
     """``asyncrecall memory consolidate --store URL --namespace NS`` (a real process)
     prints the plan on a dry run, then applies it to the database."""
-    pg.save_memory("Deploy day", "when", "project", "We deploy on mondays.")
-    pg.save_memory("Old editor", "tools", "user", "The user uses vim.")
+    pg.save_memory("Deploy day", "when", "project", "We deploy on mondays.", origin="user")
+    pg.save_memory("Old editor", "tools", "user", "The user uses vim.", origin="user")
     side = PlanSide(local_server)
     side.replies += [Reply(json=plan(DELETE)), Reply(json=plan(DELETE))]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
@@ -221,7 +221,7 @@ def test_consolidate_with_store_url_through_the_cli(
 
 
 async def test_a_session_on_the_database_extracts_in_the_background(
-    pg: PostgresMemoryStore,
+    pg: PostgresStore,
     side: SideModel,
     local_server: LocalServer,
     tmp_path: Path,
@@ -261,7 +261,7 @@ def crash_env(namespace: str) -> dict[str, str]:
 
 
 def test_killed_during_the_side_query_leaves_the_cursor_then_nothing_twice(
-    pg: PostgresMemoryStore,
+    pg: PostgresStore,
     local_server: LocalServer,
     side: SideModel,
     pg_url: str,
@@ -294,7 +294,7 @@ def test_killed_during_the_side_query_leaves_the_cursor_then_nothing_twice(
 
 
 def test_a_crash_half_way_through_the_writes_is_rolled_forward_from_the_database(
-    pg: PostgresMemoryStore,
+    pg: PostgresStore,
     local_server: LocalServer,
     side: SideModel,
     pg_url: str,
@@ -345,8 +345,8 @@ def test_a_version_1_database_is_migrated_forward_keeping_its_memories(
 ) -> None:
     """A database made by the previous version (schema 1: memories only) gets the
     extraction tables on the next open; its memories stay, and extraction works."""
-    with PostgresMemoryStore.open(fresh_database, namespace="ns") as store:
-        store.save_memory("Kept", "d", "project", "a memory from before")
+    with PostgresStore.open(fresh_database, namespace="ns") as store:
+        store.save_memory("Kept", "d", "project", "a memory from before", origin="user")
     with psycopg.connect(fresh_database, autocommit=True) as conn:
         for table in ("asyncrecall_extraction", "asyncrecall_sources", "asyncrecall_consolidation"):
             conn.execute(f"DROP TABLE {table}")
@@ -357,7 +357,7 @@ def test_a_version_1_database_is_migrated_forward_keeping_its_memories(
         conn.execute("ALTER TABLE asyncrecall_memories DROP COLUMN provenance")  # schema 7
         conn.execute("UPDATE asyncrecall_schema SET version = 1")
 
-    with PostgresMemoryStore.open(fresh_database, namespace="ns") as store:
+    with PostgresStore.open(fresh_database, namespace="ns") as store:
         assert [(d.name, d.origin, d.quarantined) for d in store.scan()] == [
             ("Kept", "user", False)  # no provenance: the user's own (schema 7)
         ]
@@ -378,7 +378,7 @@ def _journal(session: str, end: int) -> Any:
 
 
 def test_a_consolidation_crash_half_way_leaves_every_memory_old_or_new(
-    pg: PostgresMemoryStore, pg_url: str
+    pg: PostgresStore, pg_url: str
 ) -> None:
     """A process killed right after the first memory of a plan was replaced: every
     memory of the namespace is whole, either its old or its new text, none is lost."""
@@ -401,13 +401,13 @@ def test_a_consolidation_crash_half_way_leaves_every_memory_old_or_new(
 
 
 async def test_an_extraction_on_the_database_triggers_a_due_consolidation(
-    pg: PostgresMemoryStore, local_server: LocalServer, side_model: OpenAIModel
+    pg: PostgresStore, local_server: LocalServer, side_model: OpenAIModel
 ) -> None:
     """The session's scheduler on a database store: when the database's gate says a
     consolidation is due, it runs after the extraction (``memory_consolidated``) and
     the gate is reset, in the database."""
-    pg.save_memory("Old editor", "tools", "user", "The user uses vim.")
-    pg.save_memory("Deploy day", "when", "project", "We deploy on mondays.")
+    pg.save_memory("Old editor", "tools", "user", "The user uses vim.", origin="user")
+    pg.save_memory("Deploy day", "when", "project", "We deploy on mondays.", origin="user")
     side = SideModel()
     local_server.set_default(
         "side",
@@ -429,7 +429,7 @@ async def test_an_extraction_on_the_database_triggers_a_due_consolidation(
 
 
 async def test_a_database_that_goes_away_fails_the_extraction_and_loses_nothing(
-    pg: PostgresMemoryStore,
+    pg: PostgresStore,
     pg_server: LocalPostgres,
     side_model: OpenAIModel,
     side: SideModel,
@@ -453,7 +453,7 @@ async def test_a_database_that_goes_away_fails_the_extraction_and_loses_nothing(
 
 
 async def test_a_crashed_sessions_journal_in_the_database_is_rolled_forward_by_another(
-    pg: PostgresMemoryStore,
+    pg: PostgresStore,
     local_server: LocalServer,
     side: SideModel,
     side_model: OpenAIModel,
@@ -476,7 +476,7 @@ async def test_a_crashed_sessions_journal_in_the_database_is_rolled_forward_by_a
     await extractor.extract("live", turns(1))
     assert backend.journal("dead") is not None and names(pg) == ["Alpha"]  # fresh: alone
 
-    pg.save_memory("Gamma", "newer", "project", "Gamma as someone wrote it later.")
+    pg.save_memory("Gamma", "newer", "project", "Gamma as someone wrote it later.", origin="user")
     with psycopg.connect(pg_url) as conn:
         conn.execute(
             "UPDATE asyncrecall_extraction SET updated_at = updated_at - interval '1 hour'"
@@ -492,7 +492,7 @@ async def test_a_crashed_sessions_journal_in_the_database_is_rolled_forward_by_a
 
 
 async def test_an_ended_sessions_cursor_is_dropped_unless_a_journal_waits(
-    pg: PostgresMemoryStore, pg_url: str, side_model: OpenAIModel, side: SideModel
+    pg: PostgresStore, pg_url: str, side_model: OpenAIModel, side: SideModel
 ) -> None:
     """``end_session`` (its command ended, its extraction is done) removes the session's
     row; a session whose journal still waits to be rolled forward keeps it."""

@@ -1,7 +1,7 @@
 """Extraction and consolidation on a large PostgreSQL namespace read what they show.
 
-Issue 26, point 7: every extraction read the whole namespace, bodies and all (at
-100,000 memories 1.0-1.5 s, +188 MiB, loop stalls of 113-204 ms), to show the side
+Before: every extraction read the whole namespace, bodies and all (at 100,000 memories
+seconds of work, hundreds of MiB and long stalls of the event loop), to show the side
 model the 60 newest and to look up the names its answer used; a consolidation sent
 the side model every memory in one prompt (41 MB at 100,000).
 """
@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from asyncrecall.memory import MemoryExtractor, PostgresMemoryStore, TranscriptTurn
+from asyncrecall.memory import MemoryExtractor, PostgresStore, TranscriptTurn
 from asyncrecall.memory.extraction._consolidate import consolidate
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
@@ -64,7 +64,7 @@ async def test_an_extraction_on_a_large_namespace_reads_what_it_shows_and_names(
     in memory: its Python allocations peak under 4 MiB (the bodies alone are 22 MB;
     reading them all peaked at 33 MiB; now 1.8 MiB)."""
     _fill(pg_url, namespace)
-    store: PostgresMemoryStore = open_pg(namespace)
+    store: PostgresStore = open_pg(namespace)
     side.add(memory("Staging cluster", [0], content="The staging cluster moved to Paris."))
     extractor = MemoryExtractor(store, side_model)
     turns = [
@@ -97,9 +97,9 @@ async def test_a_consolidation_of_a_large_namespace_plans_over_bounded_clusters(
     memory with the old one it repeats, so their merge is planned and applied; the
     whole namespace was one 22 MB prompt."""
     _fill(pg_url, namespace)
-    store: PostgresMemoryStore = open_pg(namespace)
+    store: PostgresStore = open_pg(namespace)
     store.save_memory("Staging cluster site", "where staging runs", "project",
-                      "The staging cluster is hosted in Frankfurt.")  # fmt: skip
+                      "The staging cluster is hosted in Frankfurt.", origin="user")  # fmt: skip
     side = PlanSide(local_server)
     side.replies.append(Reply(json=plan(action(
         "merge", ["staging-cluster.md", "staging-cluster-site.md"], "Staging cluster",

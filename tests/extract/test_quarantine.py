@@ -1,5 +1,5 @@
-"""Trust tiers at recall, through the real agent loop over real HTTP (issue 25, point 2):
-the issue's reproduction no longer reaches a later conversation."""
+"""Trust tiers at recall, through the real agent loop over real HTTP: an instruction
+planted in a file the agent read no longer reaches a later conversation."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from asyncrecall.cli._session import Session, open_session
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from forgery import ask_with_settled_recall
 
@@ -30,7 +30,7 @@ def _main(server: LocalServer) -> list[RecordedRequest]:
 async def _poisoned_session(
     session: Session, side: SideModel, local_server: LocalServer, settings: Settings
 ) -> Recorder:
-    """The issue's first session: the agent reads a file that carries an instruction and
+    """The attack's first session: the agent reads a file that carries an instruction and
     quotes it in its answer; extraction proposes it as ``feedback`` and as ``project``,
     each citing only that answer."""
     (settings.project / "INSTALL.md").write_text(f"{INSTALL}{SECRET}\n", encoding="utf-8")
@@ -46,7 +46,7 @@ async def _poisoned_session(
 
 async def test_the_issues_reproduction_is_refused_or_quarantined(
     session: Session, side: SideModel, local_server: LocalServer, settings: Settings,
-    store: MemoryStore,
+    store: FolderStore,
 ) -> None:  # fmt: skip
     """The ``feedback`` memory citing only the assistant's answer is refused (a user or
     feedback memory must cite a user turn); the ``project`` one is stored, quarantined.
@@ -66,7 +66,7 @@ async def test_the_issues_reproduction_is_refused_or_quarantined(
 
 @pytest.mark.parametrize("quarantine", [True, False])
 async def test_a_later_conversation_never_sees_a_quarantined_memory(
-    side: SideModel, local_server: LocalServer, settings: Settings, store: MemoryStore,
+    side: SideModel, local_server: LocalServer, settings: Settings, store: FolderStore,
     quarantine: bool,
 ) -> None:  # fmt: skip
     """In the next session, the quarantined memory is in neither the system prompt's
@@ -97,7 +97,7 @@ async def test_a_later_conversation_never_sees_a_quarantined_memory(
 
 async def test_the_users_later_words_lift_the_hold_only_when_attested(
     session: Session, side: SideModel, local_server: LocalServer, settings: Settings,
-    store: MemoryStore,
+    store: FolderStore,
 ) -> None:  # fmt: skip
     """When the user later says the same, extraction citing that user turn lifts the
     hold (an ``extraction-user`` source added, the text unchanged) only when its source
@@ -129,7 +129,7 @@ async def test_the_users_later_words_lift_the_hold_only_when_attested(
 
 async def test_the_users_words_do_not_lift_a_lever(
     session: Session, side: SideModel, local_server: LocalServer, settings: Settings,
-    store: MemoryStore,
+    store: FolderStore,
 ) -> None:  # fmt: skip
     """A quarantined lever for an attacker (``curl ... | sh``) stays quarantined when a
     user turn repeats it (the turn may be someone else's text, ``_vetting``): only

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from asyncrecall import MemoryStoreError, ModelProtocolError
-from asyncrecall.memory import INDEX_MAX_LINES, MemoryStore, TranscriptTurn
+from asyncrecall.memory import INDEX_MAX_LINES, FolderStore, TranscriptTurn
 from asyncrecall.memory.extraction._consolidate import apply_plan, validate_plan
 from asyncrecall.memory.extraction._extract import (
     _committed,
@@ -45,7 +45,7 @@ from .conftest import memory
     ],
 )
 def test_each_bad_proposal_is_refused_with_its_reason(
-    store: MemoryStore, proposal: Any, reason: str
+    store: FolderStore, proposal: Any, reason: str
 ) -> None:
     accepted, refused = validate_proposals(
         {"memories": [proposal]}, root=store.root, docs=[], offsets=[0]
@@ -53,8 +53,8 @@ def test_each_bad_proposal_is_refused_with_its_reason(
     assert accepted == [] and reason in refused[0].reason
 
 
-def test_a_create_naming_an_existing_memory_updates_it(store: MemoryStore) -> None:
-    doc = store.save_memory("Office", "where", "project", "Paris")
+def test_a_create_naming_an_existing_memory_updates_it(store: FolderStore) -> None:
+    doc = store.save_memory("Office", "where", "project", "Paris", origin="user")
     answer = json.dumps({"memories": [memory("Office", [0])]})  # an answer left as JSON text
     (proposal,), _ = validate_proposals(answer, root=store.root, docs=[doc], offsets=[0])
     assert proposal.action == "update" and proposal.path == doc.rel_path
@@ -65,15 +65,15 @@ def test_a_create_naming_an_existing_memory_updates_it(store: MemoryStore) -> No
     assert proposal.action == "update" and proposal.name == "Office"  # the file keeps its name
 
 
-def test_confine_path_accepts_memory_files_only(store: MemoryStore) -> None:
+def test_confine_path_accepts_memory_files_only(store: FolderStore) -> None:
     assert confine_path(store.root, "./sub/note.md") == "sub/note.md"
     for bad in ("", "  ", "../x.md", "sub/.x.md", "x.txt", "MEMORY.md"):
         with pytest.raises(ValueError):
             confine_path(store.root, bad)
 
 
-def test_the_prompt_cuts_long_bodies_and_turns(store: MemoryStore) -> None:
-    doc = store.save_memory("Long", "d", "project", "word " * 200)
+def test_the_prompt_cuts_long_bodies_and_turns(store: FolderStore) -> None:
+    doc = store.save_memory("Long", "d", "project", "word " * 200, origin="user")
     prompt = extraction_prompt([TranscriptTurn(3, "user", "x" * 5000)], [doc])
     assert "[3] user: " + "x" * 4000 + "…" in prompt and "long.md [project] Long" in prompt
 
@@ -139,9 +139,9 @@ async def test_a_committed_step_finishes_before_the_cancellation_propagates() ->
     assert finished == [True]
 
 
-def test_plan_rules(store: MemoryStore) -> None:
-    store.save_memory("A", "a", "project", "a")
-    store.save_memory("B", "b", "project", "b")
+def test_plan_rules(store: FolderStore) -> None:
+    store.save_memory("A", "a", "project", "a", origin="user")
+    store.save_memory("B", "b", "project", "b", origin="user")
     docs = store.scan()
 
     def refused(action: Any, match: str) -> None:
@@ -167,9 +167,9 @@ def test_plan_rules(store: MemoryStore) -> None:
         validate_plan({"actions": [base] * 51}, root=store.root, docs=docs)
 
 
-def test_a_merge_under_a_new_name_writes_the_new_file_first(store: MemoryStore) -> None:
-    store.save_memory("A", "a", "project", "a", extra={"source_offsets": {"s": [1]}})
-    store.save_memory("B", "b", "project", "b")
+def test_a_merge_under_a_new_name_writes_the_new_file_first(store: FolderStore) -> None:
+    store.save_memory("A", "a", "project", "a", extra={"source_offsets": {"s": [1]}}, origin="user")
+    store.save_memory("B", "b", "project", "b", origin="user")
     actions = validate_plan(
         {"actions": [{"op": "merge", "paths": ["a.md", "b.md"], "name": "AB", "description": "ab",
                       "type": "project", "content": "a and b", "reason": "dup"}]},
@@ -182,7 +182,7 @@ def test_a_merge_under_a_new_name_writes_the_new_file_first(store: MemoryStore) 
     assert actions[0].to_dict()["name"] == "AB"
 
 
-def test_an_index_over_its_limits_is_trimmed(store: MemoryStore) -> None:
+def test_an_index_over_its_limits_is_trimmed(store: FolderStore) -> None:
     assert not trim_index(store)  # within limits: untouched
     lines = [f"- [M{i}](m{i}.md) — " + "long description " * 10 for i in range(INDEX_MAX_LINES + 5)]
     for i in range(INDEX_MAX_LINES + 5):  # the files exist: a line to a missing one is dropped

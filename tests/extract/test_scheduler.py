@@ -13,7 +13,7 @@ from asyncrecall import CancelSignal
 from asyncrecall.agent import ExtractionEvent, ExtractionScheduler
 from asyncrecall.cli._session import Session, open_session
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import MemoryExtractor, MemoryStore
+from asyncrecall.memory import FolderStore, MemoryExtractor
 from asyncrecall.memory.extraction._state import ExtractionState, default_state_dir
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import LocalServer, Reply
@@ -238,7 +238,7 @@ async def test_exit_drains_a_running_extraction(
 
 
 async def test_exit_cancels_an_extraction_that_outlives_the_drain_time(
-    store: MemoryStore, side: SideModel, local_server: LocalServer, side_model: object
+    store: FolderStore, side: SideModel, local_server: LocalServer, side_model: object
 ) -> None:
     """Past the drain time, aclose cancels: the side query is hung up, nothing written."""
     scheduler = ExtractionScheduler(MemoryExtractor(store, side_model), drain_timeout=0.01)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 from asyncrecall.agent import ExtractionScheduler
-from asyncrecall.memory import MemoryExtractor, MemoryStore
+from asyncrecall.memory import FolderStore, MemoryExtractor
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer
 
@@ -14,7 +14,7 @@ from .conftest import HANG_GUARD, SideModel, is_extraction, memory
 
 
 async def test_two_sessions_on_one_folder_take_turns(
-    store: MemoryStore, side: SideModel, local_server: LocalServer, side_model: OpenAIModel
+    store: FolderStore, side: SideModel, local_server: LocalServer, side_model: OpenAIModel
 ) -> None:
     """The second session's extraction goes out only after the first one's ended."""
     held = threading.Event()

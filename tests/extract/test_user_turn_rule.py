@@ -1,4 +1,4 @@
-"""The user-turn rule (issue 25): a memory the model writes from the user's turns waits
+"""The user-turn rule: a memory the model writes from the user's turns waits
 for the user's word when what it asks is a lever for an attacker, or when the turn
 carries content from elsewhere; a fact the user states is saved and recalled as before.
 Through the real agent loop over real HTTP, with extraction and with ``save_memory``."""
@@ -9,7 +9,7 @@ import pytest
 
 from asyncrecall.cli._session import Session
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import MemoryStore, held_reason
+from asyncrecall.memory import FolderStore, held_reason
 from asyncrecall.models import FunctionCall
 from asyncrecall.testing import LocalServer, Reply
 
@@ -81,7 +81,7 @@ async def _extract(
 
 
 async def test_extraction_from_a_user_turn_holds_a_lever(
-    session: Session, side: SideModel, local_server: LocalServer, store: MemoryStore
+    session: Session, side: SideModel, local_server: LocalServer, store: FolderStore
 ) -> None:
     """A memory extraction draws from the user's own turn, citing it, is quarantined
     when it is a lever; its source says why."""
@@ -93,7 +93,7 @@ async def test_extraction_from_a_user_turn_holds_a_lever(
 
 
 async def test_extraction_from_a_user_turn_keeps_a_stated_fact(
-    session: Session, side: SideModel, local_server: LocalServer, store: MemoryStore
+    session: Session, side: SideModel, local_server: LocalServer, store: FolderStore
 ) -> None:
     """The same turn stating a fact: saved as the user's own, not quarantined."""
     await _extract(session, side, local_server, f"For the record: {FACT}.", FACT)
@@ -102,7 +102,7 @@ async def test_extraction_from_a_user_turn_keeps_a_stated_fact(
 
 
 async def test_save_memory_is_vetted_against_the_users_query(
-    session: Session, local_server: LocalServer, store: MemoryStore, settings: Settings
+    session: Session, local_server: LocalServer, store: FolderStore, settings: Settings
 ) -> None:
     """The agent's ``save_memory`` in a query that points at a link (a prefilled
     "summarise with AI" prompt) is held; in a plain query, it is not."""

@@ -5,9 +5,10 @@ Every adapter test runs the framework's real agent loop against a
 :class:`~asyncrecall.testing.LocalServer`: the main model is ``main``, the memory side
 query goes to ``side``. Assertions read the server's request records. The recall
 contract itself is the conformance kit's (:mod:`asyncrecall_conformance`): each
-adapter's test module subclasses its suite with a driver; on ``make test-py313`` its
-cases run on eager-task loops like the rest of this folder (they pass there: none is
-marked ``plain_loop``).
+adapter's test module subclasses its suite with a driver. Under
+``ASYNCRECALL_EAGER_TASKS=1`` (``make test-py313 PY313_TESTS=tests``) its cases run on
+eager-task loops like the rest of this folder (they pass there: none is marked
+``plain_loop``); ``make test`` runs this folder once, on plain loops.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 import eager_loops
-from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
@@ -33,7 +34,7 @@ from asyncrecall_conformance import (
 
 __all__ = ["MEMORY_MARK", "assert_valid_chat", "memory_indexes", "text_of"]
 
-if eager_loops.ENABLED:  # make test-py313: every test of this folder on an eager loop
+if eager_loops.ENABLED:  # ASYNCRECALL_EAGER_TASKS=1: every test of this folder on an eager loop
     pytest_asyncio_loop_factories = eager_loops.loop_factories
 
 #: For the tests that run litellm (the google-adk extra) only. The first of them in a
@@ -52,14 +53,14 @@ async def side_model(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
 
 
 @pytest.fixture
-async def slow(store: MemoryStore, side_model: OpenAIModel) -> AsyncIterator[RecallPrefetcher]:
+async def slow(store: FolderStore, side_model: OpenAIModel) -> AsyncIterator[RecallPrefetcher]:
     """A prefetcher whose recall is a side query to the LocalServer's ``side`` model."""
     async with RecallPrefetcher(Recaller(store, ModelSelector(side_model))) as prefetcher:
         yield prefetcher
 
 
 @pytest.fixture
-async def fast(store: MemoryStore) -> AsyncIterator[RecallPrefetcher]:
+async def fast(store: FolderStore) -> AsyncIterator[RecallPrefetcher]:
     """A prefetcher with the lexical selector, warm: settled within one loop tick."""
     async with RecallPrefetcher(Recaller(store, LexicalSelector())) as prefetcher:
         await prefetcher.warm()

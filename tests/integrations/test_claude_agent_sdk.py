@@ -46,7 +46,7 @@ from claude_agent_sdk import (
 from claude_agent_sdk import query as sdk_query
 
 from asyncrecall.integrations.claude_agent_sdk import AsyncRecallHooks, memory_context
-from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
 from asyncrecall.testing import AnthropicServer, LocalServer, Reply
@@ -209,7 +209,7 @@ class TestConformance(ConformanceSuite):
     case_marks: ClassVar[Mapping[str, Sequence[pytest.MarkDecorator]]] = {
         "c-hang-up-when-run-is-cancelled": [SDK_LEAKS_ON_CANCEL],
         "f-cancelled-run-leaves-nothing": [SDK_LEAKS_ON_CANCEL],
-        # 82 conversations, a CLI process each (about 0.4 s apiece on an idle machine).
+        # 82 conversations, a CLI process each: they need a longer timeout.
         "g-bounded-memory-with-keys": [CLI_PER_CONVERSATION],
         "g-bounded-memory-without-keys": [CLI_PER_CONVERSATION],
     }
@@ -423,7 +423,7 @@ async def test_slow_recall_lands_after_the_tool_results_in_the_system_format(
 async def test_instant_pass_rides_first_and_the_recall_follows_the_tools(
     anthropic_server: AnthropicServer,
     local_server: LocalServer,
-    store: MemoryStore,
+    store: FolderStore,
     paths: dict[str, str],
     tmp_path: Path,
 ) -> None:

@@ -36,7 +36,7 @@ from google.adk.sessions import InMemorySessionService, Session
 from google.genai import types
 
 from asyncrecall.integrations.google_adk import AsyncRecallPlugin
-from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, Reply
@@ -316,7 +316,7 @@ async def test_the_plugins_callbacks_hang_up_before_the_run_task_ends(
 
 async def test_instant_pass_rides_first_and_the_recall_follows_the_tools(
     local_server: LocalServer,
-    store: MemoryStore,
+    store: FolderStore,
     side_model: OpenAIModel,
     paths: dict[str, str],
     make: Callable[..., AdkRunner],

@@ -11,7 +11,7 @@ import pytest
 
 from asyncrecall.integrations import _common
 from asyncrecall.integrations._common import end_reason, prompt_text, record_shown
-from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
 
 
@@ -54,7 +54,7 @@ def test_end_reason_names_how_a_run_ended() -> None:
 
 
 async def test_shown_block_records_never_outgrow_the_prefetchers_conversations(
-    store: MemoryStore,
+    store: FolderStore,
 ) -> None:
     """The record of blocks shown per conversation drops the conversations the
     prefetcher holds nothing surfaced for (reset, evicted, per-run keys), so it stays

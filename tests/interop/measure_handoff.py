@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 
 from .proxy import ProxiedRequest
 from .server import LlamaServer, running_llama_server
@@ -83,10 +83,12 @@ def _case(server: LlamaServer, src: str, root: Path, *, handoff: bool, measure: 
     memory = root / "memory"
     project = root / "project"
     project.mkdir(parents=True)
-    store = MemoryStore(memory)
+    store = FolderStore(memory)
     store.ensure()
-    store.save_memory("deploy-flow", "how deploys work", "project", "Deploys go via staging.")
-    store.save_memory("cat-names", "the office cats", "user", "Tom and Ginger.")
+    store.save_memory(
+        "deploy-flow", "how deploys work", "project", "Deploys go via staging.", origin="user"
+    )
+    store.save_memory("cat-names", "the office cats", "user", "Tom and Ginger.", origin="user")
     server.proxy.clear()
     subprocess.run(
         _command(server, memory, project, "run", TOLD),

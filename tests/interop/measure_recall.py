@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 
 from .server import running_llama_server
 
@@ -46,10 +46,12 @@ def main() -> None:
     rows: dict[str, list[tuple[int, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        memory = MemoryStore(root / "memory")
+        memory = FolderStore(root / "memory")
         memory.ensure()
-        memory.save_memory("deploy-flow", "how deploys work", "project", "Via staging.")
-        memory.save_memory("cat-names", "the office cats", "user", "Tom and Ginger.")
+        memory.save_memory(
+            "deploy-flow", "how deploys work", "project", "Via staging.", origin="user"
+        )
+        memory.save_memory("cat-names", "the office cats", "user", "Tom and Ginger.", origin="user")
         with running_llama_server(root / "server.log") as server:
             for n in range(args.recalls):
                 for label, src in (("before", args.before), ("after", args.after)):

@@ -18,7 +18,7 @@ from pathlib import Path
 from .proxy import RecordingProxy
 
 #: The agent's system prompt and tool list alone are about 600 tokens since the memory
-#: prompt says how recalled notes and tool output are to be read (issue 25): 512 left
+#: prompt says how recalled notes and tool output are to be read: 512 left
 #: `run` no room for the question.
 N_CTX = 1024
 STARTUP_GUARD = 90.0

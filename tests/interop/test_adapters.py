@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall_conformance import MEMORY_MARK, Driver, Run, text_of
 
@@ -54,14 +54,14 @@ def capped(server: LlamaServer) -> Iterator[LlamaServer]:
         server.proxy.max_tokens = None
 
 
-def memory_store(tmp_path: Path) -> MemoryStore:
-    store = MemoryStore(tmp_path / "memory")
+def memory_store(tmp_path: Path) -> FolderStore:
+    store = FolderStore(tmp_path / "memory")
     store.ensure()
     store.save_memory(
         "deploy-flow", "how deploys reach the staging cluster", "project",
-        "Deploys reach the staging cluster through the release pipeline.",
+        "Deploys reach the staging cluster through the release pipeline.", origin="user",
     )  # fmt: skip
-    store.save_memory("cat-names", "the office cats", "user", "Tom and Ginger.")
+    store.save_memory("cat-names", "the office cats", "user", "Tom and Ginger.", origin="user")
     return store
 
 

@@ -1,5 +1,5 @@
 """Conformance against a real OpenAI-compatible server nobody here wrote: llama-cpp-python's
-``llama_cpp.server`` serving SmolLM2-135M (issue 9). Everything goes over HTTP through a
+``llama_cpp.server`` serving SmolLM2-135M. Everything goes over HTTP through a
 recording proxy, so the assertions are about what went on the wire.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from asyncrecall import ModelError, ModelProtocolError
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.models import (
     Finished,
     FunctionResponse,
@@ -187,10 +187,12 @@ async def test_cancel_mid_stream_closes_the_connection(server: LlamaServer) -> N
 def test_memory_recall_with_the_model_selector(server: LlamaServer, tmp_path: Path) -> None:
     """``asyncrecall memory recall --selector model`` against this server: exit 0, at most
     two side-query requests (json_schema refused, json_object), none retried."""
-    memory = MemoryStore(tmp_path / "memory")
+    memory = FolderStore(tmp_path / "memory")
     memory.ensure()
-    memory.save_memory("deploy-flow", "how deploys work", "project", "Deploys go via staging.")
-    memory.save_memory("cat-names", "the office cats", "user", "Tom and Ginger.")
+    memory.save_memory(
+        "deploy-flow", "how deploys work", "project", "Deploys go via staging.", origin="user"
+    )
+    memory.save_memory("cat-names", "the office cats", "user", "Tom and Ginger.", origin="user")
     done = subprocess.run(
         [sys.executable, "-m", "asyncrecall", "memory", "recall", "how do we deploy?",
          "--selector", "model", "--base-url", server.base_url, "--model", server.model_id,

@@ -1,4 +1,4 @@
-"""The embedding and hybrid selectors (issue 6, item 3).
+"""The embedding and hybrid selectors.
 
 The fake-encoder tests need numpy only; the real-model tests need ``wordllama``.
 """
@@ -279,7 +279,7 @@ class SameVectorEncoder:
 @pytest.mark.parametrize("factory", [EmbeddingSelector, HybridSelector])
 def test_a_query_not_in_english_also_needs_the_lexical_coverage(factory: Any) -> None:
     """The vector selectors' closeness gate was chosen on English: for a query in another
-    language they abstain as the lexical selector does too (issue 24, point 2: on our
+    language they abstain as the lexical selector does too (without it, on our
     Chinese set the hybrid selected something for 97.5 % of the questions asked against
     a folder that does not answer them). English queries keep the closeness gate alone."""
     selector = factory(SameVectorEncoder())

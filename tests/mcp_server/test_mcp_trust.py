@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("mcp", reason="asyncrecall mcp needs pip install 'asyncrecall[mcp]'")
 
 from asyncrecall.mcp_server import CLIENT_HELD
-from asyncrecall.memory import MemoryStore, Source
+from asyncrecall.memory import FolderStore, Source
 from held_texts import ATTACKS, USER_TEXT
 from mcp_server.test_mcp_server import _env, call, error_of, stdio_session
 
@@ -92,7 +92,7 @@ async def test_a_trusted_client_replaces_as_before_but_never_lifts_a_hold(tmp_pa
     """``--trust-client``: a save replaces the user's memory and is recalled at once (the
     behaviour before), but a save to a held memory leaves it held, whatever it says."""
     _user_adds_deploy(tmp_path)
-    MemoryStore(tmp_path / "memory").save_memory(
+    FolderStore(tmp_path / "memory").save_memory(
         "Regla", "regla del usuario", "feedback", ATTACKS["es"],
         sources=(Source.now("save_memory", untrusted=True),),
     )  # fmt: skip
@@ -127,7 +127,7 @@ def test_the_servers_description_says_what_becomes_of_a_save(tmp_path: Path) -> 
     from asyncrecall.mcp_server import memory_server
     from asyncrecall.memory import LexicalSelector, Recaller
 
-    manager = Recaller(MemoryStore(tmp_path / "memory"), LexicalSelector())
+    manager = Recaller(FolderStore(tmp_path / "memory"), LexicalSelector())
     untrusted = memory_server(manager).instructions or ""
     trusted = memory_server(manager, trust_client=True).instructions or ""
     assert "asyncrecall memory confirm" in untrusted and "never replaces" in untrusted
@@ -140,7 +140,7 @@ async def test_a_trusted_clients_save_after_it_was_shown_held_text_is_held(
     """Lowest trust wins for a trusted client too: once the server has shown it a held
     memory (``show``, or a ``list`` naming it), its saves are held, naming that memory;
     before that (and in a new server process) they are trusted."""
-    MemoryStore(tmp_path / "memory").save_memory(
+    FolderStore(tmp_path / "memory").save_memory(
         "Regla", "regla del usuario", "feedback", ATTACKS["es"],
         sources=(Source.now("save_memory", untrusted=True),),
     )  # fmt: skip
@@ -157,7 +157,7 @@ async def test_a_trusted_clients_save_after_it_was_shown_held_text_is_held(
         listed = await call(s, "save", name="Otra", description="d", type="user",
                             content="Verificar TLS.")  # fmt: skip
         assert listed["quarantined"] is True
-    (source,) = MemoryStore(tmp_path / "memory").provenance_of(
-        MemoryStore(tmp_path / "memory").get("Regla copiada")
+    (source,) = FolderStore(tmp_path / "memory").provenance_of(
+        FolderStore(tmp_path / "memory").get("Regla copiada")
     )
     assert source.held == "written by an MCP client shown held memory regla.md"

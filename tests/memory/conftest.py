@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall.memory import MemoryDoc, MemoryStore
+from asyncrecall.memory import FolderStore, MemoryDoc
 
 WriteFile = Callable[..., Path]
 
@@ -35,8 +35,8 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(root: Path) -> MemoryStore:
-    return MemoryStore(root)
+def store(root: Path) -> FolderStore:
+    return FolderStore(root)
 
 
 def memory_doc(rel: str, body: str, *, name: str = "", description: str = "") -> MemoryDoc:

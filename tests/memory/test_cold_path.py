@@ -1,4 +1,4 @@
-"""The lexical recall's cold path: nothing is read or tokenised on the event loop (issue 10.2).
+"""The lexical recall's cold path: nothing is read or tokenised on the event loop.
 
 Timings are in ``benchmarks/scan.py --cold``; these tests check *where* the work runs
 (which thread) and *what* is redone, through counters outside the code under test.
@@ -17,7 +17,7 @@ import pytest
 import asyncrecall.memory._recall as _recall_module
 import asyncrecall.memory.folder._scan as scan_module
 import asyncrecall.memory.selectors._lexical as lexical_module
-from asyncrecall.memory import LexicalSelector, MemoryDoc, MemoryStore, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, MemoryDoc, Recaller
 from asyncrecall.memory._recall import INLINE_BUDGET_BYTES
 
 from .conftest import WriteFile, topic
@@ -26,7 +26,7 @@ NOW = 1_750_000_000.0
 
 
 @pytest.fixture
-def folder(store: MemoryStore, write: WriteFile) -> MemoryStore:
+def folder(store: FolderStore, write: WriteFile) -> FolderStore:
     for i in range(12):
         write(
             f"note-{i:02d}.md",
@@ -77,7 +77,7 @@ async def _first_step(manager: Recaller, query: str) -> tuple[asyncio.Task[objec
 
 
 async def test_a_cold_lexical_recall_reads_and_tokenises_nothing_on_the_loop(
-    folder: MemoryStore, work: Work
+    folder: FolderStore, work: Work
 ) -> None:
     """Cold (new process: nothing cached), the scan's parsing and the tokenising run in a
     worker thread; the event loop's thread neither reads a file nor tokenises one."""
@@ -90,7 +90,7 @@ async def test_a_cold_lexical_recall_reads_and_tokenises_nothing_on_the_loop(
 
 
 async def test_a_warm_lexical_recall_settles_inline_without_reading(
-    folder: MemoryStore, work: Work
+    folder: FolderStore, work: Work
 ) -> None:
     """Warm, the recall settles in its first step (it rides on the first request) and
     neither parses nor tokenises anything."""
@@ -105,7 +105,7 @@ async def test_a_warm_lexical_recall_settles_inline_without_reading(
 
 
 async def test_a_small_change_is_read_inline_within_the_budget(
-    folder: MemoryStore, write: WriteFile, work: Work
+    folder: FolderStore, write: WriteFile, work: Work
 ) -> None:
     """A file written since the last scan whose size fits INLINE_BUDGET_BYTES is parsed
     and tokenised inline: the recall settles in its first step, with that file."""
@@ -122,7 +122,7 @@ async def test_a_small_change_is_read_inline_within_the_budget(
 
 
 async def test_a_change_over_the_budget_sends_the_recall_off_the_loop_again(
-    folder: MemoryStore, write: WriteFile, work: Work
+    folder: FolderStore, write: WriteFile, work: Work
 ) -> None:
     """Changed files whose sizes add up to more than INLINE_BUDGET_BYTES are parsed and
     tokenised in a worker thread."""
@@ -141,7 +141,7 @@ async def test_a_change_over_the_budget_sends_the_recall_off_the_loop_again(
 
 
 async def test_a_new_process_reuses_the_folders_persisted_counts(
-    folder: MemoryStore, write: WriteFile, work: Work
+    folder: FolderStore, write: WriteFile, work: Work
 ) -> None:
     """The term counts persist in the folder's hidden cache: a new selector (a new
     process) tokenises nothing that did not change, and only the changed file again."""
@@ -181,7 +181,7 @@ _VALID_ROW = ["db.md", 10, 1.0, 2, {"postgr": 1}, "en"]
     ],
 )
 async def test_an_unusable_cache_file_is_rebuilt(
-    folder: MemoryStore, work: Work, content: bytes
+    folder: FolderStore, work: Work, content: bytes
 ) -> None:
     """A damaged cache costs a re-tokenise, never a wrong answer or an error."""
     (folder.root / ".cache").mkdir()
@@ -194,7 +194,7 @@ async def test_an_unusable_cache_file_is_rebuilt(
     assert header == _HEADER and len(rows) == 13
 
 
-async def test_an_earlier_tokenisers_cache_file_is_removed(folder: MemoryStore) -> None:
+async def test_an_earlier_tokenisers_cache_file_is_removed(folder: FolderStore) -> None:
     """Counts made by an earlier tokeniser are never read, so they are not kept."""
     (folder.root / ".cache").mkdir()
     for old in lexical_module._OLD_CACHE_NAMES:
@@ -205,7 +205,7 @@ async def test_an_earlier_tokenisers_cache_file_is_removed(folder: MemoryStore) 
 
 
 async def test_a_read_only_folder_still_recalls(
-    folder: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    folder: FolderStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A folder where the cache cannot be written recalls as usual."""
 
@@ -242,7 +242,7 @@ class _NotInline:
         return list(docs[:limit])
 
 
-async def test_inline_false_is_respected(folder: MemoryStore) -> None:
+async def test_inline_false_is_respected(folder: FolderStore) -> None:
     """``inline = False`` means recall asks ``select`` (in its task), never ``rank`` inline."""
     selector = _NotInline()
     folder.scan()  # warm: only ``inline`` stands between recall and an inline ``rank``
@@ -258,7 +258,7 @@ def test_the_cache_lives_where_the_scan_never_looks(tmp_path: Path) -> None:
 
 
 async def test_the_instant_pass_never_reads_and_answers_once_warm(
-    folder: MemoryStore, work: Work
+    folder: FolderStore, work: Work
 ) -> None:
     """``recall_instant`` answers ``None`` while cold, reading and tokenising nothing on
     the caller's thread; its warm-up thread makes a later call answer at once."""
@@ -276,7 +276,7 @@ async def test_the_instant_pass_never_reads_and_answers_once_warm(
         manager.recall_instant("x", selector=_NotInline())  # type: ignore[arg-type]
 
 
-async def test_warm_makes_the_next_recall_inline(folder: MemoryStore, work: Work) -> None:
+async def test_warm_makes_the_next_recall_inline(folder: FolderStore, work: Work) -> None:
     """After ``warm()`` (work done in a worker thread), the first recall settles in its
     first step; a model selector's lexical fallback is warmed the same way."""
     manager = Recaller(folder, LexicalSelector(), clock=lambda: NOW)
@@ -293,13 +293,13 @@ async def test_warm_makes_the_next_recall_inline(folder: MemoryStore, work: Work
             super().__init__()
             self.fallback = fallback
 
-    other = Recaller(MemoryStore(folder.root), WithFallback())
+    other = Recaller(FolderStore(folder.root), WithFallback())
     await other.warm()
     assert fallback.ready(folder.scan())
 
 
 async def test_a_warm_folder_offers_its_candidates_without_a_thread(
-    folder: MemoryStore, write: WriteFile, work: Work, monkeypatch: pytest.MonkeyPatch
+    folder: FolderStore, write: WriteFile, work: Work, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """For a selector that is not inline (the model's), a warm folder's candidates come
     straight from the cached scan: no worker thread is started (starting one blocks the
@@ -329,7 +329,7 @@ async def test_a_warm_folder_offers_its_candidates_without_a_thread(
 
 
 async def test_warm_on_a_warm_folder_starts_no_thread(
-    folder: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    folder: FolderStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """warm() when the folder and its selector are warm already (the folder was read at
     start-up) returns without starting a thread: starting one holds the event loop."""
@@ -349,7 +349,7 @@ async def test_warm_on_a_warm_folder_starts_no_thread(
 
 
 async def test_the_persisted_counts_keep_each_notes_language(
-    store: MemoryStore, write: WriteFile, work: Work
+    store: FolderStore, write: WriteFile, work: Work
 ) -> None:
     """A new process reads a French folder's counts from its cache, tokenising nothing,
     and still reads the query the French way (``docker`` -> ``dock``, as the notes were):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from asyncrecall import MemoryConflictError, MemoryStoreError
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.memory.folder import _store as store_module
 from asyncrecall.memory.folder._extraction import ConsolidationGate, trim_index
 
@@ -20,18 +20,18 @@ class Crash(BaseException):
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    return MemoryStore(tmp_path / "memory")
+def store(tmp_path: Path) -> FolderStore:
+    return FolderStore(tmp_path / "memory")
 
 
 def test_every_save_and_forget_is_recorded_with_the_text_before_and_after(
-    store: MemoryStore,
+    store: FolderStore,
 ) -> None:
     """Each write leaves a numbered record holding the file's text before and after, and
     who made it; the records live beside the folder, never in it."""
-    store.save_memory("Tea", "drinks", "user", "green tea")
+    store.save_memory("Tea", "drinks", "user", "green tea", origin="user")
     store.save_memory("Tea", "drinks", "user", "black tea", origin="extraction")
-    store.forget("Tea")
+    store.forget("Tea", origin="user")
 
     records = store.history_of("Tea")
     assert [(r.seq, r.op, r.origin) for r in records] == [
@@ -43,17 +43,19 @@ def test_every_save_and_forget_is_recorded_with_the_text_before_and_after(
     assert not any(p.name == "history" for p in store.root.rglob("*"))
 
 
-def test_a_save_that_changes_nothing_records_nothing(store: MemoryStore) -> None:
-    store.save_memory("Tea", "drinks", "user", "green tea")
-    store.save_memory("Tea", "drinks", "user", "green tea")
+def test_a_save_that_changes_nothing_records_nothing(store: FolderStore) -> None:
+    store.save_memory("Tea", "drinks", "user", "green tea", origin="user")
+    store.save_memory("Tea", "drinks", "user", "green tea", origin="user")
     assert len(store.history_of("Tea")) == 1
 
 
-def test_revert_undoes_the_last_write_and_is_itself_undoable(store: MemoryStore) -> None:
+def test_revert_undoes_the_last_write_and_is_itself_undoable(store: FolderStore) -> None:
     """``revert`` brings back what the newest write replaced (a forgotten memory comes
     back whole, front matter included); a revert is a write, so it can be undone too."""
-    store.save_memory("Tea", "drinks", "user", "green tea", extra={"source_offsets": {"s": [1]}})
-    store.save_memory("Tea", "drinks", "user", "black tea")
+    store.save_memory(
+        "Tea", "drinks", "user", "green tea", extra={"source_offsets": {"s": [1]}}, origin="user"
+    )
+    store.save_memory("Tea", "drinks", "user", "black tea", origin="user")
     assert store.revert("Tea") is not None
     assert store.get("Tea").body == "green tea"
     assert "source_offsets" in store.get("Tea").path.read_text()
@@ -66,9 +68,9 @@ def test_revert_undoes_the_last_write_and_is_itself_undoable(store: MemoryStore)
     assert [d.name for d in store.scan()] == []
 
 
-def test_revert_to_a_version(store: MemoryStore) -> None:
+def test_revert_to_a_version(store: FolderStore) -> None:
     for text in ("one", "two", "three"):
-        store.save_memory("Count", "", "project", text)
+        store.save_memory("Count", "", "project", text, origin="user")
     store.revert("Count", to=1)
     assert store.get("Count").body == "one"
     with pytest.raises(MemoryStoreError, match="no version 9"):
@@ -77,27 +79,27 @@ def test_revert_to_a_version(store: MemoryStore) -> None:
         store.revert("Never saved")
 
 
-def test_a_precondition_that_fails_writes_nothing(store: MemoryStore) -> None:
+def test_a_precondition_that_fails_writes_nothing(store: FolderStore) -> None:
     """``expected``: the memory as read. A save or forget whose memory changed since,
     or that expects no memory where one now is, raises and writes nothing."""
-    read = store.save_memory("Tea", "", "user", "green")
-    store.save_memory("Tea", "", "user", "black")
+    read = store.save_memory("Tea", "", "user", "green", origin="user")
+    store.save_memory("Tea", "", "user", "black", origin="user")
     with pytest.raises(MemoryConflictError):
-        store.save_memory("Tea", "", "user", "oolong", expected=read)
+        store.save_memory("Tea", "", "user", "oolong", expected=read, origin="user")
     with pytest.raises(MemoryConflictError):
         store.forget("Tea", expected=read)
     with pytest.raises(MemoryConflictError):
-        store.save_memory("Tea", "", "user", "oolong", expected=None)
+        store.save_memory("Tea", "", "user", "oolong", expected=None, origin="user")
     assert store.get("Tea").body == "black" and len(store.history_of("Tea")) == 2
 
 
 def test_a_crash_between_the_file_and_the_index_is_repaired_by_the_next_write(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    store: FolderStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A crash after a topic file was replaced but before ``MEMORY.md`` was leaves a
     memory the index does not list; the next write (of any memory), or a trim, lists it
     again (it used to stay unlisted for good)."""
-    store.save_memory("First", "one", "project", "1")
+    store.save_memory("First", "one", "project", "1", origin="user")
     real = store_module.atomic_write
 
     def crash_on_index(path: Path, text: str) -> None:
@@ -107,17 +109,17 @@ def test_a_crash_between_the_file_and_the_index_is_repaired_by_the_next_write(
 
     monkeypatch.setattr(store_module, "atomic_write", crash_on_index)
     with pytest.raises(Crash):
-        store.save_memory("Lost", "two", "project", "2")
+        store.save_memory("Lost", "two", "project", "2", origin="user")
     monkeypatch.setattr(store_module, "atomic_write", real)
-    fresh = MemoryStore(store.root)  # a new process
+    fresh = FolderStore(store.root)  # a new process
     assert "lost.md" not in fresh.index_for_prompt()
 
-    fresh.save_memory("Third", "three", "project", "3")
+    fresh.save_memory("Third", "three", "project", "3", origin="user")
     index = fresh.index_for_prompt()
     assert "](lost.md) — two" in index and "first.md" in index and "third.md" in index
 
     (store.root / "lost.md").unlink()  # a crash between a forget's unlink and its index
-    assert trim_index(MemoryStore(store.root)) is False
+    assert trim_index(FolderStore(store.root)) is False
     assert "lost.md" not in store.index_path.read_text()
 
 

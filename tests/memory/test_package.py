@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import asyncrecall.memory as memory
 from asyncrecall.memory import LexicalSelector
 
@@ -43,3 +45,30 @@ def test_only_the_lexical_selector_runs_inline_on_the_event_loop() -> None:
     assert isinstance(LexicalSelector(), InstantSelector)
     assert not isinstance(HybridSelector(), InstantSelector)
     assert not isinstance(EmbeddingSelector(), InstantSelector)
+
+
+@pytest.mark.parametrize(
+    ("module", "old", "new"),
+    [
+        ("asyncrecall.memory", "MemoryStore", "FolderStore"),
+        ("asyncrecall.memory", "PostgresMemoryStore", "PostgresStore"),
+        ("asyncrecall.memory", "MemoryStoreProtocol", "Store"),
+        ("asyncrecall", "MemoryStore", "FolderStore"),
+        ("asyncrecall.memory.folder._store", "MemoryStore", "FolderStore"),
+        ("asyncrecall.memory.postgres._store", "PostgresMemoryStore", "PostgresStore"),
+        ("asyncrecall.memory._store_protocol", "MemoryStoreProtocol", "Store"),
+    ],
+)
+def test_the_old_store_names_warn_and_give_the_new_ones(module: str, old: str, new: str) -> None:
+    """The stores' old names are kept for one release: each use warns
+    (``DeprecationWarning``, an error in this suite) and gives the new class."""
+    import importlib
+
+    import asyncrecall.memory
+
+    package = importlib.import_module(module)
+    for _ in range(2):  # every use warns, not only the first
+        with pytest.warns(DeprecationWarning, match=f"{old} is deprecated.*use .*{new}"):
+            value = getattr(package, old)
+        assert value is getattr(asyncrecall.memory, new)
+    assert old not in getattr(package, "__all__", ())

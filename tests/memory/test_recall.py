@@ -16,9 +16,9 @@ import pytest
 from asyncrecall import CancelSignal, ModelServerError
 from asyncrecall.memory import (
     EMPTY_RECALL,
+    FolderStore,
     LexicalSelector,
     MemoryDoc,
-    MemoryStore,
     ModelSelector,
     Recaller,
     format_memory_block,
@@ -31,7 +31,7 @@ NOW = 1_750_000_000.0
 
 
 @pytest.fixture
-def manager_parts(store: MemoryStore, write: WriteFile) -> tuple[MemoryStore, ScriptedModel]:
+def manager_parts(store: FolderStore, write: WriteFile) -> tuple[FolderStore, ScriptedModel]:
     write(
         "db.md",
         topic("Database", description="testing the db", body="Use real Postgres."),
@@ -46,7 +46,7 @@ def manager_parts(store: MemoryStore, write: WriteFile) -> tuple[MemoryStore, Sc
     return store, ScriptedModel(name="side")
 
 
-def _manager(store: MemoryStore, model: ScriptedModel, **kw: object) -> Recaller:
+def _manager(store: FolderStore, model: ScriptedModel, **kw: object) -> Recaller:
     return Recaller(store, ModelSelector(model, **kw), clock=lambda: NOW)  # type: ignore[arg-type]
 
 
@@ -64,7 +64,7 @@ def _memory_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     ],
 )
 async def test_nothing_to_do_is_empty_and_asks_nobody(
-    manager_parts: tuple[MemoryStore, ScriptedModel], query: str, kwargs: dict[str, object]
+    manager_parts: tuple[FolderStore, ScriptedModel], query: str, kwargs: dict[str, object]
 ) -> None:
     """Blank query, limit 0, or no document left: EMPTY_RECALL and no side query."""
     store, model = manager_parts
@@ -75,12 +75,12 @@ async def test_nothing_to_do_is_empty_and_asks_nobody(
 
 async def test_an_empty_folder_is_empty_and_asks_nobody(tmp_path: Path) -> None:
     model = ScriptedModel()
-    assert await _manager(MemoryStore(tmp_path / "none"), model).recall("x") is EMPTY_RECALL
+    assert await _manager(FolderStore(tmp_path / "none"), model).recall("x") is EMPTY_RECALL
     assert model.json_started == 0
 
 
 async def test_model_selection_builds_the_block(
-    manager_parts: tuple[MemoryStore, ScriptedModel],
+    manager_parts: tuple[FolderStore, ScriptedModel],
 ) -> None:
     store, model = manager_parts
     model.add_json({"selected_memories": ["sub/deploy.md", "db.md"]})
@@ -95,7 +95,7 @@ async def test_model_selection_builds_the_block(
 
 
 async def test_an_empty_model_choice_is_an_empty_prompt(
-    manager_parts: tuple[MemoryStore, ScriptedModel],
+    manager_parts: tuple[FolderStore, ScriptedModel],
 ) -> None:
     store, model = manager_parts
     model.add_json({"selected_memories": []})
@@ -104,7 +104,7 @@ async def test_an_empty_model_choice_is_an_empty_prompt(
 
 
 async def test_excluded_paths_are_never_offered(
-    manager_parts: tuple[MemoryStore, ScriptedModel],
+    manager_parts: tuple[FolderStore, ScriptedModel],
 ) -> None:
     """The manifest holds one line per offered file and none for excluded ones; no bodies."""
     store, model = manager_parts
@@ -130,7 +130,7 @@ async def test_excluded_paths_are_never_offered(
     ],
 )
 async def test_an_invalid_answer_falls_back_to_lexical_with_one_warning(
-    manager_parts: tuple[MemoryStore, ScriptedModel],
+    manager_parts: tuple[FolderStore, ScriptedModel],
     caplog: pytest.LogCaptureFixture,
     answer: object,
     reason: str,
@@ -149,7 +149,7 @@ async def test_an_invalid_answer_falls_back_to_lexical_with_one_warning(
 
 
 async def test_a_model_error_falls_back_to_lexical(
-    manager_parts: tuple[MemoryStore, ScriptedModel], caplog: pytest.LogCaptureFixture
+    manager_parts: tuple[FolderStore, ScriptedModel], caplog: pytest.LogCaptureFixture
 ) -> None:
     store, model = manager_parts
     model.add_json(error=ModelServerError("HTTP 500 from the endpoint"))
@@ -164,7 +164,7 @@ async def test_a_model_error_falls_back_to_lexical(
 
 
 async def test_without_a_fallback_a_failure_is_an_empty_result(
-    manager_parts: tuple[MemoryStore, ScriptedModel], caplog: pytest.LogCaptureFixture
+    manager_parts: tuple[FolderStore, ScriptedModel], caplog: pytest.LogCaptureFixture
 ) -> None:
     store, model = manager_parts
     model.add_json(error=ModelServerError("down"))
@@ -176,7 +176,7 @@ async def test_without_a_fallback_a_failure_is_an_empty_result(
 
 
 async def test_the_old_timeout_is_only_an_option(
-    manager_parts: tuple[MemoryStore, ScriptedModel],
+    manager_parts: tuple[FolderStore, ScriptedModel],
 ) -> None:
     """No timeout by default; ``timeout=`` (the old baseline) turns a slow answer into a failure."""
     store, model = manager_parts
@@ -189,7 +189,7 @@ async def test_the_old_timeout_is_only_an_option(
 
 
 async def test_our_cancel_stops_the_side_query_and_returns_empty_silently(
-    manager_parts: tuple[MemoryStore, ScriptedModel], caplog: pytest.LogCaptureFixture
+    manager_parts: tuple[FolderStore, ScriptedModel], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The caller's signal cancels the selector's task (drained), EMPTY_RECALL, nothing logged."""
     store, model = manager_parts
@@ -210,7 +210,7 @@ async def test_our_cancel_stops_the_side_query_and_returns_empty_silently(
 
 
 async def test_an_already_cancelled_signal_asks_nobody(
-    manager_parts: tuple[MemoryStore, ScriptedModel],
+    manager_parts: tuple[FolderStore, ScriptedModel],
 ) -> None:
     store, model = manager_parts
     cancel = CancelSignal()
@@ -220,7 +220,7 @@ async def test_an_already_cancelled_signal_asks_nobody(
 
 
 async def test_the_bridge_is_removed_once_recall_settles(
-    manager_parts: tuple[MemoryStore, ScriptedModel],
+    manager_parts: tuple[FolderStore, ScriptedModel],
 ) -> None:
     store, model = manager_parts
     model.add_json({"selected_memories": ["db.md"]})
@@ -232,7 +232,7 @@ async def test_the_bridge_is_removed_once_recall_settles(
 
 
 async def test_a_cancellation_we_did_not_issue_propagates(
-    manager_parts: tuple[MemoryStore, ScriptedModel],
+    manager_parts: tuple[FolderStore, ScriptedModel],
 ) -> None:
     """Cancelling the task running recall cancels and drains the side query, then re-raises."""
     store, model = manager_parts
@@ -250,7 +250,7 @@ async def test_a_cancellation_we_did_not_issue_propagates(
 
 
 async def test_a_selector_can_be_chosen_per_call(
-    manager_parts: tuple[MemoryStore, ScriptedModel],
+    manager_parts: tuple[FolderStore, ScriptedModel],
 ) -> None:
     store, model = manager_parts
     result = await _manager(store, model).recall("deploys", selector=LexicalSelector())
@@ -258,7 +258,7 @@ async def test_a_selector_can_be_chosen_per_call(
     assert model.json_started == 0
 
 
-async def test_a_lexical_manager_needs_no_model(store: MemoryStore, write: WriteFile) -> None:
+async def test_a_lexical_manager_needs_no_model(store: FolderStore, write: WriteFile) -> None:
     write("a.md", topic("Tea", body="Alice drinks tea"), mtime=NOW - 3 * 86_400)
     manager = Recaller(store, LexicalSelector(), clock=lambda: NOW)
     result = await manager.recall("what does alice drink")
@@ -267,7 +267,7 @@ async def test_a_lexical_manager_needs_no_model(store: MemoryStore, write: Write
 
 
 async def test_a_cancel_during_the_scan_returns_at_once(
-    manager_parts: tuple[MemoryStore, ScriptedModel], monkeypatch: pytest.MonkeyPatch
+    manager_parts: tuple[FolderStore, ScriptedModel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A slow (cold) scan does not hold up a cancelled recall; no side query is sent."""
     store, model = manager_parts

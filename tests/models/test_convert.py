@@ -57,7 +57,7 @@ def test_parallel_calls_become_one_assistant_message() -> None:
 
 def test_calls_without_text_send_empty_content() -> None:
     """``"content": ""``: llama-cpp-python's server answers HTTP 500 to ``null`` and to a
-    missing key (its chat template reads ``content``); see tests/interop (issue 9)."""
+    missing key (its chat template reads ``content``); see tests/interop."""
     messages = contents_to_messages([user_content("go"), model_content(CALL_A)])
     assert messages[-1]["content"] == ""
     assert messages[-1]["tool_calls"][0]["id"] == "call_a"

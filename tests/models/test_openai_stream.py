@@ -120,7 +120,7 @@ async def test_usage_reported_when_sent(model: OpenAIModel, local_server: LocalS
 
 async def test_no_usage_is_estimated(model: OpenAIModel, local_server: LocalServer) -> None:
     """A server that sends no usage (llama-cpp-python, LM Studio): the usage is estimated
-    from the sizes, about 4 characters a token, and says so (issue 9: keeps
+    from the sizes, about 4 characters a token, and says so (that keeps
     ``--session-token-limit`` working)."""
     local_server.script("main", Reply(text="x" * 40, usage=False))
     events = await run_turn(model, "y" * 4000)

@@ -1,7 +1,7 @@
-"""Issue 9, model side: answers that look like success are errors, tool rounds are sent in
-a shape every server takes, usage is estimated when missing, names read short.
+"""Servers' quirks, model side: answers that look like success are errors, tool rounds are
+sent in a shape every server takes, usage is estimated when missing, names read short.
 
-Each test here failed on the code before issue 9 (see the commit that added it).
+Each test here failed on the code before the fix (see the commit that added it).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Known quirks of OpenAI-compatible servers, each as a LocalServer scenario (issue 9).
+"""Known quirks of OpenAI-compatible servers, each as a LocalServer scenario.
 
 Where each quirk was read, and how the client handles it: ``docs/servers.md``. The
 llama-cpp-python quirks are also checked against the real server in ``tests/interop``.

@@ -37,7 +37,7 @@ from asyncrecall import (
     ModelProtocolError,
     RecallPrefetcher,
 )
-from asyncrecall.memory import MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
 
@@ -172,8 +172,8 @@ async def _recall_dropped_by_signal(
 ) -> None:
     """A recall whose side query is out, dropped through its cancel signal: directly,
     or by the prefetcher at a new user message (which also cancels the recall's task)."""
-    store = MemoryStore(root)
-    store.save_memory("note", "a note", "project", "body")
+    store = FolderStore(root)
+    store.save_memory("note", "a note", "project", "body", origin="user")
     manager = Recaller(store, ModelSelector(model, fallback=None))
     if how == "prefetcher":
         async with RecallPrefetcher(manager) as prefetcher:
@@ -393,7 +393,7 @@ async def test_https_side_queries_trust_ssl_cert_file_and_load_it_once_off_the_l
 ) -> None:
     """Over real TLS: the certificate named by SSL_CERT_FILE is trusted (an unknown one
     is a connection error); the trust store is loaded once per process, in a worker
-    thread (40-55 ms of CPU that must not stall the loop), and shared by later models."""
+    thread (costly CPU that must not stall the loop), and shared by later models."""
     import ssl
     import threading
 
@@ -426,7 +426,7 @@ async def test_https_side_queries_trust_ssl_cert_file_and_load_it_once_off_the_l
     assert len(state.requests) == 2
 
 
-# -- issue 21: where the stream writer must agree with the SDK, or stand aside ---------
+# -- where the stream writer must agree with the SDK, or stand aside -------------------
 
 
 @pytest.fixture(params=["fast", "sdk"])
@@ -499,8 +499,8 @@ async def test_no_error_log_line_or_repr_shows_the_base_urls_credentials(
         with pytest.raises(ModelAuthError) as caught:
             await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
         texts.append(str(caught.value))
-        store = MemoryStore(tmp_path / "memory")
-        store.save_memory("note", "a note", "project", "body")
+        store = FolderStore(tmp_path / "memory")
+        store.save_memory("note", "a note", "project", "body", origin="user")
         manager = Recaller(store, ModelSelector(model))
         with caplog.at_level(logging.WARNING):
             await manager.recall("q")
@@ -671,8 +671,8 @@ async def test_a_closed_transport_opens_nothing(raw: RawServer, tmp_path: Path) 
     connection error)."""
     raw.answer = _selection
     model = OpenAIModel(model="side", base_url=raw.base_url, max_retries=0)
-    store = MemoryStore(tmp_path / "memory")
-    store.save_memory("note", "a note", "project", "body")
+    store = FolderStore(tmp_path / "memory")
+    store.save_memory("note", "a note", "project", "body", origin="user")
     manager = Recaller(store, ModelSelector(model, fallback=None))
     signal = CancelSignal()
     recall = asyncio.create_task(manager.recall("q", cancel=signal))

@@ -1,4 +1,4 @@
-"""Issue 9: the side query's request budget. A rejected ``json_schema`` is recognised from
+"""The side query's request budget. A rejected ``json_schema`` is recognised from
 any status and the body, falls back to ``json_object`` at once, is never retried, and is
 remembered per endpoint for every model of the process; side queries are capped.
 

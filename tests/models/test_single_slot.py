@@ -1,4 +1,4 @@
-"""The main turn wins on one-request-at-a-time servers (issue 20): the local server cuts
+"""The main turn wins on one-request-at-a-time servers: the local server cuts
 a main stream (``Reply.interrupt``, as llama-cpp-python's ``interrupt_requests`` does)
 while another request is unanswered; real HTTP, the agent's client and its models."""
 

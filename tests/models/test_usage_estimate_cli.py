@@ -1,4 +1,4 @@
-"""Issue 9: ``--session-token-limit`` works against a server that reports no usage.
+"""``--session-token-limit`` works against a server that reports no usage.
 
 The model estimates the usage and marks it; the agent's ``usage`` event says so
 (``estimated: true``). Checked end to end: the real CLI, piped ``chat``, a LocalServer

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+    from asyncrecall.memory.postgres._store import PostgresStore
     from asyncrecall.testing import LocalPostgres
 
 REQUIRE = os.environ.get("ASYNCRECALL_REQUIRE_POSTGRES") == "1"
@@ -59,7 +59,7 @@ def pg_server(postgres_server: LocalPostgres) -> LocalPostgres:
 
 #: The role the store tests run as: an application role granted only the documented
 #: data (``GRANTS``), no CREATE anywhere, on a schema migrated by the server's owner
-#: (issue 26, point 5). Tests that need the owner (ANALYZE, DDL, roles, databases) use
+#: (least privilege). Tests that need the owner (ANALYZE, DDL, roles, databases) use
 #: ``pg_server.url``.
 APP_ROLE = "asyncrecall_app"
 
@@ -69,12 +69,12 @@ def app_url(postgres_server: LocalPostgres) -> str:
     import psycopg
     from psycopg import sql
 
-    from asyncrecall.memory import PostgresMemoryStore
+    from asyncrecall.memory import PostgresStore
     from asyncrecall.memory.postgres._schema import GRANTS
 
     if not postgres_server.running:
         postgres_server.start()
-    PostgresMemoryStore.migrate(postgres_server.url)
+    PostgresStore.migrate(postgres_server.url)
     with psycopg.connect(postgres_server.url, autocommit=True) as owner:
         owner.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")  # PostgreSQL 15's default
         owner.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(APP_ROLE)))
@@ -103,13 +103,13 @@ def namespace() -> str:
 @pytest.fixture
 def open_pg(pg_url: str) -> Iterator[Any]:
     """``open_pg(namespace=..., **options)``: a connected store, closed after the test."""
-    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+    from asyncrecall.memory.postgres._store import PostgresStore
 
-    stores: list[PostgresMemoryStore] = []
+    stores: list[PostgresStore] = []
 
-    def open_store(namespace: str, **options: Any) -> PostgresMemoryStore:
+    def open_store(namespace: str, **options: Any) -> PostgresStore:
         options.setdefault("timeout", 2.0)
-        store = PostgresMemoryStore.open(pg_url, namespace=namespace, **options)
+        store = PostgresStore.open(pg_url, namespace=namespace, **options)
         stores.append(store)
         return store
 
@@ -119,8 +119,8 @@ def open_pg(pg_url: str) -> Iterator[Any]:
 
 
 @pytest.fixture
-def pg_store(open_pg: Any, namespace: str) -> PostgresMemoryStore:
-    store: PostgresMemoryStore = open_pg(namespace)
+def pg_store(open_pg: Any, namespace: str) -> PostgresStore:
+    store: PostgresStore = open_pg(namespace)
     return store
 
 

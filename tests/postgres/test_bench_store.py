@@ -38,7 +38,7 @@ def test_the_store_benchmark_runs_and_reports_every_row(pg_server: LocalPostgres
     tenants = report["tenants"]
     assert tenants["tenants"] == 30 and tenants["recalls"] > 0 and tenants["errors"] == 0
     # 30 namespaces' stores in one process: one engine's connections (two pools of 4,
-    # the LISTEN connection, 4 of the loop), not about four per namespace (issue 26).
+    # the LISTEN connection, 4 of the loop), not about four per namespace.
     assert 0 < tenants["server_connections"] <= 13, tenants
 
 

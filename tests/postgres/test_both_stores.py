@@ -1,8 +1,8 @@
 """The same store and recall behaviour on the folder and on PostgreSQL.
 
-Every test here runs twice, on :class:`MemoryStore` (a temporary folder) and on
-:class:`PostgresMemoryStore` (a fresh namespace of the session's cluster), through
-:class:`MemoryStoreProtocol` only.
+Every test here runs twice, on :class:`FolderStore` (a temporary folder) and on
+:class:`PostgresStore` (a fresh namespace of the session's cluster), through
+:class:`Store` only.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from asyncrecall import CancelSignal, MemoryStoreError
 from asyncrecall.memory import (
     EMPTY_RECALL,
     INDEX_MAX_LINES,
+    FolderStore,
     LexicalSelector,
-    MemoryStore,
-    MemoryStoreProtocol,
     ModelSelector,
     Recaller,
+    Store,
     format_memory_block,
 )
 from asyncrecall.testing import ScriptedModel
@@ -30,31 +30,31 @@ NOW = 1_750_000_000.0
 
 
 @pytest.fixture(params=["folder", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> MemoryStoreProtocol:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     if request.param == "folder":
-        return MemoryStore(tmp_path / "memory")
-    found: MemoryStoreProtocol = request.getfixturevalue("pg_store")
+        return FolderStore(tmp_path / "memory")
+    found: Store = request.getfixturevalue("pg_store")
     return found
 
 
 @pytest.fixture
-def filled(store: MemoryStoreProtocol) -> MemoryStoreProtocol:
+def filled(store: Store) -> Store:
     """Three memories, saved oldest first: Deploy, Style, Database."""
-    store.save_memory("Deploy", "deploys", "project", "staging first")
-    store.save_memory("Style", "code style", "feedback", "ruff, mypy")
-    store.save_memory("Database", "testing the db", "project", "Use real Postgres.")
+    store.save_memory("Deploy", "deploys", "project", "staging first", origin="user")
+    store.save_memory("Style", "code style", "feedback", "ruff, mypy", origin="user")
+    store.save_memory("Database", "testing the db", "project", "Use real Postgres.", origin="user")
     return store
 
 
-def _manager(store: MemoryStoreProtocol, model: ScriptedModel) -> Recaller:
+def _manager(store: Store, model: ScriptedModel) -> Recaller:
     return Recaller(store, ModelSelector(model), clock=lambda: NOW)
 
 
-def test_the_store_satisfies_the_protocol(store: MemoryStoreProtocol) -> None:
-    assert isinstance(store, MemoryStoreProtocol)
+def test_the_store_satisfies_the_protocol(store: Store) -> None:
+    assert isinstance(store, Store)
 
 
-def test_save_get_scan_and_forget(filled: MemoryStoreProtocol) -> None:
+def test_save_get_scan_and_forget(filled: Store) -> None:
     """Newest first; a memory is found by rel path, name, name in any case, or stem."""
     assert [d.name for d in filled.scan()] == ["Database", "Style", "Deploy"]
     assert [d.rel_path for d in filled.scan(limit=2)] == ["database.md", "style.md"]
@@ -71,24 +71,26 @@ def test_save_get_scan_and_forget(filled: MemoryStoreProtocol) -> None:
         filled.forget("Style")
 
 
-def test_an_update_keeps_the_file_name_and_becomes_newest(filled: MemoryStoreProtocol) -> None:
-    doc = filled.save_memory("Deploy", "deploys, again", "reference", "prod on Fridays? no")
+def test_an_update_keeps_the_file_name_and_becomes_newest(filled: Store) -> None:
+    doc = filled.save_memory(
+        "Deploy", "deploys, again", "reference", "prod on Fridays? no", origin="user"
+    )
     assert doc.rel_path == "deploy.md"
     assert [d.name for d in filled.scan()] == ["Deploy", "Database", "Style"]
     assert filled.get("deploy.md").body == "prod on Fridays? no"
     assert len(filled.scan(limit=None)) == 3
 
 
-def test_names_with_one_file_name_get_two_files(store: MemoryStoreProtocol) -> None:
-    first = store.save_memory("Foo bar", "", "user", "one")
-    second = store.save_memory("foo-bar", "", "user", "two")
+def test_names_with_one_file_name_get_two_files(store: Store) -> None:
+    first = store.save_memory("Foo bar", "", "user", "one", origin="user")
+    second = store.save_memory("foo-bar", "", "user", "two", origin="user")
     assert first.rel_path == "foo-bar.md"
     assert second.rel_path != first.rel_path and second.rel_path.startswith("foo-bar-")
     assert store.get("Foo bar").body == "one" and store.get("foo-bar").body == "two"
 
 
-def test_the_index_lists_every_memory_once(filled: MemoryStoreProtocol) -> None:
-    filled.save_memory("Style", "code style, updated", "feedback", "ruff")
+def test_the_index_lists_every_memory_once(filled: Store) -> None:
+    filled.save_memory("Style", "code style, updated", "feedback", "ruff", origin="user")
     assert filled.index_for_prompt().splitlines() == [
         "- [Deploy](deploy.md) — deploys",
         "- [Style](style.md) — code style, updated",
@@ -98,9 +100,9 @@ def test_the_index_lists_every_memory_once(filled: MemoryStoreProtocol) -> None:
     assert "deploy.md" not in filled.index_for_prompt()
 
 
-def test_a_long_index_is_cut_with_a_warning(store: MemoryStoreProtocol) -> None:
+def test_a_long_index_is_cut_with_a_warning(store: Store) -> None:
     for number in range(INDEX_MAX_LINES + 5):
-        store.save_memory(f"Note {number:03d}", "a note", "project", "x")
+        store.save_memory(f"Note {number:03d}", "a note", "project", "x", origin="user")
     text = store.index_for_prompt()
     lines = text.splitlines()
     assert lines[0] == "- [Note 000](note-000.md) — a note"
@@ -123,7 +125,7 @@ def test_a_long_index_is_cut_with_a_warning(store: MemoryStoreProtocol) -> None:
     ],
 )
 def test_bad_input_is_rejected_and_nothing_is_written(
-    store: MemoryStoreProtocol, args: tuple[str, str, str, str], message: str
+    store: Store, args: tuple[str, str, str, str], message: str
 ) -> None:
     with pytest.raises(MemoryStoreError, match=message):
         store.save_memory(*args)
@@ -131,14 +133,14 @@ def test_bad_input_is_rejected_and_nothing_is_written(
 
 
 async def test_an_empty_store_recalls_nothing_and_asks_nobody(
-    store: MemoryStoreProtocol,
+    store: Store,
 ) -> None:
     model = ScriptedModel()
     assert await _manager(store, model).recall("database") is EMPTY_RECALL
     assert model.json_started == 0
 
 
-async def test_the_lexical_selector_finds_the_memory(filled: MemoryStoreProtocol) -> None:
+async def test_the_lexical_selector_finds_the_memory(filled: Store) -> None:
     manager = Recaller(filled, LexicalSelector(), clock=lambda: NOW)
     result = await manager.recall("which database do the tests use?")
     assert result.strategy == "lexical"
@@ -146,7 +148,7 @@ async def test_the_lexical_selector_finds_the_memory(filled: MemoryStoreProtocol
     assert "Use real Postgres." in result.prompt
 
 
-async def test_model_selection_builds_the_block(filled: MemoryStoreProtocol) -> None:
+async def test_model_selection_builds_the_block(filled: Store) -> None:
     model = ScriptedModel(name="side")
     model.add_json({"selected_memories": ["deploy.md", "database.md"]})
     result = await _manager(filled, model).recall("how do we ship?")
@@ -154,7 +156,7 @@ async def test_model_selection_builds_the_block(filled: MemoryStoreProtocol) -> 
     assert result.prompt == format_memory_block(result.selected, now=NOW)
 
 
-async def test_excluded_paths_are_never_offered(filled: MemoryStoreProtocol) -> None:
+async def test_excluded_paths_are_never_offered(filled: Store) -> None:
     model = ScriptedModel()
     model.add_json({"selected_memories": []})
     await _manager(filled, model).recall("anything", excluded_paths={"database.md"})
@@ -165,7 +167,7 @@ async def test_excluded_paths_are_never_offered(filled: MemoryStoreProtocol) -> 
 
 
 async def test_an_invalid_answer_falls_back_to_lexical(
-    filled: MemoryStoreProtocol, caplog: pytest.LogCaptureFixture
+    filled: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = ScriptedModel()
     model.add_json({"selected_memories": ["invented.md"]})
@@ -175,7 +177,7 @@ async def test_an_invalid_answer_falls_back_to_lexical(
     assert result.fallback_reason is not None and "not offered" in result.fallback_reason
 
 
-async def test_our_cancel_returns_empty(filled: MemoryStoreProtocol) -> None:
+async def test_our_cancel_returns_empty(filled: Store) -> None:
     model = ScriptedModel()
     model.add_json({"selected_memories": ["database.md"]}, gate=asyncio.Event())
     cancel = CancelSignal()
@@ -188,7 +190,7 @@ async def test_our_cancel_returns_empty(filled: MemoryStoreProtocol) -> None:
     assert model.json_cancelled == 1
 
 
-async def test_a_cancellation_we_did_not_issue_propagates(filled: MemoryStoreProtocol) -> None:
+async def test_a_cancellation_we_did_not_issue_propagates(filled: Store) -> None:
     model = ScriptedModel()
     model.add_json({"selected_memories": ["database.md"]}, gate=asyncio.Event())
     task = asyncio.create_task(_manager(filled, model).recall("database"))
@@ -201,18 +203,20 @@ async def test_a_cancellation_we_did_not_issue_propagates(filled: MemoryStorePro
 
 
 def test_a_name_of_the_largest_size_is_saved_found_and_forgotten(
-    store: MemoryStoreProtocol,
+    store: Store,
 ) -> None:
     """1,000 bytes of UTF-8 (500 two-byte letters) is a name every store takes whole."""
     name = "é" * 500
-    doc = store.save_memory(name, "the longest name", "user", "body")
+    doc = store.save_memory(name, "the longest name", "user", "body", origin="user")
     assert store.get(name).name == name == doc.name
     assert store.forget(name).name == name
     assert store.scan(limit=None) == []
 
 
-def test_odd_characters_in_names_are_data(store: MemoryStoreProtocol) -> None:
+def test_odd_characters_in_names_are_data(store: Store) -> None:
     name = "Robert'); DROP TABLE asyncrecall_memories; -- ünïcode"
-    doc = store.save_memory(name, "quotes ' \" and \\ backslashes", "user", "body; --")
+    doc = store.save_memory(
+        name, "quotes ' \" and \\ backslashes", "user", "body; --", origin="user"
+    )
     assert store.get(name).description == "quotes ' \" and \\ backslashes"
     assert [d.rel_path for d in store.scan()] == [doc.rel_path]

@@ -1,6 +1,6 @@
 """One engine per process and database: every namespace's store shares its connections.
 
-Issue 26, point 1: each store opened its own two pools, ``LISTEN`` connection, loop
+Before: each store opened its own two pools, ``LISTEN`` connection, loop
 connections and threads, so 40 namespaces took 120-142 server connections (the
 server's default limit is 100) and 201 threads. The stores of one URL now share one
 engine (``_engine``); these tests count what the server and the process see.
@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from asyncrecall.memory import PostgresMemoryStore
+from asyncrecall.memory import PostgresStore
 from asyncrecall.memory.postgres._text import StoreChange
 
 from .conftest import APP_ROLE
@@ -56,10 +56,12 @@ async def test_forty_namespaces_share_a_bounded_set_of_connections(
     engine's connections and threads (before: about four connections and four threads
     per namespace); each still sees only its own memories."""
     before, threads_before = _backends(pg_url), threading.active_count()
-    stores: list[PostgresMemoryStore] = []
+    stores: list[PostgresStore] = []
     for number in range(40):
-        store: PostgresMemoryStore = open_pg(f"{namespace}-{number}")
-        store.save_memory(f"Fact {number}", "a fact", "project", f"tenant {number} fact")
+        store: PostgresStore = open_pg(f"{namespace}-{number}")
+        store.save_memory(
+            f"Fact {number}", "a fact", "project", f"tenant {number} fact", origin="user"
+        )
         assert f"Fact {number}" in store.index_for_prompt()
         assert store.extraction_backend().cursor("s1") == 0
         stores.append(store)
@@ -82,15 +84,15 @@ async def test_a_closed_store_leaves_the_other_namespaces_working(
     """Closing one namespace's store closes nothing the others use; the last one to
     close takes the engine's connections with it."""
     before = _backends(pg_url)
-    first: PostgresMemoryStore = open_pg(f"{namespace}-a")
+    first: PostgresStore = open_pg(f"{namespace}-a")
     second = first.for_namespace(f"{namespace}-b")
     try:
-        first.save_memory("Alpha", "", "user", "alpha fact")
-        second.save_memory("Beta", "", "user", "beta fact")
+        first.save_memory("Alpha", "", "user", "alpha fact", origin="user")
+        second.save_memory("Beta", "", "user", "beta fact", origin="user")
         assert [d.name for d in await first.candidates("fact")] == ["Alpha"]
         first.close()
         assert [d.name for d in await second.candidates("fact")] == ["Beta"]
-        assert second.save_memory("Gamma", "", "user", "gamma").name == "Gamma"
+        assert second.save_memory("Gamma", "", "user", "gamma", origin="user").name == "Gamma"
         assert "Gamma" in second.index_for_prompt()
     finally:
         second.close()
@@ -103,10 +105,10 @@ def test_each_store_hears_the_changes_of_its_own_namespace(open_pg: Any, namespa
     namespace's store hears only the save made in its own namespace afterwards (the
     notifications come in commit order, so that one is heard after the first would
     have been)."""
-    writer: PostgresMemoryStore = open_pg(namespace)
-    reader: PostgresMemoryStore = open_pg(namespace)
-    other: PostgresMemoryStore = open_pg(f"{namespace}-other")
-    other_writer: PostgresMemoryStore = open_pg(f"{namespace}-other")
+    writer: PostgresStore = open_pg(namespace)
+    reader: PostgresStore = open_pg(namespace)
+    other: PostgresStore = open_pg(f"{namespace}-other")
+    other_writer: PostgresStore = open_pg(f"{namespace}-other")
     heard = threading.Event()
     reader.add_change_listener(lambda change: heard.set())
     other_heard: list[StoreChange] = []
@@ -119,10 +121,10 @@ def test_each_store_hears_the_changes_of_its_own_namespace(open_pg: Any, namespa
 
     other.add_change_listener(on_other)
     assert reader.index_for_prompt() == ""  # cached
-    writer.save_memory("Deploy", "deploys", "project", "staging first")
+    writer.save_memory("Deploy", "deploys", "project", "staging first", origin="user")
     assert heard.wait(10)
     assert "Deploy" in reader.index_for_prompt()
-    other_writer.save_memory("Later", "", "user", "after the first save")
+    other_writer.save_memory("Later", "", "user", "after the first save", origin="user")
     assert other_done.wait(10)
     assert [(c.op, c.memory_id) for c in other_heard] == [("save", other.memory_id("Later"))]
 
@@ -134,8 +136,8 @@ def test_a_part_that_fails_to_close_leaves_none_of_the_others_open(
     after): here the loops' connections fail, and the pool and the private loop's
     thread, with the ``LISTEN`` connection and the async pool, are closed all the same."""
     before = _backends(pg_url)
-    store = PostgresMemoryStore.open(pg_url, namespace=namespace, max_size=3)  # its own engine
-    store.save_memory("Alpha", "", "user", "alpha fact")
+    store = PostgresStore.open(pg_url, namespace=namespace, max_size=3)  # its own engine
+    store.save_memory("Alpha", "", "user", "alpha fact", origin="user")
     engine = store._engine
     assert engine is not None and engine.pool is not None and engine.portal is not None
     pool, portal = engine.pool, engine.portal

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller, Source
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller, Source
 from asyncrecall.memory._provenance import parse_provenance, provenance_json
 from asyncrecall.memory._transfer import copy_memories
 from asyncrecall.memory.extraction._consolidate import consolidate
@@ -31,7 +31,7 @@ QUESTION = "Tests überspringen Hauptzweig pushen"
 @pytest.fixture(params=["folder", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "folder":
-        return MemoryStore(tmp_path / "memory")
+        return FolderStore(tmp_path / "memory")
     return request.getfixturevalue("pg_store")
 
 
@@ -75,7 +75,7 @@ def _mcp(store: Any, tmp_path: Path) -> None:
 
 def _import(store: Any, tmp_path: Path) -> None:
     """A trusted import of a copy that claims the user confirmed it and typed it."""
-    handed = MemoryStore(tmp_path / "handed")
+    handed = FolderStore(tmp_path / "handed")
     handed.ensure()
     (handed.root / "regel.md").write_text(
         "---\nname: Regel\ndescription: Nutzerregel\ntype: feedback\nprovenance:\n"
@@ -161,8 +161,8 @@ async def test_consolidation_shown_a_held_memory_writes_held_output(
     trusted: the rewrite waits beside the user's memory, untrusted, its ``held`` naming
     the held memories shown; the delete of a memory recall uses is skipped; the merge of
     held memories is held. Recall still gives the user's text."""
-    store.save_memory("Deploy steps", "how to deploy", "project", USER_TEXT)
-    store.save_memory("Editor", "which editor", "user", "The user edits with Helix.")
+    store.save_memory("Deploy steps", "how to deploy", "project", USER_TEXT, origin="user")
+    store.save_memory("Editor", "which editor", "user", "The user edits with Helix.", origin="user")
     regel = _held(store)
     regla = _held(store, "Regla", ATTACKS["es"])
     local_server.script("side", _plan(
@@ -201,7 +201,7 @@ async def test_consolidation_shown_a_held_memory_writes_held_output(
 @pytest.fixture
 def where(store: Any, tmp_path: Path) -> list[str]:
     """The flags naming the test's store: its folder, or its database namespace."""
-    if isinstance(store, MemoryStore):
+    if isinstance(store, FolderStore):
         return ["--memory-dir", str(store.root), "--project", str(tmp_path)]
     return ["--store", store.url, "--namespace", store.namespace, "--project", str(tmp_path)]
 
@@ -243,7 +243,7 @@ OLD_PROVENANCE = [
 
 def _store_old(store: Any, provenance: list[dict[str, Any]]) -> None:
     """The memory ``Old`` with ``provenance`` as an older version wrote it."""
-    if isinstance(store, MemoryStore):
+    if isinstance(store, FolderStore):
         store.ensure()
         header = json.dumps(provenance)  # JSON is YAML: the front matter reads it
         (store.root / "old.md").write_text(
@@ -255,7 +255,7 @@ def _store_old(store: Any, provenance: list[dict[str, Any]]) -> None:
     import psycopg
     from psycopg.types.json import Jsonb
 
-    store.save_memory("Old", "old", "project", "Old fact.")
+    store.save_memory("Old", "old", "project", "Old fact.", origin="user")
     with psycopg.connect(store.url, autocommit=True) as conn:
         conn.execute(
             "UPDATE asyncrecall_memories SET provenance = %s WHERE namespace = %s AND name = %s",

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from asyncrecall.memory import PostgresMemoryStore
+from asyncrecall.memory import PostgresStore
 
 
 def _connections(url: str, name: str) -> int:
@@ -40,16 +40,16 @@ def _until(url: str, name: str, count: int) -> int:
     return found
 
 
-def _name(store: PostgresMemoryStore) -> str:
+def _name(store: PostgresStore) -> str:
     return store._query.loops.name
 
 
 async def test_recall_queries_on_the_callers_loop_and_close_closes_it(
-    pg_store: PostgresMemoryStore,
+    pg_store: PostgresStore,
 ) -> None:
     """The candidates come over a connection of the caller's loop (no hop to the
     store's thread), which is kept for the next recall and closed with the store."""
-    pg_store.save_memory("Deploy", "deploys", "project", "staging first")
+    pg_store.save_memory("Deploy", "deploys", "project", "staging first", origin="user")
     url, name = pg_store.url, _name(pg_store)
     assert _connections(url, name) == 0
     assert [d.name for d in await pg_store.candidates("deploy to staging")] == ["Deploy"]
@@ -59,10 +59,10 @@ async def test_recall_queries_on_the_callers_loop_and_close_closes_it(
     assert _until(url, name, 0) == 0
 
 
-def test_the_end_of_a_loop_closes_its_connections(pg_store: PostgresMemoryStore) -> None:
+def test_the_end_of_a_loop_closes_its_connections(pg_store: PostgresStore) -> None:
     """A loop that recalled and is gone leaves no connection open behind it, though the
     store lives on (and serves the next loop)."""
-    pg_store.save_memory("Deploy", "deploys", "project", "staging first")
+    pg_store.save_memory("Deploy", "deploys", "project", "staging first", origin="user")
     url, name = pg_store.url, _name(pg_store)
     loop = asyncio.new_event_loop()
     try:
@@ -80,8 +80,8 @@ def test_the_end_of_a_loop_closes_its_connections(pg_store: PostgresMemoryStore)
 async def test_a_loop_has_at_most_max_size_connections(open_pg: Any, namespace: str) -> None:
     """Five recalls waiting at once on a store of ``max_size=2``: two connections of the
     loop, the others go through the store's own pool; all five get their answer."""
-    store: PostgresMemoryStore = open_pg(namespace, max_size=2)
-    store.save_memory("Deploy", "deploys", "project", "staging first")
+    store: PostgresStore = open_pg(namespace, max_size=2)
+    store.save_memory("Deploy", "deploys", "project", "staging first", origin="user")
     url, name = store.url, _name(store)
     with psycopg.connect(url) as lock:
         lock.execute("LOCK TABLE asyncrecall_memories IN ACCESS EXCLUSIVE MODE")
@@ -98,11 +98,11 @@ async def test_a_loop_has_at_most_max_size_connections(open_pg: Any, namespace: 
 
 @pytest.mark.parametrize("when", ["waiting", "answered"])
 async def test_a_cancelled_recall_leaves_a_working_store(
-    pg_store: PostgresMemoryStore, when: str
+    pg_store: PostgresStore, when: str
 ) -> None:
     """Cancelling a recall whose query waits (on a lock) or has just answered leaves the
     store answering the next recall; the cancellation propagates."""
-    pg_store.save_memory("Deploy", "deploys", "project", "staging first")
+    pg_store.save_memory("Deploy", "deploys", "project", "staging first", origin="user")
     started = threading.Event()
     with psycopg.connect(pg_store.url) as lock:
         if when == "waiting":
@@ -124,9 +124,9 @@ async def test_recall_connections_keep_one_generic_plan_and_no_jit(pg_url: str) 
     compile (planning each call was most of recall's p99 at 1,000,000 memories); the
     URL's own ``options`` still apply."""
     url = f"{pg_url}{'&' if '?' in pg_url else '?'}options=-c%20statement_timeout%3D54321"
-    store = PostgresMemoryStore.open(url, namespace=f"generic-{uuid.uuid4().hex[:8]}")
+    store = PostgresStore.open(url, namespace=f"generic-{uuid.uuid4().hex[:8]}")
     try:
-        store.save_memory("Deploy", "deploys", "project", "staging first")
+        store.save_memory("Deploy", "deploys", "project", "staging first", origin="user")
         for n in range(8):  # psycopg prepares a statement at its fifth use (a new query
             # each time: the store answers a query it has answered from its cache)
             assert [d.name for d in await store.candidates(f"staging {n}")] == ["Deploy"]

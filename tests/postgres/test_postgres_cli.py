@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.memory._document import front_matter
 
 
@@ -73,12 +73,18 @@ def test_a_store_that_is_not_postgres_is_refused(url: str, tmp_path: Path) -> No
 
 def test_export_then_import_loses_nothing(pg_url: str, namespace: str, tmp_path: Path) -> None:
     """folder → database → folder: every memory, its front matter and its time survive."""
-    source = MemoryStore(tmp_path / "source")
+    source = FolderStore(tmp_path / "source")
     originals = [
-        source.save_memory("Database", "testing: never mock it", "feedback", "Real Postgres."),
-        source.save_memory("Ünïcode — names", "quotes ' \" ok", "user", "line 1\n\nline 3"),
-        source.save_memory("Deploy", "", "project", "---\nnot front matter\n---\nstill body"),
-        source.save_memory("Ref", "a pointer", "reference", ""),
+        source.save_memory(
+            "Database", "testing: never mock it", "feedback", "Real Postgres.", origin="user"
+        ),
+        source.save_memory(
+            "Ünïcode — names", "quotes ' \" ok", "user", "line 1\n\nline 3", origin="user"
+        ),
+        source.save_memory(
+            "Deploy", "", "project", "---\nnot front matter\n---\nstill body", origin="user"
+        ),
+        source.save_memory("Ref", "a pointer", "reference", "", origin="user"),
     ]
     for number, doc in enumerate(originals):
         stamp = 1_700_000_000.0 + number * 86_400
@@ -92,13 +98,13 @@ def test_export_then_import_loses_nothing(pg_url: str, namespace: str, tmp_path:
     def fields(folder: Path) -> dict[str, tuple[Any, ...]]:
         return {
             d.name: (d.description, d.type, d.body, round(d.mtime, 3))
-            for d in MemoryStore(folder).scan(limit=None)
+            for d in FolderStore(folder).scan(limit=None)
         }
 
     assert fields(tmp_path / "back") == fields(source.root)
     assert len(fields(source.root)) == 4
     source_index = source.index_for_prompt()
-    assert MemoryStore(tmp_path / "back").index_for_prompt() == source_index
+    assert FolderStore(tmp_path / "back").index_for_prompt() == source_index
     raw = (tmp_path / "back" / "database.md").read_text(encoding="utf-8")
     original = (source.root / "database.md").read_text(encoding="utf-8")
     # The same file, but for its provenance: each copy adds an ``import`` source.

@@ -1,5 +1,4 @@
-"""Conditional writes on the database store: ``save_if`` and ``forget_if`` (issue 19,
-point 3's database half).
+"""Conditional writes on the database store: ``save_if`` and ``forget_if``.
 
 A write made on what was read writes only if the row is still at the revision read
 (``MemoryDoc.revision``: the row version's ``xmin``), in one statement with its
@@ -15,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from asyncrecall.memory import MemoryDoc, PostgresMemoryStore
+from asyncrecall.memory import MemoryDoc, PostgresStore
 from asyncrecall.memory.postgres._store import StoreChange
 
 HANG_GUARD = 60.0
@@ -29,7 +28,7 @@ def _version(url: str, namespace: str, name: str) -> Any:
         ).fetchone()
 
 
-def test_save_if_writes_only_at_the_expected_revision(pg_store: PostgresMemoryStore) -> None:
+def test_save_if_writes_only_at_the_expected_revision(pg_store: PostgresStore) -> None:
     """``None`` expects no memory of that name; a revision expects the row still at
     it. A failed precondition writes nothing and returns ``None``."""
     created = pg_store.save_if("Plan", "d", "project", "v1", expected_revision=None)
@@ -48,10 +47,10 @@ def test_save_if_writes_only_at_the_expected_revision(pg_store: PostgresMemorySt
     assert {d.name for d in pg_store.scan(limit=None)} == {"Plan"}
 
 
-def test_forget_if_removes_only_at_the_expected_revision(pg_store: PostgresMemoryStore) -> None:
+def test_forget_if_removes_only_at_the_expected_revision(pg_store: PostgresStore) -> None:
     """A forget made on an older read removes nothing once the memory was written since."""
-    first = pg_store.save_memory("Note", "d", "user", "old")
-    second = pg_store.save_memory("Note", "d", "user", "new")
+    first = pg_store.save_memory("Note", "d", "user", "old", origin="user")
+    second = pg_store.save_memory("Note", "d", "user", "new", origin="user")
     assert pg_store.forget_if("Note", expected_revision=first.revision) is None
     assert pg_store.get("Note").body == "new"
     removed = pg_store.forget_if("Note", expected_revision=second.revision)
@@ -92,9 +91,9 @@ def test_two_writers_expecting_one_revision_exactly_one_wins(
     """Two stores (two processes' worth of pools) update one memory from the same read
     at the same moment: one writes, the other gets ``None``; the row moved one version
     and holds the winner's body."""
-    mine: PostgresMemoryStore = open_pg(namespace)
-    theirs: PostgresMemoryStore = open_pg(namespace)
-    read = mine.save_memory("Shared", "d", "project", "base")
+    mine: PostgresStore = open_pg(namespace)
+    theirs: PostgresStore = open_pg(namespace)
+    read = mine.save_memory("Shared", "d", "project", "base", origin="user")
     results = _race(
         pg_url,
         "SELECT 1 FROM asyncrecall_memories WHERE namespace = %s AND name = 'Shared' FOR UPDATE",
@@ -117,8 +116,8 @@ def test_two_creators_of_one_new_name_exactly_one_wins(
 ) -> None:
     """Two stores create one new name at the same moment, each expecting it absent:
     one creates it, the other gets ``None`` (no error, no deadlock)."""
-    mine: PostgresMemoryStore = open_pg(namespace)
-    theirs: PostgresMemoryStore = open_pg(namespace)
+    mine: PostgresStore = open_pg(namespace)
+    theirs: PostgresStore = open_pg(namespace)
     results = _race(
         pg_url,
         "SELECT pg_advisory_xact_lock(%s)",
@@ -139,9 +138,9 @@ def test_a_forget_and_a_save_from_one_read_exactly_one_wins(
 ) -> None:
     """A conditional forget and a conditional save from the same read, at once: either
     the memory is gone and the save wrote nothing, or it holds the save and stays."""
-    mine: PostgresMemoryStore = open_pg(namespace)
-    theirs: PostgresMemoryStore = open_pg(namespace)
-    read = mine.save_memory("Fact", "d", "user", "base")
+    mine: PostgresStore = open_pg(namespace)
+    theirs: PostgresStore = open_pg(namespace)
+    read = mine.save_memory("Fact", "d", "user", "base", origin="user")
     results = _race(
         pg_url,
         "SELECT 1 FROM asyncrecall_memories WHERE namespace = %s AND name = 'Fact' FOR UPDATE",
@@ -161,8 +160,8 @@ def test_a_forget_and_a_save_from_one_read_exactly_one_wins(
 def test_conditional_writes_notify_other_stores(open_pg: Any, namespace: str) -> None:
     """``save_if`` and ``forget_if`` announce themselves as saves and forgets do: another
     store's listeners hear both."""
-    writer: PostgresMemoryStore = open_pg(namespace)
-    reader: PostgresMemoryStore = open_pg(namespace)
+    writer: PostgresStore = open_pg(namespace)
+    reader: PostgresStore = open_pg(namespace)
     heard: list[tuple[str, str]] = []
     both = threading.Event()
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from asyncrecall import ConfigError, MemoryStoreError
-from asyncrecall.memory import LexicalSelector, PostgresMemoryStore, Recaller
+from asyncrecall.memory import LexicalSelector, PostgresStore, Recaller
 from asyncrecall.memory.postgres._store import StoreChange
 from asyncrecall.testing import LocalPostgres
 
@@ -23,7 +23,7 @@ _NOWHERE = "postgresql:///postgres?host=/nonexistent-asyncrecall-socket&user=pos
 
 def test_a_database_down_at_start_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="cannot use the memory database") as caught:
-        PostgresMemoryStore.open(_NOWHERE, namespace="n")
+        PostgresStore.open(_NOWHERE, namespace="n")
     assert "\n" not in str(caught.value)
 
 
@@ -52,8 +52,8 @@ async def test_a_database_gone_mid_session_means_no_memory_then_memory_again(
     """Recall returns nothing with one warning while the database is down, the index
     reads as "", saves fail clearly; once it is back, recall resumes by itself and the
     caches were dropped on the way (the listener reconnected)."""
-    store: PostgresMemoryStore = open_pg(namespace, timeout=1.0)
-    store.save_memory("Database", "db", "project", "Use real Postgres.")
+    store: PostgresStore = open_pg(namespace, timeout=1.0)
+    store.save_memory("Database", "db", "project", "Use real Postgres.", origin="user")
     manager = Recaller(store, LexicalSelector())
     assert (await manager.recall("postgres")).paths == ("database.md",)
     assert store.index_for_prompt() != ""
@@ -73,7 +73,7 @@ async def test_a_database_gone_mid_session_means_no_memory_then_memory_again(
         assert not store.caching
         assert store.index_for_prompt() == ""
         with pytest.raises(MemoryStoreError, match="cannot save to the memory database"):
-            store.save_memory("Lost", "", "user", "x")
+            store.save_memory("Lost", "", "user", "x", origin="user")
         warnings = [m for m in _messages(caplog) if "unreachable" in m]
         assert len(warnings) == 1, _messages(caplog)  # one per outage, not per recall
     finally:
@@ -86,7 +86,10 @@ async def test_a_database_gone_mid_session_means_no_memory_then_memory_again(
         await asyncio.sleep(0.2)
     assert (await manager.recall("postgres")).paths == ("database.md",)
     assert any("reachable again" in m for m in _messages(caplog))
-    assert store.save_memory("Back", "", "user", "saved after the restart").name == "Back"
+    assert (
+        store.save_memory("Back", "", "user", "saved after the restart", origin="user").name
+        == "Back"
+    )
 
 
 async def test_a_connection_the_server_closed_is_replaced_within_the_same_recall(
@@ -97,8 +100,8 @@ async def test_a_connection_the_server_closed_is_replaced_within_the_same_recall
     asks again on another, so it still returns its memory, at the first try."""
     import psycopg
 
-    store: PostgresMemoryStore = open_pg(namespace)
-    store.save_memory("Database", "db", "project", "Use real Postgres.")
+    store: PostgresStore = open_pg(namespace)
+    store.save_memory("Database", "db", "project", "Use real Postgres.", origin="user")
     manager = Recaller(store, LexicalSelector())
     assert (await manager.recall("postgres")).paths == ("database.md",)
     with psycopg.connect(pg_url, autocommit=True) as admin:
@@ -118,23 +121,24 @@ def test_saves_resume_at_the_first_try_after_a_long_outage(
 
     The pools' background reconnection doubles its pause after each failure (1, 2, 4,
     8 s ...): after an outage of 9 s its next try came up to 8 s after the database was
-    back, and every save until then waited for it and failed (11-17 s measured, issue
-    26 point 6). The pools now give a reconnection up after about a second, and the
-    next call starts a new one at once."""
-    store: PostgresMemoryStore = open_pg(namespace, timeout=2.0)
-    store.save_memory("Before", "", "user", "saved before the outage")
+    back, and every save until then waited for it and failed. The pools now give a
+    reconnection up after about a second, and the next call starts a new one at once."""
+    store: PostgresStore = open_pg(namespace, timeout=2.0)
+    store.save_memory("Before", "", "user", "saved before the outage", origin="user")
     pg_server.stop()
     try:
         failed = 0
         end = time.monotonic() + 9.0
         while time.monotonic() < end:
             with pytest.raises(MemoryStoreError, match="cannot save to the memory database"):
-                store.save_memory("Lost", "", "user", "x")
+                store.save_memory("Lost", "", "user", "x", origin="user")
             failed += 1
     finally:
         pg_server.start()
     assert failed >= 3
-    assert store.save_memory("Back", "", "user", "the first try after").name == "Back"
+    assert (
+        store.save_memory("Back", "", "user", "the first try after", origin="user").name == "Back"
+    )
     assert store.get("Back").body == "the first try after"
 
 
@@ -144,8 +148,8 @@ async def test_the_index_never_waits_for_a_database_that_is_down(
     """The system prompt's index is read on the event loop (a session's start, a
     reset): with the database down it reads as "" without waiting for the pool to
     connect (5 s froze the loop before), and as the index again once it is back."""
-    store: PostgresMemoryStore = open_pg(namespace, timeout=5.0)
-    store.save_memory("Database", "db", "project", "Use real Postgres.")
+    store: PostgresStore = open_pg(namespace, timeout=5.0)
+    store.save_memory("Database", "db", "project", "Use real Postgres.", origin="user")
     assert "Database" in store.index_for_prompt()
     pg_server.stop()
     try:
@@ -174,13 +178,15 @@ def test_a_save_waiting_when_the_database_comes_back_lands(
     lands: the pool makes a new connection only for a caller that arrives, and gives a
     reconnection up after a second, so a caller waiting since before then (here 2.5 s)
     waited out its whole timeout and failed."""
-    store: PostgresMemoryStore = open_pg(namespace, timeout=6.0)
-    store.save_memory("Before", "", "user", "saved before the outage")
+    store: PostgresStore = open_pg(namespace, timeout=6.0)
+    store.save_memory("Before", "", "user", "saved before the outage", origin="user")
     pg_server.stop()
     outcome: list[object] = []
     try:
         with pytest.raises(MemoryStoreError):
-            store.save_memory("Lost", "", "user", "x")  # the pool's reconnection gives up
+            store.save_memory(
+                "Lost", "", "user", "x", origin="user"
+            )  # the pool's reconnection gives up
         saving = threading.Thread(
             target=lambda: outcome.append(_attempt(store, "Waiting", "saved across the return"))
         )
@@ -193,9 +199,9 @@ def test_a_save_waiting_when_the_database_comes_back_lands(
     assert store.get("Waiting").body == "saved across the return"
 
 
-def _attempt(store: PostgresMemoryStore, name: str, body: str) -> object:
+def _attempt(store: PostgresStore, name: str, body: str) -> object:
     try:
-        return store.save_memory(name, "", "user", body).name
+        return store.save_memory(name, "", "user", body, origin="user").name
     except MemoryStoreError as exc:
         return exc
 
@@ -209,9 +215,11 @@ async def test_closing_a_store_mid_recall_ends_every_recall(
     ``max_size`` at once): a connection closed under its query, and the store's loop
     stopped under its tasks, left them waiting for ever. Nothing is reported as an
     outage, and no task is left pending."""
-    store: PostgresMemoryStore = open_pg(namespace, max_size=2)
+    store: PostgresStore = open_pg(namespace, max_size=2)
     for number in range(30):
-        store.save_memory(f"note {number}", "db", "project", f"postgres fact {number}")
+        store.save_memory(
+            f"note {number}", "db", "project", f"postgres fact {number}", origin="user"
+        )
     manager = Recaller(store, LexicalSelector())
     assert (await manager.recall("postgres")).selected
     caplog.set_level(logging.WARNING)

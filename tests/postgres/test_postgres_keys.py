@@ -1,4 +1,4 @@
-"""Which memory a key names on the database store (issue 19, point 5).
+"""Which memory a key names on the database store.
 
 A key names a memory by its exact relative path, else its exact name, else its name in
 another case when exactly one memory has it; never by a file-name stem. ``get`` and
@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from asyncrecall import MemoryStoreError
-from asyncrecall.memory import PostgresMemoryStore
+from asyncrecall.memory import PostgresStore
 
 from .conftest import analyze
 
 
-def _names(store: PostgresMemoryStore) -> set[str]:
+def _names(store: PostgresStore) -> set[str]:
     return {doc.name for doc in store.scan(limit=None)}
 
 
@@ -28,11 +28,11 @@ def _names(store: PostgresMemoryStore) -> set[str]:
     [("C++ tips", "C# tips"), ("Q3 plan", "Q3/plan?"), ("Deploy steps", "deploy_steps")],
 )
 def test_a_key_that_only_shares_a_file_name_names_nothing(
-    pg_store: PostgresMemoryStore, kept: str, asked: str
+    pg_store: PostgresStore, kept: str, asked: str
 ) -> None:
     """``forget("C# tips")`` when only "C++ tips" exists (both ``c-tips.md``) removes
     nothing and says which key matched nothing; ``get`` finds nothing either."""
-    pg_store.save_memory(kept, "d", "project", "keep me")
+    pg_store.save_memory(kept, "d", "project", "keep me", origin="user")
     with pytest.raises(MemoryStoreError) as forgot:
         pg_store.forget(asked)
     message = str(forgot.value)
@@ -45,12 +45,12 @@ def test_a_key_that_only_shares_a_file_name_names_nothing(
 
 
 def test_an_ambiguous_case_insensitive_key_names_nothing_and_lists_the_candidates(
-    pg_store: PostgresMemoryStore,
+    pg_store: PostgresStore,
 ) -> None:
     """ "tips" when "Tips" and "TIPS" exist: neither is removed, and the one-line error
     names the key and both candidates; the exact names still work."""
-    pg_store.save_memory("Tips", "d", "project", "one")
-    pg_store.save_memory("TIPS", "d", "project", "two")
+    pg_store.save_memory("Tips", "d", "project", "one", origin="user")
+    pg_store.save_memory("TIPS", "d", "project", "two", origin="user")
     for call in (pg_store.get, pg_store.forget):
         with pytest.raises(MemoryStoreError) as raised:
             call("tips")
@@ -66,34 +66,34 @@ def test_an_ambiguous_case_insensitive_key_names_nothing_and_lists_the_candidate
 
 
 def test_the_exact_path_then_the_exact_name_then_one_name_in_another_case(
-    pg_store: PostgresMemoryStore,
+    pg_store: PostgresStore,
 ) -> None:
     """The relative path wins over a name, an exact name over another case, and a
     case-insensitive match folds as Python does (``Straße`` is ``STRASSE``)."""
-    by_path = pg_store.save_memory("B", "d", "project", "the file b.md")
-    named = pg_store.save_memory("b.md", "d", "project", "the memory named b.md")
+    by_path = pg_store.save_memory("B", "d", "project", "the file b.md", origin="user")
+    named = pg_store.save_memory("b.md", "d", "project", "the memory named b.md", origin="user")
     assert by_path.rel_path == "b.md" and named.rel_path != "b.md"
     assert pg_store.get("b.md").name == "B"
     assert pg_store.get(named.rel_path).name == "b.md"
     assert pg_store.get("b").name == "B"  # no exact name "b": the one "B"
-    pg_store.save_memory("Über Straße", "d", "user", "umlauts")
+    pg_store.save_memory("Über Straße", "d", "user", "umlauts", origin="user")
     assert pg_store.get("über STRASSE").name == "Über Straße"
     assert pg_store.forget("ÜBER strasse").name == "Über Straße"
     assert _names(pg_store) == {"B", "b.md"}
 
 
 def test_a_key_in_another_case_reads_indexes_not_the_namespace(
-    pg_store: PostgresMemoryStore, pg_url: str
+    pg_store: PostgresStore, pg_url: str
 ) -> None:
     """On a namespace of 5,000 memories, the other-case lookup behind ``get`` and
     ``forget`` reads a handful of rows through its two indexes: the plan the database
     chooses for the very query :func:`find_memory` sends scans no table and filters out
-    no row (today's code read all 5,000 names and kept none: issue 26, point 8)."""
+    no row (the code before read all 5,000 names and kept none)."""
     import psycopg
 
     from asyncrecall.memory.postgres._sql import FOLD_SQL, fold_params
 
-    pg_store.save_memory("Ünïcode note", "d", "user", "one non-ASCII name")
+    pg_store.save_memory("Ünïcode note", "d", "user", "one non-ASCII name", origin="user")
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(
             """INSERT INTO asyncrecall_memories
@@ -118,11 +118,11 @@ def test_a_key_in_another_case_reads_indexes_not_the_namespace(
 
 
 def test_a_non_ascii_key_finds_an_ascii_name_that_folds_to_it(
-    pg_store: PostgresMemoryStore,
+    pg_store: PostgresStore,
 ) -> None:
     """``Straße`` casefolds to ``strasse``: the ASCII name ``STRASSE`` is that key in
     another case, found through the lower-case index."""
-    pg_store.save_memory("STRASSE", "d", "user", "ascii")
+    pg_store.save_memory("STRASSE", "d", "user", "ascii", origin="user")
     assert pg_store.get("Straße").name == "STRASSE"
     assert pg_store.forget("straße").name == "STRASSE"
 

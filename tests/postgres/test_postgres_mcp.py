@@ -43,7 +43,7 @@ async def test_a_clients_save_waits_beside_the_users_memory_in_the_database(
     """As on a folder: by default a client's save to a memory the user keeps in the
     namespace leaves the user's text there, recalled, the change pending beside it
     (held "written by an MCP client"); the user's ``memory confirm`` applies it."""
-    pg_store.save_memory("Deploy steps", "how to deploy", "project", USER_TEXT)
+    pg_store.save_memory("Deploy steps", "how to deploy", "project", USER_TEXT, origin="user")
     ours = ["--store", pg_url, "--namespace", namespace, "--selector", "lexical"]
     async with stdio_session(tmp_path, *ours) as s:
         saved = await call(s, "save", name="Deploy steps", description="how to deploy",

@@ -1,4 +1,4 @@
-"""Concurrent saves of new names, deadlocks and serialisation failures (issue 19, point 7).
+"""Concurrent saves of new names, deadlocks and serialisation failures.
 
 Two inserts of one new name used to deadlock on the table's two unique indexes (the
 name's and the file name's) and PostgreSQL aborted one: a save lost. A save now takes
@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from asyncrecall.memory import PostgresMemoryStore
+from asyncrecall.memory import PostgresStore
 from asyncrecall.testing import LocalPostgres
 
 HANG_GUARD = 60.0
@@ -29,14 +29,15 @@ HANG_GUARD = 60.0
 _WORKER = """
 import sys
 from asyncrecall import MemoryStoreError
-from asyncrecall.memory import PostgresMemoryStore
+from asyncrecall.memory import PostgresStore
 url, namespace, worker = sys.argv[1:4]
-with PostgresMemoryStore.open(url, namespace=namespace, listen=False, max_size=1) as store:
+with PostgresStore.open(url, namespace=namespace, listen=False, max_size=1) as store:
     store.scan(limit=1)  # a pooled connection, warm
     print("ready", flush=True)
     for i, _ in enumerate(sys.stdin):
         try:
-            store.save_memory(f"n{i}", f"from {worker}", "project", f"body {worker} {i}")
+            store.save_memory(f"n{i}", f"from {worker}", "project", f"body {worker} {i}",
+                              origin="user")
             print("ok", flush=True)
         except MemoryStoreError as exc:
             print(f"error: {exc}", flush=True)
@@ -102,25 +103,25 @@ def test_saves_of_the_same_new_names_from_eight_processes_all_count(
             "SELECT name, version FROM asyncrecall_memories WHERE namespace = %s", (namespace,)
         ).fetchall()
     assert sorted(rows) == sorted((f"n{i}", workers) for i in range(count))
-    store: PostgresMemoryStore = open_pg(namespace)
+    store: PostgresStore = open_pg(namespace)
     assert len(store.scan(limit=None)) == count
     assert "deadlock detected" not in _log_since(pg_server, log_start)
 
 
 @pytest.mark.timeout(120)
 def test_a_save_that_postgres_aborts_in_a_deadlock_is_retried(
-    pg_server: LocalPostgres, pg_store: PostgresMemoryStore
+    pg_server: LocalPostgres, pg_store: PostgresStore
 ) -> None:
     """A save PostgreSQL picks as a deadlock's victim (40P01) is run again and lands,
     once: the server logged the deadlock, the save returned, the row moved one version."""
-    before = pg_store.save_memory("Y", "first", "project", "one")
+    before = pg_store.save_memory("Y", "first", "project", "one", origin="user")
     rel_lock = pg_store._announcer().lock_key(before.rel_path)
     log_start = _server_log(pg_server).stat().st_size
     saved: list[Any] = []
 
     def save() -> None:
         try:
-            saved.append(pg_store.save_memory("Y", "second", "project", "two"))
+            saved.append(pg_store.save_memory("Y", "second", "project", "two", origin="user"))
         except Exception as exc:  # reported by the assertion below
             saved.append(exc)
 
@@ -160,7 +161,7 @@ _OTHER_ROLLBACK = "DO $$ BEGIN RAISE EXCEPTION 'unknown' USING ERRCODE = '40003'
 
 
 def test_serialisation_failures_are_retried_a_bounded_number_of_times(
-    pg_store: PostgresMemoryStore,
+    pg_store: PostgresStore,
 ) -> None:
     """A transaction the server rolls back with 40001 is run again, at most
     ``ROLLBACK_RETRIES`` times, then the error is the caller's; another 40xxx state

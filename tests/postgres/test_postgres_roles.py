@@ -1,4 +1,4 @@
-"""Least privilege (issue 26, point 5): an application role without CREATE uses a schema
+"""Least privilege: an application role without CREATE uses a schema
 its owner migrated; DDL runs only when the schema is behind; ``memory migrate`` is the
 owner's command.
 
@@ -21,7 +21,7 @@ import pytest
 from psycopg import sql
 
 from asyncrecall import ConfigError
-from asyncrecall.memory import PostgresMemoryStore
+from asyncrecall.memory import PostgresStore
 from asyncrecall.memory.postgres._schema import GRANTS, SCHEMA_VERSION
 from asyncrecall.testing import LocalPostgres
 
@@ -45,15 +45,15 @@ def test_an_application_role_without_create_uses_the_migrated_schema(
     saves, reads, recalls, conditionally writes, lists its history and forgets; before,
     every open ran ``CREATE TABLE IF NOT EXISTS`` and was refused."""
     url = _scratch_database(pg_server)
-    assert PostgresMemoryStore.migrate(url) == (0, SCHEMA_VERSION)
+    assert PostgresStore.migrate(url) == (0, SCHEMA_VERSION)
     app_url = _app_role(url)
     with (
         psycopg.connect(app_url, autocommit=True) as app,
         pytest.raises(psycopg.errors.InsufficientPrivilege),
     ):
         app.execute("CREATE TABLE app_probe (x int)")
-    with PostgresMemoryStore.open(app_url, namespace="tenant") as store:
-        store.save_memory("Deploy", "how we ship", "project", "staging first")
+    with PostgresStore.open(app_url, namespace="tenant") as store:
+        store.save_memory("Deploy", "how we ship", "project", "staging first", origin="user")
         assert store.get("deploy").body == "staging first"
         assert [d.name for d in asyncio.run(store.candidates("ship"))] == ["Deploy"]
         assert "Deploy" in store.index_for_prompt()
@@ -68,12 +68,12 @@ def test_a_schema_behind_tells_a_role_that_may_not_migrate_what_to_run(
     pg_server: LocalPostgres,
 ) -> None:
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     app_url = _app_role(url)
     with psycopg.connect(url, autocommit=True) as owner:
         owner.execute("UPDATE asyncrecall_schema SET version = %s", (SCHEMA_VERSION - 1,))
     with pytest.raises(ConfigError) as refused:
-        PostgresMemoryStore.open(app_url, namespace="tenant")
+        PostgresStore.open(app_url, namespace="tenant")
     message = str(refused.value)
     assert f"schema version {SCHEMA_VERSION - 1}, this asyncrecall needs {SCHEMA_VERSION}" in (
         message
@@ -83,12 +83,12 @@ def test_a_schema_behind_tells_a_role_that_may_not_migrate_what_to_run(
 
 def test_a_role_without_the_grants_is_told_what_it_lacks(pg_server: LocalPostgres) -> None:
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     role = f"bare_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(url, autocommit=True) as owner:
         owner.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
     with pytest.raises(ConfigError, match=r"may not read the memory schema.*lists the grants"):
-        PostgresMemoryStore.open(url.replace("user=postgres", f"user={role}"), namespace="t")
+        PostgresStore.open(url.replace("user=postgres", f"user={role}"), namespace="t")
 
 
 def _migrate_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -130,7 +130,7 @@ def test_a_role_that_may_not_read_the_secret_is_told_so(pg_server: LocalPostgres
     saves would announce themselves with digests no other process can match, so their
     caches would not hear them."""
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     app_url = _app_role(url)
     role = sql.Identifier(app_url.split("user=", 1)[1].split("&", 1)[0])
     with psycopg.connect(url, autocommit=True) as owner:
@@ -139,5 +139,5 @@ def test_a_role_that_may_not_read_the_secret_is_told_so(pg_server: LocalPostgres
             sql.SQL("GRANT SELECT (singleton, version) ON asyncrecall_schema TO {}").format(role)
         )
     with pytest.raises(ConfigError, match=r"may not read the notification secret") as refused:
-        PostgresMemoryStore.open(app_url, namespace="tenant")
+        PostgresStore.open(app_url, namespace="tenant")
     assert "\n" not in str(refused.value)

@@ -15,7 +15,7 @@ import pytest
 from psycopg import sql
 
 from asyncrecall import ConfigError, MemoryStoreError
-from asyncrecall.memory import SCAN_LIMIT, LexicalSelector, PostgresMemoryStore, Recaller
+from asyncrecall.memory import SCAN_LIMIT, LexicalSelector, PostgresStore, Recaller
 from asyncrecall.memory.postgres._schema import SCHEMA_VERSION
 from asyncrecall.memory.postgres._sql import NEWEST_FILL
 from asyncrecall.memory.postgres._store import StoreChange, redact_url
@@ -36,8 +36,8 @@ def _scratch_database(server: LocalPostgres) -> str:
 def test_the_store_creates_and_records_its_schema(pg_server: LocalPostgres) -> None:
     url = _scratch_database(pg_server)
     for _ in range(2):  # the second open finds the schema and changes nothing
-        with PostgresMemoryStore.open(url, namespace="n") as store:
-            store.save_memory("A", "", "user", "x")
+        with PostgresStore.open(url, namespace="n") as store:
+            store.save_memory("A", "", "user", "x", origin="user")
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT version FROM asyncrecall_schema").fetchall() == [
             (SCHEMA_VERSION,)
@@ -51,14 +51,14 @@ def test_a_database_of_version_5_gets_its_secret_and_keeps_its_memories(
     """Migration 6 on a database made before it: the one schema row gets a random
     secret, the memories stay, and two stores of the namespace agree on the digests."""
     url = _scratch_database(pg_server)
-    with PostgresMemoryStore.open(url, namespace="n") as store:
-        store.save_memory("Kept", "", "user", "x")
+    with PostgresStore.open(url, namespace="n") as store:
+        store.save_memory("Kept", "", "user", "x", origin="user")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ALTER TABLE asyncrecall_schema DROP COLUMN notify_salt")
         conn.execute("UPDATE asyncrecall_schema SET version = 5")
     with (
-        PostgresMemoryStore.open(url, namespace="n") as one,
-        PostgresMemoryStore.open(url, namespace="n") as two,
+        PostgresStore.open(url, namespace="n") as one,
+        PostgresStore.open(url, namespace="n") as two,
     ):
         assert one.get("Kept").body == "x"
         assert one.memory_id("Kept") == two.memory_id("Kept")
@@ -70,11 +70,11 @@ def test_a_database_of_version_5_gets_its_secret_and_keeps_its_memories(
 def test_a_newer_schema_is_refused_with_a_clear_error(pg_server: LocalPostgres) -> None:
     """Older code never touches a schema it does not know."""
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.open(url, namespace="n").close()
+    PostgresStore.open(url, namespace="n").close()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("UPDATE asyncrecall_schema SET version = %s", (SCHEMA_VERSION + 1,))
     with pytest.raises(ConfigError, match=rf"schema version {SCHEMA_VERSION + 1}, newer than"):
-        PostgresMemoryStore.open(url, namespace="n")
+        PostgresStore.open(url, namespace="n")
 
 
 @pytest.mark.parametrize(
@@ -84,8 +84,8 @@ def test_a_newer_schema_is_refused_with_a_clear_error(pg_server: LocalPostgres) 
 def test_odd_namespaces_are_data_and_stay_apart(open_pg: Any, namespace: str) -> None:
     odd = open_pg(namespace)
     other = open_pg(f"plain-{uuid.uuid4().hex[:8]}")
-    odd.save_memory("Secret", "only here", "user", "in the odd namespace")
-    other.save_memory("Other", "", "user", "elsewhere")
+    odd.save_memory("Secret", "only here", "user", "in the odd namespace", origin="user")
+    other.save_memory("Other", "", "user", "elsewhere", origin="user")
     assert [d.name for d in odd.scan()] == ["Secret"]
     assert [d.name for d in other.scan()] == ["Other"]
     assert odd.get("secret").body == "in the odd namespace"
@@ -97,7 +97,7 @@ def test_odd_namespaces_are_data_and_stay_apart(open_pg: Any, namespace: str) ->
         ("", "namespace is 1 to 1,000 bytes"),
         ("bad\x00namespace", "namespace cannot hold a NUL"),
         ("x" * 1001, "namespace is 1 to 1,000 bytes in UTF-8; this one is 1,001"),
-        # 1,000 characters, 2,000 bytes: the B-tree entry would not fit (issue 26, 9).
+        # 1,000 characters, 2,000 bytes: the B-tree entry would not fit.
         ("ü" * 1000, "namespace is 1 to 1,000 bytes in UTF-8; this one is 2,000"),
         ("half \ud83d", "namespace holds a lone surrogate .U.D83D"),
     ],
@@ -106,7 +106,7 @@ def test_an_impossible_namespace_is_a_config_error(
     pg_url: str, namespace: str, message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
-        PostgresMemoryStore(pg_url, namespace=namespace)
+        PostgresStore(pg_url, namespace=namespace)
 
 
 def test_the_largest_namespace_and_name_fit_together(open_pg: Any) -> None:
@@ -114,29 +114,29 @@ def test_the_largest_namespace_and_name_fit_together(open_pg: Any) -> None:
     saved, found, listed and forgotten (its key, history and index entries all fit)."""
     store = open_pg("ü" * 500)
     name = "é" * 500
-    store.save_memory(name, "both at their limit", "user", "body")
+    store.save_memory(name, "both at their limit", "user", "body", origin="user")
     assert store.get(name).body == "body"
     assert any(line.startswith(f"- [{name}]") for line in store.index_for_prompt().splitlines())
     assert store.forget(name).name == name
     assert [r.op for r in store.history_of(name)] == ["save", "forget"]
 
 
-def test_a_lone_surrogate_in_a_key_is_a_store_error(pg_store: PostgresMemoryStore) -> None:
+def test_a_lone_surrogate_in_a_key_is_a_store_error(pg_store: PostgresStore) -> None:
     """Not the driver's bare ``UnicodeEncodeError``: the same one-line error as bad input."""
     for call in (pg_store.get, pg_store.forget, pg_store.find, pg_store.history_of):
         with pytest.raises(MemoryStoreError, match="lone surrogate"):
             call("half \udc00")
 
 
-def test_a_nul_character_is_rejected_before_the_database(pg_store: PostgresMemoryStore) -> None:
+def test_a_nul_character_is_rejected_before_the_database(pg_store: PostgresStore) -> None:
     with pytest.raises(MemoryStoreError, match="NUL"):
-        pg_store.save_memory("N", "", "user", "before\x00after")
+        pg_store.save_memory("N", "", "user", "before\x00after", origin="user")
     assert pg_store.scan() == []
 
 
 def test_the_password_never_shows_in_messages() -> None:
     assert redact_url("postgresql://ann:s3cret@db:5432/app") == "postgresql://ann:***@db:5432/app"
-    store = PostgresMemoryStore("postgresql://ann:s3cret@db/app", namespace="n")
+    store = PostgresStore("postgresql://ann:s3cret@db/app", namespace="n")
     try:
         assert "s3cret" not in repr(store) and "s3cret" not in store.location
     finally:
@@ -144,12 +144,16 @@ def test_the_password_never_shows_in_messages() -> None:
 
 
 async def test_a_large_namespace_offers_full_text_matches_and_the_newest(
-    pg_store: PostgresMemoryStore,
+    pg_store: PostgresStore,
 ) -> None:
     """Past 200 memories, an old memory that matches the query is still offered."""
-    pg_store.save_memory("Airship", "transport", "project", "We ship parts by zeppelin.")
+    pg_store.save_memory(
+        "Airship", "transport", "project", "We ship parts by zeppelin.", origin="user"
+    )
     for number in range(SCAN_LIMIT + 50):
-        pg_store.save_memory(f"Filler {number}", "routine", "project", f"routine note {number}")
+        pg_store.save_memory(
+            f"Filler {number}", "routine", "project", f"routine note {number}", origin="user"
+        )
     assert "Airship" not in {d.name for d in pg_store.scan()}  # not among the newest 200
     offered = await pg_store.candidates("how do parts travel by zeppelin?")
     names = [d.name for d in offered]
@@ -163,10 +167,10 @@ async def test_a_large_namespace_offers_full_text_matches_and_the_newest(
     assert "Airship" not in {d.name for d in excluded}
 
 
-async def test_recall_never_blocks_the_callers_event_loop(pg_store: PostgresMemoryStore) -> None:
+async def test_recall_never_blocks_the_callers_event_loop(pg_store: PostgresStore) -> None:
     """The database round trip is asynchronous I/O: our loop keeps turning while the
     candidates query waits on a table lock held elsewhere."""
-    pg_store.save_memory("A", "", "user", "alpha")
+    pg_store.save_memory("A", "", "user", "alpha", origin="user")
     ticks = 0
 
     async def tick() -> None:
@@ -197,7 +201,7 @@ def test_caches_follow_changes_made_through_another_connection(
     LISTEN connection, as another process) saves or forgets."""
     reader, writer = open_pg(namespace), open_pg(namespace)
     assert reader.caching
-    writer.save_memory("First", "one", "user", "1")
+    writer.save_memory("First", "one", "user", "1", origin="user")
     seen: dict[tuple[str, str], threading.Event] = defaultdict(threading.Event)
 
     def on_change(change: StoreChange) -> None:
@@ -206,7 +210,7 @@ def test_caches_follow_changes_made_through_another_connection(
     remove = reader.add_change_listener(on_change)
     assert reader.index_for_prompt() == "- [First](first.md) — one"
     assert [d.name for d in reader.scan()] == ["First"]
-    writer.save_memory("Second", "two", "user", "2")
+    writer.save_memory("Second", "two", "user", "2", origin="user")
     assert seen[("save", reader.memory_id("Second"))].wait(10)
     assert "Second" in reader.index_for_prompt()
     assert [d.name for d in reader.scan()] == ["Second", "First"]
@@ -217,9 +221,9 @@ def test_caches_follow_changes_made_through_another_connection(
     remove()  # twice is harmless
 
 
-def test_a_cached_read_is_served_without_the_database(pg_store: PostgresMemoryStore) -> None:
+def test_a_cached_read_is_served_without_the_database(pg_store: PostgresStore) -> None:
     """While listening, a repeated index read is a cache hit (the cache is real)."""
-    pg_store.save_memory("A", "a", "user", "x")
+    pg_store.save_memory("A", "a", "user", "x", origin="user")
     first = pg_store.index_for_prompt()
     generation = pg_store.generation
     with psycopg.connect(pg_store.url, autocommit=True) as conn:
@@ -232,7 +236,7 @@ def test_a_cached_read_is_served_without_the_database(pg_store: PostgresMemorySt
     assert pg_store.generation == generation
 
 
-def test_a_closed_store_says_so(pg_store: PostgresMemoryStore) -> None:
+def test_a_closed_store_says_so(pg_store: PostgresStore) -> None:
     pg_store.close()
     pg_store.close()
     with pytest.raises(MemoryStoreError, match="closed"):
@@ -263,7 +267,7 @@ def _insert_rows(url: str, rows: list[tuple[object, ...]]) -> None:
     analyze(url)
 
 
-async def test_a_common_word_does_not_crowd_out_a_rare_one(pg_store: PostgresMemoryStore) -> None:
+async def test_a_common_word_does_not_crowd_out_a_rare_one(pg_store: PostgresStore) -> None:
     """A query term the statistics expect in over 1,000 rows does not select candidates:
     with it, the 1,000 rows ranked at most would be arbitrary rows holding the common
     word (the rare match, stored last, would be left out); without it, the rare term
@@ -273,7 +277,7 @@ async def test_a_common_word_does_not_crowd_out_a_rare_one(pg_store: PostgresMem
         for n in range(3000)
     ]
     _insert_rows(pg_store.url, rows)
-    pg_store.save_memory("Rare", "", "project", "zebra quokka sighting")
+    pg_store.save_memory("Rare", "", "project", "zebra quokka sighting", origin="user")
     offered = await pg_store.candidates("zebra quokka")
     assert offered[0].name == "Rare"
     # Only common words: none selects, and the newest lead (Rare, saved last); were they
@@ -283,12 +287,12 @@ async def test_a_common_word_does_not_crowd_out_a_rare_one(pg_store: PostgresMem
 
 
 async def test_the_row_holding_every_term_is_ranked_before_the_cap(
-    pg_store: PostgresMemoryStore,
+    pg_store: PostgresStore,
 ) -> None:
     """1,800 rows hold one of two rare terms each (900 apiece: neither is common), so
     matching any term finds more rows than the 1,000 ranked; the one row holding both,
     stored last and old (the newest-memories fill does not bring it), is ranked first
-    all the same (issue 26, point 3: it used to be cut before ranking)."""
+    all the same (it used to be cut before ranking)."""
     rows = [
         (pg_store.namespace, f"Note {n}", f"note-{n}.md", "", "project", body, 20)
         for n, body in enumerate(["alpaca grazing"] * 900 + ["bison herd"] * 900)
@@ -301,11 +305,11 @@ async def test_the_row_holding_every_term_is_ranked_before_the_cap(
     assert offered[0].name == "Both"
 
 
-async def test_another_tenants_words_do_not_hide_a_memory(pg_store: PostgresMemoryStore) -> None:
+async def test_another_tenants_words_do_not_hide_a_memory(pg_store: PostgresStore) -> None:
     """Another namespace's 3,000 memories about a cluster make "cluster" common in the
-    table, not in this namespace, whose one memory about it is still found (issue 26,
-    point 2: judged over the whole table, the word was dropped from the query, and only
-    this namespace's 20 newest memories were offered)."""
+    table, not in this namespace, whose one memory about it is still found (judged over
+    the whole table, the word was dropped from the query, and only this namespace's 20
+    newest memories were offered)."""
 
     def note(namespace: str, n: int, body: str, at: str) -> tuple[object, ...]:
         return (namespace, f"Note {n}", f"note-{n}.md", "", "project", body, 20, at)
@@ -322,12 +326,12 @@ async def test_another_tenants_words_do_not_hide_a_memory(pg_store: PostgresMemo
 
 @pytest.mark.timeout(60)
 def test_notifications_tell_an_outsider_no_name_and_no_namespace(
-    pg_store: PostgresMemoryStore, pg_server: LocalPostgres
+    pg_store: PostgresStore, pg_server: LocalPostgres
 ) -> None:
     """A role that may connect but is denied every table can still ``LISTEN``: what it
     hears of a save is digests keyed by a secret it cannot read, with neither the
     memory's name nor the namespace, nor the plain digest of either that a guess could be
-    checked against (issue 26, point 4: the name went out in every notification)."""
+    checked against (the name used to go out in every notification)."""
     import hashlib
 
     from asyncrecall.memory.postgres._text import namespace_key
@@ -341,7 +345,7 @@ def test_notifications_tell_an_outsider_no_name_and_no_namespace(
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             outsider.execute("SELECT notify_salt FROM asyncrecall_schema")
         outsider.execute("LISTEN asyncrecall_memories")
-        pg_store.save_memory(name, "hr", "user", "the plan")
+        pg_store.save_memory(name, "hr", "user", "the plan", origin="user")
         payload = next(outsider.notifies(timeout=10)).payload
     for secret in (name, name[:20], "Alice", pg_store.namespace, namespace_key(pg_store.namespace),
                    hashlib.sha256(name.encode()).hexdigest()[:32]):  # fmt: skip

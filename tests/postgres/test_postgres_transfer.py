@@ -1,4 +1,4 @@
-"""``memory export`` / ``memory import`` keep all a memory carries (issue 19, point 8).
+"""``memory export`` / ``memory import`` keep all a memory carries.
 
 Provenance (``source_offsets``), the modification and creation times, the index order
 and any other front matter key survive folder → database → folder, database → folder
@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from asyncrecall.memory import MemoryStore, PostgresMemoryStore
+from asyncrecall.memory import FolderStore, PostgresStore
 from asyncrecall.memory._transfer import copy_memories, read_records
 from asyncrecall.memory.folder._extraction import FolderBackend, read_source_offsets
 from asyncrecall.memory.postgres._extraction import PostgresBackend
@@ -62,11 +62,13 @@ def test_folder_to_database_to_folder_keeps_provenance_times_order_and_front_mat
     """A folder imported into the database and exported again: every memory's
     provenance, modification time, other front matter keys and index place are the
     original's, and the database held the provenance in between."""
-    source = MemoryStore(tmp_path / "source")
+    source = FolderStore(tmp_path / "source")
     backend = FolderBackend(source)
     backend.save("Plain", "no extras", "user", "just a body", None)
     backend.save("Deploy", "how we ship", "project", "make release", {"s1": [3, 5], "s2": [8]})
-    source.save_memory("Tagged", "d", "reference", "see the wiki", extra={"tags": ["ops", "db"]})
+    source.save_memory(
+        "Tagged", "d", "reference", "see the wiki", extra={"tags": ["ops", "db"]}, origin="user"
+    )
     stamps = {"Plain": 1_700_300_000.25, "Deploy": 1_700_100_000.5, "Tagged": 1_700_200_000.0}
     for doc in source.scan(limit=None):
         os.utime(doc.path, (stamps[doc.name], stamps[doc.name]))  # not the index's order
@@ -74,7 +76,7 @@ def test_folder_to_database_to_folder_keeps_provenance_times_order_and_front_mat
 
     store_flags = ["--store", pg_url, "--namespace", namespace]
     assert len(_cli("import", "--from", str(source.root), *store_flags)) == 3
-    database: PostgresMemoryStore = open_pg(namespace)
+    database: PostgresStore = open_pg(namespace)
     db_backend = PostgresBackend(database)
     assert db_backend.source_offsets(database.get("Deploy")) == {"s1": (3, 5), "s2": (8,)}
     with psycopg.connect(pg_url) as conn:
@@ -88,7 +90,7 @@ def test_folder_to_database_to_folder_keeps_provenance_times_order_and_front_mat
 
     back = tmp_path / "back"
     assert len(_cli("export", "--to", str(back), *store_flags)) == 3
-    exported = MemoryStore(back)
+    exported = FolderStore(back)
     assert read_source_offsets(exported.get("Deploy").path) == {"s1": (3, 5), "s2": (8,)}
     assert read_source_offsets(exported.get("Plain").path) == {}
     assert "tags:\n- ops\n- db\n" in exported.get("Tagged").path.read_text(encoding="utf-8")
@@ -102,7 +104,7 @@ def test_database_to_folder_to_database_keeps_creation_times_and_provenance(
     """A namespace exported to a folder and imported into another namespace (and copied
     from there into a third directly): the same memories with the same creation and
     modification times, provenance and front matter, in the same index order."""
-    first: PostgresMemoryStore = open_pg(namespace)
+    first: PostgresStore = open_pg(namespace)
     first.save_memory(
         "Older",
         "created long before its last change",
@@ -111,19 +113,26 @@ def test_database_to_folder_to_database_keeps_creation_times_and_provenance(
         created_at=1_600_000_000.123456,
         updated_at=1_700_000_000.654321,
         extra={"source_offsets": {"sess": [1, 4]}, "reviewed": True, "when": "2024-05-01"},
+        origin="user",
     )
     first.save_memory(
-        "Newer", "d", "user", "body two", created_at=1_650_000_000.0, updated_at=1_650_000_001.0
+        "Newer",
+        "d",
+        "user",
+        "body two",
+        created_at=1_650_000_000.0,
+        updated_at=1_650_000_001.0,
+        origin="user",
     )
     folder = tmp_path / "exported"
     _cli("export", "--to", str(folder), "--store", pg_url, "--namespace", namespace)
     assert "created_at: '2020-09-13T12:26:40.123456+00:00'" in (
-        MemoryStore(folder).get("Older").path.read_text(encoding="utf-8")
+        FolderStore(folder).get("Older").path.read_text(encoding="utf-8")
     )
     second_ns = f"{namespace}-2"
     _cli("import", "--from", str(folder), "--store", pg_url, "--namespace", second_ns)
-    second: PostgresMemoryStore = open_pg(second_ns)
-    third: PostgresMemoryStore = open_pg(f"{namespace}-3")
+    second: PostgresStore = open_pg(second_ns)
+    third: PostgresStore = open_pg(f"{namespace}-3")
     assert len(copy_memories(second, third)) == 2
 
     original = _carried(first)
@@ -140,10 +149,10 @@ def test_an_import_replaces_the_provenance_of_a_name_it_overwrites(
 ) -> None:
     """A copy carries the original's provenance or none: a memory of the same name that
     had provenance in the target keeps none of it."""
-    target: PostgresMemoryStore = open_pg(namespace)
+    target: PostgresStore = open_pg(namespace)
     PostgresBackend(target).save("Fact", "d", "user", "old", {"old-session": [1]})
-    source = MemoryStore(tmp_path / "src")
-    source.save_memory("Fact", "d", "user", "new")
+    source = FolderStore(tmp_path / "src")
+    source.save_memory("Fact", "d", "user", "new", origin="user")
     copy_memories(source, target)
     assert target.get("Fact").body == "new"
     assert PostgresBackend(target).source_offsets(target.get("Fact")) == {}
@@ -152,9 +161,9 @@ def test_an_import_replaces_the_provenance_of_a_name_it_overwrites(
 def test_an_import_is_recorded_as_one(tmp_path: Path, pg_store: Any) -> None:
     """What an import writes is in the target's history as the import's, so it can be
     told from the user's own saves and undone."""
-    folder = MemoryStore(tmp_path / "memory")
-    folder.save_memory("Tea", "drinks", "user", "green tea")
+    folder = FolderStore(tmp_path / "memory")
+    folder.save_memory("Tea", "drinks", "user", "green tea", origin="user")
     copy_memories(folder, pg_store)
-    copy_memories(pg_store, MemoryStore(tmp_path / "back"))
+    copy_memories(pg_store, FolderStore(tmp_path / "back"))
     assert [r.origin for r in pg_store.history_of("Tea")] == ["import"]
-    assert [r.origin for r in MemoryStore(tmp_path / "back").history_of("Tea")] == ["import"]
+    assert [r.origin for r in FolderStore(tmp_path / "back").history_of("Tea")] == ["import"]

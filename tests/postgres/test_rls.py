@@ -1,4 +1,4 @@
-"""Row-level security per namespace (issue 26, point 5's option; ``_rls``).
+"""Row-level security per namespace, the least-privilege option (``_rls``).
 
 Each test runs in a scratch database of its own: the policies must not reach the
 session's shared one.
@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from asyncrecall import ConfigError, MemoryStoreError
-from asyncrecall.memory import PostgresMemoryStore
+from asyncrecall.memory import PostgresStore
 from asyncrecall.memory.postgres._rls import RLS_TABLES
 from asyncrecall.memory.postgres._text import Announcer
 from asyncrecall.testing import LocalPostgres
@@ -53,18 +53,18 @@ def test_a_role_bound_to_one_namespace_sees_and_writes_nothing_else(
     written into, and her store reads as empty; the fleet's role, bound to all
     namespaces, still serves both."""
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     fleet_url, bob_url = _app_role(url), _app_role(url)
     for namespace, name in (("alice", "Alice layoff"), ("bob", "Bob plan")):
-        with PostgresMemoryStore.open(fleet_url, namespace=namespace) as store:
-            store.save_memory(name, "private", "project", f"{name} is confidential.")
+        with PostgresStore.open(fleet_url, namespace=namespace) as store:
+            store.save_memory(name, "private", "project", f"{name} is confidential.", origin="user")
             store.consolidation_gate().note_session()
 
-    warnings = PostgresMemoryStore.enable_row_security(
+    warnings = PostgresStore.enable_row_security(
         url, bind=[(_role(bob_url), "bob")], bind_all=[_role(fleet_url)]
     )
     assert warnings == ()
-    PostgresMemoryStore.enable_row_security(url)  # idempotent
+    PostgresStore.enable_row_security(url)  # idempotent
 
     seen = _namespaces(bob_url)
     assert seen["asyncrecall_memories"] == ["bob"] and seen["asyncrecall_history"] == ["bob"]
@@ -82,20 +82,23 @@ def test_a_role_bound_to_one_namespace_sees_and_writes_nothing_else(
         (bindings,) = conn.execute("SELECT count(*) FROM asyncrecall_tenants").fetchall()
         assert bindings == (1,)  # its own binding only
 
-    with PostgresMemoryStore.open(bob_url, namespace="bob") as bob:
-        assert bob.save_memory("Bob second", "", "user", "also bob").name == "Bob second"
+    with PostgresStore.open(bob_url, namespace="bob") as bob:
+        assert (
+            bob.save_memory("Bob second", "", "user", "also bob", origin="user").name
+            == "Bob second"
+        )
         found = asyncio.run(bob.candidates("bob plan"))
         assert sorted(d.name for d in found) == ["Bob plan", "Bob second"]
         assert "Bob plan" in bob.index_for_prompt()
         assert len(bob.history_of("Bob plan")) == 1
-    with PostgresMemoryStore.open(bob_url, namespace="alice") as alice:
+    with PostgresStore.open(bob_url, namespace="alice") as alice:
         assert alice.scan() == [] and alice.index_for_prompt() == ""
         assert asyncio.run(alice.candidates("alice layoff")) == []
         with pytest.raises(MemoryStoreError):
             alice.get("Alice layoff")
         with pytest.raises(MemoryStoreError, match="row-level security"):
-            alice.save_memory("Planted", "", "user", "x")
-    with PostgresMemoryStore.open(fleet_url, namespace="alice") as alice:
+            alice.save_memory("Planted", "", "user", "x", origin="user")
+    with PostgresStore.open(fleet_url, namespace="alice") as alice:
         assert alice.get("Alice layoff").body == "Alice layoff is confidential."
         assert [d.name for d in alice.scan()] == ["Alice layoff"]
 
@@ -103,9 +106,9 @@ def test_a_role_bound_to_one_namespace_sees_and_writes_nothing_else(
 def test_only_the_owner_may_enable_it(pg_server: LocalPostgres) -> None:
     """An application role asking for row-level security gets a one-line error."""
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     with pytest.raises(ConfigError, match="cannot enable row-level security"):
-        PostgresMemoryStore.enable_row_security(_app_role(url))
+        PostgresStore.enable_row_security(_app_role(url))
 
 
 _OLD_POLICY = """
@@ -142,18 +145,20 @@ def test_a_role_bound_to_nothing_sees_and_writes_nothing(pg_server: LocalPostgre
     or its own SQL, and cannot write one. A database holding the older policy (under
     which such a role saw every namespace) gets the new one when it is turned on again."""
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     fleet_url, stray_url, bob_url = _app_role(url), _app_role(url), _app_role(url)
     for namespace in ("alice", "bob"):
-        with PostgresMemoryStore.open(fleet_url, namespace=namespace) as store:
-            store.save_memory(f"{namespace} secret", "private", "project", "confidential")
+        with PostgresStore.open(fleet_url, namespace=namespace) as store:
+            store.save_memory(
+                f"{namespace} secret", "private", "project", "confidential", origin="user"
+            )
             store.consolidation_gate().note_session()
     _install_the_old_policy(url)
     with psycopg.connect(url, autocommit=True) as owner:
         owner.execute("INSERT INTO asyncrecall_tenants VALUES (%s, 'bob')", (_role(bob_url),))
     assert _namespaces(stray_url)["asyncrecall_memories"] == ["alice", "bob"]  # the old hole
 
-    PostgresMemoryStore.enable_row_security(url, bind_all=[_role(fleet_url)])
+    PostgresStore.enable_row_security(url, bind_all=[_role(fleet_url)])
 
     assert _namespaces(stray_url) == {table: [] for table in RLS_TABLES}
     assert _namespaces(bob_url)["asyncrecall_memories"] == ["bob"]  # kept its binding
@@ -164,12 +169,12 @@ def test_a_role_bound_to_nothing_sees_and_writes_nothing(pg_server: LocalPostgre
                 "INSERT INTO asyncrecall_memories (namespace, name, rel_path, type, body, size)"
                 " VALUES ('carol', 'Planted', 'planted.md', 'user', 'x', 1)"
             )
-    with PostgresMemoryStore.open(stray_url, namespace="alice") as alice:
+    with PostgresStore.open(stray_url, namespace="alice") as alice:
         assert alice.scan() == [] and alice.index_for_prompt() == ""
         assert asyncio.run(alice.candidates("alice secret")) == []
         with pytest.raises(MemoryStoreError, match="row-level security"):
-            alice.save_memory("Planted", "", "user", "x")
-    with PostgresMemoryStore.open(fleet_url, namespace="alice") as alice:
+            alice.save_memory("Planted", "", "user", "x", origin="user")
+    with PostgresStore.open(fleet_url, namespace="alice") as alice:
         assert [d.name for d in alice.scan()] == ["alice secret"]
 
 
@@ -208,12 +213,12 @@ def test_memory_migrate_binds_a_role_to_several_namespaces_and_the_fleet_to_all(
     and no other, the fleet's role every namespace; the JSON report lists the pairs. A
     role bound that the policies cannot hold (a superuser) is reported on stderr."""
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     fleet_url, bob_url = _app_role(url), _app_role(url)
     bob, fleet = _role(bob_url), _role(fleet_url)
     for namespace in ("alice", "bob-work", "bob-home"):
-        with PostgresMemoryStore.open(fleet_url, namespace=namespace) as store:
-            store.save_memory(f"{namespace} fact", "", "project", "x")
+        with PostgresStore.open(fleet_url, namespace=namespace) as store:
+            store.save_memory(f"{namespace} fact", "", "project", "x", origin="user")
     done = _migrate(url, "--row-security", "--bind", f"{bob}=bob-work",
                     "--bind", f"{bob}=bob-home", "--bind-all", fleet, "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -229,8 +234,8 @@ def test_memory_migrate_binds_a_role_to_several_namespaces_and_the_fleet_to_all(
     assert _namespaces(bob_url)["asyncrecall_memories"] == ["bob-home", "bob-work"]
     assert _namespaces(fleet_url)["asyncrecall_memories"] == ["alice", "bob-home", "bob-work"]
     for namespace in ("bob-work", "bob-home"):
-        with PostgresMemoryStore.open(bob_url, namespace=namespace) as store:
-            assert store.save_memory("Second", "", "user", "y").name == "Second"
+        with PostgresStore.open(bob_url, namespace=namespace) as store:
+            assert store.save_memory("Second", "", "user", "y", origin="user").name == "Second"
             assert sorted(d.name for d in store.scan()) == ["Second", f"{namespace} fact"]
 
     text = _migrate(url, "--row-security", "--bind-all", "postgres")
@@ -250,7 +255,7 @@ def test_a_misspelt_role_is_refused_and_changes_nothing(pg_server: LocalPostgres
     2) that changes nothing: neither the policies nor the bindings given with it (before,
     it was accepted, and the real role, bound to nothing, saw every namespace)."""
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     bob = _role(_app_role(url))
     before = _state(url)
     for args in (("--bind", f"{bob}=bob", "--bind", f"{bob}x=bob"), ("--bind-all", "Postgres")):
@@ -279,13 +284,11 @@ def test_a_tenant_hears_its_own_namespace_and_gets_no_secret_to_test_others(
     secret is taken back by turning row-level security on again; one through PUBLIC is
     reported; binding the role to all namespaces gives the secret back."""
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     fleet_url, bob_url = _app_role(url), _app_role(url)
     bob = _role(bob_url)
     assert (
-        PostgresMemoryStore.enable_row_security(
-            url, bind=[(bob, "bob")], bind_all=[_role(fleet_url)]
-        )
+        PostgresStore.enable_row_security(url, bind=[(bob, "bob")], bind_all=[_role(fleet_url)])
         == ()
     )
 
@@ -304,10 +307,10 @@ def test_a_tenant_hears_its_own_namespace_and_gets_no_secret_to_test_others(
     assert [namespace for namespace, _ in keys] == ["bob"]
 
     with (
-        PostgresMemoryStore.open(fleet_url, namespace="bob") as fleet_side,
-        PostgresMemoryStore.open(bob_url, namespace="bob") as bob_side,
-        PostgresMemoryStore.open(fleet_url, namespace="alice") as alice,
-        PostgresMemoryStore.open(bob_url, namespace="alice") as alice_seen_by_bob,
+        PostgresStore.open(fleet_url, namespace="bob") as fleet_side,
+        PostgresStore.open(bob_url, namespace="bob") as bob_side,
+        PostgresStore.open(fleet_url, namespace="alice") as alice,
+        PostgresStore.open(bob_url, namespace="alice") as alice_seen_by_bob,
     ):
         assert bob_side.caching and not alice_seen_by_bob.caching
         assert bob_side.memory_id("Plan") == fleet_side.memory_id("Plan")
@@ -319,15 +322,15 @@ def test_a_tenant_hears_its_own_namespace_and_gets_no_secret_to_test_others(
             lambda c: heard["fleet"].set() if c.memory_id == fleet_side.memory_id("B") else None
         )
         assert bob_side.index_for_prompt() == ""  # cached
-        fleet_side.save_memory("F", "", "user", "from the fleet")
+        fleet_side.save_memory("F", "", "user", "from the fleet", origin="user")
         assert heard["bob"].wait(10)
         assert "F" in bob_side.index_for_prompt()
-        bob_side.save_memory("B", "", "user", "from bob's own process")
+        bob_side.save_memory("B", "", "user", "from bob's own process", origin="user")
         assert heard["fleet"].wait(10)
 
         with psycopg.connect(bob_url, autocommit=True) as listener:
             listener.execute("LISTEN asyncrecall_memories")
-            alice.save_memory("Alice layoff", "", "user", "confidential")
+            alice.save_memory("Alice layoff", "", "user", "confidential", origin="user")
             payload = json.loads(next(listener.notifies(timeout=10)).payload)
         guesses = [Announcer(key, "alice") for _, key in keys]
         assert payload["id"] == alice.memory_id("Alice layoff")
@@ -339,15 +342,15 @@ def test_a_tenant_hears_its_own_namespace_and_gets_no_secret_to_test_others(
         owner.execute(psycopg.sql.SQL("GRANT SELECT ON asyncrecall_schema TO {}").format(
             psycopg.sql.Identifier(bob)))  # fmt: skip
     assert secret_readable()
-    assert PostgresMemoryStore.enable_row_security(url) == ()
+    assert PostgresStore.enable_row_security(url) == ()
     assert not secret_readable()
     with psycopg.connect(url, autocommit=True) as owner:
         owner.execute("GRANT SELECT ON asyncrecall_schema TO PUBLIC")
-        (warning,) = PostgresMemoryStore.enable_row_security(url)
+        (warning,) = PostgresStore.enable_row_security(url)
         assert f"role {bob!r} can still read asyncrecall_schema.notify_salt" in warning
         owner.execute("REVOKE SELECT ON asyncrecall_schema FROM PUBLIC")
     assert not secret_readable()
-    PostgresMemoryStore.enable_row_security(url, bind_all=[bob])  # now one of the fleet
+    PostgresStore.enable_row_security(url, bind_all=[bob])  # now one of the fleet
     assert secret_readable()
 
 
@@ -358,9 +361,9 @@ def test_a_tenant_cannot_make_the_keys_view_leak_other_tenants_keys(
     own that tells what it sees (a function raising a notice, made cheap so the planner
     would run it first) sees only the tenant's own rows, not another tenant's binding."""
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     bob_url, carol_url = _app_role(url), _app_role(url)
-    PostgresMemoryStore.enable_row_security(
+    PostgresStore.enable_row_security(
         url, bind=[(_role(bob_url), "bob"), (_role(carol_url), "carol")]
     )
     seen: list[str] = []
@@ -390,17 +393,17 @@ def test_a_tenant_cannot_test_guesses_against_another_namespaces_save_locks(
     import hashlib
 
     url = _scratch_database(pg_server)
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     fleet_url, bob_url = _app_role(url), _app_role(url)
-    PostgresMemoryStore.enable_row_security(
+    PostgresStore.enable_row_security(
         url, bind=[(_role(bob_url), "bob")], bind_all=[_role(fleet_url)]
     )
     with (
-        PostgresMemoryStore.open(fleet_url, namespace="alice") as alice,
+        PostgresStore.open(fleet_url, namespace="alice") as alice,
         psycopg.connect(url) as blocker,
         psycopg.connect(bob_url, autocommit=True) as bob,
     ):
-        alice.save_memory("Alice layoff", "", "user", "confidential")
+        alice.save_memory("Alice layoff", "", "user", "confidential", origin="user")
         # The owner holds the row: alice's next save takes its advisory lock, then waits.
         blocker.execute("SELECT 1 FROM asyncrecall_memories WHERE namespace = 'alice' FOR UPDATE")
         saving = threading.Thread(

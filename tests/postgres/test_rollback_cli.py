@@ -1,5 +1,5 @@
-"""Every write can be rolled back from the CLI, on the folder and on PostgreSQL (issue
-25): save, update, forget, confirm, extraction by name (``memory revert NAME``); an
+"""Every write can be rolled back from the CLI, on the folder and on PostgreSQL: save,
+update, forget, confirm, extraction by name (``memory revert NAME``); an
 import and a consolidation, which write many memories, as one step (``memory revert
 --write ID``), refused with nothing changed when a memory was written since."""
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import MemoryStore, Source, consolidate
+from asyncrecall.memory import FolderStore, Source, consolidate
 from asyncrecall.testing import ScriptedModel
 
 
@@ -23,7 +23,7 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[list[str], An
     """The flags naming the store, and the same store opened in this process."""
     if request.param == "folder":
         flags = ["--memory-dir", str(tmp_path / "memory"), "--project", str(tmp_path)]
-        return flags, MemoryStore(tmp_path / "memory")
+        return flags, FolderStore(tmp_path / "memory")
     url, namespace = request.getfixturevalue("pg_url"), request.getfixturevalue("namespace")
     store = request.getfixturevalue("pg_store")
     return ["--store", url, "--namespace", namespace, "--project", str(tmp_path)], store
@@ -115,8 +115,8 @@ async def test_a_consolidation_is_undone_as_one_step_unless_written_since(
     flags, store = where
     home = tmp_path / "home"
     cli = lambda *a, **k: _run(*a, *flags, home=home, **k)  # noqa: E731
-    store.save_memory("Office", "where", "project", "The office is in Paris.")
-    store.save_memory("Office city", "where", "project", "Paris.")
+    store.save_memory("Office", "where", "project", "The office is in Paris.", origin="user")
+    store.save_memory("Office city", "where", "project", "Paris.", origin="user")
     before = _state(store)
     side = ScriptedModel(name="side")
     side.add_json({"actions": [
@@ -131,7 +131,7 @@ async def test_a_consolidation_is_undone_as_one_step_unless_written_since(
         "Office", "Office city",
     }  # fmt: skip
 
-    store.save_memory("Office city", "where", "project", "Lyon now.")
+    store.save_memory("Office city", "where", "project", "Lyon now.", origin="user")
     refused = cli("revert", "--write", result.write_id, ok=False)
     assert "written since by another write: Office city" in refused.stderr
     assert _state(store)["Office"][0] == "The office is in Paris, rue de Rivoli."

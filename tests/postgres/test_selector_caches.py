@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import LexicalSelector, PostgresMemoryStore, Recaller
+from asyncrecall.memory import LexicalSelector, PostgresStore, Recaller
 from asyncrecall.memory._selector import Selector
 from asyncrecall.memory.postgres._store import StoreChange
 
@@ -40,9 +40,9 @@ async def test_a_rewrite_by_another_process_is_ranked_as_rewritten(
     modification time, new text); A's next recall ranks the new text, not A's cached
     counts or vectors of the old one."""
     assert len(OLD) == len(NEW)
-    a: PostgresMemoryStore = open_pg(namespace)
-    b: PostgresMemoryStore = open_pg(namespace)  # its own pools and LISTEN: another worker
-    b.save_memory("Pet", "an animal", "user", OLD, updated_at=AT)
+    a: PostgresStore = open_pg(namespace)
+    b: PostgresStore = open_pg(namespace)  # its own pools and LISTEN: another worker
+    b.save_memory("Pet", "an animal", "user", OLD, updated_at=AT, origin="user")
     selector: Selector = make_selector()
     manager = Recaller(a, selector)
     before = await manager.recall("cat sleeping on the sofa")
@@ -56,7 +56,7 @@ async def test_a_rewrite_by_another_process_is_ranked_as_rewritten(
             seen.set()
 
     a.add_change_listener(on_change)
-    rewritten = b.save_memory("Pet", "an animal", "user", NEW, updated_at=AT)
+    rewritten = b.save_memory("Pet", "an animal", "user", NEW, updated_at=AT, origin="user")
     assert seen.wait(10)  # A's store has dropped its own caches
     fetched = a.get("Pet")
     assert (fetched.size, fetched.mtime, fetched.body) == (rewritten.size, AT, NEW)
@@ -69,12 +69,12 @@ async def test_a_rewrite_by_another_process_is_ranked_as_rewritten(
 
 
 async def test_database_rows_have_no_term_count_file(
-    pg_store: PostgresMemoryStore, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    pg_store: PostgresStore, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A folder's term counts persist in ``<folder>/.cache``; a database row's path is
     not a folder's (``postgresql:<namespace key>/...``), so nothing is read or written
     for it, even where a folder of that name happens to exist."""
-    doc = pg_store.save_memory("Pet", "an animal", "user", OLD)
+    doc = pg_store.save_memory("Pet", "an animal", "user", OLD, origin="user")
     monkeypatch.chdir(tmp_path)
     (tmp_path / doc.path.parent).mkdir()
     result = await Recaller(pg_store, LexicalSelector()).recall("cat on the sofa")

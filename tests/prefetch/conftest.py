@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.prefetch import PrefetchEvent, RecallPrefetcher
 from asyncrecall.testing import ScriptedModel
 
@@ -26,7 +26,7 @@ def events() -> list[PrefetchEvent]:
 
 @pytest.fixture
 async def prefetcher(
-    store: MemoryStore, side: ScriptedModel, events: list[PrefetchEvent]
+    store: FolderStore, side: ScriptedModel, events: list[PrefetchEvent]
 ) -> AsyncIterator[RecallPrefetcher]:
     """A prefetcher over the model selector (the scripted side model)."""
     async with RecallPrefetcher(

@@ -1,4 +1,4 @@
-"""Recall's budgets (issue 24), one guarantee per test: files per user message, the
+"""Recall's budgets, one guarantee per test: files per user message, the
 model's pick over the instant pass, bytes per session, the per-file cap, the model
 selector's manifest, and no recall for a prompt with nothing to recall.
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from asyncrecall.memory import (
+    FolderStore,
     LexicalSelector,
-    MemoryStore,
     ModelSelector,
     Recaller,
     nothing_to_recall,
@@ -42,9 +42,9 @@ EXTRA = tuple(
 
 
 @pytest.fixture
-def big_store(store: MemoryStore) -> MemoryStore:
+def big_store(store: FolderStore) -> FolderStore:
     for name, kind, description, body in EXTRA:
-        store.save_memory(name, description, kind, body)
+        store.save_memory(name, description, kind, body, origin="user")
     return store
 
 
@@ -53,7 +53,7 @@ def _of(events: list[PrefetchEvent], kind: type[PrefetchEvent]) -> list[Prefetch
 
 
 async def test_one_message_gets_at_most_limit_files_across_instant_pass_and_model_pick(
-    big_store: MemoryStore, side: ScriptedModel
+    big_store: FolderStore, side: ScriptedModel
 ) -> None:
     """The instant pass and the model's pick together put at most ``limit`` files in
     front of the model for one user message; what the pick had beyond that is left out
@@ -90,7 +90,7 @@ async def test_one_message_gets_at_most_limit_files_across_instant_pass_and_mode
 
 
 async def test_a_settled_model_pick_wins_over_the_instant_pass(
-    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+    store: FolderStore, side: ScriptedModel, paths: dict[str, str]
 ) -> None:
     """When both are ready at the user-query point, the model's pick goes in and the
     instant pass's files do not (``memory_instant_preempted``): a pick that settled
@@ -116,7 +116,7 @@ async def test_a_settled_model_pick_wins_over_the_instant_pass(
 
 
 async def test_recall_stops_once_the_session_byte_budget_is_spent(
-    big_store: MemoryStore, side: ScriptedModel
+    big_store: FolderStore, side: ScriptedModel
 ) -> None:
     """Blocks count against the conversation's ``session_bytes``; a file that does not
     fit is left out (``memory_budget``, ``session_bytes``), and from then on no recall
@@ -159,10 +159,10 @@ async def test_recall_stops_once_the_session_byte_budget_is_spent(
 async def test_a_long_file_is_cut_with_a_note_naming_it(tmp_path: Path) -> None:
     """A body longer than the file cap (characters or lines) goes in cut, with a note
     naming the file so the model can read the rest (``memory_budget``, ``file``)."""
-    store = MemoryStore(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
     store.ensure()
-    store.save_memory("runbook", "the release runbook", "project", "step\n" * 50)
-    store.save_memory("glossary", "terms of the release", "project", "r" * 900)
+    store.save_memory("runbook", "the release runbook", "project", "step\n" * 50, origin="user")
+    store.save_memory("glossary", "terms of the release", "project", "r" * 900, origin="user")
     docs = {d.name: d for d in store.scan()}
     events: list[PrefetchEvent] = []
     manager = Recaller(store, LexicalSelector(), file_chars=500, file_lines=10)
@@ -183,7 +183,7 @@ async def test_a_long_file_is_cut_with_a_note_naming_it(tmp_path: Path) -> None:
 
 
 async def test_the_model_selectors_manifest_is_bounded(
-    big_store: MemoryStore, side: ScriptedModel
+    big_store: FolderStore, side: ScriptedModel
 ) -> None:
     """The side query lists at most ``manifest_files`` candidates within
     ``manifest_bytes``; the rest are counted (``memory_budget``, ``manifest``)."""
@@ -240,7 +240,7 @@ def test_prompts_with_something_to_recall(prompt: str) -> None:
 
 
 async def test_a_prompt_with_nothing_to_recall_starts_no_recall(
-    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+    store: FolderStore, side: ScriptedModel, paths: dict[str, str]
 ) -> None:
     """With ``skip_trivial``, a bare "ok" starts no recall (no side query,
     ``memory_recall_skipped``, ``nothing_to_recall``); a CJK question of one

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from asyncrecall.memory import MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall.testing import LocalServer, Reply
@@ -21,7 +21,7 @@ async def side_http(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
 
 
 async def test_cancel_hangs_up_the_side_query(
-    local_server: LocalServer, store: MemoryStore, side_http: OpenAIModel
+    local_server: LocalServer, store: FolderStore, side_http: OpenAIModel
 ) -> None:
     """Cancelling a conversation's recall closes its side query's HTTP connection: the
     server sees the client hang up."""
@@ -34,7 +34,7 @@ async def test_cancel_hangs_up_the_side_query(
 
 
 async def test_leaving_the_context_hangs_up_every_side_query(
-    local_server: LocalServer, store: MemoryStore, side_http: OpenAIModel
+    local_server: LocalServer, store: FolderStore, side_http: OpenAIModel
 ) -> None:
     """Leaving ``async with`` closes the side query of every conversation."""
     local_server.script("side", Reply(hang=True), Reply(hang=True))
@@ -47,7 +47,7 @@ async def test_leaving_the_context_hangs_up_every_side_query(
 
 
 async def test_a_settled_recall_over_http_is_taken(
-    local_server: LocalServer, store: MemoryStore, side_http: OpenAIModel, paths: dict[str, str]
+    local_server: LocalServer, store: FolderStore, side_http: OpenAIModel, paths: dict[str, str]
 ) -> None:
     """The side model's answer over HTTP becomes the conversation's memory block."""
     local_server.script("side", Reply(json=selection(paths["deploy-flow"])))

@@ -19,7 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asyncrecall.memory import MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.prefetch import PendingRecall, RecallPrefetcher
 from asyncrecall.testing import JsonRequest, ScriptedJson, ScriptedModel
 
@@ -38,10 +38,12 @@ STEPS = st.lists(
 
 class Harness:
     def __init__(self, root: Path) -> None:
-        store = MemoryStore(root)
+        store = FolderStore(root)
         store.ensure()
         for i in range(6):
-            store.save_memory(f"topic {i}", f"fact number {i} about the code", "project", "b")
+            store.save_memory(
+                f"topic {i}", f"fact number {i} about the code", "project", "b", origin="user"
+            )
         self.all_paths = [doc.rel_path for doc in store.scan()]
         self.side = ScriptedModel(name="side", default_json=self._answer)
         self.prefetcher = RecallPrefetcher(Recaller(store, ModelSelector(self.side)))

@@ -12,7 +12,7 @@ from pathlib import Path
 import asyncrecall
 import asyncrecall.prefetch as prefetch
 from asyncrecall.agent import MemoryDiscardedEvent, MemoryInjectedEvent, MemoryRecallStartedEvent
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 
 
 def test_all_is_sorted_and_documented() -> None:
@@ -66,7 +66,7 @@ EXAMPLE_RUNNER = """
 import asyncio, json, sys
 from pathlib import Path
 
-from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller, ModelSelector
+from asyncrecall.memory import LexicalSelector, FolderStore, Recaller, ModelSelector
 from asyncrecall.prefetch import RecallPrefetcher as _RecallPrefetcher
 from asyncrecall.testing import ScriptedModel
 
@@ -84,7 +84,7 @@ async def example(memory, user_text):
 {body}
 
 
-memory = Recaller(MemoryStore(Path(sys.argv[1])), ModelSelector(ScriptedModel()))
+memory = Recaller(FolderStore(Path(sys.argv[1])), ModelSelector(ScriptedModel()))
 asyncio.run(example(memory, "how do deploys reach the staging cluster?"))
 print(json.dumps(takes))
 """
@@ -94,10 +94,10 @@ def test_the_docstring_example_injects_memory_on_the_first_message(tmp_path: Pat
     """The package docstring's example, copied as is into a new process, gets the memory
     at the first message's user-query take (it warms the folder before the first
     ``start``, so the instant pass is computed there), not only after a tool round."""
-    store = MemoryStore(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
     body = "Run `make deploy-staging`, wait for the smoke tests, then promote."
     description = "deploys go through the staging cluster first"
-    store.save_memory("deploy-flow", description, "project", body)
+    store.save_memory("deploy-flow", description, "project", body, origin="user")
     script = tmp_path / "example.py"
     code = EXAMPLE_RUNNER.format(body=textwrap.indent(docstring_example(), "    "))
     script.write_text(code, encoding="utf-8")

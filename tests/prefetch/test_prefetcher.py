@@ -15,7 +15,7 @@ from collections.abc import Collection
 import pytest
 
 from asyncrecall import CancelSignal, SelectorError
-from asyncrecall.memory import LexicalSelector, MemoryDoc, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, MemoryDoc, ModelSelector, Recaller
 from asyncrecall.prefetch import (
     INSTANT_STRATEGY,
     MemoryBlock,
@@ -241,7 +241,7 @@ async def test_a_cancelled_waiter_leaves_the_recall_alone(
 
 
 async def test_aclose_cancels_and_drains_every_recall(
-    store: MemoryStore, side: ScriptedModel
+    store: FolderStore, side: ScriptedModel
 ) -> None:
     """Leaving the context manager cancels every conversation's recall and waits until
     each task has ended; start() is refused afterwards."""
@@ -263,7 +263,7 @@ async def test_aclose_cancels_and_drains_every_recall(
         prefetcher.start("a", "again")
 
 
-async def test_a_warm_lexical_recall_is_settled_when_start_returns(store: MemoryStore) -> None:
+async def test_a_warm_lexical_recall_is_settled_when_start_returns(store: FolderStore) -> None:
     """A warm recall with no I/O (the lexical selector, and the instant pass) is
     computed inside start(): the take() right after it, with no loop tick in between,
     gets its block, and nothing was left for the loop to run first."""
@@ -281,7 +281,7 @@ async def test_a_warm_lexical_recall_is_settled_when_start_returns(store: Memory
 
 
 async def test_start_warming_needs_no_loop_and_makes_the_first_start_settle(
-    store: MemoryStore,
+    store: FolderStore,
 ) -> None:
     """start_warming() reads the folder and prepares the instant selector in a thread,
     from outside any event loop; once it is done, the first start() is settled at once."""
@@ -304,7 +304,7 @@ def _warm_from_a_thread_without_a_loop(prefetcher: RecallPrefetcher) -> threadin
     return prefetcher.start_warming()
 
 
-async def test_start_is_safe_under_the_eager_task_factory(store: MemoryStore) -> None:
+async def test_start_is_safe_under_the_eager_task_factory(store: FolderStore) -> None:
     """Under eager task execution (the recall's body runs inside create_task) start()
     works, and a lexical recall has settled when start() returns: no tick needed."""
     loop = asyncio.get_running_loop()
@@ -321,7 +321,7 @@ async def test_start_is_safe_under_the_eager_task_factory(store: MemoryStore) ->
 
 
 async def test_instant_pass_fills_the_user_query_and_the_main_recall_adds_the_rest(
-    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+    store: FolderStore, side: ScriptedModel, paths: dict[str, str]
 ) -> None:
     """With an instant selector, a main recall still running at the user query leaves
     the point to the instant pass; when it lands at a tool result it carries only the
@@ -347,7 +347,7 @@ async def test_instant_pass_fills_the_user_query_and_the_main_recall_adds_the_re
 
 
 async def test_a_failing_recall_gives_no_memory_and_never_raises(
-    store: MemoryStore, side: ScriptedModel, caplog: pytest.LogCaptureFixture
+    store: FolderStore, side: ScriptedModel, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A selector that fails with no fallback: take() returns None and raises nothing."""
     side.add_json(error=SelectorError("boom"))
@@ -372,7 +372,7 @@ async def test_blank_message_starts_nothing_but_still_supersedes(
     assert prefetcher.pending(KEY) is None
 
 
-def test_start_outside_an_event_loop_is_a_clear_error(store: MemoryStore) -> None:
+def test_start_outside_an_event_loop_is_a_clear_error(store: FolderStore) -> None:
     """start() needs a running loop: without one it raises RuntimeError, starting nothing."""
     prefetcher = RecallPrefetcher(Recaller(store, LexicalSelector()))
     with pytest.raises(RuntimeError, match="no running event loop"):
@@ -408,7 +408,7 @@ async def test_events_in_order_with_the_agent_json_shape(
 
 
 async def test_conversations_are_bounded_by_count_and_idle_time(
-    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+    store: FolderStore, side: ScriptedModel, paths: dict[str, str]
 ) -> None:
     """A long-lived prefetcher whose framework makes a new key per run does not grow
     without bound: beyond ``max_conversations`` the least recently used idle one is
@@ -437,7 +437,7 @@ async def test_conversations_are_bounded_by_count_and_idle_time(
 
 
 async def test_an_idle_recall_never_taken_does_not_hold_the_others_back(
-    store: MemoryStore, paths: dict[str, str]
+    store: FolderStore, paths: dict[str, str]
 ) -> None:
     """A run that ended without cancelling its recall (no wrapper, a crash) leaves a
     settled recall nobody takes: once idle it goes with its conversation, and the ones
@@ -464,7 +464,7 @@ async def test_an_idle_recall_never_taken_does_not_hold_the_others_back(
 
 
 async def test_a_conversation_with_a_pending_recall_is_never_evicted(
-    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+    store: FolderStore, side: ScriptedModel, paths: dict[str, str]
 ) -> None:
     """The bound is soft: a conversation whose recall is still running stays, however
     idle, so its recall can still be taken."""
@@ -496,7 +496,7 @@ async def _ticks(count: int = 20) -> None:
 
 
 async def test_a_recall_held_until_the_request_asks_its_side_model_after_take(
-    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+    store: FolderStore, side: ScriptedModel, paths: dict[str, str]
 ) -> None:
     """``until_request``: the side query is not even prepared before the key's next
     take (the request it could not reach anyway is built first), while the instant pass
@@ -555,14 +555,16 @@ async def test_a_held_recall_cancelled_before_its_request_never_asks(
 
 
 async def test_a_held_instant_pass_that_must_read_waits_for_the_take_too(
-    store: MemoryStore, side: ScriptedModel
+    store: FolderStore, side: ScriptedModel
 ) -> None:
     """``until_request``: an instant pass that cannot be computed inline (a cold folder
     with more to read than the inline budget) runs in a task held like the main recall,
     so nothing reads the folder for this message before the key's take (the request
     being built); it could not reach that request anyway."""
-    store.save_memory("long note", "a long note", "project", "staging cluster " * 600)
-    cold = MemoryStore(store.root)
+    store.save_memory(
+        "long note", "a long note", "project", "staging cluster " * 600, origin="user"
+    )
+    cold = FolderStore(store.root)
     read: list[str] = []
     real = cold.candidates
 
@@ -588,7 +590,7 @@ async def test_hold_and_until_request_are_exclusive(prefetcher: RecallPrefetcher
 
 
 async def test_a_caller_cancel_after_the_instant_pass_settled_keeps_it_out(
-    store: MemoryStore, side: ScriptedModel, paths: dict[str, str]
+    store: FolderStore, side: ScriptedModel, paths: dict[str, str]
 ) -> None:
     """Once the caller's cancel signal fires, nothing of that message is injected: not
     the instant pass computed inline (settled when start returned), nor a main recall
@@ -624,7 +626,7 @@ class _Inventing:
 
 
 async def test_a_custom_selectors_invented_file_is_never_injected(
-    store: MemoryStore, paths: dict[str, str], tmp_path: object
+    store: FolderStore, paths: dict[str, str], tmp_path: object
 ) -> None:
     """A selector's answer is checked against what it was offered, whoever wrote the
     selector: a document it was not offered (an invented path, a file outside the folder,
@@ -656,7 +658,7 @@ class _InventingInstant(_Inventing):
 
 
 async def test_an_instant_selectors_invented_file_is_never_injected(
-    store: MemoryStore, paths: dict[str, str]
+    store: FolderStore, paths: dict[str, str]
 ) -> None:
     """The instant pass's ranking is checked against what it was offered as well: a
     document it invents gives no memory, and a copy of an offered file with other text

@@ -57,7 +57,7 @@ from rich.table import Table
 import asyncrecall
 from asyncrecall._exceptions import ConfigError
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from asyncrecall_bench._corpus import MEMORIES, Memory
 from asyncrecall_bench._measure import percentile
@@ -240,10 +240,10 @@ def _note_text(rng: random.Random, number: int, generation: int) -> str:
 def build_folder(root: Path, files: int, *, seed: int) -> str:
     """A memory folder of ``files - 1`` English notes and the relevant memory, newest;
     returns the relevant memory's relative path."""
-    store = MemoryStore(root)
+    store = FolderStore(root)
     store.ensure()
     rewrite_notes(root, files - 1, seed=seed, generation=0)
-    gold = store.save_memory(GOLD.name, GOLD.description, GOLD.type, GOLD.content)
+    gold = store.save_memory(GOLD.name, GOLD.description, GOLD.type, GOLD.content, origin="user")
     future = time.time() + 3600  # newest whatever the notes' times: within the 200 scanned
     os.utime(gold.path, (future, future))
     return gold.rel_path

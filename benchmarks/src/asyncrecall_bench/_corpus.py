@@ -12,14 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 
 __all__ = ["MEMORIES", "QUERIES", "Memory", "Query", "build_memory_folder"]
 
 
 @dataclass(frozen=True, slots=True)
 class Memory:
-    """One topic file: what :meth:`MemoryStore.save_memory` takes."""
+    """One topic file: what :meth:`FolderStore.save_memory` takes."""
 
     name: str
     description: str
@@ -150,11 +150,11 @@ QUERIES: tuple[Query, ...] = (
 
 def build_memory_folder(root: Path, memories: Iterable[Memory] = MEMORIES) -> Mapping[str, str]:
     """Save ``memories`` in a memory folder at ``root``; returns name -> relative path."""
-    store = MemoryStore(root)
+    store = FolderStore(root)
     store.ensure()
     return {
         memory.name: store.save_memory(
-            memory.name, memory.description, memory.type, memory.content
+            memory.name, memory.description, memory.type, memory.content, origin="user"
         ).rel_path
         for memory in memories
     }

@@ -37,9 +37,9 @@ from typing import Any
 from asyncrecall._exceptions import ConfigError
 from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
+    FolderStore,
     LexicalSelector,
     MemoryExtractor,
-    MemoryStore,
     ModelSelector,
     Recaller,
     Selector,
@@ -172,7 +172,7 @@ async def evaluate(
     memories = refused = 0
     with tempfile.TemporaryDirectory(prefix="asyncrecall-extract-") as tmp:
         for index, conversation in enumerate(conversations):
-            store = MemoryStore(Path(tmp) / f"{index:03d}" / "memory")
+            store = FolderStore(Path(tmp) / f"{index:03d}" / "memory")
             store.ensure()
             extractor = MemoryExtractor(store, side_model)
             turns, offset_of = replay_turns(conversation)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller, Selector
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller, Selector
 from asyncrecall_bench._locomo import build_memory_folder, gold_files
 from asyncrecall_bench._scoring import Tally
 
@@ -162,11 +162,11 @@ async def cross_validate(
     # tallies[p][c]: grid point p over conversation c.
     tallies: list[list[Tally]] = []
     with tempfile.TemporaryDirectory(prefix="asyncrecall-folds-") as tmp:
-        stores: list[tuple[MemoryStore, dict[str, set[str]]]] = []
+        stores: list[tuple[FolderStore, dict[str, set[str]]]] = []
         for index, conversation in enumerate(conversations):
             path = Path(tmp) / f"{index:03d}-memory"
             gold_by_id = build_memory_folder(conversation, path)
-            stores.append((MemoryStore(path), gold_by_id))
+            stores.append((FolderStore(path), gold_by_id))
         for number, params in enumerate(points):
             selector = _selector_for(name, params, shared)
             managers = [Recaller(store, selector) for store, _ in stores]

@@ -57,7 +57,7 @@ from rich.console import Console
 from rich.table import Table
 
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall_bench._corpus import build_memory_folder
@@ -152,7 +152,7 @@ async def measure(config: FrameworksConfig) -> dict[str, dict[str, list[Trace]]]
     async with child_server(control=True) as server:
         with tempfile.TemporaryDirectory() as tmp:
             paths = build_memory_folder(Path(tmp) / "memory")
-            store = MemoryStore(Path(tmp) / "memory")
+            store = FolderStore(Path(tmp) / "memory")
             store.scan()  # warm, as in a session past its first query
             for framework in config.frameworks:
                 driver = _DRIVERS[framework](server.base_url)
@@ -175,7 +175,7 @@ async def measure(config: FrameworksConfig) -> dict[str, dict[str, list[Trace]]]
 async def _pattern(
     server: ChildServer,
     driver: Driver,
-    store: MemoryStore,
+    store: FolderStore,
     paths: Mapping[str, str],
     plans: _Plans,
     framework: str,
@@ -200,7 +200,7 @@ async def _pattern(
 async def _one(
     server: ChildServer,
     driver: Driver,
-    store: MemoryStore,
+    store: FolderStore,
     tag: str,
     pattern: str,
     plan: QueryPlan,

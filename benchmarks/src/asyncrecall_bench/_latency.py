@@ -43,7 +43,7 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall.agent import Agent, RecallMode
 from asyncrecall.cli._session import Session, open_session
 from asyncrecall.cli._settings import Settings
-from asyncrecall.demo._quiet import quiet_known_noise
+from asyncrecall.cli.demo._quiet import quiet_known_noise
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest
 from asyncrecall_bench._corpus import QUERIES, build_memory_folder

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 
 __all__ = ["build_memory_folder", "gold_files"]
 
@@ -41,7 +41,7 @@ def _sessions(conversation: Mapping[str, Any]) -> Iterator[tuple[int, str, Mappi
 
 def build_memory_folder(conversation: Mapping[str, Any], folder: Path) -> dict[str, set[str]]:
     """Write one conversation's topic files into ``folder``; returns dialog id -> rel paths."""
-    store = MemoryStore(folder)
+    store = FolderStore(folder)
     gold: dict[str, set[str]] = {}
     for n, date, speakers in _sessions(conversation):
         for speaker, observations in speakers.items():
@@ -54,6 +54,7 @@ def build_memory_folder(conversation: Mapping[str, Any], folder: Path) -> dict[s
                 description[:_DESCRIPTION_LIMIT],
                 "user",
                 "\n".join(fact for fact, _ in facts),
+                origin="user",
             )
             for _, ids in facts:
                 for dialog_id in ids if isinstance(ids, list) else [ids]:

@@ -11,7 +11,7 @@ import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from asyncrecall.demo._trace import Landed, QueryTrace, trace_query
+from asyncrecall.cli.demo._trace import Landed, QueryTrace, trace_query
 
 __all__ = ["Landed", "QueryTrace", "Ticker", "percentile", "ticking", "trace_query"]
 

@@ -1,6 +1,6 @@
 """``asyncrecall bench quality --dataset multilingual``: recall in five other languages.
 
-Our own test set (issue 24, point 2), written for the purpose and kept in
+Our own test set, written for the purpose and kept in
 ``asyncrecall_bench/multilingual/<language>.jsonl``: for each of Chinese, Japanese,
 French, German and Russian, two memory folders of 20 notes each (a coding agent's project memory and
 a personal assistant's), and 20 questions per folder, each with the one note that
@@ -9,7 +9,7 @@ question has close distractors; the questions paraphrase rather than copy the no
 
 One JSON record per line: a note is ``{"folder", "id", "name", "description", "type",
 "body"}``, a question ``{"folder", "question", "gold": [ids]}``. Each folder is saved
-through :meth:`MemoryStore.save_memory` into a temporary directory and each question
+through :meth:`FolderStore.save_memory` into a temporary directory and each question
 goes through :meth:`Recaller.recall` (the agent's recall path, limit 5), as in
 ``bench quality`` on LoCoMo. With ``--negatives``, each question is also asked against
 the language's other folder, where nothing answers it (``false_injection_rate``).
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall.memory import MemoryStore, Recaller, Selector
+from asyncrecall.memory import FolderStore, Recaller, Selector
 from asyncrecall_bench._scoring import QualityReport, Tally
 
 __all__ = ["LANGUAGES", "Case", "LanguageReport", "evaluate_multilingual", "load_language"]
@@ -104,14 +104,14 @@ async def evaluate_multilingual(
             paths: dict[str, dict[str, str]] = {}
             for folder, folder_notes in notes.items():
                 root = Path(tmp) / language / folder
-                store = MemoryStore(root)
+                store = FolderStore(root)
                 paths[folder] = {
                     note["id"]: store.save_memory(
-                        note["name"], note["description"], note["type"], note["body"]
+                        note["name"], note["description"], note["type"], note["body"], origin="user"
                     ).rel_path
                     for note in folder_notes
                 }
-                managers[folder] = Recaller(MemoryStore(root), selector)
+                managers[folder] = Recaller(FolderStore(root), selector)
             tally = Tally()
             for case in cases:
                 gold = {paths[case.folder][g] for g in case.gold}

@@ -45,8 +45,8 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall.agent import Agent, AgentClient
 from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
+    FolderStore,
     LexicalSelector,
-    MemoryStore,
     ModelSelector,
     Recaller,
     RecallResult,
@@ -266,7 +266,7 @@ async def measure_recall_cpu(
     Against the child server's instant side model; one call at a time, interleaved, so
     each figure is this process's own CPU for one call (worker threads included).
     """
-    store = MemoryStore(memory_dir)
+    store = FolderStore(memory_dir)
     docs = store.scan()
     model_name = WARMUP_PREFIX + SIDE_MODEL
     request = {
@@ -344,7 +344,7 @@ async def measure_recall_cpu(
 class _PreparedRecall(Recaller):
     """A recall that returns a prepared result at once, or (``result=None``) never."""
 
-    def __init__(self, store: MemoryStore, result: RecallResult | None) -> None:
+    def __init__(self, store: FolderStore, result: RecallResult | None) -> None:
         super().__init__(store, LexicalSelector())
         self._prepared = result
 
@@ -378,7 +378,7 @@ def _agent(project: Path, memory: Recaller | None) -> Agent:
 
 async def measure_per_query(repeats: int, *, project: Path) -> dict[str, float]:
     """Median wall time (microseconds) of one user query per variant (see the module doc)."""
-    store = MemoryStore(project.parent / "memory")
+    store = FolderStore(project.parent / "memory")
     docs = tuple(d for d in store.scan() if d.name in {m.name for m in MEMORIES[:2]})
     result = RecallResult(format_memory_block(docs, now=time.time()), docs, "model")
     agents = {

@@ -4,7 +4,7 @@ For each conversation a real memory folder is built in a temporary directory: on
 topic file per (session, speaker) from ``observation`` (title ``<speaker>, session
 <n>``; description ``<speaker> in session <n> (<session date>): <first observation>``
 cut at 150 characters; type ``user``; body that speaker's observations of the session,
-one per line), saved through :meth:`MemoryStore.save_memory`. Each question then goes
+one per line), saved through :meth:`FolderStore.save_memory`. Each question then goes
 through :meth:`Recaller.recall` (the agent's recall path, limit 10). A question's
 gold files are those holding an observation whose dialog id is in its ``evidence``
 (ids compared verbatim); category 5 (adversarial) and questions with no gold file are
@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller, Selector
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller, Selector
 from asyncrecall.models import Model
 from asyncrecall_bench._locomo import _load, build_memory_folder, gold_files
 from asyncrecall_bench._scoring import QualityReport, Tally
@@ -316,7 +316,7 @@ async def evaluate(
             if index not in folders:
                 path = Path(tmp) / f"{index:03d}-memory"
                 gold_by_id = build_memory_folder(conversations[index], path)
-                folders[index] = (Recaller(MemoryStore(path), selector), gold_by_id)
+                folders[index] = (Recaller(FolderStore(path), selector), gold_by_id)
             return folders[index]
 
         for index, conversation in enumerate(conversations):

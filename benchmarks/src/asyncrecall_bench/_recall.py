@@ -50,8 +50,8 @@ from asyncrecall._exceptions import ConfigError
 from asyncrecall.agent import Agent, AgentClient, ClientOptions
 from asyncrecall.cli._session import BLOCKING_SELECTOR_TIMEOUT
 from asyncrecall.cli._settings import Settings
-from asyncrecall.demo._quiet import quiet_known_noise
-from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller, Selector
+from asyncrecall.cli.demo._quiet import quiet_known_noise
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller, Selector
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from asyncrecall_bench._corpus import Query
@@ -226,7 +226,7 @@ def _build(conversations: Sequence[Mapping[str, Any]], root: Path) -> tuple[_Fol
         folder = root / f"memory-{index:02d}"
         gold_by_id = build_memory_folder(conversation, folder)
         roots.append(folder)
-        paths.append(tuple(sorted(doc.rel_path for doc in MemoryStore(folder).scan(limit=None))))
+        paths.append(tuple(sorted(doc.rel_path for doc in FolderStore(folder).scan(limit=None))))
         for qa in conversation.get("qa") or []:
             gold = gold_files(qa, gold_by_id)
             if gold:
@@ -353,7 +353,7 @@ class _ModeRun:
     mode: str  # a RecallMode, or REFERENCE
     folders: _Folders
     project: Path
-    stores: Sequence[MemoryStore] = ()
+    stores: Sequence[FolderStore] = ()
     embedded: Sequence[Selector] = ()
 
     @classmethod
@@ -362,7 +362,7 @@ class _ModeRun:
     ) -> _ModeRun:
         """One store and one embedded selector per folder, both warmed (as in a session
         past its first query), before any mode runs."""
-        stores = [MemoryStore(root) for root in folders.roots]
+        stores = [FolderStore(root) for root in folders.roots]
         embedded = [embedded_selector() for _ in stores]
         for store, selector in zip(stores, embedded, strict=True):
             await selector.select("warm up", store.scan(), limit=_LIMIT)
@@ -414,7 +414,7 @@ def build_client(
     mode: str,
     main: OpenAIModel,
     side: OpenAIModel,
-    store: MemoryStore,
+    store: FolderStore,
     embedded: Selector,
     tools: ScriptedTools,
 ) -> AgentClient:

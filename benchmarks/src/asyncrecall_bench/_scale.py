@@ -40,7 +40,7 @@ import openai
 from openai import AsyncOpenAI
 
 from asyncrecall.agent import Agent, AgentClient
-from asyncrecall.memory import MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall_bench._corpus import QUERIES
 from asyncrecall_bench._measure import QueryTrace, percentile, ticking, trace_query
@@ -209,7 +209,7 @@ async def _run_sessions(
         model=prefix + MAIN_MODEL, base_url=base_url, client=main_http, max_retries=0
     )
     side = OpenAIModel(model=prefix + SIDE_MODEL, base_url=base_url, api_key="bench", max_retries=0)
-    manager = Recaller(MemoryStore(memory_dir), ModelSelector(side)) if memory else None
+    manager = Recaller(FolderStore(memory_dir), ModelSelector(side)) if memory else None
     tools = ScriptedTools(project)
     clients = [AgentClient(model=main, memory=manager, tools=tools.specs) for _ in range(count)]
     traces: list[QueryTrace] = []

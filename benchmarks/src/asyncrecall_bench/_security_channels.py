@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from asyncrecall.cli._session import Session, open_session
 from asyncrecall.cli._settings import Settings, load_settings
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.memory.extraction._consolidate import SCHEMA_NAME as CONSOLIDATION_SCHEMA
 from asyncrecall.memory.extraction._extract import SCHEMA_NAME as EXTRACTION_SCHEMA
 from asyncrecall.models import FunctionCall
@@ -108,8 +108,8 @@ class Bench:
             settings = settings.with_overrides(memory_dir=self.project / settings.memory_dir)
         return settings
 
-    def store(self) -> MemoryStore:
-        return MemoryStore(self.settings(extract=False).memory_folder())
+    def store(self) -> FolderStore:
+        return FolderStore(self.settings(extract=False).memory_folder())
 
     def write_files(self, files: Mapping[str, str]) -> None:
         for rel, text in files.items():
@@ -236,7 +236,7 @@ def _save_own(case: Case, bench: Bench) -> None:
     """The user's own memory, saved as ``memory add`` saves it."""
     if case.own is not None:
         own = case.own
-        bench.store().save_memory(own.name, own.description, own.type, own.content)
+        bench.store().save_memory(own.name, own.description, own.type, own.content, origin="user")
 
 
 async def consolidation(case: Case, bench: Bench) -> None:
@@ -315,7 +315,7 @@ async def supply_quarantine_off(case: Case, bench: Bench) -> None:
 
 async def library_save(case: Case, bench: Bench) -> None:
     """Another writer: an application on the library gives its agent a memory tool that
-    calls ``MemoryStore.save_memory`` with the documented arguments, and its agent,
+    calls ``FolderStore.save_memory`` with the documented arguments, and its agent,
     having read the file, saves what it asks."""
     bench.write_files(case.files)
     memory = case.memory

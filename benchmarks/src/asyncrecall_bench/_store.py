@@ -47,7 +47,7 @@ from typing import Any
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, Recaller, Store
 from asyncrecall.memory._document import render_document, safe_file_stem
 from asyncrecall.memory.postgres._sql import NAMESPACE_SIZE_SQL
 from asyncrecall_bench._corpus import MEMORIES, QUERIES
@@ -140,9 +140,9 @@ def _load_database(url: str, namespace: str, count: int) -> None:
     it is (``--namespace``: loading a million takes minutes), one holding fewer refused."""
     import psycopg
 
-    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+    from asyncrecall.memory.postgres._store import PostgresStore
 
-    PostgresMemoryStore.open(url, namespace=namespace, listen=False).close()  # the schema
+    PostgresStore.open(url, namespace=namespace, listen=False).close()  # the schema
     words = _Words(_SEED)
     now = time.time()
     with psycopg.connect(url) as conn:
@@ -235,13 +235,11 @@ async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
     logger.addHandler(counter)
     logger.propagate = False
     seen: dict[str, float] = {}
-    store: Any
+    store: Store
     if spec.url is not None:
-        from asyncrecall.memory.postgres._store import PostgresMemoryStore, StoreChange
+        from asyncrecall.memory.postgres._store import PostgresStore, StoreChange
 
-        store = PostgresMemoryStore.open(
-            spec.url, namespace=spec.namespace, max_size=spec.sessions + 1
-        )
+        store = PostgresStore.open(spec.url, namespace=spec.namespace, max_size=spec.sessions + 1)
 
         def on_change(change: StoreChange) -> None:
             if change.op == "save":  # another worker's: named by its digest, not its name
@@ -250,9 +248,10 @@ async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
         store.add_change_listener(on_change)
     else:
         assert spec.folder is not None
-        store = MemoryStore(Path(spec.folder))
+        store = FolderStore(Path(spec.folder))
     manager = Recaller(store, LexicalSelector())
-    key: Callable[[str], str] = getattr(store, "memory_id", lambda name: name)
+    feed = store.changes
+    key: Callable[[str], str] = feed.memory_id if feed is not None else str
     words = _Words(_SEED + 1000 + spec.worker)
     for _ in range(10):  # warm: the selector's per-document cache, the pool
         await manager.recall(words.query())
@@ -274,7 +273,9 @@ async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
                     name = f"bench w{spec.worker} s{number} n{made}"
                     _, description, body = words.memory(made)
                     started = time.time()
-                    await asyncio.to_thread(store.save_memory, name, description, "user", body)
+                    await asyncio.to_thread(
+                        store.save_memory, name, description, "user", body, origin="user"
+                    )
                     saved[key(name)] = started
                     saves += 1
                 else:
@@ -288,9 +289,7 @@ async def _awork(spec: _Spec, barrier: Any) -> _Outcome:
     before = counter.count
     await asyncio.gather(*(session(n) for n in range(spec.sessions)))
     await asyncio.sleep(0.5)  # late notifications of the others' last saves
-    close = getattr(store, "close", None)
-    if close is not None:
-        close()
+    store.close()
     return _Outcome(latencies, saves, errors + counter.count - before, saved, seen)
 
 
@@ -384,11 +383,13 @@ _RECOVERY_LIMIT_S = 60.0
 
 
 async def _measure_outage(server: Any, namespace: str, seconds: float) -> OutageRow:
-    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+    from asyncrecall.memory.postgres._store import PostgresStore
 
-    store = PostgresMemoryStore.open(server.url, namespace=namespace)
+    store = PostgresStore.open(server.url, namespace=namespace)
     try:
-        store.save_memory(_PROBE, "the outage's probe", "project", "zeppelin hangar doors")
+        store.save_memory(
+            _PROBE, "the outage's probe", "project", "zeppelin hangar doors", origin="user"
+        )
         manager = Recaller(store, LexicalSelector())
         if not (await manager.recall("zeppelin hangar")).paths:
             raise RuntimeError("the outage row's probe memory is not recalled: nothing to time")

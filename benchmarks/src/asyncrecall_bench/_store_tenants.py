@@ -2,7 +2,7 @@
 
 A fleet worker serves many end users, each a namespace. ``--tenants`` namespaces of
 ``--tenant-memories`` memories each are loaded with ``COPY``; one process opens one
-:class:`~asyncrecall.memory.PostgresMemoryStore` per namespace (as an application
+:class:`~asyncrecall.memory.PostgresStore` per namespace (as an application
 opening a store per user would) and runs ``--sessions`` concurrent sessions for
 ``--seconds``, each recalling (the lexical selector over the database's candidates) a
 fresh query in a namespace drawn at random. Measured: the time to open every store,
@@ -99,22 +99,22 @@ async def measure_tenants(
     """The many-tenants row (see the module) on the database at ``url``."""
     import psycopg
 
-    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+    from asyncrecall.memory.postgres._store import PostgresStore
 
     prefix = f"bench-tenant-{uuid.uuid4().hex[:8]}-"
-    PostgresMemoryStore.migrate(url)
+    PostgresStore.migrate(url)
     await asyncio.to_thread(_load, url, prefix, tenants, per_tenant, memory)
     warnings = WarningCounter()
     logger = logging.getLogger("asyncrecall.memory")
     logger.addHandler(warnings)
-    stores: list[PostgresMemoryStore] = []
+    stores: list[PostgresStore] = []
     with psycopg.connect(url, autocommit=True) as probe:
         before, threads_before = _backends(probe), threading.active_count()
         peak = threads = 0
         try:
             began = time.perf_counter()
             for tenant in range(tenants):
-                stores.append(PostgresMemoryStore.open(url, namespace=f"{prefix}{tenant}"))
+                stores.append(PostgresStore.open(url, namespace=f"{prefix}{tenant}"))
             open_s = time.perf_counter() - began
             managers = [Recaller(store, LexicalSelector()) for store in stores]
             latencies: list[float] = []

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import pytest
 
-from asyncrecall.memory import LexicalSelector, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import PrefetchEvent, RecallPrefetcher
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
@@ -62,10 +62,10 @@ class Harness:
         self.driver = driver
         self.server = server
         self.wire: Wire = driver.wire(server)
-        self.store = MemoryStore(folder)
+        self.store = FolderStore(folder)
         self.store.ensure()
         for name, kind, description, body in MEMORIES:
-            self.store.save_memory(name, description, kind, body)
+            self.store.save_memory(name, description, kind, body, origin="user")
         #: The relative path of each memory, by name.
         self.paths = {doc.name: doc.rel_path for doc in self.store.scan()}
 

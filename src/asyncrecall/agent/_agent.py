@@ -151,7 +151,7 @@ class Agent:
         # what the tools returned, or a note saying they did not (all) run.
         unsent: list[FunctionResponse] = []
         after_tools = False  # tools have returned output in this query
-        watch = self.extraction.watch(text) if self.extraction is not None else None  # issue 14
+        watch = self.extraction.watch(text) if self.extraction is not None else None
         taint = self.tools.taint  # what the model is shown that the user did not type
         taint.user_turn(text)
         try:
@@ -196,7 +196,8 @@ class Agent:
                     unsent = _notes(calls, _INTERRUPTED)
                     raise
                 unsent = [outcome.response for outcome in outcomes]
-                # What a tool returned is in the model's view from now on (issue 25).
+                # What a tool returned is in the model's view from now on, so a later save
+                # in this query is untrusted unless the user's own words attest it.
                 after_tools = after_tools or any(o.call.name != "save_memory" for o in outcomes)
                 for outcome in outcomes:
                     result = ToolResultEvent(
@@ -205,7 +206,7 @@ class Agent:
                         id=outcome.call.id,
                         error=outcome.error,
                     )
-                    if watch is not None:  # issue 14: save_memory ran -> skip extraction
+                    if watch is not None:  # save_memory ran -> skip extraction
                         watch.see(result)
                     yield result
                 # Sent even when the cancel fired: the client records what the tools
@@ -228,7 +229,7 @@ class Agent:
             memory_paths=tuple(memory_paths),
         )
         taint.answer(done.text)
-        if watch is not None:  # issue 14: a completed query schedules extraction
+        if watch is not None:  # a completed query schedules extraction
             watch.see(done)
         yield done
 

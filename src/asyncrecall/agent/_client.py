@@ -150,7 +150,7 @@ class AgentClient:
         self._turn_limit = 0
         self._loop = _LoopDetector(self.options.loop_threshold)
         self._system_prompt = self._build_system_prompt()
-        #: Called by :meth:`reset_chat` (issue 14: the session cancels extraction).
+        #: Called by :meth:`reset_chat` (the session cancels background extraction).
         self.reset_hooks: list[Callable[[], None]] = []
 
     # -- public -----------------------------------------------------------------
@@ -187,7 +187,7 @@ class AgentClient:
         self._loop.reset()
         self.last_prompt_tokens = 0
         self._system_prompt = self._build_system_prompt()
-        for hook in self.reset_hooks:  # issue 14
+        for hook in self.reset_hooks:  # e.g. the session cancels extraction
             hook()
         return event
 
@@ -365,7 +365,7 @@ class AgentClient:
                             completion_tokens=item.completion_tokens,
                             estimated=item.estimated,
                         )
-                    elif isinstance(item, StreamRestarted):  # issue 20: sent again, once
+                    elif isinstance(item, StreamRestarted):  # cut off, sent again, once
                         text.clear()
                         calls.clear()
                         yield RequestRetriedEvent(

@@ -64,7 +64,7 @@ from asyncrecall.memory import (
     ForeignText,
     MemoryDoc,
     MemoryExtractor,
-    MemoryStoreProtocol,
+    Store,
     TranscriptTurn,
     consolidate,
 )
@@ -335,7 +335,7 @@ class ExtractionScheduler:
                 self._emit(MemoryExtractionStartedEvent(session_id=self.session_id, end=end))
                 try:
                     foreign, partial = await asyncio.to_thread(self._fingerprints)
-                    with background_requests():  # never over a main turn (issue 20)
+                    with background_requests():  # never over a main turn
                         result = await self.extractor.extract(
                             self.session_id, turns, end=end, foreign=foreign, partial=partial
                         )
@@ -437,7 +437,7 @@ async def maybe_consolidate(
         await asyncio.to_thread(gate.release, completed=completed)
 
 
-def _lookup(store: MemoryStoreProtocol, rel_path: str) -> MemoryDoc | None:
+def _lookup(store: Store, rel_path: str) -> MemoryDoc | None:
     """A recalled memory as it is now (``None``: gone or unreadable)."""
     try:
         return store.get(rel_path)

@@ -1,4 +1,4 @@
-"""The events of background memory extraction (issue 14).
+"""The events of background memory extraction.
 
 They are not part of a user query's event stream (extraction runs between and after
 queries): :class:`~asyncrecall.agent.ExtractionScheduler` hands them to its listeners.

@@ -280,8 +280,8 @@ def _mtime(entry: os.DirEntry[str]) -> float:
 
 def _atomic_write(path: Path, text: str) -> None:
     """``text`` to ``path`` through a temporary file and ``os.replace``: a reader sees
-    the old file or the new one, never half of one. Not fsynced: that costs 10-15 ms of
-    the exit here, and a hand-off lives for seconds; what a power loss takes with it is
+    the old file or the new one, never half of one. Not fsynced: that would lengthen
+    every exit, and a hand-off lives for seconds; what a power loss takes with it is
     one query's extraction, never a memory (those writes are the store's, fsynced)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -16,7 +16,6 @@ call not started yet is not run, a read-only tool stops between files, and a wri
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,7 +26,7 @@ from typing import Any
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import AsyncRecallError, ToolError
 from asyncrecall.agent._untrusted import SessionTaint
-from asyncrecall.memory import MemoryDoc, MemoryStoreProtocol, Source
+from asyncrecall.memory import MemoryDoc, Source, Store
 from asyncrecall.models import FunctionCall, FunctionResponse, ToolSpec
 
 __all__ = ["ToolOutcome", "ToolRegistry"]
@@ -133,15 +132,13 @@ class ToolRegistry:
         self,
         project_root: Path,
         *,
-        memory_store: MemoryStoreProtocol | None = None,
+        memory_store: Store | None = None,
         taint: SessionTaint | None = None,
     ) -> None:
         self.root = project_root.resolve()
         self._memory = memory_store
         #: What this session's model was shown that the user did not type.
         self.taint = taint if taint is not None else SessionTaint()
-        # The provenance of save_memory's writes, if the store records one (both ours do).
-        self._records_sources = _takes(memory_store, "sources")
         self._after_tools = False
         self._said = ""  # the user query whose calls run now
         tools = [
@@ -396,24 +393,22 @@ class ToolRegistry:
         missing = [key for key, value in values.items() if not isinstance(value, str)]
         if missing:
             raise ToolError(f"save_memory needs string arguments: {', '.join(missing)}")
-        provenance: dict[str, Any] = {}
-        if self._records_sources:
-            text = "\n".join(str(values[k]) for k in ("name", "description", "content"))
-            said = [self._said] if self._said else []
-            verdict = self.taint.vet(text, said=said, lookup=self._lookup)
-            source = Source.now(
-                "save_memory",
-                untrusted=self._after_tools and not verdict.attested,
-                held=verdict.held,
-                attested=verdict.attested,
-            )
-            provenance = {"origin": "save_memory", "sources": (source,)}
+        text = "\n".join(str(values[k]) for k in ("name", "description", "content"))
+        said = [self._said] if self._said else []
+        verdict = self.taint.vet(text, said=said, lookup=self._lookup)
+        source = Source.now(
+            "save_memory",
+            untrusted=self._after_tools and not verdict.attested,
+            held=verdict.held,
+            attested=verdict.attested,
+        )
         doc = self._memory.save_memory(
             str(values["name"]),
             str(values["description"]),
             str(values["type"]),
             str(values["content"]),
-            **provenance,
+            origin="save_memory",
+            sources=(source,),
         )
         return {"saved": doc.rel_path}
 
@@ -425,16 +420,6 @@ class ToolRegistry:
             return self._memory.get(rel_path)
         except (AsyncRecallError, OSError, KeyError, ValueError):
             return None
-
-
-def _takes(store: MemoryStoreProtocol | None, keyword: str) -> bool:
-    """Whether ``store.save_memory`` takes ``keyword`` (a store of the caller's may not)."""
-    if store is None:
-        return False
-    try:
-        return keyword in inspect.signature(store.save_memory).parameters
-    except (TypeError, ValueError):  # a callable without a signature
-        return False
 
 
 def _never() -> bool:

@@ -56,7 +56,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    # Built before the loop runs: importing the OpenAI SDK would block it for ~0.5 s.
+    # Built before the loop runs: importing the OpenAI SDK would block it (a slow import).
     try:
         from asyncrecall.cli._session import open_session
 
@@ -166,7 +166,7 @@ async def chat(session: Session, settings: Settings) -> int:
     reader = _LineReader(loop, interactive=interactive)
     if interactive:
         printer.err.print(_banner(session), markup=False, highlight=False, soft_wrap=True)
-    if session.extraction is not None:  # issue 14: what background extraction saved
+    if session.extraction is not None:  # what background extraction saved
         session.extraction.add_listener(printer.show_background)
     # The worst failure of the session (a cancelled turn is the user's choice, not one).
     status = 0

@@ -136,7 +136,7 @@ def agent_flags() -> argparse.ArgumentParser:
         default=None,
         help="offer the tools even to the tiny embedded model (it gets none by default)",
     )
-    limits.add_argument(  # issue 14: background memory extraction
+    limits.add_argument(  # background memory extraction
         "--no-extract",
         dest="extract",
         action="store_const",
@@ -169,7 +169,7 @@ _SETTING_FLAGS = (
     "output_format",
     "recall_mode",
     "tools",
-    "extract",  # issue 14
+    "extract",
 )
 
 
@@ -232,8 +232,9 @@ def exit_soon() -> None:
     """Let the process end without the interpreter's last collection (``run``, ``chat``).
 
     At exit CPython collects every object the ~1,000 modules of the agent and the OpenAI
-    SDK made: 0.8-1.1 s of the 2-core machine, after the answer is complete. Frozen
-    objects are skipped (the process frees its memory by ending), and ends in 30-70 ms.
+    SDK made: a wait the user sees, after the answer is complete. Frozen objects are
+    skipped (the process frees its memory by ending), and the exit is a small fraction
+    of that.
     Call it only when the process is about to end: nothing is collected afterwards.
     The command line's own process then ends through :func:`end_process`.
     """
@@ -249,8 +250,8 @@ def pause_collection() -> None:
     session, until :func:`resume_collection`.
 
     Those imports (about 1,100 modules: the agent, the OpenAI SDK) and the models'
-    clients set off some 230 collections that find next to nothing: 51-59 ms of the
-    700 ms they take here, with memory on or off (five new processes, ``gc.callbacks``
+    clients set off some 230 collections that find next to nothing, a share of the
+    imports' time worth saving, with memory on or off (measured with ``gc.callbacks``
     timing every collection while ``asyncrecall.cli._run``, ``asyncrecall.cli._session``
     and ``asyncrecall.models`` import and ``open_openai_models`` runs).
     """
@@ -274,7 +275,7 @@ def end_process(code: int) -> NoReturn:
     """End the command line's process with ``code`` once :func:`exit_soon` was called,
     doing what the interpreter's exit does for others (threads joined, ``atexit``
     handlers such as logging's and coverage's run, output flushed) and skipping its
-    teardown of the modules: 60-100 ms more of the 2-core machine after the answer. Any
+    teardown of the modules: more CPU after the answer, for nothing. Any
     other command returns through ``sys.exit`` as usual."""
     if not _ENDING["soon"]:
         sys.exit(code)

@@ -17,7 +17,7 @@ from typing import Any
 from asyncrecall._exceptions import ConfigError
 from asyncrecall.cli._memory_config import open_memory_store
 from asyncrecall.cli._settings import Settings
-from asyncrecall.memory import MemoryStoreProtocol
+from asyncrecall.memory import Store
 from asyncrecall.memory.extraction._consolidate import ConsolidationResult, consolidate
 
 __all__ = ["add_arguments", "run"]
@@ -37,9 +37,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         result = asyncio.run(_consolidate(store, settings, name, dry_run=args.dry_run))
     finally:
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
+        store.close()
     if args.json:
         from rich.console import Console
 
@@ -50,7 +48,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _consolidate(
-    store: MemoryStoreProtocol, settings: Settings, name: str, *, dry_run: bool
+    store: Store, settings: Settings, name: str, *, dry_run: bool
 ) -> ConsolidationResult:
     from asyncrecall.models._openai import OpenAIModel
 

@@ -17,9 +17,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from asyncrecall.demo import DEFAULT_MODE, DemoResult, ModeRun, run_demo
-from asyncrecall.demo._quiet import quiet_known_noise
-from asyncrecall.demo._trace import QueryTrace
+from asyncrecall.cli.demo import DEFAULT_MODE, DemoResult, ModeRun, run_demo
+from asyncrecall.cli.demo._quiet import quiet_known_noise
+from asyncrecall.cli.demo._trace import QueryTrace
 
 __all__ = ["register", "verdict"]
 

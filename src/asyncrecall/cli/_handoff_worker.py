@@ -38,7 +38,7 @@ from asyncrecall import _platform
 from asyncrecall._exceptions import AsyncRecallError
 from asyncrecall.agent._extraction import is_preempted, maybe_consolidate
 from asyncrecall.agent._handoff import Handoff, HandoffDir
-from asyncrecall.memory import MemoryExtractor, MemoryStore, MemoryStoreProtocol
+from asyncrecall.memory import FolderStore, MemoryExtractor, Store
 from asyncrecall.memory.extraction._consolidate import consolidation_gate
 from asyncrecall.models import Model
 from asyncrecall.models._traffic import background_requests
@@ -216,9 +216,7 @@ async def _work(directory: HandoffDir, config: WorkerConfig, drain: int) -> int:
         aclose = getattr(model, "aclose", None)
         if aclose is not None:
             await aclose()
-        close = getattr(store, "close", None)
-        if callable(close):
-            close()
+        store.close()
     return 0
 
 
@@ -296,19 +294,16 @@ async def _end_session(extractor: MemoryExtractor, session: str) -> None:
         logger.warning("memory extraction worker: cannot drop the cursor of %s: %s", session, exc)
 
 
-def _gate(store: MemoryStoreProtocol) -> Any:
-    try:
-        return consolidation_gate(store)
-    except TypeError:
-        return None
+def _gate(store: Store) -> Any:
+    return consolidation_gate(store)
 
 
-def _open_store(spec: Any) -> MemoryStoreProtocol:
+def _open_store(spec: Any) -> Store:
     if "folder" in spec:
-        return MemoryStore(Path(spec["folder"]))
-    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+        return FolderStore(Path(spec["folder"]))
+    from asyncrecall.memory.postgres._store import PostgresStore
 
-    return PostgresMemoryStore.open(str(spec["url"]), namespace=str(spec["namespace"]))
+    return PostgresStore.open(str(spec["url"]), namespace=str(spec["namespace"]))
 
 
 def _side_model(spec: Any) -> Model:

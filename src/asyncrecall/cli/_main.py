@@ -44,6 +44,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("bench", "asyncrecall.cli._bench", "benchmarks: latency, quality, overhead"),
     ("mcp", "asyncrecall.cli._mcp", "serve the memory store to MCP clients (stdio, or --http)"),
     ("trust", "asyncrecall.cli._trust", "let this folder's .asyncrecall/settings.toml apply"),
+    ("hooks", "asyncrecall.cli.hooks", "recall inside Claude Code or Qwen Code (their hooks)"),
 )
 
 

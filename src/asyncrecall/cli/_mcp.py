@@ -106,9 +106,7 @@ def _handle(args: argparse.Namespace) -> int:
     except SystemExit as exc:  # the HTTP server could not start after all (a race for the port)
         raise ConfigError(f"cannot listen on {args.host}:{args.port}: pass --port N") from exc
     finally:
-        close = getattr(manager.store, "close", None)
-        if close is not None:
-            close()
+        manager.store.close()
     return 0
 
 

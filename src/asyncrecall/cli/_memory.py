@@ -43,11 +43,11 @@ from asyncrecall.memory import (
     DEFAULT_LIMIT,
     EMPTY_RECALL,
     MEMORY_TYPES,
+    FolderStore,
     MemoryDoc,
-    MemoryStore,
-    MemoryStoreProtocol,
     Recaller,
     RecallResult,
+    Store,
 )
 from asyncrecall.memory._pending import PendingChange
 from asyncrecall.memory._prompt import age_in_days, format_age
@@ -126,7 +126,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="undo every change of this write (its id: `memory history`, or what consolidate "
         "and import print)",
     )
-    from asyncrecall.cli import _consolidate  # issue 14: memory consolidate
+    from asyncrecall.cli import _consolidate  # memory consolidate
 
     tidy = add(
         "consolidate",
@@ -203,13 +203,11 @@ def _handle(handler: Handler) -> Callable[[argparse.Namespace], int]:
 
 
 # Stores opened by the running sub-command, closed when it ends.
-_OPENED: list[MemoryStoreProtocol] = []
+_OPENED: list[Store] = []
 
 
-def _close(store: MemoryStoreProtocol) -> None:
-    close: Callable[[], None] | None = getattr(store, "close", None)
-    if close is not None:
-        close()
+def _close(store: Store) -> None:
+    store.close()
 
 
 # -- output helpers ------------------------------------------------------------------
@@ -263,7 +261,7 @@ def _doc_json(doc: MemoryDoc) -> dict[str, Any]:
     }
 
 
-def _store(settings: Settings) -> MemoryStoreProtocol:
+def _store(settings: Settings) -> Store:
     """The store these settings name (a database is connected now: exit 2 if down)."""
     store = open_memory_store(settings)
     _OPENED.append(store)
@@ -280,7 +278,7 @@ def _migrate(args: argparse.Namespace, settings: Settings) -> int:
     url = settings.store
     if not url or not is_postgres_url(url):
         raise ConfigError("memory migrate needs a database store: --store postgresql://...")
-    from asyncrecall.memory.postgres._store import PostgresMemoryStore
+    from asyncrecall.memory.postgres._store import PostgresStore
 
     binds: list[tuple[str, str]] = []
     for item in args.bind:
@@ -293,10 +291,10 @@ def _migrate(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("--bind-all takes a ROLE")
     if (binds or fleet) and not args.row_security:
         raise ConfigError("--bind and --bind-all need --row-security")
-    found, now = PostgresMemoryStore.migrate(url)
+    found, now = PostgresStore.migrate(url)
     warnings: tuple[str, ...] = ()
     if args.row_security:
-        warnings = PostgresMemoryStore.enable_row_security(url, bind=binds, bind_all=fleet)
+        warnings = PostgresStore.enable_row_security(url, bind=binds, bind_all=fleet)
     for warning in warnings:
         _err().print(f"asyncrecall: warning: {warning}", markup=False)
     if args.json:
@@ -324,7 +322,7 @@ def _migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 def _path(args: argparse.Namespace, settings: Settings) -> int:
     store = _store(settings)
-    root = store.ensure() if isinstance(store, MemoryStore) else store.location
+    root = store.ensure()
     if args.json:
         _print_json({"path": str(root)})
     else:
@@ -408,23 +406,18 @@ def _show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _pending(store: MemoryStoreProtocol, doc: MemoryDoc) -> PendingChange | None:
-    """The change waiting beside ``doc`` (``None``: none, or a store without them)."""
-    read = getattr(store, "pending_of", None)
-    return read(doc) if callable(read) else None
+def _pending(store: Store, doc: MemoryDoc) -> PendingChange | None:
+    """The change waiting beside ``doc`` (``None``: none)."""
+    return store.pending_of(doc)
 
 
-def _pending_names(store: MemoryStoreProtocol) -> set[str]:
-    read = getattr(store, "pending_names", None)
-    return set(read()) if callable(read) else set()
+def _pending_names(store: Store) -> set[str]:
+    return store.pending_names()
 
 
-def _provenance(store: MemoryStoreProtocol, doc: MemoryDoc) -> list[dict[str, Any]] | None:
-    """``doc``'s sources as stored (``None``: the store records none)."""
-    read = getattr(store, "provenance_of", None)
-    if not callable(read):
-        return None
-    return [source.to_json() for source in read(doc)]
+def _provenance(store: Store, doc: MemoryDoc) -> list[dict[str, Any]] | None:
+    """``doc``'s sources as stored."""
+    return [source.to_json() for source in store.provenance_of(doc)]
 
 
 def _add(args: argparse.Namespace, settings: Settings) -> int:
@@ -435,7 +428,10 @@ def _add(args: argparse.Namespace, settings: Settings) -> int:
 
             raise ConfigError("memory add needs --content or the content on standard input")
         content = sys.stdin.read()
-    doc = _store(settings).save_memory(args.name, args.description, args.type, content)
+    # The user typed it: their own words, trusted (a library write without an origin is not).
+    doc = _store(settings).save_memory(
+        args.name, args.description, args.type, content, origin="user"
+    )
     if args.json:
         _print_json(_doc_json(doc))
     else:
@@ -447,7 +443,7 @@ def _add(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _forget(args: argparse.Namespace, settings: Settings) -> int:
-    doc = _store(settings).forget(args.name)
+    doc = _store(settings).forget(args.name, origin="user")
     if args.json:
         _print_json(_doc_json(doc))
     else:
@@ -459,12 +455,7 @@ def _confirm(args: argparse.Namespace, settings: Settings) -> int:
     """``memory confirm NAME...``: a ``confirmed`` source, which lifts a quarantine or
     applies the change waiting beside the memory (``memory._pending``)."""
     store = _store(settings)
-    confirm = getattr(store, "confirm", None)
-    if not callable(confirm):
-        from asyncrecall._exceptions import ConfigError
-
-        raise ConfigError(f"the store {store.location} records no provenance to confirm")
-    docs: list[MemoryDoc] = [confirm(name) for name in args.names]
+    docs = [store.confirm(name) for name in args.names]
     if args.json:
         _print_json(_doc_json(docs[0]) if len(docs) == 1 else [_doc_json(d) for d in docs])
         return 0
@@ -476,7 +467,7 @@ def _confirm(args: argparse.Namespace, settings: Settings) -> int:
 def _history(args: argparse.Namespace, settings: Settings) -> int:
     """Every recorded write of a memory; without NAME, the newest writes of every memory
     (each with its write id, which ``revert --write`` takes)."""
-    keeper = _history_keeper(_store(settings))
+    keeper = _store(settings)
     whole = args.name is None
     records = keeper.recent_writes() if whole else keeper.history_of(args.name)
     if args.json:
@@ -504,7 +495,7 @@ def _history(args: argparse.Namespace, settings: Settings) -> int:
 def _revert(args: argparse.Namespace, settings: Settings) -> int:
     """Undo the newest write of a memory, bring back version ``--to``, or undo every
     change of one write (``--write ID``) as one step."""
-    keeper = _history_keeper(_store(settings))
+    keeper = _store(settings)
     if args.write is not None:
         if args.name is not None or args.to is not None:
             raise ConfigError("memory revert --write ID takes no NAME and no --to")
@@ -537,16 +528,6 @@ def _revert_write(args: argparse.Namespace, undone: dict[str, MemoryDoc | None])
         f"(undo this with: asyncrecall memory revert --write undo:{args.write})", markup=False
     )
     return 0
-
-
-def _history_keeper(store: MemoryStoreProtocol) -> Any:
-    if not callable(getattr(store, "history_of", None)) or not callable(
-        getattr(store, "revert", None)
-    ):
-        from asyncrecall._exceptions import ConfigError
-
-        raise ConfigError(f"the store {store.location} keeps no history of its writes")
-    return store
 
 
 def _recall(args: argparse.Namespace, settings: Settings) -> int:
@@ -674,8 +655,8 @@ def side_model(settings: Settings) -> Model | None:
 
 
 def _copy(
-    source: MemoryStoreProtocol,
-    target: MemoryStoreProtocol,
+    source: Store,
+    target: Store,
     *,
     trusted: bool = True,
     write_id: str = "",
@@ -735,7 +716,7 @@ def _report_copy(
 
 def _export(args: argparse.Namespace, settings: Settings) -> int:
     source = _store(settings)
-    target = MemoryStore(Path(args.to))
+    target = FolderStore(Path(args.to))
     copied = _copy(source, target, as_is=True)
     return _report_copy(args, copied, f"Exported {source.location} to {target.location}")
 
@@ -748,7 +729,7 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"memory import: {folder} is not a folder")
     target = _store(settings)
     write_id = f"import:{uuid.uuid4().hex[:12]}"
-    copied = _copy(MemoryStore(folder), target, trusted=args.trusted, write_id=write_id)
+    copied = _copy(FolderStore(folder), target, trusted=args.trusted, write_id=write_id)
     waiting = _pending_names(target)
     held = [s.name for _, s in copied if s.quarantined or s.name in waiting]
     if args.json:

@@ -21,15 +21,15 @@ from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
     EmbeddingSelector,
+    FolderStore,
     HybridSelector,
     InstantSelector,
     LexicalSelector,
-    MemoryStore,
-    MemoryStoreProtocol,
     ModelSelector,
     Recaller,
     RecallResult,
     Selector,
+    Store,
     embedding_available,
     is_postgres_url,
 )
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 
-def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
+def open_memory_store(settings: Settings) -> Store:
     """The store ``settings`` name: the database of ``store`` (``--store`` /
     ``ASYNCRECALL_STORE``), else the project's memory folder.
 
@@ -61,16 +61,16 @@ def open_memory_store(settings: Settings) -> MemoryStoreProtocol:
                 "away, or pass --memory-dir DIR"
             )
         warmup = adopt(root)  # read since the process started: adopt its caches
-        return warmup.store if warmup is not None else MemoryStore(root)
+        return warmup.store if warmup is not None else FolderStore(root)
     if not is_postgres_url(url):
         raise ConfigError(
             f"--store must be a postgresql:// URL, got {url.split('://')[0]!r}; "
             "for a folder use --memory-dir"
         )
-    from asyncrecall.memory.postgres._store import PostgresMemoryStore, default_namespace
+    from asyncrecall.memory.postgres._store import PostgresStore, default_namespace
 
     namespace = settings.namespace or default_namespace(settings.project)
-    return PostgresMemoryStore.open(url, namespace=namespace)
+    return PostgresStore.open(url, namespace=namespace)
 
 
 def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Recaller:
@@ -105,7 +105,7 @@ def build_memory_manager(settings: Settings, *, side_model: Model | None) -> Rec
         selector = EmbeddingSelector() if name == "embedding" else HybridSelector()
     else:
         assert_never(name)
-    warmup = adopt(store.root) if isinstance(store, MemoryStore) else None
+    warmup = adopt(store.root) if isinstance(store, FolderStore) else None
     if warmup is not None and warmup.store is store and warmup.primed is not None:
         # run's question, read ahead by the reader process
         return ReadAheadManager(store, selector, warmup.primed, **manager_options(settings))
@@ -125,7 +125,7 @@ class ReadAheadManager(Recaller):
 
     def __init__(
         self,
-        store: MemoryStoreProtocol,
+        store: Store,
         selector: Selector,
         read_ahead: PrimedRecall,
         **options: Any,
@@ -167,11 +167,11 @@ def manager_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def shared_lexical(store: MemoryStoreProtocol) -> LexicalSelector:
+def shared_lexical(store: Store) -> LexicalSelector:
     """The lexical selector of ``store``'s folder warm-up (its term counts are loaded
     or on their way), else a new one. The instant pass and the model selector's
     fallback share it."""
-    warmup = adopt(store.root) if isinstance(store, MemoryStore) else None
+    warmup = adopt(store.root) if isinstance(store, FolderStore) else None
     if warmup is not None and warmup.store is store:
         return warmup.lexical
     return LexicalSelector()
@@ -194,7 +194,7 @@ def prime_child(argv: Sequence[str]) -> int:
     out, question, given = argv[0], argv[1], json.loads(argv[2])
     settings = Settings(**{**given, "memory_dir": Path(given["memory_dir"])})
     lexical = LexicalSelector(postings=False)
-    store = MemoryStore(settings.memory_folder())
+    store = FolderStore(settings.memory_folder())
     lexical.prepare(store.warm_scan())
     manager = Recaller(store, lexical, **manager_options(settings))
     results: dict[str, Any] = {}

@@ -1,7 +1,7 @@
 """Reading the memory folder at process entry, while the rest of the program imports.
 
-A new ``asyncrecall run`` or ``chat`` spends most of its first second importing (the
-OpenAI SDK alone: about half a second). :func:`start_reading_memory` runs in
+A new ``asyncrecall run`` or ``chat`` spends most of its start-up importing (the
+OpenAI SDK above all). :func:`start_reading_memory` runs in
 :func:`asyncrecall.cli.main` right after the command line is parsed (once) and its
 settings resolved, before the command imports its machinery: it starts a daemon
 thread that scans the folder (from its persisted index: nothing is parsed when it is
@@ -13,9 +13,10 @@ A folder that changed much since its index was written (over
 :data:`CHILD_THRESHOLD_BYTES` to parse: a few notes are parsed in the thread) is parsed
 in a child process instead (``python -c``: the same interpreter, environment and
 paths), which writes the folder's persisted index and lexical counts and exits; the
-thread waits for it, then loads them as from an unchanged folder. Parsing 200 changed
-notes in the thread costs it about 190 ms of CPU (37 ms with the child), all of it
-holding the interpreter's lock that the command's imports need. The child runs on
+thread waits for it, then loads them as from an unchanged folder. Parsing hundreds of
+changed notes in the thread costs it several times the CPU of loading the child's
+result, all of it holding the interpreter's lock that the command's imports need
+(``benchmarks/cli.md``). The child runs on
 another core and never holds that lock. It is given :data:`CHILD_TIMEOUT_S`; when it
 fails, times out or cannot start, the thread parses as before.
 ``ASYNCRECALL_READ_AHEAD=thread`` always parses in the thread (for side-by-side
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from asyncrecall.cli._settings import Settings
-    from asyncrecall.memory import LexicalSelector, MemoryStore, RecallResult
+    from asyncrecall.memory import FolderStore, LexicalSelector, RecallResult
 
 __all__ = [
     "FolderWarmup",
@@ -58,10 +59,11 @@ __all__ = [
 
 logger = logging.getLogger("asyncrecall.memory")
 
-#: More to parse than this goes to a child process (200 changed notes: ~300 KiB; a
-#: dozen notes, ~16 KiB, parse in the thread in about 5 ms).
+#: More to parse than this goes to a child process (a dozen ordinary notes, ~16 KiB,
+#: parse in the thread in less time than a child process takes to start).
 CHILD_THRESHOLD_BYTES: Final = 16 * 1024
-#: How long the thread waits for the child (0.4-0.5 s here for 200 or 2,000 changed notes).
+#: How long the thread waits for the child (generous: far more than it needs for
+#: thousands of changed notes).
 CHILD_TIMEOUT_S: Final = 30.0
 _CHILD_CODE: Final = (
     "import sys; from asyncrecall.cli._reader import index_folder; index_folder(sys.argv[1])"
@@ -77,7 +79,7 @@ class FolderWarmup:
     """A memory folder being read ahead of the session that will use it: in a thread,
     or (``run QUESTION``) in a reader process that also runs the question's instant pass."""
 
-    store: MemoryStore
+    store: FolderStore
     lexical: LexicalSelector
     thread: threading.Thread | None
     primed: PrimedRecall | None = None
@@ -286,7 +288,7 @@ def reader_settings(settings: Settings, root: Path) -> dict[str, object]:
 
 def warm_folder(root: Path) -> FolderWarmup:
     """Start (once per folder and process) reading ``root`` in a daemon thread."""
-    from asyncrecall.memory import LexicalSelector, MemoryStore, Recaller
+    from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 
     key = root.expanduser().absolute()
     with _lock:
@@ -294,7 +296,7 @@ def warm_folder(root: Path) -> FolderWarmup:
         if found is not None:
             return found
         # No postings: building them costs the start-up more than a query or two saves.
-        store, lexical = MemoryStore(key), LexicalSelector(postings=False)
+        store, lexical = FolderStore(key), LexicalSelector(postings=False)
         in_child = os.environ.get("ASYNCRECALL_READ_AHEAD", "").strip().lower() != "thread"
 
         def parse_changes() -> None:
@@ -312,7 +314,7 @@ def _prime(root: Path, question: str, given: Mapping[str, object]) -> FolderWarm
     import json
     import tempfile
 
-    from asyncrecall.memory import LexicalSelector, MemoryStore
+    from asyncrecall.memory import FolderStore, LexicalSelector
 
     key = root.expanduser().absolute()
     with _lock:
@@ -336,7 +338,7 @@ def _prime(root: Path, question: str, given: Mapping[str, object]) -> FolderWarm
             return None
         primed = PrimedRecall(question, child, out)
         found = _started[key] = FolderWarmup(
-            MemoryStore(key), LexicalSelector(postings=False), None, primed
+            FolderStore(key), LexicalSelector(postings=False), None, primed
         )
         return found
 
@@ -344,9 +346,9 @@ def _prime(root: Path, question: str, given: Mapping[str, object]) -> FolderWarm
 def index_folder(root: str) -> None:
     """The child's work: parse the folder, tokenise it, write both persisted indexes and
     the record of quarantined paths."""
-    from asyncrecall.memory import LexicalSelector, MemoryStore
+    from asyncrecall.memory import FolderStore, LexicalSelector
 
-    store = MemoryStore(Path(root))
+    store = FolderStore(Path(root))
     LexicalSelector(postings=False).prepare(store.warm_scan())
     store.quarantined_paths()
 

@@ -1,6 +1,6 @@
 """How ``run`` and ``chat`` show agent events: text, one JSON object, or JSON lines.
 
-Background memory extraction's events (issue 14) come between and after queries;
+Background memory extraction's events come between and after queries;
 ``chat`` shows them with :meth:`EventPrinter.show_background`: one JSON line each in
 stream-json (its ``to_dict``, like every event), a short dim line on stderr in text
 (held back while an answer is being written, so it never splits one), nothing in json
@@ -93,7 +93,7 @@ class EventPrinter:
         self.format = output_format
         self.out = out or sys.stdout
         # No emoji codes: ``:smile:`` in a tool argument is text, and the first line with
-        # a colon imported rich's emoji table (5 ms) on the way to the first request.
+        # a colon imported rich's emoji table on the way to the first request.
         self.err = err or Console(stderr=True, highlight=False, emoji=False)
         #: The last query's error, until the command reads it (one line on stderr).
         self.error: ErrorEvent | None = None

@@ -25,9 +25,9 @@ from asyncrecall.cli._system_prompt import build_system_prompt
 from asyncrecall.memory import (
     LexicalSelector,
     MemoryExtractor,
-    MemoryStoreProtocol,
     ModelSelector,
     Recaller,
+    Store,
 )
 from asyncrecall.memory.extraction._consolidate import consolidation_gate
 from asyncrecall.models import Model
@@ -54,7 +54,7 @@ class Session:
     control: CancelSignal
     #: A line for the user when something about the set-up deserves one.
     notice: str | None = None
-    #: Background memory extraction (issue 14); ``None`` when off.
+    #: Background memory extraction; ``None`` when off.
     extraction: ExtractionScheduler | None = None
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     #: Loads the embedded model (blocking), when the session runs on it.
@@ -169,7 +169,7 @@ def open_session(
             side_model = _local_model(settings) if side_name == LOCAL else pair.side
         closers.append(pair.aclose)
     memory = _memory_for(settings, side_model)
-    store: MemoryStoreProtocol | None = memory.store if memory is not None else None
+    store: Store | None = memory.store if memory is not None else None
     tools = ToolRegistry(settings.project, memory_store=store)
     offered = tools.specs if settings.tools_enabled(embedded=embedded) else ()
     recall_mode = settings.effective_recall_mode(embedded=embedded)
@@ -196,7 +196,7 @@ def open_session(
         instant_selector=_instant_selector(memory) if recall_mode == "async+lexical" else None,
     )
     agent = Agent(client, tools, max_turns=settings.max_turns)
-    extraction = build_extraction(settings, memory, side_model, control)  # issue 14
+    extraction = build_extraction(settings, memory, side_model, control)
     refused = _unwritable(memory.store) if extraction is not None and memory else None
     if refused is not None:
         extraction = None  # said at once, instead of failing unseen after the answer
@@ -225,19 +225,19 @@ def _handoff_for(
     """The exit hand-off of ``scheduler``: writes what it owes and starts a worker (or
     one for stale hand-offs); ``None`` where a worker could not rebuild the store or the
     side model (then exit drains, as a library session does). Its set-up (the worker's
-    module, the hand-off folder: about 2 ms) waits for the exit: ``run`` builds this
+    module, the hand-off folder: little, but not nothing) waits for the exit: ``run`` builds this
     before its first request."""
     if not HANDOFF_SUPPORTED:
         return None
-    from asyncrecall.memory import MemoryStore
+    from asyncrecall.memory import FolderStore
 
     extractor = scheduler.extractor
     store = extractor.store
     where: dict[str, str]
-    if isinstance(store, MemoryStore):
+    if isinstance(store, FolderStore):
         where = {"folder": str(store.root)}
-    elif settings.store and getattr(store, "namespace", None):
-        where = {"url": settings.store, "namespace": store.namespace}  # type: ignore[attr-defined]
+    elif settings.store and store.namespace is not None:
+        where = {"url": settings.store, "namespace": store.namespace}
     else:
         return None
     side: dict[str, Any]
@@ -301,12 +301,12 @@ def _local_model(settings: Settings) -> Model:
     return local
 
 
-def _unwritable(store: MemoryStoreProtocol) -> str | None:
+def _unwritable(store: Store) -> str | None:
     """Why extraction could not write in ``store``'s folder (read-only, not ours), or
     ``None`` when it can (or the store is not a folder)."""
-    from asyncrecall.memory import MemoryStore
+    from asyncrecall.memory import FolderStore
 
-    if not isinstance(store, MemoryStore):
+    if not isinstance(store, FolderStore):
         return None
     folder = store.root
     while not folder.exists() and folder.parent != folder:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from asyncrecall.memory import MemoryStoreProtocol, neutralise_tags
+from asyncrecall.memory import Store, neutralise_tags
 from asyncrecall.models import ToolSpec
 
 __all__ = ["build_system_prompt"]
@@ -38,7 +38,7 @@ _LINK = re.compile(r"\]\(([^)\s]+\.md)\)")
 def build_system_prompt(
     project_root: Path,
     tools: tuple[ToolSpec, ...],
-    memory: MemoryStoreProtocol | None,
+    memory: Store | None,
     *,
     quarantine: bool = True,
 ) -> str:
@@ -59,10 +59,9 @@ def build_system_prompt(
     return "\n\n".join(sections)
 
 
-def _quarantined(memory: MemoryStoreProtocol) -> set[str]:
-    """The store's quarantined paths (none for a store that records no provenance)."""
-    paths = getattr(memory, "quarantined_paths", None)
-    return set(paths()) if callable(paths) else set()
+def _quarantined(memory: Store) -> set[str]:
+    """The store's quarantined (held) paths."""
+    return memory.quarantined_paths()
 
 
 def _target(line: str) -> str | None:

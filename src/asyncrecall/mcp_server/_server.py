@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Iterable
 from typing import Annotated, Any, Final, Literal
@@ -15,12 +14,13 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from asyncrecall import __version__
-from asyncrecall._exceptions import AsyncRecallError
+from asyncrecall._exceptions import AsyncRecallError, MemoryConflictError
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
     MemoryDoc,
     Recaller,
     Source,
+    Store,
     held_reason,
     neutralise_tags,
 )
@@ -105,10 +105,6 @@ def memory_server(
     """
     store = manager.store
     one_at_a_time = anyio.CapacityLimiter(1)
-    # Both stores record who wrote; a store of the app's own may not take the keyword.
-    saved_by = {"origin": ORIGIN} if _takes(store.save_memory, "origin") else {}
-    forgot_by = {"origin": ORIGIN} if _takes(store.forget, "origin") else {}
-    with_sources = _takes(store.save_memory, "sources")
     # The held memories this server has shown a client (their text is in its context).
     shown_held: list[str] = []
 
@@ -178,7 +174,6 @@ def memory_server(
         is about; ``type``: user, feedback, project or reference). ``quarantined``: not
         recalled until the user confirms it; ``pending``: the memory keeps the user's
         text, this change waits beside it for the user's word."""
-        vetted: dict[str, Any] = {}
         # A lever for an attacker waits for memory confirm (_vetting); a client the
         # server does not trust writes someone else's text.
         held = held_reason(f"{name}\n{description}\n{content}") or ""
@@ -187,18 +182,11 @@ def memory_server(
         elif shown_held and not held:
             shown = ", ".join(shown_held[:3])
             held = f"written by an MCP client shown held memory {shown}"
-        if with_sources:
-            vetted = {"sources": (Source.now(ORIGIN, held=held),)}
-        elif held:
-            raise ToolError(
-                "this store records no provenance, so a write it cannot hold for the "
-                "user's word is refused (serve it with trust_client=True)"
-            )
         doc: MemoryDoc = await in_thread(
-            store.save_memory, name, description, type, content, **saved_by, **vetted
-        )
-        pending_of = getattr(store, "pending_of", None)
-        waiting = held and callable(pending_of) and await in_thread(pending_of, doc) is not None
+            store.save_memory, name, description, type, content,
+            origin=ORIGIN, sources=(Source.now(ORIGIN, held=held),),
+        )  # fmt: skip
+        waiting = held and await in_thread(store.pending_of, doc) is not None
         return {
             "saved": doc.name,
             "file": doc.rel_path,
@@ -211,42 +199,28 @@ def memory_server(
         """Remove the memory with this name or relative path (from an untrusted client:
         only a quarantined one; the user forgets the others)."""
         if trust_client:
-            doc: MemoryDoc = await in_thread(store.forget, name, **forgot_by)
+            doc: MemoryDoc = await in_thread(store.forget, name, origin=ORIGIN)
         else:
-            doc = await in_thread(_forget_held, store, name, forgot_by)
+            doc = await in_thread(_forget_held, store, name)
         return {"forgot": doc.name, "file": doc.rel_path}
 
     return app
 
 
-def _forget_held(store: Any, key: str, forgot_by: dict[str, Any]) -> MemoryDoc:
+def _forget_held(store: Store, key: str) -> MemoryDoc:
     """Forget the memory ``key`` names only while it is held (quarantined): a client the
     server does not trust never removes a memory recall uses. The removal is
-    conditional on the memory as read where the store takes a condition."""
-    doc: MemoryDoc = store.get(key)
+    conditional on the memory as read (a memory confirmed meanwhile stays)."""
+    doc = store.get(key)
     if not doc.quarantined:
         raise ToolError(
             f"memory {doc.name!r} is one the user keeps: this server does not let its "
             "client remove it (the user can: asyncrecall memory forget)"
         )
-    if _takes(store.forget, "expected"):
-        gone: MemoryDoc = store.forget(doc.rel_path, expected=doc, **forgot_by)
-        return gone
-    forget_if = getattr(store, "forget_if", None)
-    if callable(forget_if):
-        removed: MemoryDoc | None = forget_if(doc.name, expected_revision=doc.revision, **forgot_by)
-        if removed is None:
-            raise ToolError(f"memory {doc.name!r} changed while it was forgotten: not removed")
-        return removed
-    gone = store.forget(doc.rel_path, **forgot_by)
-    return gone
-
-
-def _takes(call: Any, keyword: str) -> bool:
     try:
-        return keyword in inspect.signature(call).parameters
-    except (TypeError, ValueError):  # a callable without a signature
-        return False
+        return store.forget(doc.rel_path, expected=doc, origin=ORIGIN)
+    except MemoryConflictError as exc:
+        raise ToolError(f"memory {doc.name!r} changed while it was forgotten: not removed") from exc
 
 
 def _doc_json(doc: MemoryDoc, *, body: int | None) -> dict[str, Any]:
@@ -260,7 +234,7 @@ def _doc_json(doc: MemoryDoc, *, body: int | None) -> dict[str, Any]:
         "type": doc.type,
         "file": doc.rel_path,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(doc.mtime)),
-        # Where it came from; a quarantined memory is held back from recall (issue 25).
+        # Where it came from; a quarantined memory is held back from recall.
         "origin": doc.origin,
         "quarantined": doc.quarantined,
     }

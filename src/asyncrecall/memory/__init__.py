@@ -1,8 +1,9 @@
 """The memory folder, scanning, selectors and recall. Knows nothing of the agent.
 
-A project's memory is a folder of Markdown topic files plus an index, ``MEMORY.md``
-(:class:`MemoryStore`); :class:`PostgresMemoryStore` keeps them in PostgreSQL for
-fleets of workers (the ``postgres`` extra), behind the same :class:`MemoryStoreProtocol`.
+Every store implements :class:`Store`, the one store interface. A project's memory is a
+folder of Markdown topic files plus an index, ``MEMORY.md`` (:class:`FolderStore`);
+:class:`PostgresStore` keeps them in PostgreSQL for fleets of workers (the ``postgres``
+extra).
 :class:`Recaller` recalls the memories relevant to a query with a
 :class:`Selector` (:class:`ModelSelector`: one side query to a fast model;
 :class:`LexicalSelector`: BM25, local; :class:`EmbeddingSelector` and
@@ -37,7 +38,14 @@ from asyncrecall.memory._provenance import Source
 from asyncrecall.memory._recall import DEFAULT_LIMIT as DEFAULT_LIMIT
 from asyncrecall.memory._recall import Recaller
 from asyncrecall.memory._selector import InstantSelector, Selector
-from asyncrecall.memory._store_protocol import MemoryStoreProtocol
+from asyncrecall.memory._store import (
+    LIBRARY_ORIGIN,
+    ChangeWatch,
+    ExtractionBackend,
+    Gate,
+    Store,
+    StoreChange,
+)
 from asyncrecall.memory._store_protocol import is_postgres_url as is_postgres_url
 from asyncrecall.memory._types import EMPTY_RECALL as EMPTY_RECALL
 from asyncrecall.memory._types import MEMORY_TYPES as MEMORY_TYPES
@@ -53,50 +61,58 @@ from asyncrecall.memory.extraction._extract import (
 )
 from asyncrecall.memory.folder._extraction import ConsolidationGate as ConsolidationGate
 from asyncrecall.memory.folder._extraction import read_source_offsets as read_source_offsets
-from asyncrecall.memory.folder._store import MemoryStore
+from asyncrecall.memory.folder._store import FolderStore
 from asyncrecall.memory.selectors._embedding import EmbeddingSelector, HybridSelector
 from asyncrecall.memory.selectors._embedding import embedding_available as embedding_available
 from asyncrecall.memory.selectors._lexical import LexicalSelector
 from asyncrecall.memory.selectors._model import ModelSelector
 
 __all__ = [
+    "LIBRARY_ORIGIN",
+    "ChangeWatch",
     "ConsolidationResult",
     "EmbeddingSelector",
+    "ExtractionBackend",
     "ExtractionResult",
+    "FolderStore",
+    "Gate",
     "HybridSelector",
     "InstantSelector",
     "LexicalSelector",
     "MemoryDoc",
     "MemoryExtractor",
-    # The store interface's change renames these three: MemoryStore -> FolderStore,
-    # MemoryStoreProtocol -> Store, PostgresMemoryStore -> PostgresStore.
-    "MemoryStore",
-    "MemoryStoreProtocol",
     "MemoryType",
     "ModelSelector",
-    "PostgresMemoryStore",
+    "PostgresStore",
     "RecallResult",
     "Recaller",
     "Selector",
     "Source",
+    "Store",
+    "StoreChange",
     "TranscriptTurn",
     "consolidate",
 ]
 
 #: Old names kept for one release: each access warns (``DeprecationWarning``).
-_DEPRECATED = {"MemoryManager": "Recaller"}
+_DEPRECATED = {
+    "MemoryManager": "Recaller",
+    "MemoryStore": "FolderStore",
+    "MemoryStoreProtocol": "Store",
+    "PostgresMemoryStore": "PostgresStore",
+}
 
 
 def __getattr__(name: str) -> object:
-    """``PostgresMemoryStore`` is imported on first use: psycopg is an optional extra."""
-    if name == "PostgresMemoryStore":
+    """``PostgresStore`` is imported on first use: psycopg is an optional extra."""
+    if name == "PostgresStore":
         try:
-            from asyncrecall.memory.postgres._store import PostgresMemoryStore
+            from asyncrecall.memory.postgres._store import PostgresStore
         except ModuleNotFoundError as exc:  # pragma: no cover - the extra is installed in CI
             raise ImportError(
-                "PostgresMemoryStore needs psycopg: pip install 'asyncrecall[postgres]'"
+                "PostgresStore needs psycopg: pip install 'asyncrecall[postgres]'"
             ) from exc
-        return PostgresMemoryStore
+        return PostgresStore
     if name in _DEPRECATED:
         new = _DEPRECATED[name]
         warnings.warn(
@@ -105,5 +121,5 @@ def __getattr__(name: str) -> object:
             DeprecationWarning,
             stacklevel=2,
         )
-        return globals()[new]
+        return globals()[new] if new in globals() else __getattr__(new)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -92,7 +92,7 @@ def _split(text: str) -> tuple[list[str], str]:
 
 def parser_loaded() -> bool:
     """Whether parsing a file costs only the parse: the YAML parser is imported (its
-    import takes 10-40 ms, too long for an event loop)."""
+    import takes too long for an event loop)."""
     return "yaml" in sys.modules
 
 
@@ -181,7 +181,8 @@ def render_document(
     import yaml
 
     fields: dict[str, Any] = {"name": name, "description": description, "type": type}
-    fields.update({k: v for k, v in (extra or {}).items() if k not in fields})  # issue 14
+    # Extra keys (extraction's source_offsets ...) come after, never replacing these.
+    fields.update({k: v for k, v in (extra or {}).items() if k not in fields})
     header = yaml.safe_dump(
         fields,
         sort_keys=False,

@@ -26,7 +26,7 @@ _MAX_KEY: Final = 120
 
 def resolve_memory_dir(*, home: Path, project: Path, memory_dir: Path | None = None) -> Path:
     """The memory folder of ``project`` under ``home``, or ``memory_dir`` when given (not
-    created: see ``MemoryStore.ensure``)."""
+    created: see ``FolderStore.ensure``)."""
     if memory_dir is not None:
         return memory_dir.expanduser().absolute()
     root = canonical_project_root(project)

@@ -48,6 +48,7 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 
 __all__ = [
     "LEGACY_SOURCE",
+    "LIBRARY_HELD",
     "ORIGINS",
     "PROVENANCE_KEY",
     "SOURCE_OFFSETS_KEY",
@@ -71,6 +72,9 @@ SOURCE_OFFSETS_KEY: Final = "source_offsets"
 #: The front matter key (folder) holding the list of :class:`Source`.
 PROVENANCE_KEY: Final = "provenance"
 
+#: Why a write through the store API with no trusted origin is held (``new_source``).
+LIBRARY_HELD: Final = "saved through the store API without a trusted origin"
+
 #: ``{session id: [transcript offsets]}``: the turns a memory came from.
 SourceOffsets = Mapping[str, list[int]]
 
@@ -83,13 +87,16 @@ Origin: TypeAlias = Literal[
     "import",
     "mcp",
     "confirmed",
+    "library",
 ]
 
 #: Where a write came from: the user's own words through the CLI (``user``); the
 #: agent's ``save_memory`` tool (``save_memory``); extraction citing a user turn
 #: (``extraction-user``) or only the assistant's answers (``extraction-assistant``);
 #: a consolidation's merge or rewrite (``consolidation``); ``memory import``
-#: (``import``); the MCP server (``mcp``); ``memory confirm`` (``confirmed``).
+#: (``import``); the MCP server (``mcp``); ``memory confirm`` (``confirmed``); a write
+#: through the store API that did not say where its text came from (``library``:
+#: untrusted, see :func:`new_source`).
 ORIGINS: Final[tuple[Origin, ...]] = get_args(Origin)
 
 
@@ -175,9 +182,15 @@ LEGACY_SOURCE: Final = Source("user")
 
 
 def new_source(origin: str) -> Source:
-    """The source of a write made now by ``origin`` (a history origin outside
-    :data:`ORIGINS`, such as ``extraction`` without its own source, counts as ``user``)."""
-    return Source(origin if origin in ORIGINS else "user", _clock())
+    """The source of a write made now by ``origin`` that brought no sources of its own.
+
+    Trusted only for a named origin of :data:`ORIGINS` (``user``, ``save_memory`` ...).
+    Any other (``library``: the store API's default, a caller that did not say where
+    its text came from; an origin the provenance does not know) is an untrusted
+    ``library`` source: the memory is held until the user confirms it."""
+    if origin in ORIGINS and origin != "library":
+        return Source(origin, _clock())
+    return Source("library", _clock(), untrusted=True, held=LIBRARY_HELD)
 
 
 def _iso(at: float) -> str:

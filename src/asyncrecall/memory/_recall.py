@@ -24,7 +24,7 @@ query. Its promises:
 - an :class:`~asyncrecall.memory.InstantSelector` whose ``inline`` is true (the
   lexical one) runs inline, scan included, so the recall completes without ever
   suspending, but only when that costs about a millisecond at most: every file's parse
-  is cached (:meth:`MemoryStore.scan_cached`) and the selector is :meth:`ready` for
+  is cached (:meth:`FolderStore.scan_cached`) and the selector is :meth:`ready` for
   them, or what is not adds up to :data:`INLINE_BUDGET_BYTES` (4 KiB: a note or two
   saved since the last recall, parsed and tokenised here in about 0.5 ms). Otherwise
   (a new process before its warm-up is done, many new files) the scan, parse and
@@ -61,7 +61,7 @@ from asyncrecall._exceptions import SelectorError
 from asyncrecall.memory._budget import FILE_CHARS, FILE_LINES, nothing_to_recall
 from asyncrecall.memory._prompt import cut_body, format_memory_block
 from asyncrecall.memory._selector import InstantSelector, Selector
-from asyncrecall.memory._store_protocol import MemoryStoreProtocol
+from asyncrecall.memory._store import Store
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
 
@@ -85,7 +85,7 @@ class Recaller:
 
     def __init__(
         self,
-        store: MemoryStoreProtocol,
+        store: Store,
         selector: Selector,
         *,
         clock: Callable[[], float] = time.time,
@@ -365,20 +365,18 @@ class Recaller:
 
 #: The warm-up thread of each store, while it runs (one at a time per store, whichever
 #: manager started it: starting a thread holds the event loop until it runs).
-_WARMING: weakref.WeakKeyDictionary[MemoryStoreProtocol, threading.Thread] = (
-    weakref.WeakKeyDictionary()
-)
+_WARMING: weakref.WeakKeyDictionary[Store, threading.Thread] = weakref.WeakKeyDictionary()
 _WARMING_LOCK = threading.Lock()
 
 
-def _warming_now(store: MemoryStoreProtocol) -> threading.Thread | None:
+def _warming_now(store: Store) -> threading.Thread | None:
     with _WARMING_LOCK, contextlib.suppress(TypeError):  # TypeError: no weak reference
         thread = _WARMING.get(store)
         return thread if thread is not None and thread.is_alive() else None
     return None
 
 
-def _start_warming(store: MemoryStoreProtocol, work: Callable[[], None]) -> threading.Thread:
+def _start_warming(store: Store, work: Callable[[], None]) -> threading.Thread:
     thread = threading.Thread(target=work, name="asyncrecall-warm", daemon=True)
     with _WARMING_LOCK, contextlib.suppress(TypeError):  # a store without weak references
         _WARMING[store] = thread

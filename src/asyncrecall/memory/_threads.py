@@ -1,8 +1,8 @@
 """Work off the event loop that stops when its caller stops waiting, and never holds exit.
 
 ``asyncio.to_thread`` is the wrong tool for recall's CPU work: a cancelled await leaves
-the thread running to the end (an embedding selection went on ranking for 1.6 s after
-its recall was cancelled, stalling the loop meanwhile), and ``asyncio.run`` joins the
+the thread running to the end (an embedding selection went on ranking long after its
+recall was cancelled, stalling the loop meanwhile), and ``asyncio.run`` joins the
 default executor's threads at exit, so a cancelled recall held the program's exit.
 
 :func:`run_off_loop` runs ``work(stop)`` in a daemon thread of its own (never joined:

@@ -22,18 +22,16 @@ The relative path is the target's to choose (from the name, as every save does).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Final
 
 from asyncrecall.memory._provenance import LEGACY_SOURCE, Source, is_quarantined
-from asyncrecall.memory._store_protocol import MemoryStoreProtocol
+from asyncrecall.memory._store import MemoryRecord, Store
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = [
     "CREATED_AT_KEY",
     "MemoryRecord",
-    "Transferable",
     "copy_memories",
     "imported_sources",
     "read_records",
@@ -42,21 +40,6 @@ __all__ = [
 
 #: The front matter key a memory's creation time travels in through a folder.
 CREATED_AT_KEY: Final = "created_at"
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryRecord:
-    """A memory and what it carries beyond its :class:`MemoryDoc`."""
-
-    doc: MemoryDoc
-    #: POSIX time it was created; ``None`` when the store does not know.
-    created_at: float | None = None
-    #: Provenance, ``{session id: (offsets...)}``.
-    source_offsets: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    #: Front matter keys beyond name, description, type, provenance and creation time.
-    front_matter: Mapping[str, Any] = field(default_factory=dict)
-    #: Where its writes came from (``()``: no provenance, the user's own).
-    provenance: tuple[Source, ...] = ()
 
 
 def imported_sources(
@@ -74,34 +57,13 @@ def imported_sources(
     return (*claimed, Source.now("import", untrusted=doubtful))
 
 
-@runtime_checkable
-class Transferable(Protocol):
-    """A store that carries a memory's provenance, times and other keys through a copy
-    (each store implements it in its own wing: the folder's, PostgreSQL's)."""
-
-    def export_records(self) -> list[MemoryRecord]:
-        """Every memory with what it carries, in the index's order."""
-        ...
-
-    def import_record(
-        self, record: MemoryRecord, *, trusted: bool = ..., write_id: str = ..., as_is: bool = ...
-    ) -> MemoryDoc:
-        """Save ``record`` (created or replaced) with all it carries; ``trusted``
-        false: quarantined until confirmed; ``write_id`` goes into the history;
-        ``as_is`` (an export): no ``import`` source added to its provenance."""
-        ...
-
-
-def read_records(store: MemoryStoreProtocol) -> list[MemoryRecord]:
+def read_records(store: Store) -> list[MemoryRecord]:
     """Every memory of ``store`` with what it carries, in its index's order."""
-    if isinstance(store, Transferable):
-        return store.export_records()
-    docs = sorted(store.scan(limit=None), key=lambda d: (d.mtime, d.rel_path))
-    return [MemoryRecord(doc) for doc in docs]
+    return store.export_records()
 
 
 def write_record(
-    store: MemoryStoreProtocol,
+    store: Store,
     record: MemoryRecord,
     *,
     trusted: bool = True,
@@ -112,19 +74,12 @@ def write_record(
     ``trusted`` false: the copy is quarantined (see :func:`imported_sources`);
     ``write_id``: the history's id of the copy (one for a whole import); ``as_is``:
     its provenance unchanged (an export)."""
-    if isinstance(store, Transferable):
-        if as_is:
-            return store.import_record(record, as_is=True)
-        if not trusted or write_id:
-            return store.import_record(record, trusted=trusted, write_id=write_id)
-        return store.import_record(record)
-    doc = record.doc
-    return store.save_memory(doc.name, doc.description, doc.type, doc.body)
+    return store.import_record(record, trusted=trusted, write_id=write_id, as_is=as_is)
 
 
 def copy_memories(
-    source: MemoryStoreProtocol,
-    target: MemoryStoreProtocol,
+    source: Store,
+    target: Store,
     *,
     trusted: bool = True,
     write_id: str = "",

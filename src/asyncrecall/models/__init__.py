@@ -3,7 +3,7 @@
 This package knows nothing of memory or of the agent. The OpenAI client
 (:class:`OpenAIModel`) and the embedded model (:class:`LocalModel`, the ``local``
 extra) are imported on first use, so importing the package does not load the SDK
-(~0.5 s).
+(slow to import).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from asyncrecall.models._openai import OpenAIModel
     from asyncrecall.models._openai import open_openai_models as open_openai_models
 
-# Loaded on first use: the OpenAI SDK costs about 0.5 s to import.
+# Loaded on first use: the OpenAI SDK is slow to import.
 _LAZY = {
     "LocalModel": "asyncrecall.models._local",
     "ModelPair": "asyncrecall.models._openai",

@@ -149,9 +149,10 @@ class LocalModel:
 
     ``n_threads`` sets the threads for both prompt evaluation and generation. By
     default the prompt is evaluated on every core and tokens are generated on one:
-    one token of a 135M model is too little work to share, and on a busy 2-core
-    machine two generating threads spin waiting for each other (20 tokens took
-    19-26 s on two threads, 1.1-1.4 s on one, side by side; see the closing note).
+    one token of a 135M model is too little work to share, and on a busy machine with
+    few cores two generating threads spin waiting for each other, many times slower
+    than one thread generating alone (figures: ``docs/benchmarks.md``, the embedded
+    model).
     """
 
     def __init__(

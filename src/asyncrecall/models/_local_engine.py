@@ -3,7 +3,7 @@
 One :class:`Engine` per (model file, context size, threads) in the process: a
 ``Llama`` context per role (main turns, side queries), loaded lazily and
 thread-safely, and a :class:`PriorityGate` that runs one generation at a time (llama.cpp
-contexts are not re-entrant, and two at once would only share two cores) with the
+contexts are not re-entrant, and two at once would only share the same cores) with the
 main turn first. Weight repacking ("extra buffer types") is turned off at load: on
 CPUs with AMX, the llama.cpp that pip compiles (0.3.36) crashed in its AMX matrix
 product here (a segmentation fault in ``ggml_backend_amx_mul_mat``), and for this

@@ -578,8 +578,8 @@ class OpenAIModel:
 
         On :class:`SideHTTP` when this model built its client (see ``_side_http``), else
         through the SDK. The SDK's ``create`` runs the parameters through its typed
-        transform and builds pydantic models of the answer: about 2 ms of CPU per side
-        query, more than the HTTP exchange, on the event loop (issue 10, many sessions);
+        transform and builds pydantic models of the answer: more CPU per side query than
+        the HTTP exchange, on the event loop, which adds up with many sessions a process;
         its ``post`` keeps the SDK's headers, retries, timeout and errors. Either way,
         cancelling the task closes the connection.
         """

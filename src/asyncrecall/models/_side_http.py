@@ -1,13 +1,11 @@
 """The side query's HTTP exchange, lean: one JSON POST on asyncio streams.
 
 A side query is one small non-streamed POST per user message. Through the OpenAI SDK
-it costs about 1.7 ms of CPU on the event loop (request building, the HTTP library's
-connection pool, which also does bookkeeping in proportion to its connections); the
-same exchange written directly on asyncio streams costs about 0.19 ms (idle 2-core
-machine, medians, side by side: ``asyncrecall bench overhead``, ``recall_cpu_us``).
-Parsing the answer with h11 instead of by hand made it about a fifth of the SDK's CPU
-where it was a tenth (a loaded 2-core machine, medians of three runs side by side:
-0.55 ms against 2.9-3.0 ms; by hand, 0.40 ms).
+it costs many times more CPU on the event loop (request building, the HTTP library's
+connection pool, which also does bookkeeping in proportion to its connections) than
+the same exchange written directly on asyncio streams (``asyncrecall bench overhead``,
+``recall_cpu_us``; figures in ``benchmarks/latency.md``). Parsing the answer with h11
+rather than by hand costs a little more, still a small fraction of the SDK's CPU.
 That CPU runs on the loop while the agent works towards its own first request, so it
 is latency the user sees; with many sessions in one process it is most of the
 recall's cost.
@@ -349,8 +347,9 @@ class SideHTTP:
 
     async def _ssl_context(self) -> ssl.SSLContext:
         """The trust store for HTTPS, one per process and trust setting: loading one
-        takes 40-55 ms of CPU, so it is built once, in a worker thread, never on the
-        loop (and never again for the next model of the process)."""
+        parses the system's certificates, far too long for the loop, so it is built
+        once, in a worker thread, never on the loop (and never again for the next model
+        of the process)."""
         if self._ssl is None:
             trust = _trust()
             context = _SSL_CONTEXTS.get(trust)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall.memory import MAX_FILE_BYTES, MemoryStore
+from asyncrecall.memory import MAX_FILE_BYTES, FolderStore
 from asyncrecall.memory.folder import _scan as scan_module
 
 from ..conftest import WriteFile, topic
@@ -23,7 +23,7 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_topic_files_below_the_folder_are_found_newest_first(
-    store: MemoryStore, write: WriteFile, caplog: pytest.LogCaptureFixture
+    store: FolderStore, write: WriteFile, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Every ``*.md`` below the folder except MEMORY.md, in sub-folders too, newest first.
     The index is never a candidate, even one that parses as a topic file (no warning
@@ -46,7 +46,7 @@ def test_topic_files_below_the_folder_are_found_newest_first(
 
 
 def test_a_missing_folder_scans_empty(tmp_path: Path) -> None:
-    assert MemoryStore(tmp_path / "nowhere").scan() == []
+    assert FolderStore(tmp_path / "nowhere").scan() == []
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_a_missing_folder_scans_empty(tmp_path: Path) -> None:
     ],
 )
 def test_invalid_files_are_skipped_with_one_warning(
-    store: MemoryStore,
+    store: FolderStore,
     write: WriteFile,
     caplog: pytest.LogCaptureFixture,
     content: bytes,
@@ -79,7 +79,7 @@ def test_invalid_files_are_skipped_with_one_warning(
 
 
 def test_a_file_over_one_mib_is_skipped_unread(
-    store: MemoryStore, write: WriteFile, caplog: pytest.LogCaptureFixture
+    store: FolderStore, write: WriteFile, caplog: pytest.LogCaptureFixture
 ) -> None:
     write("huge.md", topic("Huge", body="x" * MAX_FILE_BYTES))
     with caplog.at_level(logging.WARNING, logger="asyncrecall.memory"):
@@ -88,7 +88,7 @@ def test_a_file_over_one_mib_is_skipped_unread(
 
 
 def test_a_changed_bad_file_is_warned_about_again(
-    store: MemoryStore, write: WriteFile, caplog: pytest.LogCaptureFixture
+    store: FolderStore, write: WriteFile, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The warning is once per file state: fixing and breaking it again warns again."""
     with caplog.at_level(logging.WARNING, logger="asyncrecall.memory"):
@@ -103,7 +103,7 @@ def test_a_changed_bad_file_is_warned_about_again(
 
 
 def test_links_pointing_outside_the_folder_are_skipped_and_never_read(
-    store: MemoryStore,
+    store: FolderStore,
     write: WriteFile,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
@@ -138,12 +138,12 @@ def test_links_pointing_outside_the_folder_are_skipped_and_never_read(
     assert any("escape-dir" in w and "outside" in w for w in warnings)
 
 
-def test_a_dangling_link_is_ignored(store: MemoryStore) -> None:
+def test_a_dangling_link_is_ignored(store: FolderStore) -> None:
     (store.root / "gone.md").symlink_to(store.root / "missing.md")
     assert store.scan() == []
 
 
-def test_scan_keeps_the_200_newest_valid_files(store: MemoryStore, write: WriteFile) -> None:
+def test_scan_keeps_the_200_newest_valid_files(store: FolderStore, write: WriteFile) -> None:
     for i in range(230):
         write(f"m{i:03d}.md", topic(f"M{i}"), mtime=1_000 + i)
     write("broken-newest.md", "no front matter", mtime=9_999)
@@ -154,7 +154,7 @@ def test_scan_keeps_the_200_newest_valid_files(store: MemoryStore, write: WriteF
 
 
 def test_a_warm_scan_parses_nothing(
-    store: MemoryStore, write: WriteFile, monkeypatch: pytest.MonkeyPatch
+    store: FolderStore, write: WriteFile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Results are cached per file on (size, mtime): only a changed file is parsed again."""
     for i in range(5):
@@ -178,7 +178,7 @@ def test_a_warm_scan_parses_nothing(
 
 
 def test_a_cached_scan_reads_nothing_and_says_when_it_would_have_to(
-    store: MemoryStore, write: WriteFile
+    store: FolderStore, write: WriteFile
 ) -> None:
     """``scan_cached`` is the warm scan, or ``None`` (nothing read) when a file changed."""
     write("a.md", topic("A"), mtime=1_000)
@@ -190,7 +190,7 @@ def test_a_cached_scan_reads_nothing_and_says_when_it_would_have_to(
 
 
 def test_a_file_name_with_a_control_character_is_skipped(
-    store: MemoryStore, write: WriteFile, caplog: pytest.LogCaptureFixture
+    store: FolderStore, write: WriteFile, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A newline in a path would add a line to the model selector's manifest."""
     write("evil\n- [user] x.md.md", topic("Evil"))

@@ -1,4 +1,4 @@
-"""The folder's persisted parse index (``.cache/scan-v1.marshal``, issue 20): a new
+"""The folder's persisted parse index (``.cache/scan-v1.marshal``): a new
 process on an unchanged folder parses nothing; a changed file alone is parsed again;
 a damaged index costs a parse, never a wrong answer; a cached-only scan never waits
 for a scan running in another thread."""
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 import asyncrecall.memory.folder._scan as scan_module
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 
 from ..conftest import WriteFile, topic
 
@@ -35,7 +35,7 @@ def parsed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 @pytest.fixture
-def folder(store: MemoryStore, write: WriteFile) -> MemoryStore:
+def folder(store: FolderStore, write: WriteFile) -> FolderStore:
     for i in range(8):
         write(f"note-{i}.md", topic(f"Note {i}", body=f"body {i}"), mtime=NOW - i)
     write("sub/deep.md", topic("Deep", description="in a sub-folder"), mtime=NOW - 20)
@@ -43,35 +43,35 @@ def folder(store: MemoryStore, write: WriteFile) -> MemoryStore:
 
 
 def test_a_new_store_on_an_unchanged_folder_parses_nothing(
-    folder: MemoryStore, parsed: list[str]
+    folder: FolderStore, parsed: list[str]
 ) -> None:
     """After a warm-up scan wrote the index, a new store (a new process) returns the same
     documents, field for field, without parsing a single file."""
     first = folder.warm_scan()
     assert len(parsed) == 9 and (folder.root / INDEX).is_file()
     parsed.clear()
-    again = MemoryStore(folder.root).scan()
+    again = FolderStore(folder.root).scan()
     assert parsed == []
     assert again == first
 
 
 def test_only_a_changed_file_is_parsed_again(
-    folder: MemoryStore, write: WriteFile, parsed: list[str]
+    folder: FolderStore, write: WriteFile, parsed: list[str]
 ) -> None:
     """A file whose size or modification time changed is parsed again, alone, and the
     index is brought up to date by the next warm-up scan."""
     folder.warm_scan()
     write("note-3.md", topic("Note 3", body="rewritten"), mtime=NOW + 1)
     parsed.clear()
-    fresh = MemoryStore(folder.root)
+    fresh = FolderStore(folder.root)
     docs = fresh.warm_scan()
     assert parsed == ["note-3.md"]
     assert docs[0].rel_path == "note-3.md" and docs[0].body == "rewritten"
     parsed.clear()
-    assert MemoryStore(folder.root).scan() == docs and parsed == []
+    assert FolderStore(folder.root).scan() == docs and parsed == []
 
 
-def test_a_plain_scan_does_not_write_the_index(folder: MemoryStore) -> None:
+def test_a_plain_scan_does_not_write_the_index(folder: FolderStore) -> None:
     """Only warm-up scans write the index: a save (whose scan is a plain one) pays no
     extra write."""
     folder.scan()
@@ -89,35 +89,35 @@ def test_a_plain_scan_does_not_write_the_index(folder: MemoryStore) -> None:
     ],
 )
 def test_a_damaged_index_is_parsed_again_and_rewritten(
-    folder: MemoryStore, parsed: list[str], content: bytes
+    folder: FolderStore, parsed: list[str], content: bytes
 ) -> None:
     """A damaged or foreign index is ignored: every file is parsed, the answer is right,
     and the index is rewritten."""
-    expected = MemoryStore(folder.root).scan()
+    expected = FolderStore(folder.root).scan()
     (folder.root / ".cache").mkdir(exist_ok=True)
     (folder.root / INDEX).write_bytes(content)
     parsed.clear()
-    assert MemoryStore(folder.root).warm_scan() == expected
+    assert FolderStore(folder.root).warm_scan() == expected
     assert len(parsed) == 9
     header, rows = marshal.loads((folder.root / INDEX).read_bytes())
     assert header == scan_module._INDEX_HEADER and len(rows) == 9
 
 
 def test_an_index_entry_is_used_only_while_size_and_time_match(
-    folder: MemoryStore, write: WriteFile, parsed: list[str]
+    folder: FolderStore, write: WriteFile, parsed: list[str]
 ) -> None:
     """The index says what a file held at one size and modification time: a file edited
     to the same size but a new time is parsed again, never taken from the index."""
     folder.warm_scan()
     write("note-1.md", topic("Note 1", body="BODY 1"), mtime=NOW + 3)  # same size
     parsed.clear()
-    docs = MemoryStore(folder.root).scan()
+    docs = FolderStore(folder.root).scan()
     assert parsed == ["note-1.md"]
     assert next(d for d in docs if d.rel_path == "note-1.md").body == "BODY 1"
 
 
 def test_a_cached_only_scan_never_waits_for_a_scan_in_a_thread(
-    folder: MemoryStore, write: WriteFile, monkeypatch: pytest.MonkeyPatch
+    folder: FolderStore, write: WriteFile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """While another thread scans (and parses), scan_cached() answers None at once
     instead of blocking the caller (the event loop) until that scan ends."""
@@ -144,7 +144,7 @@ def test_a_cached_only_scan_never_waits_for_a_scan_in_a_thread(
 
 
 def test_unparsed_bytes_counts_only_what_the_index_does_not_hold(
-    folder: MemoryStore, write: WriteFile, parsed: list[str]
+    folder: FolderStore, write: WriteFile, parsed: list[str]
 ) -> None:
     """A new store tells how much a warm-up would parse (the changed files' sizes),
     parsing nothing to tell it."""
@@ -152,24 +152,24 @@ def test_unparsed_bytes_counts_only_what_the_index_does_not_hold(
     changed = write("note-3.md", topic("Note 3", body="rewritten"), mtime=NOW + 1)
     added = write("note-9.md", topic("Note 9"), mtime=NOW + 2)
     parsed.clear()
-    fresh = MemoryStore(folder.root)
+    fresh = FolderStore(folder.root)
     assert fresh.unparsed_bytes() == changed.stat().st_size + added.stat().st_size
     assert parsed == []
     fresh.warm_scan()
-    assert MemoryStore(folder.root).unparsed_bytes() == 0
+    assert FolderStore(folder.root).unparsed_bytes() == 0
 
 
 def test_an_index_another_process_wrote_replaces_the_stale_parses(
-    folder: MemoryStore, write: WriteFile, parsed: list[str]
+    folder: FolderStore, write: WriteFile, parsed: list[str]
 ) -> None:
     """After another store (the command line's reader process) parsed the changed files
     and wrote the index, :meth:`reread_index` takes its parses up: nothing is parsed."""
     folder.warm_scan()
-    waiting = MemoryStore(folder.root)
+    waiting = FolderStore(folder.root)
     assert waiting.unparsed_bytes() == 0  # it has read today's index
     write("note-3.md", topic("Note 3", body="rewritten"), mtime=NOW + 1)
     assert waiting.unparsed_bytes() > 0
-    MemoryStore(folder.root).warm_scan()  # the reader's work
+    FolderStore(folder.root).warm_scan()  # the reader's work
     parsed.clear()
     waiting.reread_index()
     assert waiting.unparsed_bytes() == 0

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from asyncrecall import MemoryStoreError
-from asyncrecall.memory import INDEX_MAX_BYTES, INDEX_MAX_LINES, MemoryStore, _provenance
+from asyncrecall.memory import INDEX_MAX_BYTES, INDEX_MAX_LINES, FolderStore, _provenance
 
 from ..conftest import WriteFile
 
 
 def test_ensure_creates_the_folder_and_an_empty_index(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "a" / "memory")
+    store = FolderStore(tmp_path / "a" / "memory")
     assert store.ensure() == tmp_path / "a" / "memory"
     assert (tmp_path / "a" / "memory" / "MEMORY.md").read_text() == ""
     (tmp_path / "a" / "memory" / "MEMORY.md").write_text("- kept\n")
@@ -29,10 +29,14 @@ def test_save_memory_writes_a_topic_file_and_an_index_line(
 ) -> None:
     """The file gets YAML-safe front matter, its provenance included (the user's own
     write, when); MEMORY.md gets ``- [Title](file.md) — hook``."""
-    store = MemoryStore(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
     monkeypatch.setattr(_provenance, "_clock", lambda: 1_764_000_000.0)
     doc = store.save_memory(
-        "Testing policy", "tests: never mock the db", "feedback", "Use a real database."
+        "Testing policy",
+        "tests: never mock the db",
+        "feedback",
+        "Use a real database.",
+        origin="user",
     )
     assert doc.rel_path == "testing-policy.md"
     assert doc.path == (tmp_path / "memory" / "testing-policy.md").resolve()
@@ -53,24 +57,24 @@ def test_save_memory_writes_a_topic_file_and_an_index_line(
     )
 
 
-def test_saving_the_same_name_updates_in_place(store: MemoryStore) -> None:
-    store.save_memory("Deploy", "v1", "project", "old")
-    store.save_memory("Other", "o", "user", "x")
-    doc = store.save_memory("Deploy", "v2", "project", "new")
+def test_saving_the_same_name_updates_in_place(store: FolderStore) -> None:
+    store.save_memory("Deploy", "v1", "project", "old", origin="user")
+    store.save_memory("Other", "o", "user", "x", origin="user")
+    doc = store.save_memory("Deploy", "v2", "project", "new", origin="user")
     assert doc.body == "new" and doc.description == "v2"
     assert sorted(d.rel_path for d in store.scan()) == ["deploy.md", "other.md"]
     assert store.index_path.read_text() == "- [Deploy](deploy.md) — v2\n- [Other](other.md) — o\n"
 
 
-def test_names_that_share_a_file_name_get_distinct_files(store: MemoryStore) -> None:
-    first = store.save_memory("Foo bar", "", "user", "one")
-    second = store.save_memory("foo-bar", "", "user", "two")
+def test_names_that_share_a_file_name_get_distinct_files(store: FolderStore) -> None:
+    first = store.save_memory("Foo bar", "", "user", "one", origin="user")
+    second = store.save_memory("foo-bar", "", "user", "two", origin="user")
     assert first.rel_path == "foo-bar.md" and second.rel_path != first.rel_path
     assert store.get("Foo bar").body == "one" and store.get("foo-bar").body == "two"
 
 
-def test_save_never_writes_outside_the_folder(store: MemoryStore, tmp_path: Path) -> None:
-    doc = store.save_memory("../../escape", "", "user", "x")
+def test_save_never_writes_outside_the_folder(store: FolderStore, tmp_path: Path) -> None:
+    doc = store.save_memory("../../escape", "", "user", "x", origin="user")
     assert doc.path.parent == store.root.resolve()
     assert not (tmp_path / "escape.md").exists()
 
@@ -85,16 +89,16 @@ def test_save_never_writes_outside_the_folder(store: MemoryStore, tmp_path: Path
     ],
 )
 def test_invalid_memories_are_refused_clearly(
-    store: MemoryStore, name: str, type: str, message: str
+    store: FolderStore, name: str, type: str, message: str
 ) -> None:
     with pytest.raises(MemoryStoreError, match=message):
-        store.save_memory(name, "d", type, "body")
+        store.save_memory(name, "d", type, "body", origin="user")
     assert store.scan() == []
 
 
-def test_forget_removes_the_file_and_its_index_line(store: MemoryStore) -> None:
-    store.save_memory("Keep", "k", "user", "x")
-    gone = store.save_memory("Drop", "d", "user", "y")
+def test_forget_removes_the_file_and_its_index_line(store: FolderStore) -> None:
+    store.save_memory("Keep", "k", "user", "x", origin="user")
+    gone = store.save_memory("Drop", "d", "user", "y", origin="user")
     assert store.forget("Drop") == gone
     assert not gone.path.exists()
     assert store.index_path.read_text() == "- [Keep](keep.md) — k\n"
@@ -102,7 +106,7 @@ def test_forget_removes_the_file_and_its_index_line(store: MemoryStore) -> None:
         store.forget("Drop")
 
 
-def test_get_finds_by_relative_path_name_or_case(store: MemoryStore, write: WriteFile) -> None:
+def test_get_finds_by_relative_path_name_or_case(store: FolderStore, write: WriteFile) -> None:
     write("sub/x.md", "---\nname: Hello World\ntype: user\n---\nbody")
     assert store.get("sub/x.md").name == "Hello World"
     assert store.get("Hello World").rel_path == "sub/x.md"
@@ -111,21 +115,21 @@ def test_get_finds_by_relative_path_name_or_case(store: MemoryStore, write: Writ
         store.get("nothing")
 
 
-def test_writes_leave_no_temporary_files(store: MemoryStore) -> None:
+def test_writes_leave_no_temporary_files(store: FolderStore) -> None:
     for i in range(3):
-        store.save_memory(f"M{i}", "", "user", "x")
+        store.save_memory(f"M{i}", "", "user", "x", origin="user")
     store.forget("M1")
     leftovers = [p.name for p in store.root.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
 
 
-def test_index_for_prompt_is_the_index_when_short(store: MemoryStore) -> None:
+def test_index_for_prompt_is_the_index_when_short(store: FolderStore) -> None:
     assert store.index_for_prompt() == ""  # no folder yet
-    store.save_memory("A", "a", "user", "x")
+    store.save_memory("A", "a", "user", "x", origin="user")
     assert store.index_for_prompt() == "- [A](a.md) — a"
 
 
-def test_index_for_prompt_is_cut_at_200_lines_with_a_warning(store: MemoryStore) -> None:
+def test_index_for_prompt_is_cut_at_200_lines_with_a_warning(store: FolderStore) -> None:
     store.ensure()
     lines = [f"- [M{i}](m{i}.md) — hook" for i in range(250)]
     store.index_path.write_text("\n".join(lines) + "\n")
@@ -136,7 +140,7 @@ def test_index_for_prompt_is_cut_at_200_lines_with_a_warning(store: MemoryStore)
     assert "only the first 200 lines were loaded" in warning
 
 
-def test_index_for_prompt_is_cut_at_25000_bytes_on_a_line_boundary(store: MemoryStore) -> None:
+def test_index_for_prompt_is_cut_at_25000_bytes_on_a_line_boundary(store: FolderStore) -> None:
     store.ensure()
     lines = [f"- [M{i}](m{i}.md) — " + "é" * 200 for i in range(100)]  # ~41 KB
     store.index_path.write_text("\n".join(lines) + "\n")
@@ -152,14 +156,15 @@ _SAVER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from asyncrecall.memory import MemoryStore
+    from asyncrecall.memory import FolderStore
 
-    store = MemoryStore(Path(sys.argv[1]))
+    store = FolderStore(Path(sys.argv[1]))
     tag = sys.argv[2]
     sys.stdout.write("ready\\n"); sys.stdout.flush()
     sys.stdin.readline()  # start together
     for i in range(int(sys.argv[3])):
-        store.save_memory(f"{tag} {i}", f"{tag} number {i}", "project", f"body {tag} {i}")
+        store.save_memory(f"{tag} {i}", f"{tag} number {i}", "project", f"body {tag} {i}",
+                          origin="user")
     """
 )
 
@@ -194,7 +199,7 @@ def test_two_processes_saving_at_once_lose_nothing(tmp_path: Path) -> None:
             for pipe in (proc.stdin, proc.stdout):
                 if pipe is not None:
                     pipe.close()
-    store = MemoryStore(root)
+    store = FolderStore(root)
     names = {doc.name for doc in store.scan(limit=None)}
     assert names == {f"{tag} {i}" for tag in ("alpha", "beta") for i in range(count)}
     index = store.index_path.read_text().splitlines()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 from asyncrecall.memory.folder import _watch as watch_module
 from asyncrecall.memory.folder._watch import FolderWatch, file_system_type, mounts_at
 
@@ -51,7 +51,7 @@ def listings(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield seen
 
 
-def _warm(store: MemoryStore, listings: list[str]) -> list[str]:
+def _warm(store: FolderStore, listings: list[str]) -> list[str]:
     """Scan twice; assert the second scan listed nothing (the watch vouched for it)."""
     store.scan()
     listings.clear()
@@ -61,7 +61,7 @@ def _warm(store: MemoryStore, listings: list[str]) -> list[str]:
 
 
 def test_an_unchanged_folder_is_not_walked_but_an_edit_in_place_is_seen(
-    store: MemoryStore, write: WriteFile, listings: list[str]
+    store: FolderStore, write: WriteFile, listings: list[str]
 ) -> None:
     """Appending to a topic file (the folder's own entries untouched, as ``>>`` or an
     editor writing in place does) is seen by the next scan, cached or not."""
@@ -77,7 +77,7 @@ def test_an_unchanged_folder_is_not_walked_but_an_edit_in_place_is_seen(
 
 @pytest.mark.parametrize("change", ["create", "delete", "rename", "new sub-folder", "touch"])
 def test_every_kind_of_change_below_the_folder_is_seen(
-    store: MemoryStore, write: WriteFile, listings: list[str], change: str
+    store: FolderStore, write: WriteFile, listings: list[str], change: str
 ) -> None:
     """New, removed and renamed files, new sub-folders and a new mtime alone all end
     the watch's word for the folder: the next scan walks and answers the truth."""
@@ -105,7 +105,7 @@ def test_every_kind_of_change_below_the_folder_is_seen(
 
 
 def test_a_change_made_during_a_walk_is_seen_by_the_next_scan(
-    store: MemoryStore, write: WriteFile, monkeypatch: pytest.MonkeyPatch
+    store: FolderStore, write: WriteFile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process writes while a scan walks (after the folder was listed): that
     scan may miss the file, the next one must not (events count from before the walk)."""
@@ -126,7 +126,7 @@ def test_a_change_made_during_a_walk_is_seen_by_the_next_scan(
 
 
 def test_hidden_names_do_not_end_the_watch(
-    store: MemoryStore, write: WriteFile, listings: list[str]
+    store: FolderStore, write: WriteFile, listings: list[str]
 ) -> None:
     """The writers' lock file, temporary files and editors' swap files (hidden names)
     change nothing a scan returns, so they do not cost a walk."""
@@ -139,7 +139,7 @@ def test_hidden_names_do_not_end_the_watch(
 
 
 def test_a_folder_with_a_linked_topic_file_is_always_walked(
-    store: MemoryStore, write: WriteFile, listings: list[str]
+    store: FolderStore, write: WriteFile, listings: list[str]
 ) -> None:
     """A link's target may sit in a folder the watch does not cover (a hidden one):
     such a tree is walked on every scan, so an edit of the target is seen."""
@@ -154,7 +154,7 @@ def test_a_folder_with_a_linked_topic_file_is_always_walked(
 
 
 def test_a_hard_linked_topic_file_edited_through_its_other_name_is_re_read(
-    store: MemoryStore, write: WriteFile, listings: list[str], tmp_path: Path
+    store: FolderStore, write: WriteFile, listings: list[str], tmp_path: Path
 ) -> None:
     """A write through a file's other name (a hard link outside the folder) is reported
     to that name's folder only: a tree holding a topic file with more than one name is
@@ -170,7 +170,7 @@ def test_a_hard_linked_topic_file_edited_through_its_other_name_is_re_read(
     assert store.get("A").body.strip() == "second, longer"
 
 
-def _watched_by(store: MemoryStore) -> int:
+def _watched_by(store: FolderStore) -> int:
     """How many of the process's folder watches this store holds."""
     instance = watch_module._inotify()
     assert instance is not None
@@ -179,7 +179,7 @@ def _watched_by(store: MemoryStore) -> int:
 
 
 def test_a_folder_moved_out_of_the_tree_leaves_no_watch_behind(
-    store: MemoryStore, write: WriteFile, listings: list[str], tmp_path: Path
+    store: FolderStore, write: WriteFile, listings: list[str], tmp_path: Path
 ) -> None:
     """Folders that leave the tree (moved elsewhere, one after another) lose their
     watches after the walk that no longer finds them: the store keeps one watch per
@@ -234,7 +234,7 @@ def mounts() -> Iterator[Mounts]:
 
 @pytest.mark.parametrize("over", ["sub-folder", "topic file"])
 def test_a_mount_placed_inside_the_folder_is_seen_and_walks(
-    store: MemoryStore,
+    store: FolderStore,
     write: WriteFile,
     listings: list[str],
     tmp_path: Path,
@@ -263,7 +263,7 @@ def test_a_mount_placed_inside_the_folder_is_seen_and_walks(
 
 
 def test_a_change_of_the_mount_table_counts_only_at_or_below_the_folder(
-    store: MemoryStore,
+    store: FolderStore,
     write: WriteFile,
     listings: list[str],
     tmp_path: Path,
@@ -317,7 +317,7 @@ def test_an_overlay_folder_is_walked_and_sees_edits_to_its_layers(
     (layers["lower"] / "a.md").write_text(topic("A", body="first"), encoding="utf-8")
     options = f"lowerdir={layers['lower']},upperdir={layers['upper']},workdir={layers['work']}"
     mounts.mount("-t", "overlay", "overlay", "-o", options, layers["merged"])
-    store = MemoryStore(layers["merged"])
+    store = FolderStore(layers["merged"])
     store.scan()
     listings.clear()
     store.scan()
@@ -337,7 +337,7 @@ def test_a_root_path_that_now_leads_elsewhere_is_walked_again(
         (folder / f"{name}.md").write_text(topic(name), encoding="utf-8")
     root = tmp_path / "memory"
     root.symlink_to(first)
-    store = MemoryStore(root)
+    store = FolderStore(root)
     assert _warm(store, listings) == ["one.md"]
     root.unlink()
     root.symlink_to(second)
@@ -355,8 +355,8 @@ def test_a_forked_child_never_reads_the_parents_events(root: Path) -> None:
         f"""
         import os, sys
         from pathlib import Path
-        from asyncrecall.memory import MemoryStore
-        store = MemoryStore(Path({str(root)!r}))
+        from asyncrecall.memory import FolderStore
+        store = FolderStore(Path({str(root)!r}))
         store.scan(); store.scan()
         pid = os.fork()
         if pid == 0:
@@ -378,7 +378,7 @@ def test_a_forked_child_never_reads_the_parents_events(root: Path) -> None:
 
 
 def test_an_event_queue_overflow_ends_every_watch(
-    store: MemoryStore, write: WriteFile, listings: list[str]
+    store: FolderStore, write: WriteFile, listings: list[str]
 ) -> None:
     """When the kernel dropped events (its queue overflowed), nobody can say what
     changed: every folder is walked again."""
@@ -392,7 +392,7 @@ def test_an_event_queue_overflow_ends_every_watch(
 
 
 def test_a_refused_watch_means_walking(
-    store: MemoryStore, write: WriteFile, listings: list[str], monkeypatch: pytest.MonkeyPatch
+    store: FolderStore, write: WriteFile, listings: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The kernel's watch limit reached (or a sub-folder on another mount): the scan
     walks every time rather than trust a partial watch."""
@@ -409,17 +409,17 @@ def test_a_collected_store_releases_its_folder_watches(write: WriteFile, root: P
     and keeps those another store of the same folder still uses. (Its finalizer may
     run inside the watch's own code, lock held: it only queues the release.)"""
     write("sub/a.md", topic("A"))
-    store = MemoryStore(root)
+    store = FolderStore(root)
     store.scan()
-    other = MemoryStore(root)
+    other = FolderStore(root)
     other.scan()
     instance = watch_module._inotify()
     assert instance is not None
 
-    def watch_of(target: MemoryStore) -> FolderWatch | None:
+    def watch_of(target: FolderStore) -> FolderWatch | None:
         return target._scanner._watch_slot[0]
 
-    def watched_by(target: MemoryStore) -> int:
+    def watched_by(target: FolderStore) -> int:
         return sum(1 for owners in instance._owners.values() if watch_of(target) in owners)
 
     assert watched_by(store) == watched_by(other) == 2  # the folder and sub/
@@ -440,7 +440,7 @@ def test_a_store_collected_inside_the_watchs_own_code_does_not_deadlock(
     """Garbage collection runs finalizers wherever it happens, also while the watch's
     lock is held (as in a scan): the finalizer must not wait for that lock."""
     write("a.md", topic("A"))
-    store = MemoryStore(root)
+    store = FolderStore(root)
     store.scan()
     instance = watch_module._inotify()
     assert instance is not None

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from asyncrecall.memory import MemoryDoc, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, MemoryDoc, ModelSelector, Recaller
 from asyncrecall.memory.selectors._lexical import LexicalSelector
 from asyncrecall.models._openai import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
@@ -161,7 +161,7 @@ async def test_the_vector_selectors_say_why_they_abstain(kind: str) -> None:
 
 
 async def test_the_model_selector_is_offered_it_first(
-    local_server: LocalServer, store: MemoryStore, write: WriteFile
+    local_server: LocalServer, store: FolderStore, write: WriteFile
 ) -> None:
     """A manifest of one file lists the memory whose name answers, not the newest."""
     write(
@@ -179,7 +179,7 @@ async def test_the_model_selector_is_offered_it_first(
     assert result.paths == ("go-indent.md",)
 
 
-async def test_recall_says_why_it_abstains(store: MemoryStore, write: WriteFile) -> None:
+async def test_recall_says_why_it_abstains(store: FolderStore, write: WriteFile) -> None:
     """The recall result names the reason: too short, no match, below the threshold."""
     write("go-indent.md", topic("Indent style for Go", description="indent style", body="Tabs."))
     write("tea.md", topic("Tea", description="drinks", body="Alice drinks green tea daily."))
@@ -193,7 +193,7 @@ async def test_recall_says_why_it_abstains(store: MemoryStore, write: WriteFile)
 
 
 async def test_no_side_query_for_a_question_about_someone_no_memory_mentions(
-    local_server: LocalServer, store: MemoryStore, write: WriteFile
+    local_server: LocalServer, store: FolderStore, write: WriteFile
 ) -> None:
     """The model selector obeys the embedded selectors' names gate (once its lexical
     fallback is warm): no side query, reason ``names_unknown``; a question the folder

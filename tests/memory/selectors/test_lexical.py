@@ -46,8 +46,8 @@ def test_single_digits_are_words_and_single_letters_are_not() -> None:
 
 
 async def test_a_number_tells_two_otherwise_alike_notes_apart() -> None:
-    """ "worker 3 note 7" picks note 7, not the newer note 8 (issue 21, point 7: one-
-    character tokens were dropped, the two notes tied and the offered order won)."""
+    """ "worker 3 note 7" picks note 7, not the newer note 8 (once one-character
+    tokens were dropped, the two notes tied and the offered order won)."""
     docs = [
         _doc("note-8.md", "Worker 3 note 8: restart the queue after the deploy."),
         _doc("note-7.md", "Worker 3 note 7: drain the queue before the deploy."),
@@ -113,7 +113,8 @@ async def test_a_warm_selection_tokenises_only_the_query(monkeypatch: pytest.Mon
 
 
 def test_warm_selection_over_200_documents_is_fast() -> None:
-    """The issue's budget: under 5 ms warm over 200 documents (generous here for CI)."""
+    """A warm selection over 200 documents fits a small per-message budget (generous
+    here for CI)."""
     words = [
         "alpha",
         "beta",

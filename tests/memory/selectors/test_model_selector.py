@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from asyncrecall import CancelSignal
-from asyncrecall.memory import EMPTY_RECALL, MemoryStore, ModelSelector, Recaller
+from asyncrecall.memory import EMPTY_RECALL, FolderStore, ModelSelector, Recaller
 from asyncrecall.models._openai import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
 
@@ -28,7 +28,7 @@ async def side(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
 
 
 @pytest.fixture
-def manager(store: MemoryStore, write: WriteFile, side: OpenAIModel) -> Recaller:
+def manager(store: FolderStore, write: WriteFile, side: OpenAIModel) -> Recaller:
     write("db.md", topic("Database", description="testing the db", body="Use real Postgres."))
     write("notes/style.md", topic("Style", description="code style", body="ruff, mypy"))
     return Recaller(store, ModelSelector(side))

@@ -1,4 +1,4 @@
-"""The lexical selector's tokens in any language (issue 24, point 2): normalisation,
+"""The lexical selector's tokens in any language: normalisation,
 CJK bigrams, accents, stemming per language, and queries read in their folder's
 languages. English keeps the tokens of ``test_lexical.py``."""
 

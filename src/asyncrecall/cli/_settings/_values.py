@@ -83,16 +83,16 @@ class Settings:
     max_turns: int = _DEFAULT_MAX_TURNS
     output_format: OutputFormat = "text"
     recall_mode: RecallMode = "async+lexical"
-    store: str | None = None  # a postgresql:// URL: memories in a database (issue 13)
+    store: str | None = None  # a postgresql:// URL: memories in a database
     namespace: str | None = None  # the database store's namespace (default: the project)
     #: ``--tools``: offer the tools even to the tiny embedded model (``None``: automatic).
     tools: bool | None = None
-    #: Background memory extraction (issue 14): None = on with an endpoint side model.
+    #: Background memory extraction: None = on with an endpoint side model.
     extract: bool | None = None
     #: Keep quarantined memories (held by an untrusted write the user has not confirmed
-    #: since: ``memory._provenance``) out of recall and the prompt's index (issue 25).
+    #: since: ``memory._provenance``) out of recall and the prompt's index.
     quarantine: bool = True
-    # Recall's budgets (issue 24; their defaults are the library's, see memory/_budget.py).
+    # Recall's budgets (their defaults are the library's, see memory/_budget.py).
     #: Files that reach the model for one user message, instant pass and model pick together.
     recall_files: int = 5
     #: Files the instant lexical pass may put on the first request (within recall_files).
@@ -155,7 +155,7 @@ class Settings:
         return replace(self, **changes)
 
     def memory_folder(self) -> Path:
-        """The memory folder these settings name (not created: see ``MemoryStore.ensure``)."""
+        """The memory folder these settings name (not created: see ``FolderStore.ensure``)."""
         from asyncrecall.memory._location import resolve_memory_dir
 
         return resolve_memory_dir(home=self.home, project=self.project, memory_dir=self.memory_dir)
@@ -228,9 +228,9 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "namespace": _text,
     "recall_mode": _choice("--recall-mode", RECALL_MODES),
     "tools": _bool("--tools"),
-    "extract": _bool("extract"),  # issue 14
-    "quarantine": _bool("quarantine"),  # issue 25
-    # issue 24: recall's budgets
+    "extract": _bool("extract"),
+    "quarantine": _bool("quarantine"),
+    # recall's budgets
     "recall_files": _positive_int("recall_files"),
     "instant_files": _positive_int("instant_files", allow_zero=True),
     "recall_session_bytes": _positive_int("recall_session_bytes", allow_zero=True),
@@ -252,9 +252,9 @@ ENV_VARIABLES: dict[str, tuple[str, ...]] = {
     "memory_enabled": ("ASYNCRECALL_MEMORY",),
     "store": ("ASYNCRECALL_STORE",),
     "namespace": ("ASYNCRECALL_NAMESPACE",),
-    "extract": ("ASYNCRECALL_EXTRACT",),  # issue 14
-    "quarantine": ("ASYNCRECALL_QUARANTINE",),  # issue 25
-    # issue 24: recall's budgets
+    "extract": ("ASYNCRECALL_EXTRACT",),
+    "quarantine": ("ASYNCRECALL_QUARANTINE",),
+    # recall's budgets
     "recall_files": ("ASYNCRECALL_RECALL_FILES",),
     "instant_files": ("ASYNCRECALL_INSTANT_FILES",),
     "recall_session_bytes": ("ASYNCRECALL_RECALL_SESSION_BYTES",),

@@ -1,7 +1,7 @@
 """What one consolidation side query is shown: a bounded cluster of related memories.
 
 A consolidation used to show the side model every memory of the store in one prompt:
-at 100,000 memories of a database namespace, a 41 MB prompt (issue 26, point 7). Now a
+at 100,000 memories of a database namespace, a 41 MB prompt. Now a
 run plans over at most :data:`MAX_CLUSTERS` clusters, each at most
 :data:`CLUSTER_MEMORIES` memories and :data:`CLUSTER_CHARS` characters of prompt:
 
@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Final
 
-from asyncrecall.memory._store_protocol import MemoryStoreProtocol
+from asyncrecall.memory._store import Store
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = ["CLUSTER_CHARS", "CLUSTER_MEMORIES", "MAX_CLUSTERS", "clusters", "shown_chars"]
@@ -60,7 +60,7 @@ def _fill(group: list[MemoryDoc], more: Sequence[MemoryDoc], taken: set[str]) ->
         used += cost
 
 
-async def clusters(store: MemoryStoreProtocol) -> list[list[MemoryDoc]]:
+async def clusters(store: Store) -> list[list[MemoryDoc]]:
     """The clusters one run plans over (see the module); none of fewer than two."""
     newest = await asyncio.to_thread(store.scan, limit=CLUSTER_MEMORIES + 1)
     whole: list[MemoryDoc] = []

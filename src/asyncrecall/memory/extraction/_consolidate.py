@@ -56,7 +56,7 @@ from asyncrecall._exceptions import MemoryConflictError, ModelProtocolError
 from asyncrecall.memory._limits import INDEX_MAX_LINES
 from asyncrecall.memory._precondition import same_content
 from asyncrecall.memory._provenance import Source, merge_sources
-from asyncrecall.memory._store_protocol import MemoryStoreProtocol
+from asyncrecall.memory._store import Store
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
 from asyncrecall.memory.extraction._backend import (
     MIN_HOURS,
@@ -287,7 +287,7 @@ def _validate_action(
 
 
 async def plan_consolidation(
-    store: MemoryStoreProtocol, model: Model, *, backend: ExtractionBackend | None = None
+    store: Store, model: Model, *, backend: ExtractionBackend | None = None
 ) -> list[ConsolidationAction]:
     """Ask the side model for a plan over each cluster of the store (``_clusters``),
     validated (nothing written); each action's snapshot is its cluster."""
@@ -305,14 +305,13 @@ async def plan_consolidation(
     return actions
 
 
-def _count(store: MemoryStoreProtocol) -> int:
-    """The store's memories: counted by the database when it can, else scanned."""
-    count = getattr(store, "count", None)
-    return int(count()) if callable(count) else len(store.scan(limit=None))
+def _count(store: Store) -> int:
+    """The store's memories (a database counts them; a folder scans)."""
+    return store.count()
 
 
 async def consolidate(
-    store: MemoryStoreProtocol,
+    store: Store,
     model: Model,
     *,
     dry_run: bool = False,
@@ -345,7 +344,7 @@ async def consolidate(
 
 
 def apply_plan(
-    store: MemoryStoreProtocol,
+    store: Store,
     actions: Sequence[ConsolidationAction],
     *,
     backend: ExtractionBackend | None = None,

@@ -15,8 +15,7 @@ a role, a text) and a side :class:`~asyncrecall.models.Model`. One
    shown at most 60 existing memories, those recall would offer for the new turns
    (``store.candidates``: the newest of a small store; of a large database, the
    full-text matches on the turns' words, then the newest), never the whole store: a
-   namespace of 100,000 memories was read whole, bodies and all, by every extraction
-   (issue 26, point 7);
+   namespace of 100,000 memories was read whole, bodies and all, by every extraction;
 4. looks up the memories the answer names that it was not shown (a path, a name: one
    indexed read each), then validates every proposal with ``save_memory``'s rules
    (type, non-empty name, size) plus extraction's own (lengths, offsets from the slice, at most
@@ -64,7 +63,7 @@ from asyncrecall.memory._history import HistoryRecord
 from asyncrecall.memory._limits import INDEX_NAME, MAX_FILE_BYTES, inside
 from asyncrecall.memory._precondition import same_content
 from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, Source, lifts
-from asyncrecall.memory._store_protocol import MemoryStoreProtocol
+from asyncrecall.memory._store import Store
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
 from asyncrecall.memory._vetting import vet
 from asyncrecall.memory.extraction._backend import ExtractionBackend, extraction_backend
@@ -541,7 +540,7 @@ class MemoryExtractor:
 
     def __init__(
         self,
-        store: MemoryStoreProtocol,
+        store: Store,
         model: Model,
         *,
         state_dir: Path | None = None,
@@ -561,9 +560,7 @@ class MemoryExtractor:
     @property
     def state_dir(self) -> Path | None:
         """Where a folder's extraction state lives (``None`` for a database)."""
-        backend = self.backend
-        state_dir = getattr(backend, "state_dir", None)
-        return state_dir if isinstance(state_dir, Path) else None
+        return self.backend.state_dir
 
     def cursor(self, session_id: str) -> int:
         """The session's processed offset."""

@@ -1,6 +1,6 @@
 """The memory folder: topic files with front matter and their ``MEMORY.md`` index.
 
-- ``_store``: :class:`~asyncrecall.memory.MemoryStore`, reading and writing the folder
+- ``_store``: :class:`~asyncrecall.memory.FolderStore`, reading and writing the folder
   (atomic writes, the folder lock, the index kept in step, the change history);
 - ``_scan``: the scanner (newest files first, each parsed once, the persisted index of
   parsed files in ``.cache/``);

@@ -7,7 +7,7 @@
 - :class:`ConsolidationGate`: when an automatic consolidation is due, and its file lock;
 - :func:`trim_index`: ``MEMORY.md`` kept within its limits after a consolidation.
 
-:class:`~asyncrecall.memory.MemoryStore` hands these out (``extraction_backend()``,
+:class:`~asyncrecall.memory.FolderStore` hands these out (``extraction_backend()``,
 ``consolidation_gate()``); this module uses the store only through its methods.
 """
 

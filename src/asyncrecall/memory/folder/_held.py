@@ -1,9 +1,9 @@
 """The folder's record of its quarantined memories, for a new process's system prompt.
 
-The system prompt shows ``MEMORY.md`` less the lines of quarantined memories (issue 25).
+The system prompt shows ``MEMORY.md`` less the lines of quarantined memories.
 Knowing which those are takes a scan: in a new process, the persisted parses, a stat per
-file and the folder watch's set-up, about 4 ms of CPU for 200 files on the main thread
-just before the first request (issue 20). This record answers instead: the relative
+file and the folder watch's set-up, CPU on the main thread just before the first
+request, where a new process can least afford it. This record answers instead: the relative
 paths held, written beside the parse index (``.cache/held-v1.json``) with the
 modification time of every folder the walk entered.
 

@@ -1,6 +1,6 @@
 """Scanning the memory folder: which files are topic files, newest first, cached.
 
-Rules (issue 3):
+Rules:
 
 - a topic file is any ``*.md`` below the folder except the top-level ``MEMORY.md``;
   names starting with ``.`` (our lock and temporary files, editors' swap files) and
@@ -22,9 +22,9 @@ Rules (issue 3):
   walk's answer;
 - the parses persist per folder in ``.cache/scan-v1.marshal`` (written by
   ``scan(persist=True)``, atomically, when anything was parsed): a new scanner's first
-  walk starts from them, so a new process on an unchanged folder parses nothing (200
-  files: the index loads in about 0.3 ms; a changed file is parsed again, as its size
-  or modification time tell). ``marshal``, not JSON (about 4 ms for 200 files): the
+  walk starts from them, so a new process on an unchanged folder parses nothing (the
+  index loads in a fraction of a parse's time; a changed file is parsed again, as its
+  size or modification time tell). ``marshal``, not JSON (many times slower to load): the
   file is ours, in a hidden folder, and starts with a header naming its format and the
   Python that wrote it; anything else is ignored;
 - ``scan_cached(budget_bytes=N)`` may parse, inline, files not cached whose sizes add
@@ -76,7 +76,7 @@ _MTIME: Final = operator.itemgetter(4)
 #: Where the parses persist (a hidden folder: never walked).
 _INDEX_DIR: Final = ".cache"
 _INDEX_NAME: Final = "scan-v1.marshal"
-# Version 2: each row also holds the memory's origin and quarantine (issue 25).
+# Version 2: each row also holds the memory's origin and quarantine.
 # Version 3: quarantine by the order of the sources (only the user lifts a hold), so a
 # row a version-2 reader decided by the newest source alone is parsed again.
 _INDEX_HEADER: Final = ("asyncrecall-scan", 3, marshal.version, sys.version_info[:2])

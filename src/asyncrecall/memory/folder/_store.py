@@ -13,7 +13,7 @@ Writes are atomic (a temporary file in the same folder, then ``os.replace``) and
 read-modify-write of the folder holds the ``filelock`` lock, so two processes saving at
 once lose nothing. A write may carry a precondition (``expected``: the memory as its
 writer read it), checked under the lock; every write is recorded in the history before
-it is made, so each one can be undone (:meth:`MemoryStore.revert`). Each write also
+it is made, so each one can be undone (:meth:`FolderStore.revert`). Each write also
 repairs the index: a topic file it does not list (a crash between the file's replace
 and the index's) gets its line back, a line linking to a file that is gone is dropped.
 """
@@ -69,22 +69,25 @@ from asyncrecall.memory._provenance import (
     provenance_json,
     same_keys,
 )
+from asyncrecall.memory._store import LIBRARY_ORIGIN
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.folder._scan import Scanner
+from asyncrecall.memory.folder._shape import FolderShape
 
 if TYPE_CHECKING:
     from asyncrecall.memory._transfer import MemoryRecord
     from asyncrecall.memory.folder._extraction import ConsolidationGate, FolderBackend
 
-__all__ = ["MemoryStore"]
+__all__ = ["FolderStore"]
 
 _LOCK_NAME: Final = ".memory.lock"
 _LOCK_TIMEOUT_S: Final = 30.0
 
 
-class MemoryStore:
-    """One memory folder. Cheap to create; nothing is touched until a method is called."""
+class FolderStore(FolderShape):
+    """One memory folder: the :class:`~asyncrecall.memory.Store` of one person on one
+    machine. Cheap to create; nothing is touched until a method is called."""
 
     #: A warm scan stats files and parses nothing: recall may run it on the event loop.
     inline_scan = True
@@ -99,7 +102,7 @@ class MemoryStore:
         self._lock_depth = 0
 
     def __repr__(self) -> str:
-        return f"MemoryStore({str(self.root)!r})"
+        return f"FolderStore({str(self.root)!r})"
 
     @property
     def location(self) -> str:
@@ -216,11 +219,11 @@ class MemoryStore:
         type: MemoryType | str,
         content: str,
         *,
-        extra: Mapping[str, Any] | None = None,  # issue 14: extra front matter keys
         expected: Expected = ANYTHING,
-        origin: str = "user",
+        origin: str = LIBRARY_ORIGIN,
         write_id: str = "",
         sources: Sequence[Source] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> MemoryDoc:
         """Create or update the topic file for ``name`` and its index line.
 
@@ -230,8 +233,9 @@ class MemoryStore:
         ``None`` for "must not exist") that no longer holds raises
         :class:`~asyncrecall.MemoryConflictError` and writes nothing. ``origin`` and
         ``write_id`` go into the history record. ``sources`` (default: one source of
-        ``origin``, now) are added to the memory's ``provenance`` front matter, whose
-        earlier sources are kept.
+        ``origin``, now; untrusted unless ``origin`` names a trusted one, see
+        :meth:`Store.save_memory <asyncrecall.memory.Store.save_memory>`) are added to the
+        memory's ``provenance`` front matter, whose earlier sources are kept.
         """
         name, description, kind = checked_fields(name, description, type)
         checked_text(f"memory {name!r}", content)
@@ -290,7 +294,7 @@ class MemoryStore:
         name_or_rel_path: str,
         *,
         expected: Expected = ANYTHING,
-        origin: str = "user",
+        origin: str = LIBRARY_ORIGIN,
         write_id: str = "",
     ) -> MemoryDoc:
         """Remove a memory's topic file and its index line; returns what was removed.
@@ -601,7 +605,7 @@ class MemoryStore:
 
 
 def find_memory(docs: Sequence[MemoryDoc], key: str, *, where: str) -> MemoryDoc:
-    """The memory ``key`` names among ``docs`` (see :meth:`MemoryStore.get`), or
+    """The memory ``key`` names among ``docs`` (see :meth:`FolderStore.get`), or
     :class:`MemoryStoreError` saying there is none, or which ones a loose key fits."""
     key = key.strip()
     found = next((d for d in docs if d.rel_path == key), None)
@@ -661,3 +665,17 @@ def _read_text(path: Path) -> str | None:
 
 def _short_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
+
+
+def __getattr__(name: str) -> Any:
+    """``MemoryStore``: the old name of :class:`FolderStore`, kept for one release."""
+    if name == "MemoryStore":
+        import warnings
+
+        warnings.warn(
+            "MemoryStore is deprecated: use asyncrecall.memory.FolderStore",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return FolderStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

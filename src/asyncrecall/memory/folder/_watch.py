@@ -1,7 +1,7 @@
 """Knowing that a memory folder has not changed without looking at its files (Linux).
 
-A warm scan stats every topic file to check its cached parse: about 0.5 ms for 200
-files on the event loop, per user message. On Linux the kernel can tell us instead:
+A warm scan stats every topic file to check its cached parse: a stat per file on the
+event loop, per user message. On Linux the kernel can tell us instead:
 one process-wide inotify instance watches every folder of the tree, and a folder with
 no event since its last walk is unchanged, which costs one ``read`` of a non-blocking
 descriptor. Everything else walks as before:
@@ -255,11 +255,11 @@ def _inotify() -> _Inotify | None:
 def _open_inotify() -> _Inotify | None:
     if not all(hasattr(os, name) for name in ("register_at_fork", "O_NONBLOCK", "O_CLOEXEC")):
         return None  # not a POSIX system (Windows: every scan walks the folder)
-    import ctypes  # here: 2 ms to import, and only Linux has a use for it
+    import ctypes  # here: not free to import, and only Linux has a use for it
 
     try:
         # The process's own symbols, libc's included (no library search: that runs
-        # ldconfig, 100 ms).
+        # ldconfig, a child process).
         libc = ctypes.CDLL(None, use_errno=True)
         init = libc.inotify_init1
     except (OSError, AttributeError):

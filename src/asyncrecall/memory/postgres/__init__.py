@@ -1,6 +1,6 @@
 """The PostgreSQL memory store, for fleets of workers sharing one database.
 
-- ``_store``: :class:`~asyncrecall.memory.PostgresMemoryStore` (the connection pool,
+- ``_store``: :class:`~asyncrecall.memory.PostgresStore` (the connection pool,
   reads, saves, forgets, the index);
 - ``_schema`` and ``_sql``: the tables and the statements; ``_text``: rows to
   documents, names to keys, the full-text query;

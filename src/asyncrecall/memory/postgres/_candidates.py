@@ -111,8 +111,8 @@ class CandidateQuery:
 
     async def _common_lexemes(self, conn: AsyncConnection[Any]) -> str:
         """The lexemes expected in over :data:`COMMON_ROWS` rows of this namespace (from
-        a sample of its newest memories, counted again every 10 minutes: at 100,000
-        memories about 0.1 s, once per 10 minutes).
+        a sample of its newest memories, counted again every 10 minutes: too slow on a
+        large namespace to count per recall, cheap once per 10 minutes).
 
         A ``text[]`` literal, built once per reading: psycopg would otherwise adapt the
         few hundred elements of a list on every query (half a millisecond of each

@@ -1,11 +1,11 @@
 """One process's connections to one database, shared by all its stores: :class:`Engine`.
 
-A :class:`~asyncrecall.memory.PostgresMemoryStore` is a view of one namespace; what
+A :class:`~asyncrecall.memory.PostgresStore` is a view of one namespace; what
 talks to the server is the engine of its URL and options, one per process (the shape
 of LangGraph's ``PostgresStore``: one object per database, the namespace passed with
 every call). Before, each store opened two pools, a ``LISTEN`` connection, its
 callers' loop connections and four threads: 40 namespaces took 120-142 server
-connections (PostgreSQL's default limit is 100) and 201 threads (issue 26, point 1).
+connections (PostgreSQL's default limit is 100) and 201 threads.
 Now a process holds, per database, whatever the number of namespaces or stores:
 
 - one private loop and its thread (``_portal``), where the ``LISTEN`` connection and
@@ -52,7 +52,7 @@ __all__ = ["RECONNECT_GIVE_UP_S", "Engine", "EngineOptions", "acquire", "release
 logger = logging.getLogger("asyncrecall.memory")
 
 #: A pool gives a failed reconnection up after this long (its pause doubles after each
-#: failure: left to run, a try came up to 16 s after the database was back); the next
+#: failure: left to run, a try came up many seconds after the database was back); the next
 #: call that finds the pool empty starts a new one at once.
 RECONNECT_GIVE_UP_S: Final = 1.0
 

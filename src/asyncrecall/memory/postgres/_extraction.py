@@ -1,7 +1,7 @@
 """Extraction and consolidation state of a PostgreSQL store, in its own database.
 
 The folder keeps its cursors, journals and consolidation gate in files beside it
-(``folder/_extraction``); a :class:`PostgresMemoryStore` keeps the same in three tables
+(``folder/_extraction``); a :class:`PostgresStore` keeps the same in three tables
 of schema version 2 (see ``_schema``), per namespace:
 
 - ``asyncrecall_extraction``: per session, the cursor (``processed``) and the pending
@@ -181,7 +181,7 @@ class _Database:
 
 
 class PostgresBackend:
-    """Extraction's backend for a :class:`PostgresMemoryStore` (see the module doc)."""
+    """Extraction's backend for a :class:`PostgresStore` (see the module doc)."""
 
     def __init__(self, store: PostgresShape) -> None:
         self._store = store
@@ -197,6 +197,10 @@ class PostgresBackend:
     @property
     def files_root(self) -> Path | None:
         return None
+
+    @property
+    def state_dir(self) -> Path | None:
+        return None  # the state is in the database's own tables
 
     @property
     def key(self) -> str:

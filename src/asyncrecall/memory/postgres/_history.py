@@ -1,7 +1,7 @@
 """The PostgreSQL store's history: every save and forget, in the write's own transaction.
 
 The folder keeps its history in files beside it (``_history``); a
-:class:`~asyncrecall.memory.PostgresMemoryStore` keeps the same records in
+:class:`~asyncrecall.memory.PostgresStore` keeps the same records in
 ``asyncrecall_history`` (schema version 4), one row per write of a name::
 
     asyncrecall_history

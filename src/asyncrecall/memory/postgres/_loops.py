@@ -1,9 +1,9 @@
 """Recall's database connections on the caller's own event loop.
 
 The candidates query used to hop to the store's private loop (``_portal``) and
-back: two thread wake-ups and two handovers of the interpreter lock per recall, which
-cost about 1.2 ms of its median and 0.7 ms of its CPU on a 100,000-memory namespace,
-and more at the tail when threads compete. A query is I/O: psycopg's async connection
+back: two thread wake-ups and two handovers of the interpreter lock per recall, a
+large share of its median and its CPU on a big namespace, and more at the tail when
+threads compete. A query is I/O: psycopg's async connection
 runs it on any loop without blocking it. So each event loop that recalls gets a few
 connections of its own, used only on that loop:
 
@@ -22,8 +22,8 @@ they are set for them (``RECALL_OPTIONS``, sent with the connection's start-up, 
 extra round trip): a prepared statement keeps one generic plan instead of planning
 each call with its values, and nothing is JIT compiled (the planner's estimates for a
 large namespace can cross ``jit_above_cost``, and compiling costs more than these
-queries). At 1,000,000 memories recall's p50 went from 10.4 to 7.3 ms and its p99 from
-45.4 to 39.1 ms (README, "Recall on a namespace of 1,000,000 memories").
+queries). At 1,000,000 memories both recall's median and its tail came down (figures:
+``docs/benchmarks.md``, "PostgreSQL store").
 """
 
 from __future__ import annotations

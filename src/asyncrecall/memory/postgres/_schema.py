@@ -39,39 +39,39 @@ Version 2 (extraction and consolidation, ``_extraction``)::
         last_at, sessions          when the last consolidation ran, sessions since
         locked_at, locked_by       the run in progress (stale after an hour)
 
-Version 3 (issue 19: an import or export copies everything a memory carries)::
+Version 3 (an import or export copies everything a memory carries)::
 
     asyncrecall_memories
         front_matter jsonb        a topic file's front matter keys beyond name,
                                   description, type and source_offsets (NULL: none)
 
-Version 4 (issue 19: every write kept, each undoable; ``_history``)::
+Version 4 (every write kept, each undoable; ``_history``)::
 
     asyncrecall_history             namespace, name, seq: every save and forget of a
                                     name, with op, rel_path, at, origin, write_id and
                                     the memory's text before and after
 
-Version 5 (issue 26: a key in another case is looked up through indexes, not by
+Version 5 (a key in another case is looked up through indexes, not by
 reading every name of the namespace)::
 
     asyncrecall_memories
         btree (namespace, lower(name COLLATE "C"))   ASCII lower case, in any locale
         btree (namespace) WHERE octet_length(name) > length(name)   the non-ASCII names
 
-Version 6 (issue 26: notifications carry no names)::
+Version 6 (notifications carry no names)::
 
     asyncrecall_schema
         notify_salt  text         a random secret, made once: notifications carry
                                   digests of namespace and name keyed by it
 
-Version 7 (issue 25: where each memory came from; ``memory._provenance``)::
+Version 7 (where each memory came from; ``memory._provenance``)::
 
     asyncrecall_memories
         provenance   jsonb        the list of sources (origin, session, offsets, at,
                                   untrusted); every save appends its own; NULL: a
                                   memory from before, the user's own
 
-Version 8 (issue 26: a tenant learns no other namespace's notification digests)::
+Version 8 (a tenant learns no other namespace's notification digests)::
 
     no change to the tables: notifications' digests are keyed per namespace
     (``_text.notify_key``), so a role row-level security binds to namespaces gets
@@ -137,7 +137,7 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         """CREATE INDEX asyncrecall_memories_created
            ON asyncrecall_memories (namespace, created_at, name)""",
     ),
-    (  # 2: extraction and consolidation state (issue 14; see _extraction)
+    (  # 2: extraction and consolidation state (see _extraction)
         """
         CREATE TABLE asyncrecall_extraction (
             namespace text NOT NULL,
@@ -168,24 +168,24 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         )
         """,
     ),
-    (  # 3: the extra front matter of a memory (issue 19); no table rewrite
+    (  # 3: the extra front matter of a memory; no table rewrite
         "ALTER TABLE asyncrecall_memories ADD COLUMN IF NOT EXISTS front_matter jsonb",
     ),
-    (HISTORY_TABLE_SQL,),  # 4: every write kept, undoable (issue 19; _history)
-    (  # 5: what a key in another case looks up, indexed (issue 26, point 8; _sql.FOLD_SQL)
+    (HISTORY_TABLE_SQL,),  # 4: every write kept, undoable (_history)
+    (  # 5: what a key in another case looks up, indexed (_sql.FOLD_SQL)
         """CREATE INDEX IF NOT EXISTS asyncrecall_memories_folded
            ON asyncrecall_memories (namespace, lower(name COLLATE "C"))""",
         """CREATE INDEX IF NOT EXISTS asyncrecall_memories_wide
            ON asyncrecall_memories (namespace) WHERE octet_length(name) > length(name)""",
     ),
-    (  # 6: the secret notifications' digests are keyed by (issue 26, point 4; _text.Announcer)
+    (  # 6: the secret notifications' digests are keyed by (_text.Announcer)
         """ALTER TABLE asyncrecall_schema ADD COLUMN IF NOT EXISTS notify_salt text NOT NULL
            DEFAULT (gen_random_uuid()::text || gen_random_uuid()::text)""",
     ),
-    (  # 7: each memory's sources (issue 25; memory._provenance); no table rewrite
+    (  # 7: each memory's sources (memory._provenance); no table rewrite
         "ALTER TABLE asyncrecall_memories ADD COLUMN IF NOT EXISTS provenance jsonb",
     ),
-    # 8: notification digests keyed per namespace (issue 26; _text.notify_key). No DDL:
+    # 8: notification digests keyed per namespace (_text.notify_key). No DDL:
     # the version keeps older code, whose digests differ, from running alongside.
     (),
     # 9: saves' advisory lock keys keyed by the namespace's key (_text.Announcer.lock_key).

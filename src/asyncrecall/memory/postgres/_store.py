@@ -1,11 +1,11 @@
-"""Memories in PostgreSQL, shared by every worker process: :class:`PostgresMemoryStore`.
+"""Memories in PostgreSQL, shared by every worker process: :class:`PostgresStore`.
 
 One table keyed by (namespace, name) holds what the folder's topic files hold (see
 ``_schema`` for the schema). A store is a view of one namespace: every store of a
 process opened on one URL (with the same pool options) shares one engine (``_engine``:
 its pools, loop connections, ``LISTEN`` connection and thread), each passing its
 namespace with every call, so a process serving 1,000 tenants holds one engine's
-connections, not 1,000 stores' (issue 26, point 1). What the store promises:
+connections, not 1,000 stores'. What the store promises:
 
 - **Writes.** A save is one transaction: an upsert on (namespace, name) whose row is
   written whole, so two processes saving one name resolve to the last commit, never to
@@ -84,6 +84,7 @@ from asyncrecall.memory._limits import (
     index_line,
 )
 from asyncrecall.memory._pending import PENDING_KEY, PendingChange, waits
+from asyncrecall.memory._precondition import ANYTHING, Expected, check_expected
 from asyncrecall.memory._provenance import (
     LEGACY_SOURCE,
     SOURCE_OFFSETS_KEY,
@@ -92,6 +93,7 @@ from asyncrecall.memory._provenance import (
     new_source,
     parse_provenance,
 )
+from asyncrecall.memory._store import LIBRARY_ORIGIN, ChangeWatch
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.postgres._candidates import CandidateQuery
 from asyncrecall.memory.postgres._changes import ChangeFeed
@@ -110,6 +112,7 @@ from asyncrecall.memory.postgres._schema import (
     SCHEMA_VERSION,
     ensure_schema,
 )
+from asyncrecall.memory.postgres._shape import PostgresShape
 from asyncrecall.memory.postgres._sql import (
     FORGET_IF_SQL,
     FRONT_MATTER_SQL,
@@ -146,7 +149,7 @@ if TYPE_CHECKING:
     from asyncrecall.memory._transfer import MemoryRecord
     from asyncrecall.memory.postgres._extraction import PostgresBackend, PostgresConsolidationGate
 
-__all__ = ["PostgresMemoryStore", "StoreChange", "default_namespace", "redact_url"]
+__all__ = ["PostgresStore", "StoreChange", "default_namespace", "redact_url"]
 
 logger = logging.getLogger("asyncrecall.memory")
 
@@ -166,8 +169,9 @@ _WAIT_SLICE_S: Final = 0.5
 _HOLD_TRIES: Final = 5  # a waiting change written against a memory others keep changing
 
 
-class PostgresMemoryStore:
-    """The memories of one namespace in a PostgreSQL database (psycopg 3 and its pools).
+class PostgresStore(PostgresShape):
+    """The memories of one namespace in a PostgreSQL database (psycopg 3 and its pools): a
+    :class:`~asyncrecall.memory.Store` shared by any number of processes.
 
     ``url`` is a libpq connection URI (``postgresql://user@host/db``,
     ``postgresql:///db?host=/run/postgresql``). Nothing connects until
@@ -208,7 +212,7 @@ class PostgresMemoryStore:
                 f"{f'; this one is {size:,}' if size else ''}"
             )
         self.url = url
-        self.namespace = namespace
+        self._namespace = namespace
         self._where = redact_url(url)
         self._ns_key = namespace_key(namespace)
         self._id = uuid.uuid4().hex  # our own NOTIFYs come back: known by this
@@ -227,7 +231,7 @@ class PostgresMemoryStore:
         self._closed = False
 
     @classmethod
-    def open(cls, url: str, *, namespace: str, **options: Any) -> PostgresMemoryStore:
+    def open(cls, url: str, *, namespace: str, **options: Any) -> PostgresStore:
         """A connected store (schema created or migrated), or :class:`ConfigError`."""
         store = cls(url, namespace=namespace, **options)
         try:
@@ -238,13 +242,18 @@ class PostgresMemoryStore:
         return store
 
     def __repr__(self) -> str:
-        return f"PostgresMemoryStore({self._where!r}, namespace={self.namespace!r})"
+        return f"PostgresStore({self._where!r}, namespace={self.namespace!r})"
 
-    def __enter__(self) -> PostgresMemoryStore:
+    @property
+    def namespace(self) -> str:
+        """The namespace this store is a view of."""
+        return self._namespace
+
+    @property
+    def changes(self) -> ChangeWatch:
+        """The change feed: every save and forget of the namespace by any process
+        (``LISTEN``/``NOTIFY``), through :meth:`add_change_listener`."""
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @property
     def location(self) -> str:
@@ -310,11 +319,11 @@ class PostgresMemoryStore:
                 engine.attach(self._feed)
             self._engine = engine
 
-    def for_namespace(self, namespace: str) -> PostgresMemoryStore:
+    def for_namespace(self, namespace: str) -> PostgresStore:
         """A connected store of another namespace of this database, sharing this one's
         connections (close it as any store)."""
         opts = self._options
-        return PostgresMemoryStore.open(
+        return PostgresStore.open(
             self.url, namespace=namespace, min_size=opts.min_size, max_size=opts.max_size,
             timeout=opts.timeout, listen=opts.listen,
         )  # fmt: skip
@@ -645,15 +654,18 @@ class PostgresMemoryStore:
         type: MemoryType | str,
         content: str,
         *,
+        expected: Expected = ANYTHING,
+        origin: str = LIBRARY_ORIGIN,
+        write_id: str = "",
+        sources: Sequence[Source] | None = None,
+        extra: Mapping[str, Any] | None = None,
         updated_at: float | None = None,
         created_at: float | None = None,
-        extra: Mapping[str, Any] | None = None,
-        origin: str = "user",
-        write_id: str = "",
         op: HistoryOp = "save",
-        sources: Sequence[Source] | None = None,
     ) -> MemoryDoc:
-        """Create or update the memory ``name`` in one transaction (last write wins).
+        """Create or update the memory ``name`` in one transaction (without ``expected``:
+        last write wins; with it: :meth:`save_if` on the revision read, and
+        :class:`MemoryConflictError`, nothing written, when it no longer holds).
 
         ``updated_at`` and ``created_at`` (POSIX times) replace "now" as its
         modification and creation times: an import keeps the original's. ``extra``
@@ -664,10 +676,22 @@ class PostgresMemoryStore:
         file does). An empty name, an unknown type, content over 1 MiB (as a topic
         file) or a NUL character raise :class:`MemoryStoreError`, and nothing is
         written. The write and its history record (``origin``, ``write_id``) are one
-        transaction (``_history``). ``sources`` (default: one source of ``origin``, now)
-        are appended to the row's ``provenance``. An untrusted change to a memory recall
-        uses waits beside it (``_pending``).
+        transaction (``_history``). ``sources`` (default: one source of ``origin``, now;
+        untrusted unless ``origin`` names a trusted one) are appended to the row's
+        ``provenance``. An untrusted change to a memory recall uses waits beside it
+        (``_pending``).
         """
+        if expected is not ANYTHING:
+            revision = None if expected is None else expected.revision
+            doc = self.save_if(
+                name, description, type, content, expected_revision=revision,
+                updated_at=updated_at, extra=extra, origin=origin, write_id=write_id,
+                sources=sources,
+            )  # fmt: skip
+            if doc is None:
+                check_expected(expected, self.find(name), name=name)  # says how it changed
+                raise MemoryConflictError(f"memory {name!r} changed since it was read")
+            return doc
         exact = op == "revert"  # a version comes back with its own provenance
         added = () if exact else tuple(sources) if sources is not None else (new_source(origin),)
         for _ in range(_HOLD_TRIES):
@@ -695,7 +719,7 @@ class PostgresMemoryStore:
         expected_revision: int | None,
         updated_at: float | None = None,
         extra: Mapping[str, Any] | None = None,
-        origin: str = "user",
+        origin: str = LIBRARY_ORIGIN,
         write_id: str = "",
         sources: Sequence[Source] | None = None,
     ) -> MemoryDoc | None:
@@ -779,7 +803,12 @@ class PostgresMemoryStore:
         return dict(row[0]) if row is not None and isinstance(row[0], dict) else {}
 
     def forget_if(
-        self, name: str, *, expected_revision: int, origin: str = "user", write_id: str = ""
+        self,
+        name: str,
+        *,
+        expected_revision: int,
+        origin: str = LIBRARY_ORIGIN,
+        write_id: str = "",
     ) -> MemoryDoc | None:
         """Remove the memory ``name`` (exact) only if it is still at
         ``expected_revision``; what was removed, or ``None`` (nothing removed) when it
@@ -873,15 +902,29 @@ class PostgresMemoryStore:
         self,
         name_or_rel_path: str,
         *,
-        origin: str = "user",
-        op: HistoryOp = "forget",
+        expected: Expected = ANYTHING,
+        origin: str = LIBRARY_ORIGIN,
         write_id: str = "",
+        op: HistoryOp = "forget",
     ) -> MemoryDoc:
         """Remove the memory :meth:`get` finds for this key (one transaction, with its
         history record); returns what was removed. No such memory, or an ambiguous key,
-        is a :class:`MemoryStoreError` and nothing is removed."""
+        is a :class:`MemoryStoreError` and nothing is removed. ``expected``: the memory
+        as read (:meth:`forget_if` on its revision; :class:`MemoryConflictError`, nothing
+        removed, when it was written since)."""
         key = name_or_rel_path.strip()
         check_text("a memory name", key)
+        if expected is not ANYTHING:
+            current = self.get(key)
+            check_expected(expected, current, name=current.name)
+            assert isinstance(expected, MemoryDoc)  # None failed the check: it exists
+            gone = self.forget_if(
+                current.name, expected_revision=expected.revision, origin=origin,
+                write_id=write_id,
+            )  # fmt: skip
+            if gone is None:
+                raise MemoryConflictError(f"memory {current.name!r} changed since it was read")
+            return gone
 
         def remove(conn: Connection[Any]) -> tuple[MemoryDoc, int] | None:
             found = find_memory(conn, key, namespace=self.namespace, where=self.location)
@@ -964,7 +1007,7 @@ class PostgresMemoryStore:
     def revert(
         self, name_or_rel_path: str, *, to: int | None = None, origin: str = "user"
     ) -> MemoryDoc | None:
-        """Undo writes of one memory, as the folder's :meth:`MemoryStore.revert` does."""
+        """Undo writes of one memory, as the folder's :meth:`FolderStore.revert` does."""
         name = self._history_name(name_or_rel_path)
         target = revert_target(self.history_of(name), name, to)
         text = target.before if to is None else target.after
@@ -972,7 +1015,7 @@ class PostgresMemoryStore:
 
     def revert_write(self, write_id: str, *, origin: str = "user") -> dict[str, MemoryDoc | None]:
         """Undo every record of one write as one step, as the folder's
-        :meth:`MemoryStore.revert_write` does."""
+        :meth:`FolderStore.revert_write` does."""
         check_text("a write id", write_id)
         params = {"ns": self.namespace, "write_id": write_id}
         rows = self._read("read the history of", lambda conn: conn.execute(
@@ -1023,3 +1066,17 @@ class PostgresMemoryStore:
         return MemoryStoreError(
             f"cannot {action} the memory database {self._where}: {describe(exc)}"
         )
+
+
+def __getattr__(name: str) -> Any:
+    """``PostgresMemoryStore``: the old name of :class:`PostgresStore`, kept for one release."""
+    if name == "PostgresMemoryStore":
+        import warnings
+
+        warnings.warn(
+            "PostgresMemoryStore is deprecated: use asyncrecall.memory.PostgresStore",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

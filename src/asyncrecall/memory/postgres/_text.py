@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from asyncrecall._exceptions import MemoryStoreError
 from asyncrecall.memory._document import checked_text
 from asyncrecall.memory._provenance import is_quarantined, origin_label, parse_provenance
+from asyncrecall.memory._store import StoreChange
 from asyncrecall.memory._types import MemoryDoc
 
 __all__ = [
@@ -37,22 +38,6 @@ _MAX_QUERY_WORDS: Final = 32
 _WORD: Final = re.compile(r"[^\W_]+")
 
 
-@dataclass(frozen=True, slots=True)
-class StoreChange:
-    """A change seen by a store: a ``save`` or ``forget`` (by any process), or a
-    ``reconnect`` of its ``LISTEN`` connection (changes may have been missed).
-
-    ``memory_id`` is what a notification carries instead of the memory's name
-    (:meth:`Announcer.memory_id`; "" for a reconnect); ``name`` is known only for this
-    store's own writes (``None`` for another process's)."""
-
-    op: str
-    memory_id: str
-    version: int
-    seen_at: float
-    name: str | None = None
-
-
 def notify_key(salt: str, namespace: str) -> str:
     """The key of one namespace's notification digests, derived from the database's
     secret (``_rls.KEYS_VIEW`` derives the same in SQL, for the roles bound to it)."""
@@ -62,7 +47,7 @@ def notify_key(salt: str, namespace: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Announcer:
-    """What a namespace's notifications carry instead of names (issue 26, point 4).
+    """What a namespace's notifications carry instead of names.
 
     ``LISTEN`` is open to any role that can connect, even one denied every table, so a
     notification says which namespace and which memory changed only as digests keyed by

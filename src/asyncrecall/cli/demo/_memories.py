@@ -7,14 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from asyncrecall.memory import MemoryStore
+from asyncrecall.memory import FolderStore
 
 __all__ = ["MEMORIES", "Memory", "write_memories"]
 
 
 @dataclass(frozen=True, slots=True)
 class Memory:
-    """One topic file: what :meth:`MemoryStore.save_memory` takes."""
+    """One topic file: what :meth:`FolderStore.save_memory` takes."""
 
     name: str
     description: str
@@ -57,11 +57,11 @@ MEMORIES: tuple[Memory, ...] = (
 
 def write_memories(root: Path) -> Mapping[str, str]:
     """Save :data:`MEMORIES` in a memory folder at ``root``; returns name -> relative path."""
-    store = MemoryStore(root)
+    store = FolderStore(root)
     store.ensure()
     return {
         memory.name: store.save_memory(
-            memory.name, memory.description, memory.type, memory.content
+            memory.name, memory.description, memory.type, memory.content, origin="user"
         ).rel_path
         for memory in MEMORIES
     }

@@ -8,8 +8,8 @@ Offline: a throw-away project and memory folder in a temporary directory, and a
 
 from __future__ import annotations
 
-from asyncrecall.demo._run import DEFAULT_MODE, DEMO_MODES, DemoResult, ModeRun, run_demo
-from asyncrecall.demo._scenario import SCRIPT, DemoQuery, ToolStep
+from asyncrecall.cli.demo._run import DEFAULT_MODE, DEMO_MODES, DemoResult, ModeRun, run_demo
+from asyncrecall.cli.demo._scenario import SCRIPT, DemoQuery, ToolStep
 
 __all__ = [
     "DEFAULT_MODE",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.demo._memories import write_memories
+from asyncrecall.cli.demo._memories import write_memories
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 
 __all__ = ["SCRIPT", "DemoQuery", "ToolStep", "build_project", "install_script"]

@@ -13,8 +13,8 @@ from pathlib import Path
 from asyncrecall.agent import RecallMode
 from asyncrecall.cli._session import open_session
 from asyncrecall.cli._settings import Settings
-from asyncrecall.demo._scenario import SCRIPT, DemoQuery, build_project, install_script
-from asyncrecall.demo._trace import QueryTrace, trace_query
+from asyncrecall.cli.demo._scenario import SCRIPT, DemoQuery, build_project, install_script
+from asyncrecall.cli.demo._trace import QueryTrace, trace_query
 from asyncrecall.models import open_openai_models
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 

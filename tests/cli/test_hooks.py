@@ -1,0 +1,329 @@
+"""``asyncrecall hooks``: the settings it writes, and the hook client against the real
+recall service (real processes, a real socket, real files, a scripted side model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncrecall.cli import main
+from asyncrecall.cli.hooks._install import EVENTS, MARKER, hook_command
+from asyncrecall.testing import LocalServer, Reply
+
+CLIENT = Path(hook_command("SessionStart", "claude-code").split()[3])
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+NOTE = """---
+name: {name}
+description: {description}
+type: project
+---
+{body}
+"""
+
+
+# -- install, uninstall, status ----------------------------------------------------
+
+
+def _settings(project: Path) -> Path:
+    return project / ".claude" / "settings.json"
+
+
+def test_install_merges_and_uninstall_removes_only_ours(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _settings(tmp_path)
+    path.parent.mkdir()
+    theirs = {
+        "model": "sonnet",
+        "permissions": {"allow": ["Bash(ls)"]},
+        "hooks": {
+            "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "x"}]}],
+        },
+    }
+    path.write_text(json.dumps(theirs))
+    where = ["--agent", "claude-code", "--project", str(tmp_path)]
+    assert main(["hooks", "status", *where]) == 1
+    assert main(["hooks", "install", *where]) == 0
+    assert main(["hooks", "install", *where]) == 0  # again: replaced, not doubled
+    data = json.loads(path.read_text())
+    assert data["model"] == "sonnet" and data["permissions"] == theirs["permissions"]
+    assert data["hooks"]["PreToolUse"] == theirs["hooks"]["PreToolUse"]
+    for event in EVENTS:
+        ours = [h for g in data["hooks"][event] for h in g["hooks"] if MARKER in h["command"]]
+        assert len(ours) == 1, event
+    assert {"type": "command", "command": "notify-send done"} in data["hooks"]["Stop"][0]["hooks"]
+    assert data["hooks"]["PostToolUse"][0]["matcher"] == "*"
+    assert main(["hooks", "status", *where]) == 0
+    assert main(["hooks", "uninstall", *where]) == 0
+    assert json.loads(path.read_text()) == theirs
+    assert main(["hooks", "status", *where]) == 1
+    assert "not installed" in capsys.readouterr().out
+
+
+def test_a_settings_file_that_is_not_json_is_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / ".qwen" / "settings.json"
+    path.parent.mkdir()
+    path.write_text('{"theme": "dark",')  # the user is mid-edit
+    assert main(["hooks", "install", "--agent", "qwen-code", "--project", str(tmp_path)]) == 2
+    assert path.read_text() == '{"theme": "dark",'
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not valid JSON" in err
+
+
+def test_user_install_writes_the_home_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["hooks", "install", "--agent", "qwen-code", "--user"]) == 0
+    data = json.loads((tmp_path / ".qwen" / "settings.json").read_text())
+    assert set(data["hooks"]) == set(EVENTS)
+    assert oct((tmp_path / ".qwen" / "settings.json").stat().st_mode & 0o777) == "0o600"
+
+
+# -- the hook client and the service ---------------------------------------------
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(home, memory folder, project) with two notes."""
+    home, memory, project = tmp_path / "h", tmp_path / "mem", tmp_path / "proj"
+    for folder in (home, memory, project):
+        folder.mkdir()
+    notes = {
+        "deploy.md": (
+            "deploy",
+            "how the staging deploy works",
+            "Staging deploys go through the blue-green pipeline.",
+        ),
+        "tabs.md": ("tabs", "indentation preference", "The user indents with tabs, never spaces."),
+    }
+    for file, (name, description, body) in notes.items():
+        (memory / file).write_text(NOTE.format(name=name, description=description, body=body))
+    (memory / "MEMORY.md").write_text(
+        "- [deploy](deploy.md) — how the staging deploy works\n"
+        "- [tabs](tabs.md) — indentation preference\n"
+    )
+    return home, memory, project
+
+
+class Hooks:
+    """Runs the hook client as the agent does, with the agent's environment."""
+
+    def __init__(self, env: dict[str, str], project: Path) -> None:
+        self.env, self.project = env, project
+        self.socket = Path(env["ASYNCRECALL_HOME"]) / "run" / "hooks.sock"
+
+    def __call__(self, event: str, session: str = "s1", **fields: Any) -> dict[str, Any] | None:
+        payload = {"session_id": session, "cwd": str(self.project), **fields}
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", str(CLIENT), "claude-code", event],
+            input=json.dumps(payload).encode(),
+            capture_output=True,
+            env=self.env,
+            timeout=30,
+            check=True,
+        )
+        assert done.stderr == b""
+        return json.loads(done.stdout) if done.stdout.strip() else None
+
+    def context(self, event: str, session: str = "s1", **fields: Any) -> str:
+        answer = self(event, session, **fields)
+        if answer is None:
+            return ""
+        assert answer["hookSpecificOutput"]["hookEventName"] == event
+        text: str = answer["hookSpecificOutput"]["additionalContext"]
+        return text
+
+    def start(self) -> None:
+        """Start the service as the agent's first hook does, and wait until it is warm."""
+        assert self("SessionStart", "warm-up") is None
+        deadline = time.monotonic() + 60
+        while not self.socket.exists():
+            assert time.monotonic() < deadline, "the service did not start"
+            time.sleep(0.05)
+        # warm: a prompt's answer comes from the instant pass at once
+        while not self.context("UserPromptSubmit", "warm-up", prompt="staging deploy"):
+            assert time.monotonic() < deadline, "the service did not warm the folder"
+            self("SessionEnd", "warm-up")  # a block it took can no longer be shown in it
+            time.sleep(0.1)
+        self("SessionEnd", "warm-up")
+
+    def service_pids(self) -> list[int]:
+        found = subprocess.run(
+            ["pgrep", "-f", "asyncrecall.cli.hooks._service"], capture_output=True, text=True
+        )
+        pids = []
+        for pid in map(int, found.stdout.split()):
+            try:
+                environ = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+            if f"ASYNCRECALL_HOME={self.env['ASYNCRECALL_HOME']}".encode() in environ:
+                pids.append(pid)
+        return pids
+
+
+@pytest.fixture
+def hooks(folders: tuple[Path, Path, Path]) -> Iterator[Hooks]:
+    home, memory, project = folders
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "PYTHONPATH": str(SRC),
+        "ASYNCRECALL_HOME": str(home),
+        "ASYNCRECALL_MEMORY_DIR": str(memory),
+        "ASYNCRECALL_SELECTOR": "lexical",
+        "ASYNCRECALL_HOOKS_IDLE": "3",
+    }
+    client = Hooks(env, project)
+    yield client
+    deadline = time.monotonic() + 30
+    while client.service_pids():  # the idle service exits on its own
+        assert time.monotonic() < deadline, "the idle service did not exit"
+        time.sleep(0.2)
+    assert not client.socket.exists()
+
+
+def test_a_prompt_gets_its_memory_at_once_and_never_twice(hooks: Hooks) -> None:
+    assert hooks("PostToolUse", tool_name="Read") is None  # no service: nothing, no start
+    assert not hooks.socket.exists()
+    hooks.start()
+    block = hooks.context("UserPromptSubmit", prompt="how does the staging deploy work?")
+    assert "## Relevant memory" in block and "blue-green" in block and "tabs" not in block
+    assert "notes, not instructions" in block  # wrapped as data, as the library does
+    assert hooks("UserPromptSubmit", prompt="") is None  # Qwen Code's repeat
+    assert hooks("PostToolUse", tool_name="Read") is None  # delivered already
+    again = hooks.context("UserPromptSubmit", prompt="the staging deploy, again")
+    assert again == ""  # the session has seen that file
+    other = hooks.context("UserPromptSubmit", "s2", prompt="the staging deploy")
+    assert "blue-green" in other  # another session has not
+    hooks("Stop")
+    hooks("SessionEnd")
+
+
+def test_the_prompt_that_starts_the_service_gets_its_memory_after_a_tool(hooks: Hooks) -> None:
+    assert hooks("UserPromptSubmit", prompt="how does the staging deploy work?") is None
+    deadline = time.monotonic() + 60
+    block = ""
+    while not block:  # the agent's tool round, while the service starts
+        assert time.monotonic() < deadline, "the first prompt's recall never came"
+        time.sleep(0.2)
+        block = hooks.context("PostToolUse", tool_name="Read")
+    assert "blue-green" in block
+    assert hooks.context("PostToolUse", tool_name="Read") == ""
+    hooks("SessionEnd")
+
+
+def test_one_service_for_racing_first_hooks(hooks: Hooks) -> None:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-I", "-S", str(CLIENT), "claude-code", "SessionStart"],
+            stdin=subprocess.PIPE,
+            env=hooks.env,
+        )
+        for _ in range(4)
+    ]
+    for proc in procs:
+        proc.communicate(json.dumps({"session_id": "x", "cwd": str(hooks.project)}).encode())
+    hooks.start()
+    time.sleep(1)
+    assert len(hooks.service_pids()) == 1
+
+
+@pytest.fixture
+def side(hooks: Hooks) -> Iterator[LocalServer]:
+    with LocalServer() as server:
+        hooks.env.update(
+            ASYNCRECALL_SELECTOR="model",
+            ASYNCRECALL_BASE_URL=server.base_url,
+            ASYNCRECALL_MODEL="side",
+            ASYNCRECALL_API_KEY="test",
+        )
+        yield server
+
+
+@pytest.mark.parametrize("delay", [0.1, 0.9])
+def test_a_side_query_settled_later_comes_with_the_tool_results(
+    hooks: Hooks, side: LocalServer, delay: float
+) -> None:
+    side.set_default("side", Reply(json={"selected_memories": []}))
+    hooks.start()
+    side.script("side", Reply(json={"selected_memories": ["tabs.md"]}, first_token_delay=delay))
+    # no word shared with the note: the instant pass has nothing, the side query decides
+    assert hooks.context("UserPromptSubmit", prompt="how should I lay out this file?") == ""
+    assert hooks("UserPromptSubmit", prompt="") is None  # Qwen Code's repeat: no restart
+    deadline = time.monotonic() + 30
+    block = ""
+    while not block:
+        assert time.monotonic() < deadline, "the side query's block never came"
+        time.sleep(delay / 2)
+        block = hooks.context("PostToolUse", tool_name="Read")
+    assert "never spaces" in block and "blue-green" not in block
+    assert hooks.context("PostToolUse", tool_name="Read") == ""  # once
+    hooks("SessionEnd")
+
+
+def test_the_end_of_a_turn_hangs_up_the_side_query(hooks: Hooks, side: LocalServer) -> None:
+    side.set_default("side", Reply(json={"selected_memories": []}))
+    hooks.start()
+    side.script("side", Reply(hang=True))
+    assert hooks.context("UserPromptSubmit", prompt="how should I lay out this file?") == ""
+    request = side.wait_for(lambda r: "lay out this file" in json.dumps(r.body), timeout=30)
+    hooks("Stop")
+    side.wait_disconnected(request, timeout=30)
+    assert hooks.context("PostToolUse", tool_name="Read") == ""
+    hooks("SessionEnd")
+
+
+def test_a_hook_costs_milliseconds(hooks: Hooks) -> None:
+    """The client's whole cost, process start included, beside a no-op hook (``true``):
+    the bound is loose (a busy CI machine); ``docs/agents.md`` has this machine's figures."""
+    hooks.start()
+
+    def timed(argv: list[str], payload: bytes) -> float:
+        began = time.perf_counter()
+        subprocess.run(argv, input=payload, capture_output=True, env=hooks.env, check=True)
+        return time.perf_counter() - began
+
+    prompt = json.dumps({"session_id": "t", "cwd": str(hooks.project), "prompt": "staging"})
+    ours, noop = [], []
+    for _ in range(20):
+        noop.append(timed(["true"], b""))
+        ours.append(
+            timed(
+                [sys.executable, "-I", "-S", str(CLIENT), "claude-code", "UserPromptSubmit"],
+                prompt.encode(),
+            )
+        )
+    added = statistics.median(ours) - statistics.median(noop)
+    assert added < 0.25, f"a hook added {added * 1000:.0f} ms at the median"
+
+
+def test_claude_codes_own_memory_folder_is_recalled_from(
+    hooks: Hooks, folders: tuple[Path, Path, Path]
+) -> None:
+    home, memory, project = folders
+    from asyncrecall.cli.hooks._service import claude_project_name
+
+    own = home / ".claude" / "projects" / claude_project_name(str(project)) / "memory"
+    own.mkdir(parents=True)
+    for note in memory.iterdir():
+        note.rename(own / note.name)
+    del hooks.env["ASYNCRECALL_MEMORY_DIR"]
+    hooks.start()
+    block = hooks.context("UserPromptSubmit", prompt="how does the staging deploy work?")
+    assert "blue-green" in block and f"{own}" not in json.dumps(hooks.env)
+    hooks("SessionEnd")
