@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,15 @@ async def test_scores_through_the_recall_path() -> None:
     assert report.questions == 3
     assert report.hit_at_5 == 1.0 and report.recall_at_5 == 1.0
     assert report.strategies == {"lexical": 3}
-    assert set(report.as_json()) == {"questions", "hit_at_5", "recall_at_5", "median_selection_ms"}
+    assert set(report.as_json()) == {
+        "questions",
+        "hit_at_5",
+        "recall_at_5",
+        "median_selection_ms",
+        "recall_at_10",
+        "mrr",
+    }
+    assert report.recall_at_10 == 1.0 and report.mrr == 1.0
     limited = await evaluate([_conversation()], LexicalSelector, limit_questions=1, progress=False)
     assert limited.questions == 1
 
@@ -95,8 +104,16 @@ def test_the_command_on_a_slice_of_the_dev_set(tmp_path: Path) -> None:
     done = _run("--selector", "lexical", "--limit-questions", "25", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert set(report) == {"questions", "hit_at_5", "recall_at_5", "median_selection_ms"}
+    assert set(report) == {
+        "questions",
+        "hit_at_5",
+        "recall_at_5",
+        "median_selection_ms",
+        "recall_at_10",
+        "mrr",
+    }
     assert report["questions"] == 25
+    assert report["recall_at_10"] >= report["recall_at_5"] and 0 < report["mrr"] <= 1
     assert 0.5 <= report["hit_at_5"] <= 1 and 0.4 <= report["recall_at_5"] <= 1
     assert "conv-26" in done.stderr  # progress goes to stderr
 
@@ -160,6 +177,8 @@ async def test_negatives_measure_false_injection_and_precision() -> None:
         "hit_at_5",
         "recall_at_5",
         "median_selection_ms",
+        "recall_at_10",
+        "mrr",
         "false_injection_rate",
         "precision_at_5",
     }
@@ -249,7 +268,8 @@ def test_the_folds_command_reports_every_fold_held_out(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)["selectors"]["lexical"]
     assert report["folds"] == 2 and report["objective"] == "recall_at_5 - false_injection_rate"
-    keys = {"questions", "hit_at_5", "recall_at_5", "false_injection_rate", "precision_at_5"}
+    keys = {"questions", "hit_at_5", "recall_at_5", "recall_at_10", "mrr"}
+    keys |= {"false_injection_rate", "precision_at_5"}
     assert set(report["held_out"]) == keys
     assert [f["conversations"] for f in report["per_fold"]] == [["conv-t"], ["conv-u"]]
     for fold in report["per_fold"]:
@@ -260,3 +280,38 @@ def test_the_folds_command_reports_every_fold_held_out(tmp_path: Path) -> None:
     )
     refused = _run("--dataset", str(dataset), "--folds", "3", cwd=tmp_path)
     assert refused.returncode == 2 and "needs as many conversations" in refused.stderr
+
+
+async def test_mrr_counts_the_rank_of_the_first_gold_file(tmp_path: Path) -> None:
+    """Gold second of two selected: MRR 0.5; gold beyond the fifth counts in recall@10
+    only."""
+    from asyncrecall.memory import MemoryDoc, Recaller
+
+    class Fixed:
+        """Selects the offered files in a fixed order of names."""
+
+        name = "fixed"
+
+        def __init__(self, order: list[str]) -> None:
+            self.order = order
+
+        async def select(
+            self, query: str, docs: Sequence[MemoryDoc], *, limit: int
+        ) -> list[MemoryDoc]:
+            by_path = {d.rel_path: d for d in docs}
+            return [by_path[p] for p in self.order if p in by_path][:limit]
+
+    store = FolderStore(tmp_path / "m")
+    for n in range(7):
+        store.save_memory(f"note {n}", f"note {n}", "user", "text")
+    paths = sorted(d.rel_path for d in store.scan())
+    tally = Tally()
+    await tally.ask(
+        Recaller(store, Fixed(paths), quarantine=False), "which note is it?", {paths[1]}
+    )
+    await tally.ask(
+        Recaller(store, Fixed(paths), quarantine=False), "which note is it?", {paths[6]}
+    )
+    figures = tally.figures(negatives=False)
+    assert figures["mrr"] == pytest.approx((1 / 2 + 1 / 7) / 2)
+    assert figures["hit_at_5"] == 0.5 and figures["recall_at_10"] == 1.0

@@ -238,3 +238,18 @@ def test_forget_of_a_name_that_matches_nothing_fails_and_removes_nothing(cli: Cl
     done = cli("memory", "forget", "C# tips")
     assert done.returncode != 0 and "no memory named 'C# tips'" in done.stderr
     assert [m["name"] for m in cli.json("memory", "list")] == ["C++ tips"]
+
+
+def test_recall_json_says_why_nothing_was_recalled(cli: Cli) -> None:
+    """Every empty recall carries a reason code; a memory whose name answers is found."""
+    cli.json(
+        "memory", "add", "--name", "Indent style for Go", "--type", "feedback",
+        "--description", "The indent style for Go files", "--content", "Tabs; gofmt decides.",
+    )  # fmt: skip
+    found = cli.json("memory", "recall", "how do I indent Go code?", "--selector", "lexical")
+    assert [d["name"] for d in found["selected"]] == ["Indent style for Go"]
+    assert found["reason"] is None
+    short = cli.json("memory", "recall", "indentation", "--selector", "lexical")
+    assert (short["selected"], short["reason"]) == ([], "too_short")
+    other = cli.json("memory", "recall", "quarterly revenue for Brazil", "--selector", "lexical")
+    assert (other["selected"], other["reason"]) == ([], "no_match")

@@ -143,7 +143,7 @@ async def test_a_client_over_stdio_saves_searches_shows_lists_and_forgets(
         assert [m["file"] for m in found["memories"]] == ["deploy-steps.md"]
         assert found["memories"][0]["body"].strip() == DEPLOY["content"]
         unrelated = await call(s, "search", query="what is the capital of Peru?")
-        assert unrelated["memories"] == []
+        assert unrelated["memories"] == [] and unrelated["reason"] == "no_match"
         shown = await call(s, "search", query="deploy to staging", exclude=["deploy-steps.md"])
         assert shown["memories"] == []
 

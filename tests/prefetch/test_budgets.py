@@ -258,7 +258,9 @@ async def test_a_prompt_with_nothing_to_recall_starts_no_recall(
         "type": "memory_recall_skipped",
         "prompt_id": "p1",
         "reason": "nothing_to_recall",
+        "detail": "too_short",
     }
     assert side.json_started == 1
     assert any(isinstance(e, MemoryInjectedEvent) for e in events)
-    assert await manager.recall("ok") == await manager.recall("   ")
+    skipped = await manager.recall("ok")
+    assert (skipped.selected, skipped.reason) == ((), "too_short")

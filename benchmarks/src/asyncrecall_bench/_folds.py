@@ -70,6 +70,8 @@ def merge(tallies: Sequence[Tally]) -> Tally:
     for tally in tallies:
         total.hits += tally.hits
         total.recalls += tally.recalls
+        total.recalls_wide += tally.recalls_wide
+        total.ranks += tally.ranks
         total.times_ms += tally.times_ms
         total.selected += tally.selected
         total.selected_gold += tally.selected_gold
@@ -86,6 +88,8 @@ def _figures(tally: Tally) -> dict[str, Any]:
         "questions": figures["questions"],
         "hit_at_5": round(figures["hit_at_5"], 4),
         "recall_at_5": round(figures["recall_at_5"], 4),
+        "recall_at_10": round(figures["recall_at_10"], 4),
+        "mrr": round(figures["mrr"], 4),
         "false_injection_rate": round(figures["false_injection_rate"], 4),
         "precision_at_5": round(figures["precision_at_5"], 4),
     }

@@ -5,13 +5,16 @@ topic file per (session, speaker) from ``observation`` (title ``<speaker>, sessi
 <n>``; description ``<speaker> in session <n> (<session date>): <first observation>``
 cut at 150 characters; type ``user``; body that speaker's observations of the session,
 one per line), saved through :meth:`FolderStore.save_memory`. Each question then goes
-through :meth:`Recaller.recall` (the agent's recall path, limit 5). A question's
+through :meth:`Recaller.recall` (the agent's recall path, limit 10). A question's
 gold files are those holding an observation whose dialog id is in its ``evidence``
 (ids compared verbatim); category 5 (adversarial) and questions with no gold file are
 skipped.
 
 Reported: ``questions`` counted, ``hit_at_5`` (share of questions where a gold file was
-chosen), ``recall_at_5`` (mean share of gold files chosen), ``median_selection_ms``
+chosen), ``recall_at_5`` (mean share of gold files chosen), ``recall_at_10`` and ``mrr``
+(each question recalled once with limit 10, its first five scored "@5": the share of
+gold files among the ten, and the reciprocal rank of the first gold file, 0 when none
+of the ten is), ``median_selection_ms``
 (median wall time of one recall call: scan, selection and block). With ``--negatives``
 each counted question is also asked against the next conversation's folder
 (conversation *k* against *k+1*, wrapping), where nothing is relevant, adding
@@ -164,7 +167,8 @@ def _run_folds(
     from rich.table import Table
 
     table = Table(title=f"Held-out selection quality ({dataset.name}, {args.folds} folds)")
-    for column in ("selector", "fold", "questions", "recall@5", "hit@5", "false inj.", "prec@5"):
+    columns = ("selector", "fold", "questions", "recall@5", "hit@5", "recall@10", "MRR")
+    for column in (*columns, "false inj.", "prec@5"):
         table.add_column(column, justify="right")
     table.add_column("chosen")
     for report in reports:
@@ -176,6 +180,8 @@ def _run_folds(
                 str(figures["questions"]),
                 f"{figures['recall_at_5']:.3f}",
                 f"{figures['hit_at_5']:.3f}",
+                f"{figures['recall_at_10']:.3f}",
+                f"{figures['mrr']:.3f}",
                 f"{figures['false_injection_rate']:.3f}",
                 f"{figures['precision_at_5']:.3f}",
                 params,
@@ -350,11 +356,15 @@ def _print(report: QualityReport, *, as_json: bool, dataset: Path) -> None:
     table.add_column("questions", justify="right")
     table.add_column("hit@5", justify="right")
     table.add_column("recall@5", justify="right")
+    table.add_column("recall@10", justify="right")
+    table.add_column("MRR", justify="right")
     table.add_column("median selection (ms)", justify="right")
     row = [
         str(report.questions),
         f"{report.hit_at_5:.3f}",
         f"{report.recall_at_5:.3f}",
+        f"{report.recall_at_10:.3f}",
+        f"{report.mrr:.3f}",
         f"{report.median_selection_ms:.2f}",
     ]
     if report.false_injection_rate is not None and report.precision_at_5 is not None:

@@ -533,6 +533,7 @@ def _revert_write(args: argparse.Namespace, undone: dict[str, MemoryDoc | None])
 def _recall(args: argparse.Namespace, settings: Settings) -> int:
     started = time.perf_counter()
     why = ""
+    manager_why = "memory_disabled"
     if not settings.memory_enabled:
         _err().print("memory is disabled (--no-memory or ASYNCRECALL_MEMORY=0): no recall")
         result = EMPTY_RECALL
@@ -540,6 +541,7 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
         limit = args.limit if args.limit is not None else settings.recall_files
         with user_waits(settings):  # a handed-on extraction keeps out of its way
             result, why = asyncio.run(_run_recall(settings, args.query, args.exclude, limit))
+    manager_why = why
     elapsed_ms = (time.perf_counter() - started) * 1000
     if args.json:
         _print_json(
@@ -547,6 +549,7 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
                 "query": args.query,
                 "strategy": result.strategy,
                 "fallback_reason": result.fallback_reason,
+                "reason": _reason_code(manager_why, result) if not result.selected else None,
                 "selected": [_doc_json(doc) for doc in result.selected],
                 "prompt": result.prompt,
                 "recall_ms": round(elapsed_ms, 3),
@@ -562,11 +565,35 @@ def _recall(args: argparse.Namespace, settings: Settings) -> int:
     for doc in result.selected:
         console.print(f"  {doc.rel_path} — {doc.name}", markup=False)
     if why:
-        console.print(f"nothing recalled: {why}", markup=False)
+        console.print(
+            f"nothing recalled: {why} [{_reason_code(manager_why, result)}]", markup=False
+        )
     if result.prompt:
         console.print()
         console.print(result.prompt, markup=False)
     return 0
+
+
+#: The reason codes of what ``_why_nothing`` explains in words, by the words' start.
+_WHY_CODES = (
+    ("the query has nothing to recall", "too_short"),
+    ("no memories in", "no_memories"),
+    ("all ", "no_candidates"),
+)
+
+
+def _reason_code(why: str, result: RecallResult) -> str:
+    """Why nothing was recalled, as a code (``reason`` of ``memory recall --json``)."""
+    if why == "memory_disabled":
+        return why
+    if result.reason:
+        return result.reason
+    if result.fallback_reason:
+        return "selector_failed"
+    for start, code in _WHY_CODES:
+        if why.startswith(start):
+            return code
+    return "no_match"
 
 
 async def _run_recall(

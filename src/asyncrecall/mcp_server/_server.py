@@ -146,6 +146,8 @@ def memory_server(
         }
         if result.fallback_reason:
             found["fallback_reason"] = result.fallback_reason
+        if not result.selected and result.reason:
+            found["reason"] = result.reason  # why nothing was found (RecallResult.reason)
         return found
 
     @app.tool(annotations=reading)

@@ -9,6 +9,10 @@ query. Its promises:
   a bare "yes"/"ok") when the manager's ``skip_trivial`` is on (the command line's
   default: the ``skip_trivial`` setting; off by default in the library, where a
   caller's one-word message may be a real query);
+- a selector that is not instant and has an ``abstains(query, docs)`` method (the
+  model selector: the embedded selectors' names gate, read from its warm lexical
+  fallback) is not asked when that gives a reason: no side query for a question about
+  something no memory mentions; ``RecallResult.reason`` carries it;
 - a selector with an ``offer`` method (the model selector: its bounded manifest) is
   offered only what that returns; ``RecallResult.manifest_left_out`` counts the rest
   (its fallback is offered everything);
@@ -61,7 +65,7 @@ from asyncrecall.memory._store import Store
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import EMPTY_RECALL, MemoryDoc, RecallResult
 
-__all__ = ["DEFAULT_LIMIT", "INLINE_BUDGET_BYTES", "Recaller"]
+__all__ = ["DEFAULT_LIMIT", "INLINE_BUDGET_BYTES", "TOO_SHORT", "Recaller"]
 
 _T = TypeVar("_T")
 
@@ -72,6 +76,8 @@ DEFAULT_LIMIT = 5
 #: What an instant recall may still read and tokenise inline, in bytes of notes (a 1.5
 #: KiB note: about 0.15 ms to parse and tokenise with PyStemmer on this machine).
 INLINE_BUDGET_BYTES = 4096
+#: The result of a recall skipped because the query holds nothing to recall.
+TOO_SHORT = RecallResult("", (), "none", reason="too_short")
 
 
 class Recaller:
@@ -141,8 +147,10 @@ class Recaller:
         selector: Selector | None = None,
     ) -> RecallResult:
         """The memory block for ``query`` and the files in it (see the module's promises)."""
-        if limit <= 0 or (cancel is not None and cancel.cancelled) or self.skips(query):
+        if limit <= 0 or (cancel is not None and cancel.cancelled) or not query.strip():
             return EMPTY_RECALL
+        if self.skips(query):
+            return TOO_SHORT
         chosen = selector if selector is not None else self.selector
         if _is_inline(chosen) and self.store.inline_scan:
             inline = self._recall_inline(chosen, query, excluded_paths, limit)
@@ -158,30 +166,40 @@ class Recaller:
         offered = self._offered(docs, excluded_paths)
         if not offered:
             return EMPTY_RECALL
+        gate: Callable[[str, Sequence[MemoryDoc]], str | None] | None
+        gate = getattr(chosen, "skip_reason", None) if not _is_inline(chosen) else None
+        if gate is not None:
+            why = gate(query, offered)
+            if why is not None:
+                return RecallResult("", (), chosen.name, reason=why)
         offer: Callable[[Sequence[MemoryDoc]], Sequence[MemoryDoc]] | None
         offer = getattr(chosen, "offer", None)
-        listed = offer(offered) if offer is not None else offered
+        prefer: Callable[[str, Sequence[MemoryDoc]], Sequence[MemoryDoc]] | None
+        prefer = getattr(chosen, "prefer", None)
+        listed = offered
+        if offer is not None:
+            listed = offer(prefer(query, offered) if prefer is not None else offered)
         left_out = len(offered) - len(listed)
         outcome = await _select(chosen, query, listed, limit=limit, cancel=cancel)
         if outcome is None:
             return EMPTY_RECALL
-        selected, error = outcome
+        selected, error, why = outcome
         if error is None:
-            return self._result(selected, chosen.name, manifest_left_out=left_out)
+            return self._result(selected, chosen.name, manifest_left_out=left_out, reason=why)
         reason = f"{chosen.name} selector failed: {_describe(error)}"
         fallback: Selector | None = getattr(chosen, "fallback", None)
         if fallback is None or fallback is chosen:
             logger.warning("memory recall failed, no fallback: %s", reason)
-            return RecallResult("", (), "none", fallback_reason=reason)
+            return RecallResult("", (), "none", fallback_reason=reason, reason="selector_failed")
         logger.warning("memory recall fell back to the %s selector: %s", fallback.name, reason)
         outcome = await _select(fallback, query, offered, limit=limit, cancel=cancel)
         if outcome is None:
             return EMPTY_RECALL
-        selected, error = outcome
+        selected, error, why = outcome
         if error is not None:
             logger.warning("memory recall fallback failed too: %s", _describe(error))
-            return RecallResult("", (), "none", fallback_reason=reason)
-        return self._result(selected, fallback.name, fallback_reason=reason)
+            return RecallResult("", (), "none", fallback_reason=reason, reason="selector_failed")
+        return self._result(selected, fallback.name, fallback_reason=reason, reason=why)
 
     async def warm(self, *, selector: Selector | None = None) -> None:
         """Scan the folder and do an instant selector's cold work (the lexical one:
@@ -264,8 +282,10 @@ class Recaller:
         chosen = selector if selector is not None else self.selector
         if not _is_inline(chosen):
             raise TypeError(f"{chosen!r} is not an inline (instant) selector")
-        if limit <= 0 or self.skips(query):
+        if limit <= 0 or not query.strip():
             return EMPTY_RECALL
+        if self.skips(query):
+            return TOO_SHORT
         result = self._recall_inline(chosen, query, excluded_paths, limit)
         if result is None:
             self._warm(chosen)
@@ -301,11 +321,18 @@ class Recaller:
             count_within = getattr(selector, "count_within", None)
             if count_within is None or not count_within(offered, INLINE_BUDGET_BYTES):
                 return None
-        ranked, error = _as_offered(selector.rank(query, offered, limit=limit), offered)
+        explained = getattr(selector, "rank_explained", None)
+        if explained is not None:
+            answer, why = explained(query, offered, limit=limit)
+        else:
+            answer, why = selector.rank(query, offered, limit=limit), None
+        ranked, error = _as_offered(answer, offered)
         if error is not None:
             logger.warning("the %s selector failed: %s", selector.name, _describe(error))
-            return RecallResult("", (), "none", fallback_reason=_describe(error))
-        return self._result(ranked, selector.name)
+            return RecallResult(
+                "", (), "none", fallback_reason=_describe(error), reason="selector_failed"
+            )
+        return self._result(ranked, selector.name, reason=why)
 
     def _offered(
         self, docs: Sequence[MemoryDoc], excluded_paths: Collection[str]
@@ -322,6 +349,7 @@ class Recaller:
         *,
         fallback_reason: str | None = None,
         manifest_left_out: int = 0,
+        reason: str | None = None,
     ) -> RecallResult:
         docs = tuple(d for d in selected if not (self.quarantine and d.quarantined))
         prompt = self.format_block(docs) if docs else ""
@@ -331,6 +359,7 @@ class Recaller:
             strategy,
             fallback_reason=fallback_reason,
             manifest_left_out=manifest_left_out,
+            reason=None if docs else (reason or "chose_none"),
         )
 
 
@@ -379,23 +408,37 @@ async def _select(
     *,
     limit: int,
     cancel: CancelSignal | None,
-) -> tuple[list[MemoryDoc], BaseException | None] | None:
-    """Run ``selector.select`` in its own task, bridged to ``cancel``.
+) -> tuple[list[MemoryDoc], BaseException | None, str | None] | None:
+    """Run ``selector.select`` (``select_explained`` when it has one) in its own task,
+    bridged to ``cancel``.
 
-    ``None`` when ``cancel`` fired; ``(docs, None)`` on success; ``([], error)`` on a
-    failure, a cancellation that came from inside the selector included.
+    ``None`` when ``cancel`` fired; ``(docs, None, why)`` on success (``why``: the
+    selector's reason for selecting nothing, when it gives one); ``([], error, None)``
+    on a failure, a cancellation that came from inside the selector included.
     """
-    task = await _bridged(
-        selector.select(query, docs, limit=limit), cancel, name=f"memory-select-{selector.name}"
+    explained = getattr(selector, "select_explained", None)
+    work = (
+        explained(query, docs, limit=limit)
+        if explained is not None
+        else _unexplained(selector, query, docs, limit)
     )
+    task = await _bridged(work, cancel, name=f"memory-select-{selector.name}")
     if task is None:
         return None
     if task.cancelled():
-        return [], asyncio.CancelledError("the selector's task was cancelled from inside")
+        return [], asyncio.CancelledError("the selector's task was cancelled from inside"), None
     error = task.exception()
     if error is not None:
-        return [], error
-    return _as_offered(task.result()[:limit], docs)
+        return [], error, None
+    answer, why = task.result()
+    chosen, error = _as_offered(list(answer)[:limit], docs)
+    return chosen, error, why
+
+
+async def _unexplained(
+    selector: Selector, query: str, docs: Sequence[MemoryDoc], limit: int
+) -> tuple[list[MemoryDoc], str | None]:
+    return await selector.select(query, docs, limit=limit), None
 
 
 def _as_offered(

@@ -69,6 +69,11 @@ class RecallResult:
     ``fallback_reason`` is set when the configured selector failed and another one
     (or none) answered instead; ``manifest_left_out`` counts the candidates the
     selector's bounded manifest did not list (the model selector's: 200 files, 25 KB).
+    ``reason`` says why nothing was selected, when it is known: ``too_short`` (nothing
+    to recall in the query), ``no_candidates`` (no memory offered), ``no_terms`` (only
+    stop words), ``no_match`` (no memory shares a term), ``names_unknown`` (it names
+    something no memory mentions), ``below_threshold`` (too little of it is covered, or
+    nothing close enough), ``selector_failed``, ``chose_none`` (the model selector).
     """
 
     prompt: str
@@ -76,6 +81,7 @@ class RecallResult:
     strategy: str
     fallback_reason: str | None = None
     manifest_left_out: int = 0
+    reason: str | None = None
 
     @property
     def paths(self) -> tuple[str, ...]:

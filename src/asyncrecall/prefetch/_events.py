@@ -91,11 +91,19 @@ class MemoryDiscardedEvent(EventBase):
 
 @dataclass(frozen=True, slots=True)
 class MemoryRecallSkippedEvent(EventBase):
-    """No recall started for this user message (``reason`` says why)."""
+    """No recall started for this user message (``reason`` says why; ``detail``: the
+    same reason in the codes of ``RecallResult.reason``, ``too_short`` for a message
+    with nothing to recall, ``session_budget`` for the spent budget)."""
 
     type: ClassVar[str] = "memory_recall_skipped"
     prompt_id: str
     reason: SkipReason
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.detail:
+            code = "too_short" if self.reason == "nothing_to_recall" else self.reason
+            object.__setattr__(self, "detail", code)
 
 
 @dataclass(frozen=True, slots=True)

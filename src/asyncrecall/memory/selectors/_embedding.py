@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeAlias
 
 from asyncrecall.memory._threads import check, run_off_loop
 from asyncrecall.memory._types import MemoryDoc
-from asyncrecall.memory.selectors._lexical import LexicalSelector
+from asyncrecall.memory.selectors._lexical import LexicalSelector, first_fields
 
 if TYPE_CHECKING:
     import numpy as np
@@ -269,26 +269,38 @@ class _VectorSelector:
     async def select(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
         """The best ``limit`` documents, best first (computed in a worker thread that
         stops within one batch of a cancellation and never holds the program's exit)."""
+        return (await self.select_explained(query, docs, limit=limit))[0]
+
+    async def select_explained(
+        self, query: str, docs: Sequence[MemoryDoc], *, limit: int
+    ) -> tuple[list[MemoryDoc], str | None]:
+        """:meth:`select`, and when it selects nothing, why (``below_threshold``,
+        ``names_unknown``, ``no_match`` ...)."""
         if not query.strip() or not docs or limit <= 0:
-            return []
+            return [], None
         return await run_off_loop(
             lambda stop: self._rank(query, docs, limit, stop), name=f"asyncrecall-{self.name}"
         )
 
     def rank(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
         """Synchronous selection (loads the model on first use)."""
-        return self._rank(query, docs, limit, None)
+        return self._rank(query, docs, limit, None)[0]
 
     def _rank(
         self, query: str, docs: Sequence[MemoryDoc], limit: int, stop: threading.Event | None
-    ) -> list[MemoryDoc]:
+    ) -> tuple[list[MemoryDoc], str | None]:
         if not query.strip() or not docs or limit <= 0:
-            return []
-        return [docs[i] for i in self._order(query, docs, stop)[:limit]]
+            return [], None
+        self.lexical.prepare(docs, stop=stop)  # cold: tokenise with cancellation checks
+        named = self.lexical.fields.matches(query, docs)
+        order, reason = self._order(query, docs, stop)
+        chosen = list(named[:limit]) if reason is not None else first_fields(named, order, limit)
+        return [docs[i] for i in chosen], None if chosen else reason or "no_match"
 
     def _order(
         self, query: str, docs: Sequence[MemoryDoc], stop: threading.Event | None
-    ) -> list[int]:
+    ) -> tuple[list[int], str | None]:
+        """The documents in order, or why the selector abstains."""
         raise NotImplementedError
 
 
@@ -330,17 +342,19 @@ class EmbeddingSelector(_VectorSelector):
 
     def _order(
         self, query: str, docs: Sequence[MemoryDoc], stop: threading.Event | None
-    ) -> list[int]:
+    ) -> tuple[list[int], str | None]:
         whole, best = self._index.scores(query, docs, stop)
-        if self.abstain and self._abstains(query, docs, best, stop):
-            return []
+        if self.abstain:
+            reason = self._abstains(query, docs, best, stop)
+            if reason is not None:
+                return [], reason
         if self.scoring == "document":
             scores = whole
         elif self.scoring == "line":
             scores = best
         else:
             scores = [w + b for w, b in zip(whole, best, strict=True)]
-        return [i for i in _top(scores, len(docs)) if best[i] >= self.min_similarity]
+        return [i for i in _top(scores, len(docs)) if best[i] >= self.min_similarity], None
 
     def _abstains(
         self,
@@ -348,11 +362,11 @@ class EmbeddingSelector(_VectorSelector):
         docs: Sequence[MemoryDoc],
         best: Sequence[float],
         stop: threading.Event | None,
-    ) -> bool:
+    ) -> str | None:
         if not best or max(best) < self.min_top_similarity:
-            return True
+            return "below_threshold"
         self.lexical.prepare(docs, stop=stop)
-        return self.lexical.vector_gates(query, docs)
+        return self.lexical.gate_reason(query, docs)
 
 
 class HybridSelector(_VectorSelector):
@@ -406,14 +420,16 @@ class HybridSelector(_VectorSelector):
 
     def _order(
         self, query: str, docs: Sequence[MemoryDoc], stop: threading.Event | None
-    ) -> list[int]:
+    ) -> tuple[list[int], str | None]:
         self.lexical.prepare(docs, stop=stop)  # cold: tokenise with cancellation checks
         bm25 = self.lexical.scores(query, docs)
         whole, best = self._index.scores(query, docs, stop)
-        if self.abstain and (
-            max(best) < self.min_top_similarity or self.lexical.vector_gates(query, docs)
-        ):
-            return []
+        if self.abstain:
+            if max(best) < self.min_top_similarity:
+                return [], "below_threshold"
+            reason = self.lexical.gate_reason(query, docs)
+            if reason is not None:
+                return [], reason
         lexical_weight, document_weight, line_weight = self.weights
         if self.fusion == "score":
             fused = [
@@ -432,7 +448,7 @@ class HybridSelector(_VectorSelector):
                         fused[i] += weight / (self.k + rank + 1)
         return [
             i for i in _top(fused, len(docs)) if bm25[i] > 0.0 or best[i] >= self.min_similarity
-        ]
+        ], None
 
 
 def _z(values: Sequence[float]) -> list[float]:

@@ -521,3 +521,32 @@ def named_terms(query: str) -> list[list[str]]:
     not its first word, not a month or weekday and not a stop word."""
     stemmers = _loaded()
     return [list(a) for a in _named(query, _STOP["en"], ("en",), stemmers)]
+
+
+def field_terms(text: str) -> frozenset[str]:
+    """Every term a short field (a memory's name or description) may be matched by: each
+    Latin-script word stemmed in every language of :data:`LANGUAGES` (a name is too
+    short to tell its language by), a Cyrillic word in Russian, CJK runs as their
+    bigrams and unigrams. Stop words of a language are left out of that language's
+    stems; a name's dashes and underscores split words."""
+    stemmers = _loaded()
+    terms: set[str] = set()
+    normal = normalise(text.replace("-", " "))
+    for word in _items(normal):
+        if not isinstance(word, str):
+            for piece in _cjk(word):
+                terms.update(piece.terms)
+            for _, characters in word:
+                terms.update(characters)
+        elif _is_latin(word):
+            folded = _fold(word)
+            for code in LANGUAGES:
+                if folded not in _STOP[code]:
+                    terms.add(stemmers[code](word))
+        elif _is_cyrillic(word):
+            word = word.replace("ё", "е")
+            if word not in _STOP_CYRILLIC:
+                terms.add(stemmers["ru"](word))
+        else:
+            terms.add(word)
+    return frozenset(terms)
