@@ -285,6 +285,9 @@ def test_the_cross_process_tests_pass(tmp_path: Path, tests: str) -> None:
     killed with SIGKILL leaves its hand-off to the next session (``test_handoff.py``)."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         # platformdirs' own pytest plugin (a docs dependency) reads os.getuid at import,
+         # a POSIX call the simulated interpreter does not have: not ours to test
+         "-p", "no:platformdirs",
          "--basetemp", str(tmp_path / "inner"), str(TESTS / tests)],
         capture_output=True, text=True, env=simulated_env(tmp_path), cwd=TESTS.parent,
         timeout=280,
