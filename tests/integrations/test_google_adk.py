@@ -65,6 +65,15 @@ USER = "user-1"
 APP = "app"
 #: litellm's stream handler reads a pydantic attribute pydantic 2.11 deprecated.
 LITELLM_STREAM_WARNING = "ignore:Accessing the 'model_(computed_)?fields':DeprecationWarning"
+#: LiteLLM makes its streaming coroutine before it awaits it: a streamed run cancelled
+#: between the two (the cancellation cases) leaves that coroutine of LiteLLM's unawaited,
+#: reported when the collector frees it. Only that coroutine, by name: any other
+#: unawaited coroutine still fails the test.
+LITELLM_UNAWAITED_STREAM = (
+    "ignore:coroutine 'OpenAIChatCompletion.async_streaming' was never awaited:RuntimeWarning",
+    "ignore:Exception ignored in. <coroutine object OpenAIChatCompletion.async_streaming"
+    ":pytest.PytestUnraisableExceptionWarning",
+)
 
 
 class AdkDriver(Driver):
@@ -160,6 +169,8 @@ class TestConformance(ConformanceSuite):
 
 
 @pytest.mark.filterwarnings(LITELLM_STREAM_WARNING)
+@pytest.mark.filterwarnings(LITELLM_UNAWAITED_STREAM[0])
+@pytest.mark.filterwarnings(LITELLM_UNAWAITED_STREAM[1])
 class TestConformanceStreamed(ConformanceSuite):
     """The recall contract, model calls streamed (SSE)."""
 
