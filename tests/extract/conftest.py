@@ -36,7 +36,7 @@ from postgres.conftest import (  # noqa: F401
     postgres_server,
 )
 
-HANG_GUARD = 30.0
+HANG_GUARD = 120.0
 
 
 def is_extraction(record: RecordedRequest) -> bool:

@@ -156,7 +156,7 @@ def test_a_forget_and_a_save_from_one_read_exactly_one_wins(
     assert left == ({} if saved is None else {"Fact": "new"})
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_conditional_writes_notify_other_stores(open_pg: Any, namespace: str) -> None:
     """``save_if`` and ``forget_if`` announce themselves as saves and forgets do: another
     store's listeners hear both."""

@@ -324,7 +324,7 @@ async def test_another_tenants_words_do_not_hide_a_memory(pg_store: PostgresStor
     assert offered[0].name == "Cluster setup"
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_notifications_tell_an_outsider_no_name_and_no_namespace(
     pg_store: PostgresStore, pg_server: LocalPostgres
 ) -> None:
