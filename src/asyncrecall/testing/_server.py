@@ -13,6 +13,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -279,6 +280,10 @@ class LocalServer:
             # asyncio log a CancelledError, and could leave its socket unclosed).
             for connection in list(self._open.values()):
                 connection.abort()
+            if sys.version_info >= (3, 13):
+                # A connection accepted whose handler has not started yet is in no list
+                # of ours: the server aborts every transport it accepted.
+                server.abort_clients()
             if self._connections:
                 _, stuck = await asyncio.wait(self._connections, timeout=5)
                 for task in stuck:
