@@ -117,7 +117,8 @@ MEMORIES: tuple[Memory, ...] = (
     _m("code-review", "feedback", "Review order: tests, then the API, then the code",
        "When reviewing, read the tests first, then the public API, then the code."),
     _m("locale-format", "project", "Amounts are formatted with babel using Accept-Language",
-       "Format amounts with babel.numbers.format_currency and the request's locale."),
+       "Format amounts with babel.numbers.format_currency and the request's locale "
+       "(German customers get de_DE)."),
 )  # fmt: skip
 
 QUERIES: tuple[Query, ...] = (

@@ -360,7 +360,7 @@ async def stale_recall_not_adopted(harness: Harness) -> None:
 
 # -- (g) ---------------------------------------------------------------------------------
 
-CONVERSATIONS = 32
+CONVERSATIONS = 80
 KEPT_CONVERSATIONS = 8
 
 
@@ -386,7 +386,7 @@ def _ours(kind: type) -> bool:
 
 async def bounded_memory(harness: Harness, *, keys: Literal["app's", "none"]) -> None:
     """(g) Many conversations, each shown memory, do not grow memory without bound: after
-    32 of them (each with a key of its own, or with no key from the app), with a
+    80 of them (each with a key of its own, or with no key from the app), with a
     prefetcher that keeps at most 8 conversations, the objects of asyncrecall's classes
     alive (blocks, recalls, conversations) grew by less than three quarters of that
     number: an adapter may keep records it drops in batches, not one per conversation."""
