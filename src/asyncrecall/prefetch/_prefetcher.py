@@ -71,11 +71,12 @@ class MemoryBlock:
 MAX_CONVERSATIONS: Final = 10_000
 IDLE_SECONDS: Final = 3_600.0
 #: How long after the take a recall started with ``until_request`` goes on: the
-#: framework's own steps between its hook and the request's send come first (measured
-#: up to a few milliseconds; the OpenAI SDK's request building yields to the loop), and
-#: a side query answers in hundreds of milliseconds, so starting it this much later
-#: changes no point it reaches.
-AFTER_TAKE_S: Final = 0.02
+#: framework's own steps between its hook and the request's send come first (a few
+#: milliseconds on an idle machine, tens on busy cores, where a shorter wait let the side
+#: query reach a one-slot server before the request it must not delay), and a side query
+#: answers in hundreds of milliseconds, so starting it this much later changes no point
+#: it reaches.
+AFTER_TAKE_S: Final = 0.05
 
 
 @dataclass
