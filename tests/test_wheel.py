@@ -29,7 +29,12 @@ _RUN_GUARD_S = 180
 _IMPORT_BUDGET_MS = 300.0
 _IMPORT_RUNS = 7
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3 * _PIP_GUARD_S)]
+# One worker builds and installs the wheel once for the module (loadgroup).
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(3 * _PIP_GUARD_S),
+    pytest.mark.xdist_group("wheel"),
+]
 
 
 def _clean_env(home: Path) -> dict[str, str]:

