@@ -38,10 +38,18 @@ class Recorder:
         return [e.type for e in self.events]
 
     async def wait_for(self, kind: str, count: int = 1) -> None:
-        async with asyncio.timeout(HANG_GUARD):
-            while self.types.count(kind) < count:
-                self._changed.clear()
-                await self._changed.wait()
+        try:
+            async with asyncio.timeout(HANG_GUARD):
+                while self.types.count(kind) < count:
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            seen = [
+                (e.type, getattr(e, "reason", ""), getattr(e, "detail", "")) for e in self.events
+            ]
+            raise AssertionError(
+                f"no {count} x {kind} in {HANG_GUARD:.0f} s; events: {seen}"
+            ) from None
 
 
 def scheduler_of(session: Session) -> ExtractionScheduler:
