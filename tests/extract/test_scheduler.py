@@ -106,6 +106,51 @@ async def test_skipped_when_the_main_agent_saved_a_memory_in_that_query(
     assert offsets_in_prompt(request) == [2, 3]
 
 
+class _SlowGate:
+    """A consolidation gate whose session count waits for the test: it holds the
+    extraction task after its last extraction, before it ends."""
+
+    def __init__(self) -> None:
+        self.noting = threading.Event()
+        self.go_on = threading.Event()
+
+    def note_session(self) -> None:
+        self.noting.set()
+        self.go_on.wait(HANG_GUARD)
+
+    def due(self) -> bool:
+        return False
+
+    def acquire(self) -> bool:
+        return False
+
+    def release(self, *, completed: bool) -> None:
+        del completed
+
+
+async def test_a_query_completed_while_the_task_ends_is_still_extracted(
+    session: Session, side: SideModel, local_server: LocalServer
+) -> None:
+    """A query completed after the extraction task's last extraction but before the
+    task ended (it was counting the session for consolidation) is extracted all the
+    same: its request is not dropped with the ending task."""
+    scheduler = scheduler_of(session)
+    events = Recorder(scheduler)
+    gate = _SlowGate()
+    scheduler.consolidation = gate  # type: ignore[assignment]
+    side.add(memory("One", [0]), memory("Two", [2]))
+    local_server.script("main", "a", "b")
+
+    await session.agent.ask("first fact")
+    await events.wait_for("memory_extracted")
+    assert await asyncio.to_thread(gate.noting.wait, HANG_GUARD)
+    await session.agent.ask("second fact")
+    gate.go_on.set()
+    await events.wait_for("memory_extracted", 2)
+    second = extraction_requests(local_server)[1]
+    assert offsets_in_prompt(second) == [2, 3]
+
+
 async def test_an_unfinished_query_schedules_nothing(
     session: Session, side: SideModel, local_server: LocalServer
 ) -> None:

@@ -391,9 +391,15 @@ class ExtractionScheduler:
     def _done(self, task: asyncio.Task[None]) -> None:
         if self._task is task:
             self._task = None
-        self._idle.set()
         if not task.cancelled() and task.exception() is not None:
             logger.warning("memory extraction task failed: %r", task.exception())
+        if self._trailing and not self._closed and not task.cancelled():
+            # A request came after the task's last look (while it counted the session
+            # for consolidation, or left the folder lock): it runs now, not never.
+            self._trailing = False
+            self.request()
+        if not self.running:
+            self._idle.set()
 
     def _emit(self, event: ExtractionEvent) -> None:
         for listener in list(self._listeners):
