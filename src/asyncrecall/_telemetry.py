@@ -166,7 +166,10 @@ class Telemetry:
         latency added, and its answer is delivered at point ``search``."""
         with self.tracer.start_as_current_span(
             "asyncrecall.recall",
-            attributes={"asyncrecall.recall.query_chars": query_chars, "asyncrecall.limit": limit},
+            attributes={
+                "asyncrecall.recall.query_chars": query_chars,
+                "asyncrecall.recall.limit": limit,
+            },
         ) as span:
             found = SearchTrace(self, span)
             yield found
