@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -227,3 +228,40 @@ def test_otel_asked_for_without_the_sdk_is_one_line_and_exit_2(
     assert by_environment.returncode == 0, by_environment.stderr
     assert by_environment.stdout.strip() == "blue"
     assert by_environment.stderr.count("OTEL_EXPORTER_OTLP_ENDPOINT is set") == 1
+
+
+def test_a_run_ended_by_sigterm_still_exports_its_spans(
+    local_server: LocalServer,
+    project: Path,
+    memory_dir: Path,
+    tmp_path: Path,
+    otlp_receiver: Receiver,
+) -> None:
+    """Flushed on every way out: a ``run`` ended by ``SIGTERM`` while the model and the
+    side query hang exits 143 and has exported, before it ended, its query's span and the
+    recall's: the instant pass's memory went on the first request, and the model's pick,
+    cut short by the cancel, was dropped as cancelled."""
+    local_server.script("side", Reply(json={"selected_memories": []}, hang=True))
+    local_server.script("main", Reply(text="never", hang=True))
+    process = subprocess.Popen(
+        _command(local_server, project, memory_dir, "run", "which cluster is staging?"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=otlp_receiver.endpoint),
+    )  # fmt: skip
+    try:
+        local_server.wait_for(lambda r: r.model == "main", timeout=HANG_GUARD)
+        local_server.wait_for(lambda r: r.model == "side", timeout=HANG_GUARD)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=HANG_GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 143, err
+    query = _one(otlp_receiver.spans, "invoke_agent asyncrecall")
+    recall = _one(otlp_receiver.spans, "asyncrecall.recall")
+    assert recall.parent_span_id == query.span_id
+    assert recall.attributes["asyncrecall.delivery.point"] == "user_query"
+    events = dict(recall.events)
+    assert events["memory_injected"]["asyncrecall.strategy"] == "instant-lexical"
+    assert events["memory_discarded"]["asyncrecall.reason"] == "cancelled"
