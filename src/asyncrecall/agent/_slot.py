@@ -10,6 +10,7 @@ events handed back to the turn in order.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -126,6 +127,7 @@ class RecallSlot:
                 woken.set_result(None)
 
         remove = cancel.add_listener(wake)
+        began = time.perf_counter()
         try:
             # asyncio.wait, not wait_for: a late result stays usable at a tool result.
             waited: set[asyncio.Future[Any]] = {handle.task, woken}
@@ -133,6 +135,8 @@ class RecallSlot:
         finally:
             remove()
             woken.cancel()
+            if handle.trace is not None:  # OpenTelemetry on: the wait is latency added
+                handle.trace.waited(time.perf_counter() - began)
         if mode == "blocking" and not handle.settled and not cancel.cancelled:
             # The old design gave up at its deadline: no memory for this query.
             return self.discard("cancelled")

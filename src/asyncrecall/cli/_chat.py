@@ -32,6 +32,7 @@ from asyncrecall.cli._common import (
     user_waits,
 )
 from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
+from asyncrecall.cli._telemetry import query_span, telemetry_for
 
 if TYPE_CHECKING:
     from asyncrecall.cli._render import EventPrinter
@@ -60,9 +61,10 @@ def _handle(args: argparse.Namespace) -> int:
     try:
         from asyncrecall.cli._session import open_session
 
-        session = open_session(settings, handoff=True)
-        resume_collection()  # the imports are done (see cli._main)
-        return asyncio.run(chat(session, settings))
+        with telemetry_for(settings):
+            session = open_session(settings, handoff=True)
+            resume_collection()  # the imports are done (see cli._main)
+            return asyncio.run(chat(session, settings))
     finally:
         exit_soon()
 
@@ -197,9 +199,10 @@ async def chat(session: Session, settings: Settings) -> int:
                 continue
             interrupts.turn = CancelSignal()
             interrupts.at_prompt = 0
-            with user_waits(settings):
+            with user_waits(settings), query_span(settings.model) as ended:
                 async for event in session.agent.run_query(text, cancel=interrupts.turn):
                     printer.show(event)
+                ended(printer.error.message if printer.error is not None else None)
             interrupts.turn = None
             if interrupts.ended_by is not None or printer.output_closed:
                 break

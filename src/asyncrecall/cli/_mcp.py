@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asyncrecall._exceptions import ConfigError
 from asyncrecall.cli._common import (
@@ -25,6 +25,10 @@ from asyncrecall.cli._common import (
     store_overrides,
 )
 from asyncrecall.cli._memory_config import build_memory_manager
+from asyncrecall.cli._telemetry import METRICS_PATH, metrics_endpoint, telemetry_for
+
+if TYPE_CHECKING:
+    from asyncrecall.cli._settings import Settings
 
 __all__ = ["register"]
 
@@ -77,15 +81,27 @@ def _handle(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"asyncrecall mcp needs the MCP SDK: pip install 'asyncrecall[mcp]' ({exc})"
         ) from exc
-    import anyio
-
-    from asyncrecall.cli._memory import log_warnings_to_stderr, side_model
+    from asyncrecall.cli._memory import log_warnings_to_stderr
 
     log_warnings_to_stderr()
+    with telemetry_for(settings, prometheus=args.http) as telemetry:
+        served = telemetry is not None and telemetry.prometheus
+        return _serve(args, settings, memory_server, metrics=served)
+
+
+def _serve(
+    args: argparse.Namespace, settings: Settings, memory_server: Any, *, metrics: bool
+) -> int:
+    import anyio
+
+    from asyncrecall.cli._memory import side_model
+
     side = side_model(settings)
     manager = build_memory_manager(settings, side_model=side)
     manager.start_warming()
     app = memory_server(manager, trust_client=args.trust_client)
+    if metrics:  # Prometheus scrapes the same port
+        app.custom_route(METRICS_PATH, methods=["GET"])(metrics_endpoint)
 
     async def serve() -> None:
         try:
@@ -99,7 +115,8 @@ def _handle(args: argparse.Namespace) -> int:
                 await close_side()
 
     if args.http:
-        sys.stderr.write(f"serving MCP on {_address(args.host, args.port)} (Ctrl-C stops)\n")
+        also = f"metrics on {_address(args.host, args.port, METRICS_PATH)}; " if metrics else ""
+        sys.stderr.write(f"serving MCP on {_address(args.host, args.port)} ({also}Ctrl-C stops)\n")
         sys.stderr.flush()
     try:
         anyio.run(serve)
@@ -110,10 +127,10 @@ def _handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _address(host: str, port: int) -> str:
+def _address(host: str, port: int, path: str = "/mcp") -> str:
     """The URL a client connects to."""
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/mcp"
+    return f"http://{shown}:{port}{path}"
 
 
 def _check_free(host: str, port: int) -> None:

@@ -22,6 +22,7 @@ from asyncrecall.cli._common import (
     user_waits,
 )
 from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
+from asyncrecall.cli._telemetry import query_span, telemetry_for
 
 if TYPE_CHECKING:
     from asyncrecall.cli._session import Session
@@ -57,7 +58,7 @@ def _handle(args: argparse.Namespace) -> int:
         return 2
     # The user waits from here to the answer: an earlier command's extraction worker
     # keeps its side queries off the endpoint until this process ends.
-    with user_waits(settings):
+    with telemetry_for(settings), user_waits(settings):
         # The session is built before the event loop runs: importing the OpenAI SDK
         # takes about half a second, which would otherwise block the loop.
         session = open_session(settings, handoff=True, hold_recall=True)
@@ -103,8 +104,10 @@ async def run_once(session: Session, settings: Settings, prompt: str) -> int:
     try:
         await session.start()
         if not turn.cancelled:
-            async for event in session.agent.run_query(prompt, cancel=turn):
-                printer.show(event)
+            with query_span(settings.model) as ended:
+                async for event in session.agent.run_query(prompt, cancel=turn):
+                    printer.show(event)
+                ended(printer.error.message if printer.error is not None else None)
     finally:
         try:
             await session.aclose()  # hands on what is owed; a signal meanwhile ends nothing

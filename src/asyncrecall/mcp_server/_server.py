@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Final, Literal
 
 import anyio
@@ -13,12 +13,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from asyncrecall import __version__
+from asyncrecall import __version__, _telemetry
 from asyncrecall._exceptions import AsyncRecallError, MemoryConflictError
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
     MemoryDoc,
     Recaller,
+    RecallResult,
     Source,
     Store,
     held_reason,
@@ -50,6 +51,19 @@ _UNTRUSTED_NOTE: Final = (
 )
 
 MemoryTypeName = Literal["user", "feedback", "project", "reference"]
+
+
+async def _recall(
+    manager: Recaller, query: str, exclude: Sequence[str], limit: int
+) -> RecallResult:
+    """``search``'s recall; traced while OpenTelemetry is on (delivered at ``search``)."""
+    telemetry = _telemetry.current()
+    if telemetry is None:
+        return await manager.recall(query, excluded_paths=exclude, limit=limit)
+    with telemetry.search(len(query), limit) as traced:
+        result = await manager.recall(query, excluded_paths=exclude, limit=limit)
+        traced.settled(result)
+        return result
 
 
 def _range(low: int, high: int, text: str) -> Any:
@@ -137,7 +151,7 @@ def memory_server(
         if not 1 <= limit <= MAX_SEARCH:
             raise ToolError(f"limit must be between 1 and {MAX_SEARCH}, got {limit}")
         try:
-            result = await manager.recall(query, excluded_paths=exclude or (), limit=limit)
+            result = await _recall(manager, query, exclude or (), limit)
         except AsyncRecallError as exc:
             raise ToolError(str(exc)) from exc
         found: dict[str, Any] = {

@@ -30,6 +30,9 @@ due), each implemented by a store's own wing.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self
 
+from asyncrecall import _telemetry
 from asyncrecall.memory._limits import SCAN_LIMIT
 from asyncrecall.memory._precondition import ANYTHING, Expected
 from asyncrecall.memory._provenance import Source
@@ -155,6 +159,17 @@ class Store(ABC):
     **Life cycle.** Cheap to create; :meth:`close` (or ``with``, ``async with``,
     :meth:`aclose`) releases what it holds and is idempotent.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each of :data:`TRACED_OPERATIONS` a store class defines is traced and timed
+        while OpenTelemetry is on (``asyncrecall.store.<operation>`` spans, the
+        ``asyncrecall.store.operation.duration`` histogram; see ``_telemetry``); off, the
+        cost is one check a call."""
+        super().__init_subclass__(**kwargs)
+        for name in TRACED_OPERATIONS:
+            method = cls.__dict__.get(name)
+            if callable(method) and not getattr(method, "__isabstractmethod__", False):
+                setattr(cls, name, _traced(name, method))
 
     #: Whether :meth:`scan` may run on the event loop (no network round trip): recall
     #: then takes :meth:`scan_cached`'s answer in its own step when there is one, and
@@ -378,6 +393,54 @@ class Store(ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+#: The store operations traced and timed while OpenTelemetry is on.
+TRACED_OPERATIONS: Final = (
+    "scan", "get", "candidates", "save_memory", "forget", "confirm", "revert",
+    "revert_write", "import_record", "export_records",
+)  # fmt: skip
+
+#: The store operation running in this context: one inside another (a store's own
+#: call of its public operations) is not traced or counted twice.
+_IN_OPERATION: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "asyncrecall_store_operation", default=False
+)
+
+
+def _traced(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` with a span and a duration while OpenTelemetry is on."""
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def traced_async(self: Store, *args: Any, **kwargs: Any) -> Any:
+            telemetry = _telemetry.current()
+            if telemetry is None or _IN_OPERATION.get():
+                return await method(self, *args, **kwargs)
+            token = _IN_OPERATION.set(True)
+            try:
+                with telemetry.store_operation(name, self):
+                    return await method(self, *args, **kwargs)
+            finally:
+                _IN_OPERATION.reset(token)
+
+        return traced_async
+
+    @functools.wraps(method)
+    def traced(self: Store, *args: Any, **kwargs: Any) -> Any:
+        telemetry = _telemetry.current()
+        if telemetry is None or _IN_OPERATION.get():
+            return method(self, *args, **kwargs)
+        token = _IN_OPERATION.set(True)
+        try:
+            with telemetry.store_operation(name, self):
+                result = method(self, *args, **kwargs)
+            telemetry.stored(name, result)
+            return result
+        finally:
+            _IN_OPERATION.reset(token)
+
+    return traced
 
 
 class ExtractionBackend(Protocol):

@@ -43,6 +43,7 @@ from typing import Any, TypeVar, cast
 import openai
 from openai import AsyncOpenAI
 
+from asyncrecall import _telemetry
 from asyncrecall._exceptions import ModelError, ModelProtocolError, ModelServerError
 from asyncrecall._redact import redact_error
 from asyncrecall._urls import http_base_url
@@ -490,6 +491,25 @@ class OpenAIModel:
         does not look for a hang-up there). Ended early so, it raises
         :class:`~asyncrecall.models._traffic.SideRequestYielded`, as when it gives way.
         """
+        telemetry = _telemetry.current()
+        if telemetry is None:
+            return await self._side_query(system, prompt, schema, schema_name, max_tokens)
+        with telemetry.side_query(
+            model=self._model,
+            base_url=self._base_url,
+            max_tokens=SIDE_QUERY_MAX_TOKENS if max_tokens is None else max_tokens,
+            schema_name=schema_name,
+        ):
+            return await self._side_query(system, prompt, schema, schema_name, max_tokens)
+
+    async def _side_query(
+        self,
+        system: str,
+        prompt: str,
+        schema: Mapping[str, Any],
+        schema_name: str,
+        max_tokens: int | None,
+    ) -> Any:
         async with self._traffic.side_request(self._model):
             try:
                 return await self._generate_json(
@@ -571,6 +591,9 @@ class OpenAIModel:
         except ValueError as exc:  # a body that is not JSON
             raise self._map_error(exc) from exc
         self._raise_if_error(completion, streaming=False)
+        telemetry = _telemetry.current()
+        if telemetry is not None:  # the answer's model, id, finish reasons and token usage
+            telemetry.completion(completion, self._model)
         return self._parse_json(completion)
 
     async def _post_completion(self, body: dict[str, Any]) -> Any:

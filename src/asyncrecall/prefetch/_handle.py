@@ -11,10 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall._exceptions import RecallNotReady
 from asyncrecall.memory import EMPTY_RECALL, RecallResult
+
+if TYPE_CHECKING:
+    from asyncrecall._telemetry import RecallTrace
 
 __all__ = ["PendingRecall", "RecallNotReady"]
 
@@ -51,6 +55,8 @@ class PendingRecall:
         self.settled_at: float | None = None
         #: True once the result was taken: stops a second injection.
         self.consumed = False
+        #: The recall's span while OpenTelemetry is on (set by the prefetcher), else None.
+        self.trace: RecallTrace | None = None
         self._clock = clock
         self._owner = owner
         self._caller = caller_cancel

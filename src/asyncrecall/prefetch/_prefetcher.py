@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Final
 
+from asyncrecall import _telemetry
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.memory import (
     DEFAULT_LIMIT,
@@ -96,6 +97,8 @@ class _Conversation:
     #: Opened by the next :meth:`RecallPrefetcher.take`: a recall started with
     #: ``until_request`` waits for it.
     gate: asyncio.Event | None = None
+    #: The pending recall's span (OpenTelemetry on), for its events.
+    trace: _telemetry.RecallTrace | None = None
 
 
 class RecallPrefetcher:
@@ -237,6 +240,8 @@ class RecallPrefetcher:
         if self._closed:
             raise RuntimeError("RecallPrefetcher is closed: start() after aclose()")
         asyncio.get_running_loop()  # fail here, clearly, outside a loop
+        telemetry = _telemetry.current()  # None unless OpenTelemetry is on: one check
+        began = time.perf_counter() if telemetry is not None else 0.0
         found = self._conversations.pop(key, None)
         conversation = self._touch(key, found if found is not None else _Conversation())
         self._evict(conversation.used_at)
@@ -249,14 +254,19 @@ class RecallPrefetcher:
                 self._emit(
                     MemoryRecallSkippedEvent(prompt_id=prompt_id, reason="nothing_to_recall")
                 )
+                if telemetry is not None:
+                    telemetry.skipped("nothing_to_recall")
             return False
         prompt_id = prompt_id or f"recall-{next(self._ids)}"
         budget = self.session_bytes
         if conversation.spent or (budget is not None and conversation.sent_bytes >= budget):
             conversation.spent = True
             self._emit(MemoryRecallSkippedEvent(prompt_id=prompt_id, reason="session_budget"))
+            if telemetry is not None:
+                telemetry.skipped("session_budget")
             return False
         excluded = frozenset(conversation.surfaced)
+        trace = telemetry.recall(prompt_id, began) if telemetry is not None else None
         main: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]] | None
         held = hold
         if until_request is not None:
@@ -270,14 +280,9 @@ class RecallPrefetcher:
                     query, excluded_paths=excluded, limit=limit, cancel=control
                 ),
             )
-        conversation.pending = PendingRecall(
-            main,
-            prompt_id=prompt_id,
-            caller_cancel=cancel,
-            owner=self._tasks,
-            clock=self._clock,
-        )
-        self._emit(MemoryRecallStartedEvent(prompt_id=prompt_id))
+        conversation.pending = self._pending(main, prompt_id, cancel, trace)
+        conversation.trace = trace
+        self._emit(MemoryRecallStartedEvent(prompt_id=prompt_id), trace)
         instant, instant_limit = self.instant_selector, min(self.instant_limit, limit)
         if instant is not None and instant_limit > 0:
             pass_: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]] | None
@@ -293,13 +298,7 @@ class RecallPrefetcher:
                         selector=instant,
                     ),
                 )
-            conversation.instant = PendingRecall(
-                pass_,
-                prompt_id=f"{prompt_id}-instant",
-                caller_cancel=cancel,
-                owner=self._tasks,
-                clock=self._clock,
-            )
+            conversation.instant = self._pending(pass_, f"{prompt_id}-instant", cancel, None)
         return True
 
     def take(self, key: str, point: InjectionPoint) -> MemoryBlock | None:
@@ -320,6 +319,8 @@ class RecallPrefetcher:
             asyncio.get_running_loop().call_later(AFTER_TAKE_S, gate.set)
         block: MemoryBlock | None = None
         handle = conversation.pending
+        trace = handle.trace if handle is not None else None
+        began = time.perf_counter() if trace is not None else 0.0
         if handle is not None and handle.settled and not handle.consumed:
             handle.consumed = True
             conversation.pending = None
@@ -336,6 +337,8 @@ class RecallPrefetcher:
                 instant.cancel()
                 if block is not None and instant.settled:
                     self._preempted(conversation, instant, block)
+        if trace is not None and handle is not None:
+            self._traced_take(conversation, handle, point, block, time.perf_counter() - began)
         return block
 
     def cancel(self, key: str, reason: DiscardReason = "cancelled") -> None:
@@ -467,7 +470,62 @@ class RecallPrefetcher:
             return
         settled = handle.settled
         handle.cancel()
-        self._emit(MemoryDiscardedEvent(reason=reason, settled=settled))
+        trace, conversation.trace = handle.trace, None
+        self._emit(MemoryDiscardedEvent(reason=reason, settled=settled), trace)
+        if trace is not None:
+            trace.end(reason)
+
+    def _pending(
+        self,
+        recall: RecallResult | Callable[[CancelSignal], Awaitable[RecallResult]],
+        prompt_id: str,
+        cancel: CancelSignal | None,
+        trace: _telemetry.RecallTrace | None,
+    ) -> PendingRecall:
+        """The handle of a recall (its task started under the recall's span, if traced)."""
+        if trace is None:
+            return PendingRecall(
+                recall, prompt_id=prompt_id, caller_cancel=cancel, owner=self._tasks,
+                clock=self._clock,
+            )  # fmt: skip
+        with trace.current():  # the side query's span nests under the recall's
+            handle = PendingRecall(
+                recall, prompt_id=prompt_id, caller_cancel=cancel, owner=self._tasks,
+                clock=self._clock,
+            )  # fmt: skip
+        handle.trace = trace
+
+        def settled(_: object = None) -> None:
+            trace.settled(handle.result_nowait(), handle.recall_ms)
+
+        if handle.settled:
+            settled()
+        else:
+            handle.task.add_done_callback(settled)
+        return handle
+
+    def _traced_take(
+        self,
+        conversation: _Conversation,
+        handle: PendingRecall,
+        point: InjectionPoint,
+        block: MemoryBlock | None,
+        seconds: float,
+    ) -> None:
+        """What a take did with the traced recall; the span ends once it is used up."""
+        trace = handle.trace
+        assert trace is not None
+        if block is not None:
+            outcome = "instant" if block.strategy == INSTANT_STRATEGY else "injected"
+        elif not handle.settled:
+            outcome = "not_settled"
+        else:
+            outcome = "empty"
+        trace.took(point, outcome, seconds)
+        if handle.consumed:
+            reason = "withdrawn" if handle.withdrawn else handle.result_nowait().reason
+            trace.end(reason or "already_shown")
+            conversation.trace = None
 
     def _preempted(
         self, conversation: _Conversation, instant: PendingRecall, block: MemoryBlock
@@ -479,7 +537,10 @@ class RecallPrefetcher:
         found = instant.result_nowait().paths
         left = tuple(p for p in found if p not in conversation.surfaced)
         if left:
-            self._emit(MemoryInstantPreemptedEvent(paths=left, strategy=block.strategy))
+            self._emit(
+                MemoryInstantPreemptedEvent(paths=left, strategy=block.strategy),
+                conversation.trace,
+            )
 
     def _render(
         self,
@@ -492,13 +553,13 @@ class RecallPrefetcher:
         result = handle.result_nowait()
         if result.manifest_left_out:
             listed = getattr(self.memory.selector, "manifest_files", 0)
-            self._budget("manifest", listed, (), count=result.manifest_left_out)
+            self._budget(conversation, "manifest", listed, (), count=result.manifest_left_out)
         docs = [doc for doc in result.selected if doc.rel_path not in conversation.surfaced]
         if not docs or not result.prompt:
             return None
         room = self.limit - conversation.message_files
         if len(docs) > room:  # the instant pass had some of this message's files
-            self._budget("message_files", self.limit, docs[max(room, 0) :])
+            self._budget(conversation, "message_files", self.limit, docs[max(room, 0) :])
             docs = docs[: max(room, 0)]
         memory = self.memory
         text = (
@@ -511,7 +572,7 @@ class RecallPrefetcher:
             return None
         cut = memory.cut_paths(docs)
         if cut:
-            self._budget("file", memory.file_chars, cut)
+            self._budget(conversation, "file", memory.file_chars, cut)
         paths = tuple(doc.rel_path for doc in docs)
         conversation.surfaced.update(paths)
         conversation.message_files += len(paths)
@@ -526,7 +587,8 @@ class RecallPrefetcher:
         self._emit(
             MemoryInjectedEvent(
                 point=point, paths=paths, recall_ms=block.recall_ms, strategy=block.strategy
-            )
+            ),
+            conversation.trace,
         )
         return block
 
@@ -545,11 +607,12 @@ class RecallPrefetcher:
             text = self.memory.format_block(kept, now=self._wall_clock()) if kept else ""
         if len(kept) < len(docs):
             conversation.spent = True
-            self._budget("session_bytes", budget, docs[len(kept) :])
+            self._budget(conversation, "session_bytes", budget, docs[len(kept) :])
         return text, kept
 
     def _budget(
         self,
+        conversation: _Conversation,
         budget: Budget,
         limit: int,
         left: Sequence[MemoryDoc] | tuple[str, ...],
@@ -563,10 +626,13 @@ class RecallPrefetcher:
                 limit=limit,
                 paths=paths,
                 count=len(paths) if count is None else count,
-            )
+            ),
+            conversation.trace,
         )
 
-    def _emit(self, event: PrefetchEvent) -> None:
+    def _emit(self, event: PrefetchEvent, trace: _telemetry.RecallTrace | None = None) -> None:
+        if trace is not None:
+            trace.event(event)
         if self._on_event is not None:
             self._on_event(event)
 

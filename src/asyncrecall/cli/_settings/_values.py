@@ -107,6 +107,9 @@ class Settings:
     manifest_bytes: int = 25_000
     #: Start no recall for a prompt with nothing to recall (one word, a bare "yes"/"ok").
     skip_trivial: bool = True
+    #: OpenTelemetry export (``cli._telemetry``): None = when the OTEL_* endpoint
+    #: variables are set; True = always (the SDK required); False = never.
+    otel: bool | None = None
     #: The project's settings file when keys of it were ignored (not trusted, or changed).
     untrusted: UntrustedSettings | None = field(default=None, compare=False)
 
@@ -239,6 +242,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "manifest_files": _positive_int("manifest_files"),
     "manifest_bytes": _positive_int("manifest_bytes"),
     "skip_trivial": _bool("skip_trivial"),
+    "otel": _bool("otel"),
 }
 
 # Environment variables, first set wins.
@@ -263,6 +267,7 @@ ENV_VARIABLES: dict[str, tuple[str, ...]] = {
     "manifest_files": ("ASYNCRECALL_MANIFEST_FILES",),
     "manifest_bytes": ("ASYNCRECALL_MANIFEST_BYTES",),
     "skip_trivial": ("ASYNCRECALL_SKIP_TRIVIAL",),
+    "otel": ("ASYNCRECALL_OTEL",),
 }
 
 

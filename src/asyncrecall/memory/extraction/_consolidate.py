@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 
+from asyncrecall import _telemetry
 from asyncrecall._exceptions import MemoryConflictError, ModelProtocolError
 from asyncrecall.memory._limits import INDEX_MAX_LINES
 from asyncrecall.memory._precondition import same_content
@@ -320,8 +321,28 @@ async def consolidate(
     """Plan with the side model, then (unless ``dry_run``) apply the plan.
 
     Any store extraction supports: a folder, or a database (``backend`` defaults to
-    the store's).
+    the store's). With OpenTelemetry on, one ``asyncrecall.consolidation`` span covers
+    it (the side query's span under it).
     """
+    telemetry = _telemetry.current()
+    if telemetry is None:
+        return await _consolidate(store, model, dry_run=dry_run, backend=backend)
+    attributes = {"asyncrecall.consolidation.dry_run": dry_run}
+    with telemetry.operation("asyncrecall.consolidation", attributes) as span:
+        result = await _consolidate(store, model, dry_run=dry_run, backend=backend)
+        span.set_attributes(
+            {
+                "asyncrecall.consolidation.actions": len(result.actions),
+                "asyncrecall.consolidation.written": len(result.written),
+                "asyncrecall.consolidation.removed": len(result.removed),
+            }
+        )
+        return result
+
+
+async def _consolidate(
+    store: Store, model: Model, *, dry_run: bool, backend: ExtractionBackend | None
+) -> ConsolidationResult:
     import asyncio
 
     backend = backend or extraction_backend(store)

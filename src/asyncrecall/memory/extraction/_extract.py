@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Final, Literal, TypeAlias
 
+from asyncrecall import _telemetry
 from asyncrecall._exceptions import MemoryConflictError, MemoryStoreError, ModelProtocolError
 from asyncrecall.memory._attribution import Fingerprint, ForeignText
 from asyncrecall.memory._document import FrontMatterError, parse_document, render_document
@@ -588,8 +589,37 @@ class MemoryExtractor:
         do not. ``foreign``: the text the session's model was shown that the user did
         not type (tool output, ...), ``partial``: some of it was not kept; each write is
         vetted against it (:func:`extraction_source`).
+
+        With OpenTelemetry on, one ``asyncrecall.extraction`` span covers it (the side
+        query's span under it).
         """
         check_session_id(session_id)
+        telemetry = _telemetry.current()
+        if telemetry is None:
+            return await self._extract(session_id, turns, end, foreign, partial)
+        attributes = {"asyncrecall.extraction.session_id": session_id}
+        with telemetry.operation("asyncrecall.extraction", attributes) as span:
+            result = await self._extract(session_id, turns, end, foreign, partial)
+            span.set_attributes(
+                {
+                    "asyncrecall.extraction.start": result.start,
+                    "asyncrecall.extraction.end": result.end,
+                    "asyncrecall.extraction.asked_model": result.asked_model,
+                    "asyncrecall.extraction.created": len(result.created),
+                    "asyncrecall.extraction.updated": len(result.updated),
+                    "asyncrecall.extraction.refused": len(result.refused),
+                }
+            )
+            return result
+
+    async def _extract(
+        self,
+        session_id: str,
+        turns: Sequence[TranscriptTurn],
+        end: int | None,
+        foreign: Sequence[Fingerprint | ForeignText],
+        partial: bool,
+    ) -> ExtractionResult:
         backend = self.backend
         started = self._clock()
         recovered = await _committed(asyncio.to_thread(self._recover, session_id))
