@@ -22,8 +22,8 @@ DIST_FILES := pyproject.toml benchmarks/pyproject.toml conformance/pyproject.tom
 $(STAMP): $(DIST_FILES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "installing asyncrecall with its dev, docs, local, interop, postgres, framework and mcp extras, the benchmarks and the conformance kit (a fresh machine compiles llama.cpp: ~5 min)"
-	$(BIN)/pip install --quiet -e '.[dev,docs,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]' $(LOCAL_DISTS)
+	@echo "installing asyncrecall with its dev, docs, local, interop, postgres, framework, mcp and console extras, the benchmarks and the conformance kit (a fresh machine compiles llama.cpp: ~5 min)"
+	$(BIN)/pip install --quiet -e '.[dev,docs,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp,console]' $(LOCAL_DISTS)
 	@touch $(STAMP)
 
 install: $(STAMP) $(QWEN_CLI) ## Create .venv: the package with every extra, the benchmarks, the conformance kit
@@ -48,7 +48,7 @@ STAMP313 := $(VENV313)/.installed
 $(STAMP313): $(DIST_FILES)
 	$(PY313) -m venv $(VENV313)
 	$(VENV313)/bin/pip install --quiet --upgrade pip
-	$(VENV313)/bin/pip install --quiet -e '.[dev,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp]' $(LOCAL_DISTS)
+	$(VENV313)/bin/pip install --quiet -e '.[dev,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp,console]' $(LOCAL_DISTS)
 	@touch $(STAMP313)
 
 # The whole suite includes tests/test_platforms.py: the CLI and the library example on a
