@@ -90,8 +90,16 @@ def held_folder(root: Path) -> Folder:
 class ConsoleProcess:
     """``asyncrecall console --port 0 --no-browser`` over ``folder``, until :meth:`stop`."""
 
-    def __init__(self, folder: Folder, *args: str) -> None:
+    def __init__(
+        self, folder: Folder, *args: str, event_log: Path | None = None, figures: Path | None = None
+    ) -> None:
         self.folder = folder
+        self.event_log = event_log
+        self.figures = figures
+        if event_log is not None:
+            args = (*args, "--event-log", str(event_log))
+        if figures is not None:
+            args = (*args, "--figures", str(figures))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "asyncrecall", "console", "--port", "0", "--no-browser",
              "--memory-dir", str(folder.memory), *args],
@@ -146,7 +154,7 @@ def console(folder: Folder, console_root: Path) -> Iterator[ConsoleProcess]:
     figures = console_root / "figures"
     figures.mkdir()
     log = console_root / "events.jsonl"
-    running = ConsoleProcess(folder, "--event-log", str(log), "--figures", str(figures))
+    running = ConsoleProcess(folder, event_log=log, figures=figures)
     try:
         yield running
     finally:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from asyncrecall.testing import LocalServer, Reply
 from conftest import ConsoleProcess, Folder
 
 REQUIRE = os.environ.get("ASYNCRECALL_REQUIRE_BROWSER") == "1"
@@ -27,7 +28,10 @@ ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "console"
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "artifacts" / "console"
+#: The README's figures (``bench latency|recall --plot``).
+FIGURES = ROOT / "docs" / "figures"
 #: Milliseconds a page or a locator may take (a hang guard on busy cores).
 WAIT_MS = 60_000
 
@@ -148,3 +152,33 @@ def test_revert_a_change(tab: Tab, folder: Folder) -> None:
     assert folder.json("memory", "show", "Editor")["body"].strip() == "The user edits in vim."
     ops = [r["op"] for r in folder.json("memory", "history", "Editor")]
     assert ops == ["save", "save", "revert"]
+
+
+def test_a_run_s_recall_trace_and_the_figures(
+    tab: Tab, console: ConsoleProcess, folder: Folder, local_server: LocalServer
+) -> None:
+    """A real ``run --event-log FILE`` (the console's log) shows on the traces page: its
+    message, where the memory went and the file selected; the benchmarks page shows the
+    figures of ``--figures DIR`` (the README's, drawn by ``bench ... --plot``)."""
+    local_server.set_default("side", Reply(json={"selected_memories": ["deploy-target.md"]}))
+    local_server.set_default("main", Reply(text="fly.io"))
+    done = folder.cli(
+        "run", "where do we deploy the app?", "--base-url", local_server.base_url,
+        "--api-key", "test", "--model", "main", "--side-model", "side", "--no-extract",
+        "--event-log", str(console.event_log),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = tab.page
+    page.get_by_role("link", name="Recall traces").click()
+    row = page.locator("table.traces tbody tr").filter(has_text="where do we deploy the app?")
+    assert "deploy-target.md" in row.inner_text()
+    assert "user_query" in row.inner_text() or "tool_result" in row.inner_text()
+    tab.shot("traces")
+    for figure in FIGURES.glob("*.svg"):
+        shutil.copy(figure, console.figures / figure.name)
+    page.get_by_role("link", name="Benchmarks").click()
+    images = page.locator("figure img")
+    assert images.count() == len(list(FIGURES.glob("*.svg"))) >= 1
+    for n in range(images.count()):
+        assert images.nth(n).evaluate("img => img.complete && img.naturalWidth > 0")
+    tab.shot("figures")
