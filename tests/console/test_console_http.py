@@ -11,6 +11,9 @@ import pytest
 
 from conftest import HANG_GUARD, ConsoleProcess, Folder
 
+#: One worker runs the module: one console over one folder.
+pytestmark = pytest.mark.xdist_group("console_http")
+
 
 @pytest.fixture(scope="module")
 def client(console: ConsoleProcess) -> httpx.Client:
@@ -120,3 +123,22 @@ def test_a_port_in_use_is_exit_2(console: ConsoleProcess, folder: Folder) -> Non
     done = folder.cli("console", "--no-browser", "--port", port)
     assert done.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+def test_discard_drops_a_waiting_change_and_forgets_a_held_memory(
+    console: ConsoleProcess, client: httpx.Client, folder: Folder
+) -> None:
+    """Discard keeps the user's text and drops the change waiting beside it; on a held
+    memory it forgets it, a write in its history that ``memory revert`` undoes. (Last in
+    the module: the tests above read the held memory.)"""
+    client.get("/", params={"token": console.token})
+    kept = client.post("/held/discard", data={"name": "Deploy target", "token": console.token})
+    assert kept.status_code == 303
+    deploy = folder.json("memory", "show", "Deploy target")
+    assert deploy["pending"] is None and "fly.io" in deploy["body"]
+    gone = client.post("/held/discard", data={"name": "Coffee", "token": console.token})
+    assert gone.status_code == 303
+    assert "Coffee" not in folder.listed()
+    assert folder.json("memory", "history", "Coffee")[-1]["op"] == "forget"
+    assert folder.cli("memory", "revert", "Coffee").returncode == 0
+    assert folder.listed()["Coffee"]["quarantined"]
