@@ -67,6 +67,9 @@ def test_the_token_becomes_a_cookie_and_leaves_the_address(
     assert page.status_code == 200 and "Coffee" in page.text
     assert "Deploy target" not in page.text
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    # The redirect stays on this server, whatever the path looks like.
+    odd = client.get(f"{console.base}//evil.example/x", params={"token": console.token})
+    assert odd.status_code == 303 and odd.headers["location"] == "/evil.example/x"
 
 
 def test_a_change_needs_the_form_token_and_this_origin(

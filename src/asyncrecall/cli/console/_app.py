@@ -32,9 +32,11 @@ from asyncrecall.cli.console._guard import TokenGuard, allowed_hosts, form_token
 from asyncrecall.cli.console._traces import read_traces
 from asyncrecall.memory import MEMORY_TYPES, Store
 
-__all__ = ["FIGURE_SUFFIXES", "Console", "create_app"]
+__all__ = ["FIGURE_SUFFIXES", "LIST_LIMIT", "Console", "create_app"]
 
 _HERE = Path(__file__).parent
+#: Memories the list shows at most (the newest; a search narrows the rest).
+LIST_LIMIT = 500
 #: The picture files the benchmarks page shows.
 FIGURE_SUFFIXES = (".svg", ".png")
 #: Headers of every page: no script or style from elsewhere, never framed, no referrer
@@ -140,7 +142,8 @@ class _Pages:
         return self.page(
             request,
             "memories.html",
-            docs=docs,
+            docs=docs[:LIST_LIMIT],
+            matched=len(docs),
             waiting=waiting,
             filters=filters,
             types=MEMORY_TYPES,
@@ -157,7 +160,15 @@ class _Pages:
             records = store.history_of(name)
             if doc is None and not records:
                 raise MemoryStoreError(f"no memory called {name!r}")
-            found: dict[str, Any] = {"doc": doc, "versions": views.versions(records)}
+            found: dict[str, Any] = {
+                "doc": doc,
+                "versions": views.versions(records),
+                "latest": records[-1].seq if records else 0,
+                "sources": [],
+                "reasons": [],
+                "change": None,
+                "change_diff": [],
+            }
             if doc is not None:
                 sources = store.provenance_of(doc)
                 change = store.pending_of(doc)
@@ -173,10 +184,7 @@ class _Pages:
             found = await self.console.run(read)
         except MemoryStoreError as exc:
             return self.page(request, "error.html", 404, error=str(exc))
-        latest = found["versions"][0].record.seq if found["versions"] else 0
-        return self.page(request, "memory.html", name=name, latest=latest, when=views.when,
-                         **{"sources": [], "reasons": [], "change": None, "change_diff": [],
-                            **found})  # fmt: skip
+        return self.page(request, "memory.html", name=name, when=views.when, **found)
 
     async def revert(self, request: Request) -> Response:
         """Undo the newest write of a memory, or bring back version ``to``; refused

@@ -71,7 +71,9 @@ class TokenGuard:
     def _exchange(self, request: Request) -> Response:
         """The token as a cookie, and the same address without it."""
         rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-        target = URL(path=request.url.path, query=urlencode(rest))
+        # One leading slash: "//host/..." would send the browser to another site.
+        path = "/" + request.url.path.lstrip("/")
+        target = URL(path=path, query=urlencode(rest))
         response = RedirectResponse(str(target), status_code=303)
         response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", path="/")
         return response
