@@ -149,3 +149,29 @@ def test_an_unwritable_log_is_one_warning(
     log.close()
     err = capfd.readouterr().err
     assert err.count("warning: event log") == 1
+
+
+def test_a_trace_says_why_a_message_got_no_memory(tmp_path: Path) -> None:
+    """Each user message is one trace: a skipped recall says why, a dropped one says how
+    (and whether it had settled), a delivered one where and what; newest first."""
+    from asyncrecall.agent import MemoryDiscardedEvent, MemoryRecallSkippedEvent
+
+    path = tmp_path / "events.jsonl"
+    log = EventLog(path)
+    log.user_message("ok")
+    log.record(MemoryRecallSkippedEvent(prompt_id="p1", reason="nothing_to_recall"))
+    log.user_message("how do we deploy?")
+    log.record(MemoryRecallStartedEvent(prompt_id="p2"))
+    log.record(MemoryDiscardedEvent(reason="turn_ended", settled=False))
+    log.user_message("and the queue?")
+    log.record(MemoryRecallStartedEvent(prompt_id="p3"))
+    log.record(
+        MemoryInjectedEvent(point="tool_result", paths=("q.md",), recall_ms=800.0, strategy="m")
+    )
+    log.close()
+    newest, dropped, skipped = read_traces(path)
+    assert (newest.outcome, newest.selected, newest.delivered) == ("tool_result", ["q.md"], True)
+    assert newest.started_at is not None and newest.settled_at is not None
+    assert newest.settled_at == pytest.approx(newest.started_at + 0.8)
+    assert dropped.outcome == "discarded (turn_ended, still running)" and not dropped.delivered
+    assert skipped.outcome == "skipped: too_short" and skipped.started_at is None

@@ -8,11 +8,12 @@ message's number in that session). A user message opens with a ``user_message`` 
 (``text``: its first :data:`TEXT_CHARS` characters). Only what tells the recall's story
 is kept (:data:`LOGGED`): no answer text, no tool arguments.
 
-Nothing is written on the recall's path: :meth:`EventLog.record` puts the line on a
-queue, and a thread of the log's own appends what is queued, many lines in one
-``write`` to a file opened ``O_APPEND`` (whole lines, never interleaved with another
-process's). When the file passes :data:`MAX_BYTES` it becomes ``FILE.1`` (the one
-before is dropped) under a lock file beside it, so two processes never both rotate.
+Nothing is written on the recall's path: :meth:`EventLog.record` puts the event (and
+the time) on a queue, and a thread of the log's own makes the lines and appends what is
+queued, many lines in one ``write`` to a file opened ``O_APPEND`` (whole lines, never
+interleaved with another process's). When the file passes :data:`MAX_BYTES` it becomes
+``FILE.1`` (the one before is dropped) under a lock file beside it, so two processes
+never both rotate.
 A log that cannot be written is reported once on stderr and then ignored: the agent's
 work goes on.
 """
@@ -28,7 +29,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from asyncrecall.prefetch._events import EventBase
 
@@ -57,6 +58,8 @@ LOGGED: Final = frozenset(
 #: Fields of logged events left out (``finished`` carries the whole answer).
 _DROPPED: Final = frozenset({"text"})
 
+_Item: TypeAlias = tuple[float, int, "EventBase | dict[str, Any]"]
+
 
 class EventLog:
     """Appends one session's events to ``path`` from a thread of its own; :meth:`close`
@@ -67,7 +70,8 @@ class EventLog:
         self.max_bytes = max_bytes
         self.session = uuid.uuid4().hex[:12]
         self._query = 0
-        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        #: ``(at, query, event or a user message's fields)``; ``None`` ends the thread.
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._failed = False
         self._thread = threading.Thread(target=self._drain, name="asyncrecall-event-log")
         self._thread.daemon = True  # close() joins it; a crash must not hang the exit
@@ -76,23 +80,27 @@ class EventLog:
     def user_message(self, text: str) -> None:
         """A user message begins: the next events belong to it."""
         self._query += 1
-        self._put({"type": "user_message", "text": text[:TEXT_CHARS]})
+        self._queue.put((time.time(), self._query, {"type": "user_message", "text": text}))
 
     def record(self, event: EventBase) -> None:
-        """``event``, if it is one the log keeps; returns at once."""
-        if event.type not in LOGGED:
-            return
-        data = {k: v for k, v in event.to_dict().items() if k not in _DROPPED}
-        self._put(data)
+        """``event``, if it is one the log keeps: queued with the time, nothing more (the
+        log's thread makes its line)."""
+        if event.type in LOGGED:
+            self._queue.put((time.time(), self._query, event))
 
     def close(self, timeout: float = 5.0) -> None:
         """Write what is queued, then end the thread (waits ``timeout`` at most)."""
         self._queue.put(None)
         self._thread.join(timeout)
 
-    def _put(self, data: dict[str, Any]) -> None:
-        line = {"at": time.time(), "session": self.session, "query": self._query, **data}
-        self._queue.put((json.dumps(line, ensure_ascii=False, default=str) + "\n").encode())
+    def _line(self, item: _Item) -> bytes:
+        at, query, what = item
+        if isinstance(what, EventBase):
+            data = {k: v for k, v in what.to_dict().items() if k not in _DROPPED}
+        else:
+            data = {**what, "text": str(what.get("text", ""))[:TEXT_CHARS]}
+        line = {"at": at, "session": self.session, "query": query, **data}
+        return (json.dumps(line, ensure_ascii=False, default=str) + "\n").encode()
 
     def _drain(self) -> None:
         ended = False
@@ -104,7 +112,7 @@ class EventLog:
                 except queue.Empty:
                     break
             ended = None in batch
-            data = b"".join(item for item in batch if item is not None)
+            data = b"".join(self._line(item) for item in batch if item is not None)
             if data and not self._failed:
                 self._append(data)
 
