@@ -21,6 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from asyncrecall.memory import FolderStore
+
 #: A hang guard: the console starts in about a second, far longer on busy cores.
 HANG_GUARD = 90.0
 
@@ -58,15 +60,8 @@ class Folder:
         """``memory list --json``, by name."""
         return {m["name"]: m for m in self.json("memory", "list")}
 
-    def add(self, name: str, kind: str, content: str, *, into: Path | None = None) -> None:
-        args = ["memory", "add", "--name", name, "--type", kind, "--content", content]
-        if into is None:
-            assert self.cli(*args).returncode == 0
-            return
-        done = subprocess.run(
-            [sys.executable, "-m", "asyncrecall", *args, "--memory-dir", str(into)],
-            capture_output=True, text=True, env=self.env, cwd=self.project, timeout=HANG_GUARD,
-        )  # fmt: skip
+    def add(self, name: str, kind: str, content: str) -> None:
+        done = self.cli("memory", "add", "--name", name, "--type", kind, "--content", content)
         assert done.returncode == 0, done.stderr
 
 
@@ -77,10 +72,11 @@ def held_folder(root: Path) -> Folder:
     folder.add("Deploy target", "project", "We deploy to fly.io from the main branch.")
     folder.add("Editor", "user", "The user edits in vim.")
     folder.add("Editor", "user", "The user edits in helix now.")
-    other = root / "other"
-    folder.add("Coffee", "user", "The user drinks oat-milk flat whites.", into=other)
-    folder.add("Deploy target", "project", "We deploy to Heroku.", into=other)
-    done = folder.cli("memory", "import", "--from", str(other))
+    # Someone else's folder (written directly: it is only the import's source).
+    other = FolderStore(root / "other")
+    other.save_memory("Coffee", "", "user", "The user drinks oat-milk flat whites.", origin="user")
+    other.save_memory("Deploy target", "", "project", "We deploy to Heroku.", origin="user")
+    done = folder.cli("memory", "import", "--from", str(other.root))
     assert done.returncode == 0, done.stderr
     listed = folder.listed()
     assert listed["Coffee"]["quarantined"] and listed["Deploy target"]["pending"]
