@@ -34,7 +34,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "console",
         parents=[folder_flags(), store_flags()],
-        help="the memory store in the browser (local, with a token)",
+        help="your memories in a local web page",
         description="Serve a local web page over the memory store: search and read "
         "memories, their provenance and history, revert a write, confirm or discard held "
         "memories, see recall traces and benchmark figures. Only the URL it prints (with "

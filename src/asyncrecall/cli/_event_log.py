@@ -88,8 +88,10 @@ class EventLog:
         if event.type in LOGGED:
             self._queue.put((time.time(), self._query, event))
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Write what is queued, then end the thread (waits ``timeout`` at most)."""
+    def close(self, timeout: float = 1.0) -> None:
+        """Write what is queued, then end the thread. Waits ``timeout`` at most (the
+        lines take a millisecond; a lock held elsewhere or a stalled disk must not hold
+        up ``run``'s exit: what is still queued then is not written)."""
         self._queue.put(None)
         self._thread.join(timeout)
 
@@ -147,7 +149,7 @@ class _Off:
     def record(self, event: EventBase) -> None:
         del event
 
-    def close(self, timeout: float = 5.0) -> None:
+    def close(self, timeout: float = 1.0) -> None:
         del timeout
 
 
