@@ -108,33 +108,47 @@ def test_the_log_rotates_and_keeps_whole_lines(tmp_path: Path) -> None:
 
 
 WRITER = """
-import sys
+import json, sys
 from pathlib import Path
-from asyncrecall.agent import MemoryRecallStartedEvent
 from asyncrecall.cli._event_log import EventLog
-log = EventLog(Path(sys.argv[1]))
-for n in range(int(sys.argv[2])):
-    log.user_message(sys.argv[3] * 300)
-    log.record(MemoryRecallStartedEvent(prompt_id=f"{sys.argv[3]}{n}"))
+path, count, tag, go = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+log = EventLog(path)
+lines = [(json.dumps({"type": "x", "id": f"{tag}{n}", "pad": tag * 300}) + "\\n").encode()
+         for n in range(count)]
+print("ready", flush=True)
+while not go.exists():  # both start appending at once
+    pass
+for line in lines:  # one append per line: as many chances to interleave as lines
+    log._append(line)
 log.close()
 """
 
 
 def test_two_processes_append_whole_lines(tmp_path: Path) -> None:
-    """Two sessions logging to one file at once: every line is one whole event of one of
-    them; none is lost or torn."""
-    path = tmp_path / "events.jsonl"
+    """Two sessions appending to one file at the same moment: every line is one whole
+    event of one of them, in each one's order; none is lost or torn."""
+    path, go, count = tmp_path / "events.jsonl", tmp_path / "go", 2000
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(path), "300", tag]) for tag in "ab"
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), str(count), tag, str(go)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for tag in "ab"
     ]
     for writer in writers:
+        assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
+    go.touch()
+    for writer in writers:
         assert writer.wait(timeout=HANG_GUARD) == 0
+        assert writer.stdout is not None
+        writer.stdout.close()
     lines = path.read_text().splitlines()
-    assert len(lines) == 2 * 300 * 2
+    assert len(lines) == 2 * count
     events = [json.loads(line) for line in lines]
     for tag in "ab":
-        ids = [e["prompt_id"] for e in events if e.get("prompt_id", "").startswith(tag)]
-        assert ids == [f"{tag}{n}" for n in range(300)]
+        ids = [e["id"] for e in events if e["id"].startswith(tag)]
+        assert ids == [f"{tag}{n}" for n in range(count)]
 
 
 def test_an_unwritable_log_is_one_warning(
