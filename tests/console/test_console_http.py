@@ -41,6 +41,16 @@ def test_a_request_without_the_token_is_refused(
     assert wrong.status_code == 403
 
 
+def test_a_program_sends_the_token_as_a_bearer(console: ConsoleProcess) -> None:
+    """``Authorization: Bearer TOKEN`` opens a page without the cookie (a scraper's way
+    in); another token that way is refused."""
+    with httpx.Client(base_url=console.base, timeout=HANG_GUARD) as fresh:
+        ok = fresh.get("/memories", headers={"Authorization": f"Bearer {console.token}"})
+        assert ok.status_code == 200 and "Coffee" in ok.text
+        wrong = fresh.get("/memories", headers={"Authorization": f"Bearer {console.token}x"})
+        assert wrong.status_code == 403
+
+
 def test_a_request_naming_another_host_is_refused(
     console: ConsoleProcess, client: httpx.Client
 ) -> None:

@@ -75,7 +75,8 @@ def _handle(args: argparse.Namespace) -> int:
     store = open_memory_store(settings)
     token = secrets.token_urlsafe(24)
     console = Console(store=store, token=token, event_log=settings.event_log, figures=figures)
-    # The one place for more endpoints beside the pages (behind the same checks).
+    # More endpoints beside the pages, behind the same Host and token checks (a program
+    # sends the token as ``Authorization: Bearer``): a metrics endpoint mounts here.
     routes: list[Any] = []
     app = create_app(console, host=args.host, routes=routes)
     port = listener.getsockname()[1]

@@ -3,13 +3,14 @@
 As Jupyter does: a random token is in the URL the command prints; the first request
 that carries it (``?token=``) gets it back as a cookie (``HttpOnly``,
 ``SameSite=Strict``) and is redirected to the same page without it, so the token
-leaves the address bar and the history. Any other request without the cookie is
-refused (403). A request whose ``Host`` is not the bound address or a name of the
-loopback is refused before that (400, Starlette's ``TrustedHostMiddleware``): a page
-of another site that makes its name resolve to 127.0.0.1 (DNS rebinding) gets no
-answer. A ``POST`` must also carry the token in its form (every form of the console
-does) and, when the browser sends one, an ``Origin`` of this server: a page of another
-origin cannot make a change, even with the cookie.
+leaves the address bar and the history. A program sends it as ``Authorization:
+Bearer TOKEN`` instead. Any other request without the cookie is refused (403). A
+request whose ``Host`` is not the bound address or a name of the loopback is refused
+before that (400, Starlette's ``TrustedHostMiddleware``): a page of another site that
+makes its name resolve to 127.0.0.1 (DNS rebinding) gets no answer. A ``POST`` must
+also carry the token in its form (every form of the console does) and, when the
+browser sends one, an ``Origin`` of this server: a page of another origin cannot make a
+change, even with the cookie.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class TokenGuard:
         if same(given, self.token):
             await self._exchange(request)(scope, receive, send)
             return
-        if not same(request.cookies.get(COOKIE), self.token):
+        if not (same(request.cookies.get(COOKIE), self.token) or self._bearer(request)):
             await PlainTextResponse(_REFUSED, status_code=403)(scope, receive, send)
             return
         if request.method not in ("GET", "HEAD") and not _same_origin(request):
@@ -67,6 +68,12 @@ class TokenGuard:
             await PlainTextResponse(refused, status_code=403)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _bearer(self, request: Request) -> bool:
+        """``Authorization: Bearer TOKEN``: a program's way in (a scraper, a script),
+        which no page of another site can send."""
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and same(given.strip(), self.token)
 
     def _exchange(self, request: Request) -> Response:
         """The token as a cookie, and the same address without it."""
