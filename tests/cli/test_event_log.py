@@ -127,7 +127,7 @@ log.close()
 def test_two_processes_append_whole_lines(tmp_path: Path) -> None:
     """Two sessions appending to one file at the same moment: every line is one whole
     event of one of them, in each one's order; none is lost or torn."""
-    path, go, count = tmp_path / "events.jsonl", tmp_path / "go", 2000
+    path, go, count = tmp_path / "events.jsonl", tmp_path / "go", 500
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, str(path), str(count), tag, str(go)],
