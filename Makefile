@@ -25,9 +25,9 @@ LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF
 $(STAMP): $(DIST_FILES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "installing asyncrecall with its dev, docs, local, interop, postgres, framework, mcp and otel extras, the benchmarks and the conformance kit (a fresh machine compiles llama.cpp: ~5 min)"
+	@echo "installing asyncrecall with its dev, docs, local, interop, postgres, framework, mcp, otel and console extras, the benchmarks and the conformance kit (a fresh machine compiles llama.cpp: ~5 min)"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS) $$CMAKE_ARGS" $(BIN)/pip install --quiet \
-	  -e '.[dev,docs,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp,otel]' $(LOCAL_DISTS)
+	  -e '.[dev,docs,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp,otel,console]' $(LOCAL_DISTS)
 	@touch $(STAMP)
 
 install: $(STAMP) $(QWEN_CLI) ## Create .venv: the package with every extra, the benchmarks, the conformance kit

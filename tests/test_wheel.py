@@ -92,6 +92,9 @@ def test_the_wheel_holds_no_benchmarks_and_no_conformance_kit(
     names = zipfile.ZipFile(wheel).namelist()
     assert "asyncrecall/memory/__init__.py" in names
     assert "asyncrecall/testing/_server.py" in names  # LocalServer stays with the runtime
+    # The console's pages and their style ship with it.
+    assert "asyncrecall/cli/console/templates/base.html" in names
+    assert "asyncrecall/cli/console/static/console.js" in names
     assert [n for n in names if n.startswith(("asyncrecall/bench/", "asyncrecall_bench/"))] == []
     assert [n for n in names if "conformance" in n] == []
     assert [n for n in names if n.endswith((".json", ".jsonl"))] == []  # the bench's data

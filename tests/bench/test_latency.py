@@ -43,11 +43,17 @@ MODE_KEYS = {"added_ms", "delivered_share", "landed", "side_queries_cancelled", 
 
 
 @pytest.fixture(scope="module")
-def quick() -> Iterator[dict[str, Any]]:
-    """One real ``bench latency --quick --json`` run, shared by the checks below."""
+def quick_figure(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the quick run draws its figure (``--plot``)."""
+    return tmp_path_factory.mktemp("plot") / "latency.svg"
+
+
+@pytest.fixture(scope="module")
+def quick(quick_figure: Path) -> Iterator[dict[str, Any]]:
+    """One real ``bench latency --quick --json --plot FILE`` run, shared by the checks below."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["bench", "latency", "--quick", "--json"])
+        code = main(["bench", "latency", "--quick", "--json", "--plot", str(quick_figure)])
     assert code == 0
     yield json.loads(out.getvalue())
 
@@ -79,6 +85,26 @@ def test_quick_figures_are_sane(quick: dict[str, Any]) -> None:
     assert quick["modes"]["blocking"]["landed"]["tool_result"] == 0
     # The instant lexical pass runs inline and every query shares words with a memory.
     assert quick["modes"]["async+lexical"]["landed"]["user_query"] == QUICK_QUERIES
+
+
+def test_the_figure_draws_what_the_run_measured(quick: dict[str, Any], quick_figure: Path) -> None:
+    """``--plot FILE`` draws the same run's results: one latency curve per mode, in the
+    modes' order, and each mode's delivery bar split as its ``landed`` counts are."""
+    from xml.etree import ElementTree
+
+    svg = ElementTree.parse(quick_figure).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    curves = [p.get("data-series") for p in svg.iter(f"{ns}polyline")]
+    assert curves == list(quick["modes"])
+    for mode, figures in quick["modes"].items():
+        landed = figures["landed"]
+        drawn = {
+            r.get("data-segment"): float(r.get("data-share", "nan"))
+            for r in svg.iter(f"{ns}rect")
+            if r.get("data-mode") == mode
+        }
+        total = sum(landed.values())
+        assert drawn == pytest.approx({k: v / total for k, v in landed.items()}, abs=1e-4)
 
 
 def test_bad_numbers_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:

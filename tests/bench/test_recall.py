@@ -70,9 +70,40 @@ def _run(dataset: Path, *flags: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def always_right(dataset: Path) -> dict[str, Any]:
+def right_figure(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the always-right run draws its figure (``--plot``)."""
+    return tmp_path_factory.mktemp("plot") / "recall.svg"
+
+
+@pytest.fixture(scope="module")
+def always_right(dataset: Path, right_figure: Path) -> dict[str, Any]:
     """One real ``--quick`` run whose stand-in model always answers right."""
-    return _run(dataset, "--accuracy", "1")
+    return _run(dataset, "--accuracy", "1", "--plot", str(right_figure))
+
+
+def test_the_figure_draws_what_the_run_measured(
+    always_right: dict[str, Any], right_figure: Path
+) -> None:
+    """``--plot FILE`` draws the same run's results: a latency curve per mode and one
+    for memory off, and each mode's shares of gold and junk delivered as reported."""
+    from xml.etree import ElementTree
+
+    svg = ElementTree.parse(right_figure).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    curves = [p.get("data-series") for p in svg.iter(f"{ns}polyline")]
+    assert curves == [*always_right["modes"], "memory_off"]
+    for mode, figures in always_right["modes"].items():
+        drawn = [
+            float(r.get("data-share", "nan"))
+            for r in svg.iter(f"{ns}rect")
+            if r.get("data-mode") == mode
+        ]
+        reported = [
+            figures["positive"]["gold_delivered"],
+            figures["positive"]["junk_delivered"],
+            figures["negative"]["junk_delivered"],
+        ]
+        assert drawn == pytest.approx(reported, abs=1e-4)
 
 
 @pytest.fixture(scope="module")

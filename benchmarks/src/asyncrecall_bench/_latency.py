@@ -58,6 +58,7 @@ from asyncrecall_bench._latency_data import (
 )
 from asyncrecall_bench._latency_report import render_report
 from asyncrecall_bench._measure import QueryTrace, ticking, trace_query
+from asyncrecall_bench._plot import add_plot_flag, latency_figure, plot_target, write_figure
 from asyncrecall_bench._workload import (
     QueryPlan,
     ScriptedTools,
@@ -99,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a smoke run (CI)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_plot_flag(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> LatencyConfig:
@@ -122,6 +124,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the benchmark, print the table (or ``--json``); progress goes to stderr."""
     del settings  # the benchmark brings its own server, models and memory folder
     config = config_from_args(args)
+    plot = plot_target(args.plot)
     err = Console(stderr=True)
     with quiet_known_noise():
         if err.is_terminal:
@@ -135,6 +138,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 report = asyncio.run(measure(config, progress=_bars(bars)))
         else:  # a log: one line per quarter of each mode
             report = asyncio.run(measure(config, progress=_lines(err)))
+    if plot is not None:
+        write_figure(plot, latency_figure(report))
+        err.print(f"figure written to {plot}", highlight=False)
     if args.json:
         Console(soft_wrap=True).print_json(json.dumps(report.as_json()))
     else:

@@ -58,6 +58,7 @@ from asyncrecall_bench._corpus import Query
 from asyncrecall_bench._latency_data import MODES
 from asyncrecall_bench._locomo import _load, build_memory_folder, gold_files
 from asyncrecall_bench._measure import QueryTrace, trace_query
+from asyncrecall_bench._plot import add_plot_flag, plot_target, recall_figure, write_figure
 from asyncrecall_bench._quality import default_dataset
 from asyncrecall_bench._recall_data import (
     DEFAULT_ACCURACY,
@@ -142,6 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a smoke run (CI)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_plot_flag(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
@@ -194,9 +196,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the benchmark and print the table (or ``--json``); progress goes to stderr."""
     del settings  # the benchmark brings its own server, models and memory folders
     config = config_from_args(args)
+    plot = plot_target(args.plot)
     err = Console(stderr=True)
     with quiet_known_noise():
         report = asyncio.run(measure(config, log=lambda text: err.print(text, highlight=False)))
+    if plot is not None:
+        write_figure(plot, recall_figure(report))
+        err.print(f"figure written to {plot}", highlight=False)
     if args.json:
         Console(soft_wrap=True).print_json(json.dumps(report.as_json()))
     else:

@@ -156,9 +156,11 @@ async def chat(session: Session, settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     from rich.markup import escape
 
+    from asyncrecall.cli._event_log import open_event_log
     from asyncrecall.cli._render import EXIT_OUTPUT_CLOSED, EventPrinter, exit_code
 
     printer = EventPrinter(settings.output_format)
+    log = open_event_log(settings.event_log)
     if session.notice:
         printer.err.print(f"[dim]· {escape(session.notice)}[/dim]")
     interrupts = _Interrupts(printer)
@@ -199,9 +201,11 @@ async def chat(session: Session, settings: Settings) -> int:
                 continue
             interrupts.turn = CancelSignal()
             interrupts.at_prompt = 0
+            log.user_message(text)
             with user_waits(settings), query_span(settings.model) as ended:
                 async for event in session.agent.run_query(text, cancel=interrupts.turn):
                     printer.show(event)
+                    log.record(event)  # queued: written by the log's thread
                 ended(printer.error.message if printer.error is not None else None)
             interrupts.turn = None
             if interrupts.ended_by is not None or printer.output_closed:
@@ -211,6 +215,7 @@ async def chat(session: Session, settings: Settings) -> int:
                 status = max(status, exit_code(printer.error))
                 printer.error = None
     finally:
+        log.close()
         exit_wait.cancel()
         unbridge()
         try:

@@ -151,6 +151,11 @@ def agent_flags() -> argparse.ArgumentParser:
         const=True,
         help="extract memories even with the embedded model (default: only with an endpoint)",
     )
+    limits.add_argument(
+        "--event-log",
+        metavar="FILE",
+        help="append the recall's events to FILE as JSON lines (asyncrecall console reads it)",
+    )
     return parser
 
 
@@ -170,6 +175,7 @@ _SETTING_FLAGS = (
     "recall_mode",
     "tools",
     "extract",
+    "event_log",
 )
 
 

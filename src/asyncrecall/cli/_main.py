@@ -43,6 +43,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("demo", "asyncrecall.cli._demo", "offline demo: blocking vs async recall"),
     ("bench", "asyncrecall.cli._bench", "benchmarks: latency, quality, overhead"),
     ("mcp", "asyncrecall.cli._mcp", "serve the memory store to MCP clients (stdio, or --http)"),
+    ("console", "asyncrecall.cli._console", "your memories in a local web page"),
     ("trust", "asyncrecall.cli._trust", "let this folder's .asyncrecall/settings.toml apply"),
     ("hooks", "asyncrecall.cli.hooks", "recall inside Claude Code or Qwen Code (their hooks)"),
 )

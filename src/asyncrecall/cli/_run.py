@@ -83,6 +83,7 @@ async def run_once(session: Session, settings: Settings, prompt: str) -> int:
     """Run ``prompt`` through ``session``; on exit a pending recall is cancelled."""
     from rich.markup import escape
 
+    from asyncrecall.cli._event_log import open_event_log
     from asyncrecall.cli._render import (
         EXIT_CANCELLED,
         EXIT_OUTPUT_CLOSED,
@@ -91,6 +92,7 @@ async def run_once(session: Session, settings: Settings, prompt: str) -> int:
     )
 
     printer = EventPrinter(settings.output_format)
+    log = open_event_log(settings.event_log)
     if session.notice:
         printer.err.print(f"[dim]· {escape(session.notice)}[/dim]")
     turn = CancelSignal()
@@ -104,11 +106,14 @@ async def run_once(session: Session, settings: Settings, prompt: str) -> int:
     try:
         await session.start()
         if not turn.cancelled:
+            log.user_message(prompt)
             with query_span(settings.model) as ended:
                 async for event in session.agent.run_query(prompt, cancel=turn):
                     printer.show(event)
+                    log.record(event)  # queued: written by the log's thread
                 ended(printer.error.message if printer.error is not None else None)
     finally:
+        log.close()
         try:
             await session.aclose()  # hands on what is owed; a signal meanwhile ends nothing
         finally:

@@ -89,6 +89,9 @@ class Settings:
     tools: bool | None = None
     #: Background memory extraction: None = on with an endpoint side model.
     extract: bool | None = None
+    #: Where ``run`` and ``chat`` append their recall events as JSON lines (``None``: no
+    #: log); ``asyncrecall console`` reads it (``cli._event_log``).
+    event_log: Path | None = None
     #: Keep quarantined memories (held by an untrusted write the user has not confirmed
     #: since: ``memory._provenance``) out of recall and the prompt's index.
     quarantine: bool = True
@@ -232,6 +235,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "recall_mode": _choice("--recall-mode", RECALL_MODES),
     "tools": _bool("--tools"),
     "extract": _bool("extract"),
+    "event_log": path_value,
     "quarantine": _bool("quarantine"),
     # recall's budgets
     "recall_files": _positive_int("recall_files"),
@@ -257,6 +261,7 @@ ENV_VARIABLES: dict[str, tuple[str, ...]] = {
     "store": ("ASYNCRECALL_STORE",),
     "namespace": ("ASYNCRECALL_NAMESPACE",),
     "extract": ("ASYNCRECALL_EXTRACT",),
+    "event_log": ("ASYNCRECALL_EVENT_LOG",),
     "quarantine": ("ASYNCRECALL_QUARANTINE",),
     # recall's budgets
     "recall_files": ("ASYNCRECALL_RECALL_FILES",),
