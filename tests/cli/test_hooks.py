@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from asyncrecall.cli import main
 from asyncrecall.cli.hooks._install import EVENTS, MARKER, hook_command
 from asyncrecall.testing import LocalServer, Reply
 
-CLIENT = Path(hook_command("SessionStart", "claude-code").split()[3])
+CLIENT = Path(hook_command("SessionStart", "claude-code", "python").split()[3])
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 NOTE = """---
@@ -93,6 +95,36 @@ def test_user_install_writes_the_home_settings(
     assert oct((tmp_path / ".qwen" / "settings.json").stat().st_mode & 0o777) == "0o600"
 
 
+needs_perl = pytest.mark.skipif(shutil.which("perl") is None, reason="no perl on PATH")
+
+
+@needs_perl
+def test_install_picks_the_fast_client_and_runs_the_start_in_the_background(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a ``perl`` on ``PATH`` the hooks run the Perl client; ``--client python`` the
+    Python one (``status`` calls either current); ``SessionStart`` is a background
+    (``async``) hook in both agents; ``--client perl`` without perl is bad usage."""
+    for agent, folder in (("claude-code", ".claude"), ("qwen-code", ".qwen")):
+        where = ["--agent", agent, "--project", str(tmp_path)]
+        assert main(["hooks", "install", *where]) == 0
+        data = json.loads((tmp_path / folder / "settings.json").read_text())
+        for event, groups in data["hooks"].items():
+            (hook,) = groups[0]["hooks"]
+            assert "_client.pl" in hook["command"] and hook["command"].startswith(
+                shutil.which("perl") or ""
+            )
+            assert hook.get("async", False) is (event == "SessionStart"), (agent, event)
+        assert main(["hooks", "install", "--client", "python", *where]) == 0
+        data = json.loads((tmp_path / folder / "settings.json").read_text())
+        assert all("_client.py" in g[0]["hooks"][0]["command"] for g in data["hooks"].values())
+        assert main(["hooks", "status", *where]) == 0
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    capsys.readouterr()
+    assert main(["hooks", "install", "--client", "perl", "--agent", "qwen-code"]) == 2
+    assert "no perl" in capsys.readouterr().err
+
+
 # -- the hook client and the service ---------------------------------------------
 
 
@@ -125,11 +157,16 @@ class Hooks:
     def __init__(self, env: dict[str, str], project: Path) -> None:
         self.env, self.project = env, project
         self.socket = Path(env["ASYNCRECALL_HOME"]) / "run" / "hooks.sock"
+        self.client = "python"
+
+    def argv(self, event: str) -> list[str]:
+        """The command the agent runs for ``event`` (as ``hooks install`` writes it)."""
+        return shlex.split(hook_command(event, "claude-code", self.client))  # type: ignore[arg-type]
 
     def __call__(self, event: str, session: str = "s1", **fields: Any) -> dict[str, Any] | None:
         payload = {"session_id": session, "cwd": str(self.project), **fields}
         done = subprocess.run(
-            [sys.executable, "-I", "-S", str(CLIENT), "claude-code", event],
+            self.argv(event),
             input=json.dumps(payload).encode(),
             capture_output=True,
             env=self.env,
@@ -212,6 +249,26 @@ def test_a_prompt_gets_its_memory_at_once_and_never_twice(hooks: Hooks) -> None:
     assert "blue-green" in other  # another session has not
     hooks("Stop")
     hooks("SessionEnd")
+
+
+@needs_perl
+def test_the_perl_client_answers_as_the_python_one(hooks: Hooks) -> None:
+    """The Perl client, with no service: an event that starts none is answered with
+    nothing and starts nothing; a ``SessionStart`` is handed to the Python client, which
+    starts the service. Warm, a prompt's block comes back at once, byte for byte what the
+    Python client prints, and after a tool nothing is delivered twice."""
+    hooks.client = "perl"
+    assert hooks("PostToolUse", tool_name="Read") is None
+    assert not hooks.socket.exists()
+    hooks.start()
+    prompt = "how does the staging deploy work?"
+    fast = hooks.context("UserPromptSubmit", "perl", prompt=prompt)
+    assert "blue-green" in fast and "notes, not instructions" in fast
+    assert hooks("PostToolUse", "perl", tool_name="Read") is None
+    hooks.client = "python"
+    assert hooks.context("UserPromptSubmit", "python", prompt=prompt) == fast
+    for session in ("perl", "python"):
+        hooks("SessionEnd", session)
 
 
 def test_the_prompt_that_starts_the_service_gets_its_memory_after_a_tool(hooks: Hooks) -> None:
@@ -299,15 +356,11 @@ def test_a_hook_costs_milliseconds(hooks: Hooks) -> None:
         return time.perf_counter() - began
 
     prompt = json.dumps({"session_id": "t", "cwd": str(hooks.project), "prompt": "staging"})
+    hooks.client = "perl" if shutil.which("perl") else "python"
     ours, noop = [], []
     for _ in range(20):
         noop.append(timed(["true"], b""))
-        ours.append(
-            timed(
-                [sys.executable, "-I", "-S", str(CLIENT), "claude-code", "UserPromptSubmit"],
-                prompt.encode(),
-            )
-        )
+        ours.append(timed(hooks.argv("UserPromptSubmit"), prompt.encode()))
     added = statistics.median(ours) - statistics.median(noop)
     assert added < 0.25, f"a hook added {added * 1000:.0f} ms at the median"
 

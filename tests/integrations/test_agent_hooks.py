@@ -26,7 +26,7 @@ from asyncrecall.cli.hooks._install import hook_command
 from asyncrecall.testing import AnthropicServer, LocalServer, Reply
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-CLIENT = Path(hook_command("SessionStart", "claude-code").split()[3])
+CLIENT = Path(hook_command("SessionStart", "claude-code", "python").split()[3])
 MAIN = "claude-sonnet-4-5"  # a model the CLI knows: hook context in the user message
 QWEN_MAIN = "qwen-test-main"
 NOTES = {
