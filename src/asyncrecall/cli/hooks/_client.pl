@@ -59,9 +59,10 @@ if ($known && socket($sock, 1, 1, 0) && connect($sock, $address)) {
     exit 0;
 }
 
-# No service answers: the Python client starts one, for the events that start one (and
-# takes every event where this file does not know the platform's socket address).
-exit 0 if $known && $event ne 'SessionStart' && $event ne 'UserPromptSubmit';
+# No service answers: the Python client starts one, for the events that start one (all
+# but a tool's end), and takes every event where this file does not know the
+# platform's socket address.
+exit 0 if $known && $event eq 'PostToolUse';
 exit 0 unless defined $python && length $python;
 (my $client = __FILE__) =~ s/\.pl\z/.py/;
 alarm 0;
