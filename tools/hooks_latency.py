@@ -12,10 +12,12 @@ each interpreter's floor, Python importing ``socket`` and ``json``, and the
 
 ``claude-code``, ``qwen-code``: the agent's CLI headless against the scripted local
 server, the same word-sharing question, in rounds that run each arm once (``--arms``: no
-hooks, the same hooks running ``true``, ours, ours with the Python client): the time from
-the CLI's start to its first model request, the paired differences, and each hook's
-duration as the agent's own debug log times it (the part that is the hook's: the whole
-start varies by hundreds of milliseconds). Needs the CLI (Claude Code: the one
+hooks, the same hooks running ``true``, ours, ours with the Python client, the agent's own
+memory: every note in its ``CLAUDE.md`` or ``QWEN.md``): the time from the CLI's start to
+its first model request, the paired differences, each hook's duration as the agent's
+own debug log times it (the part that is the hook's: the whole start varies by hundreds
+of milliseconds), and what the first request carried (the relevant note, irrelevant
+notes, its size). Needs the CLI (Claude Code: the one
 ``claude-agent-sdk`` bundles; Qwen Code: ``npm install @qwen-code/qwen-code``, ``--cli
 node_modules/.bin/qwen``).
 """
@@ -269,10 +271,18 @@ def measure_agent(agent: str, pairs: int, cli: str | None, arms: list[str]) -> N
                 "noop": _replaced(ours, "true"),
                 "python": _replaced(ours, f"{sys.executable} -I -S -c pass"),
                 "ours-python": _with_client(ours, agent, "python"),
+                "own": {k: v for k, v in ours.items() if k != "hooks"},
             }
+            # the agent's own memory: every note in its instructions file, as users keep it
+            own_file = project / ("CLAUDE.md" if agent == "claude-code" else "QWEN.md")
+            own_text = "# Project notes\n\n" + "".join(
+                f"- {n.stem}: {n.read_text().split('---')[2].strip()}\n"
+                for n in sorted(Path(env["ASYNCRECALL_MEMORY_DIR"]).glob("*.md"))
+                if n.name != "MEMORY.md"
+            )
+            shown: dict[str, list[tuple[bool, int, int]]] = {arm: [] for arm in arms}
             hook_ms: dict[str, dict[str, list[float]]] = {arm: {} for arm in arms}
             times: dict[str, list[float]] = {arm: [] for arm in arms}
-            delivered = 0
             for i in range(pairs):
                 # each round runs every arm once, in a rotating order: no arm is favoured
                 order = arms[i % len(arms) :] + arms[: i % len(arms)]
@@ -280,6 +290,10 @@ def measure_agent(agent: str, pairs: int, cli: str | None, arms: list[str]) -> N
                     order.reverse()
                 for arm in order:
                     settings.write_text(json.dumps(variants[arm]))
+                    if arm == "own":
+                        own_file.write_text(own_text)
+                    else:
+                        own_file.unlink(missing_ok=True)
                     before = len(server.requests)
                     began = time.monotonic()
                     logs = _debug_logs(agent, Path(tmp), env)
@@ -294,7 +308,10 @@ def measure_agent(agent: str, pairs: int, cli: str | None, arms: list[str]) -> N
                         r for r in server.requests[before:] if r.body.get("model") == model
                     )
                     times[arm].append((first.arrived_at - began) * 1000)
-                    delivered += arm == "ours" and "Blue-green" in json.dumps(first.body)
+                    body = json.dumps(first.body)
+                    shown[arm].append(
+                        ("Blue-green" in body, body.count("Body of note"), len(body.encode()))
+                    )
             for arm in arms:
                 say(summary(f"{agent}: first request, {arm} hooks", times[arm]))
             compared = [(arm, "none") for arm in arms if arm != "none"] + [
@@ -315,8 +332,14 @@ def measure_agent(agent: str, pairs: int, cli: str | None, arms: list[str]) -> N
             for arm in arms:
                 for event, values in hook_ms[arm].items():
                     say(summary(f"{agent}: {arm}: {event}, as the agent times it", values))
-            if "ours" in arms:
-                say(f"{agent}: memory on the first request in {delivered} of {pairs} hooked runs")
+            for arm in arms:
+                relevant = sum(r for r, _, _ in shown[arm])
+                junk = statistics.median(j for _, j, _ in shown[arm])
+                size = statistics.median(b for _, _, b in shown[arm])
+                say(
+                    f"{agent}: {arm}: the relevant note on the first request in {relevant} of "
+                    f"{pairs}; irrelevant notes on it (median) {junk:g}; its size {size:,.0f} B"
+                )
 
 
 def _with_client(settings: dict[str, object], agent: str, client: str) -> dict[str, object]:
@@ -386,7 +409,8 @@ def main() -> None:
         default="none,noop,ours",
         help="comma-separated settings to rotate through: none (no hooks), noop (the same "
         "hooks running `true`), python (running `python -I -S -c pass`), ours (as installed), "
-        "ours-python (ours with the Python client)",
+        "ours-python (ours with the Python client), own (no hooks, every note in the agent's "
+        "own memory file: CLAUDE.md, QWEN.md)",
     )
     args = parser.parse_args()
     if args.what == "client":

@@ -33,7 +33,8 @@ A project's recaller is built in a worker thread (the endpoint's client, the fol
 first read): a prompt that comes before it is ready starts its recall once it is, and
 its block can then reach the tool results. The service exits on its own after
 ``ASYNCRECALL_HOOKS_IDLE`` seconds (default 900) without a hook and with nothing
-pending. Only one runs per socket (a lock file beside it).
+pending, or within a second of its socket being removed (``rm
+$ASYNCRECALL_HOME/run/hooks.sock`` stops it). Only one runs per socket (a lock file beside it).
 """
 
 from __future__ import annotations
@@ -499,9 +500,13 @@ async def serve(path: Path, *, idle_s: float, first: str | None = None) -> int:
             idle = time.monotonic() - service.last_used
             if idle >= idle_s and not service.pending:
                 break
-            with contextlib.suppress(OSError):
+            try:
                 if os.stat(where).st_ino != inode:
                     break  # replaced by a newer service: leave it the socket
+            except FileNotFoundError:
+                break  # its socket was removed: no hook can reach it any more
+            except OSError:
+                pass
     finally:
         server.close()
         with contextlib.suppress(OSError):
