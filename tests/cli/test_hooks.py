@@ -302,6 +302,19 @@ def test_one_service_for_racing_first_hooks(hooks: Hooks) -> None:
     assert len(hooks.service_pids()) == 1
 
 
+def test_removing_the_socket_stops_the_service(hooks: Hooks) -> None:
+    """A service whose socket is gone can be reached by no hook: it leaves (within a
+    second), however long its idle time."""
+    hooks.env["ASYNCRECALL_HOOKS_IDLE"] = "600"
+    hooks.start()
+    assert hooks.service_pids()
+    hooks.socket.unlink()
+    deadline = time.monotonic() + 30
+    while hooks.service_pids():
+        assert time.monotonic() < deadline, "the service outlived its socket"
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def side(hooks: Hooks) -> Iterator[LocalServer]:
     with LocalServer() as server:
