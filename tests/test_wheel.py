@@ -87,7 +87,7 @@ def test_the_wheel_holds_no_benchmarks_and_no_conformance_kit(
 ) -> None:
     """The runtime package, its data and its metadata; nothing of the benchmark suite or
     the conformance kit (the CLI's ``bench`` command is a stub that says how to install
-    them), and the test doubles apps use stay."""
+    them), and the test doubles apps use stay, and the Perl hook client."""
     wheel, _, _ = installed
     names = zipfile.ZipFile(wheel).namelist()
     assert "asyncrecall/memory/__init__.py" in names
@@ -95,6 +95,7 @@ def test_the_wheel_holds_no_benchmarks_and_no_conformance_kit(
     # The console's pages and their style ship with it.
     assert "asyncrecall/cli/console/templates/base.html" in names
     assert "asyncrecall/cli/console/static/console.js" in names
+    assert "asyncrecall/cli/hooks/_client.pl" in names  # the agents' hooks run it
     assert [n for n in names if n.startswith(("asyncrecall/bench/", "asyncrecall_bench/"))] == []
     assert [n for n in names if "conformance" in n] == []
     assert [n for n in names if n.endswith((".json", ".jsonl"))] == []  # the bench's data

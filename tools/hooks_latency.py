@@ -5,15 +5,21 @@
     python tools/hooks_latency.py qwen-code [--pairs 10] [--cli PATH]
 
 ``client``: one hook's whole cost, process start included, as the agent pays it: a
-no-op hook (``true``), our client on a prompt (a warm service, the instant pass's
-block), our client after a tool (nothing pending), and, for the design's choice, the same
-interpreter importing ``socket`` and ``json`` and the ``asyncrecall`` command itself.
+no-op hook (``true``), our clients (Python and Perl) on a prompt (a warm service, the
+instant pass's block) and after a tool (nothing pending), and, for the design's choice,
+each interpreter's floor, Python importing ``socket`` and ``json``, and the
+``asyncrecall`` command itself.
 
 ``claude-code``, ``qwen-code``: the agent's CLI headless against the scripted local
-server, the same word-sharing question in pairs, hooks installed (the service warm) and
-not: the time from the CLI's start to its first model request, and the paired
-difference. Needs the CLI (Claude Code: the one ``claude-agent-sdk`` bundles; Qwen Code:
-``npm install @qwen-code/qwen-code``, ``--cli node_modules/.bin/qwen``).
+server, the same word-sharing question, in rounds that run each arm once (``--arms``: no
+hooks, the same hooks running ``true``, ours, ours with the Python client, the agent's own
+memory: every note in its ``CLAUDE.md`` or ``QWEN.md``): the time from the CLI's start to
+its first model request, the paired differences, each hook's duration as the agent's
+own debug log times it (the part that is the hook's: the whole start varies by hundreds
+of milliseconds), and what the first request carried (the relevant note, irrelevant
+notes, its size). Needs the CLI (Claude Code: the one
+``claude-agent-sdk`` bundles; Qwen Code: ``npm install @qwen-code/qwen-code``, ``--cli
+node_modules/.bin/qwen``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -32,7 +39,8 @@ from pathlib import Path
 from asyncrecall.cli.hooks._install import hook_command
 from asyncrecall.testing import AnthropicServer, LocalServer, Reply
 
-CLIENT = hook_command("SessionStart", "claude-code").split()[3]
+CLIENT = hook_command("SessionStart", "claude-code", "python").split()[3]
+PERL = ["perl", CLIENT.replace("_client.py", "_client.pl")]
 NOTE = "---\nname: {0}\ndescription: {1}\ntype: project\n---\n{2}\n"
 PROMPT = "how does the staging deploy work?"
 
@@ -112,6 +120,9 @@ def measure_client(rounds: int) -> None:
                 "no-op hook (true)",
                 "client, UserPromptSubmit (a block)",
                 "client, PostToolUse (nothing)",
+                "perl client, UserPromptSubmit (a block)",
+                "perl client, PostToolUse (nothing)",
+                "perl -e 1 (the floor)",
                 "python -I -S -c pass (the floor)",
                 "python -I -S, import socket, json",
                 "asyncrecall --version",
@@ -138,6 +149,19 @@ def measure_client(rounds: int) -> None:
                         {"session_id": f"s{i}", "cwd": env["PROJECT"], **payloads["PostToolUse"](i)}
                     ).encode(),
                 ),
+                (
+                    "perl client, UserPromptSubmit (a block)",
+                    [*PERL, "claude-code", "UserPromptSubmit", sys.executable],
+                    json.dumps(
+                        {"session_id": f"p{i}", "cwd": env["PROJECT"], "prompt": PROMPT}
+                    ).encode(),
+                ),
+                (
+                    "perl client, PostToolUse (nothing)",
+                    [*PERL, "claude-code", "PostToolUse", sys.executable],
+                    json.dumps({"session_id": f"p{i}", "cwd": env["PROJECT"]}).encode(),
+                ),
+                ("perl -e 1 (the floor)", ["perl", "-e", "1"], b""),
                 (
                     "python -I -S -c pass (the floor)",
                     [sys.executable, "-I", "-S", "-c", "pass"],
@@ -166,14 +190,19 @@ def measure_client(rounds: int) -> None:
         for name, values in runs.items():
             say(summary(name, values))
         noop = statistics.median(runs["no-op hook (true)"])
-        for name in ("client, UserPromptSubmit (a block)", "client, PostToolUse (nothing)"):
+        for name in (
+            "client, UserPromptSubmit (a block)",
+            "client, PostToolUse (nothing)",
+            "perl client, UserPromptSubmit (a block)",
+            "perl client, PostToolUse (nothing)",
+        ):
             say(
                 f"added over the no-op hook, {name}: "
                 f"{statistics.median(runs[name]) - noop:.1f} ms at the median"
             )
 
 
-def measure_agent(agent: str, pairs: int, cli: str | None, baseline: str) -> None:
+def measure_agent(agent: str, pairs: int, cli: str | None, arms: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = folders(Path(tmp))
         project = Path(env["PROJECT"])
@@ -184,6 +213,7 @@ def measure_agent(agent: str, pairs: int, cli: str | None, baseline: str) -> Non
             server: LocalServer = AnthropicServer()
             model = "claude-sonnet-4-5"
             argv = [cli, "-p", PROMPT, "--model", model, "--output-format", "json"]
+            argv += ["--debug-file", str(Path(tmp) / "debug.log")]
         else:
             cli = cli or shutil.which("qwen")
             if cli is None:
@@ -202,6 +232,7 @@ def measure_agent(agent: str, pairs: int, cli: str | None, baseline: str) -> Non
                 "yolo",
                 "-o",
                 "json",
+                "--debug",
             ]
         with server:
             env.update(
@@ -228,48 +259,143 @@ def measure_agent(agent: str, pairs: int, cli: str | None, baseline: str) -> Non
                 "--project",
                 str(project),
             ]
-            uninstall = [*install[:4], "uninstall", *install[5:]]
             subprocess.run(install, env=env, check=True, capture_output=True)
             warm(env)
-            on: list[float] = []
-            off: list[float] = []
-            delivered = 0
             settings = (
                 project / (".claude" if agent == "claude-code" else ".qwen") / "settings.json"
             )
-            ours = settings.read_text()
-            noop = json.loads(ours)
-            for groups in noop["hooks"].values():
-                for group in groups:
-                    for entry in group["hooks"]:
-                        entry["command"] = (
-                            f"{sys.executable} -I -S -c pass" if baseline == "python" else "true"
-                        )
-            for i in range(pairs * 2):
-                hooked = i % 4 in (0, 3)  # ABBA: neither order is favoured
-                if baseline != "none":
-                    settings.write_text(ours if hooked else json.dumps(noop))
-                else:
-                    subprocess.run(
-                        install if hooked else uninstall, env=env, check=True, capture_output=True
-                    )
-                before = len(server.requests)
-                began = time.monotonic()
-                subprocess.run(
-                    argv, cwd=project, env=env, capture_output=True, timeout=300, check=True
-                )
-                first = next(r for r in server.requests[before:] if r.body.get("model") == model)
-                (on if hooked else off).append((first.arrived_at - began) * 1000)
-                delivered += hooked and "Blue-green" in json.dumps(first.body)
-            say(summary(f"{agent}: first request, {baseline} hooks", off))
-            say(summary(f"{agent}: first request, hooks on", on))
-            added = [a - b for a, b in zip(on, off, strict=True)]
-            say(
-                f"{agent}: added by the hooks, paired median {statistics.median(added):.1f} ms "
-                f"(quartiles {statistics.quantiles(added, n=4)[0]:.1f} to "
-                f"{statistics.quantiles(added, n=4)[2]:.1f} ms, {pairs} pairs); memory on "
-                f"the first request in {delivered} of {pairs} hooked runs"
+            ours = json.loads(settings.read_text())
+            variants = {
+                "none": {k: v for k, v in ours.items() if k != "hooks"},
+                "ours": ours,
+                "noop": _replaced(ours, "true"),
+                "python": _replaced(ours, f"{sys.executable} -I -S -c pass"),
+                "ours-python": _with_client(ours, agent, "python"),
+                "own": {k: v for k, v in ours.items() if k != "hooks"},
+            }
+            # the agent's own memory: every note in its instructions file, as users keep it
+            own_file = project / ("CLAUDE.md" if agent == "claude-code" else "QWEN.md")
+            own_text = "# Project notes\n\n" + "".join(
+                f"- {n.stem}: {n.read_text().split('---')[2].strip()}\n"
+                for n in sorted(Path(env["ASYNCRECALL_MEMORY_DIR"]).glob("*.md"))
+                if n.name != "MEMORY.md"
             )
+            shown: dict[str, list[tuple[bool, int, int]]] = {arm: [] for arm in arms}
+            hook_ms: dict[str, dict[str, list[float]]] = {arm: {} for arm in arms}
+            times: dict[str, list[float]] = {arm: [] for arm in arms}
+            for i in range(pairs):
+                # each round runs every arm once, in a rotating order: no arm is favoured
+                order = arms[i % len(arms) :] + arms[: i % len(arms)]
+                if i % 2:
+                    order.reverse()
+                for arm in order:
+                    settings.write_text(json.dumps(variants[arm]))
+                    if arm == "own":
+                        own_file.write_text(own_text)
+                    else:
+                        own_file.unlink(missing_ok=True)
+                    before = len(server.requests)
+                    began = time.monotonic()
+                    logs = _debug_logs(agent, Path(tmp), env)
+                    for old in logs:
+                        old.unlink()
+                    subprocess.run(
+                        argv, cwd=project, env=env, capture_output=True, timeout=300, check=True
+                    )
+                    for event, ms in _hook_durations(agent, _debug_logs(agent, Path(tmp), env)):
+                        hook_ms[arm].setdefault(event, []).append(ms)
+                    first = next(
+                        r for r in server.requests[before:] if r.body.get("model") == model
+                    )
+                    times[arm].append((first.arrived_at - began) * 1000)
+                    body = json.dumps(first.body)
+                    shown[arm].append(
+                        ("Blue-green" in body, body.count("Body of note"), len(body.encode()))
+                    )
+            for arm in arms:
+                say(summary(f"{agent}: first request, {arm} hooks", times[arm]))
+            compared = [(arm, "none") for arm in arms if arm != "none"] + [
+                ("ours", "noop"),
+                ("ours-python", "noop"),
+                ("ours", "ours-python"),
+            ]
+            for arm, base in compared:
+                if arm not in times or base not in times or pairs < 2:
+                    continue
+                added = [a - b for a, b in zip(times[arm], times[base], strict=True)]
+                q = statistics.quantiles(added, n=4)
+                say(
+                    f"{agent}: {arm} over {base}: paired median "
+                    f"{statistics.median(added):+.1f} ms (quartiles {q[0]:+.1f} to "
+                    f"{q[2]:+.1f} ms, {pairs} rounds)"
+                )
+            for arm in arms:
+                for event, values in hook_ms[arm].items():
+                    say(summary(f"{agent}: {arm}: {event}, as the agent times it", values))
+            for arm in arms:
+                relevant = sum(r for r, _, _ in shown[arm])
+                junk = statistics.median(j for _, j, _ in shown[arm])
+                size = statistics.median(b for _, _, b in shown[arm])
+                say(
+                    f"{agent}: {arm}: the relevant note on the first request in {relevant} of "
+                    f"{pairs}; irrelevant notes on it (median) {junk:g}; its size {size:,.0f} B"
+                )
+
+
+def _with_client(settings: dict[str, object], agent: str, client: str) -> dict[str, object]:
+    """``settings`` with our hooks run by ``client`` (``perl`` or ``python``)."""
+    from asyncrecall.cli.hooks._install import MARKER
+
+    copied = json.loads(json.dumps(settings))
+    for event, groups in copied["hooks"].items():
+        for group in groups:
+            for entry in group["hooks"]:
+                if MARKER in entry["command"]:
+                    entry["command"] = hook_command(event, agent, client)  # type: ignore[arg-type]
+    return copied
+
+
+def _debug_logs(agent: str, tmp: Path, env: dict[str, str]) -> list[Path]:
+    if agent == "claude-code":
+        return [p for p in [tmp / "debug.log"] if p.exists()]
+    folder = Path(env["HOME"]) / ".qwen" / "debug"
+    return sorted(p for p in folder.glob("*.txt") if not p.is_symlink()) if folder.is_dir() else []
+
+
+#: How the agents' debug logs time a hook: Claude Code per hook ("UserPromptSubmit
+#: [command] finished with status 0 (4ms)", "SessionStart:startup [command] moved to the
+#: background (11ms)"), Qwen Code per event ("Hook execution for Stop: ... total
+#: duration: 40ms").
+_TIMED = (
+    re.compile(
+        r"Hooks: (\w+)(?::\w+)? \[.*\] "
+        r"(?:finished with status \d+|moved to the background) \((\d+)ms\)"
+    ),
+    re.compile(r"Hook execution for (\w+): .* total duration: (\d+)ms"),
+)
+
+
+def _hook_durations(agent: str, logs: list[Path]) -> list[tuple[str, float]]:
+    found = []
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            for pattern in _TIMED:
+                match = pattern.search(line)
+                if match:
+                    found.append((match.group(1), float(match.group(2))))
+    return found
+
+
+def _replaced(settings: dict[str, object], command: str) -> dict[str, object]:
+    """``settings`` with every hook's command replaced by ``command`` (the same events,
+    matchers and options: what the agent itself pays for a hook)."""
+    copied = json.loads(json.dumps(settings))
+    for groups in copied["hooks"].values():
+        for group in groups:
+            for entry in group["hooks"]:
+                entry["command"] = command
+                entry.pop("args", None)
+    return copied
 
 
 def main() -> None:
@@ -279,16 +405,18 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--cli")
     parser.add_argument(
-        "--baseline",
-        choices=["none", "noop", "python"],
-        default="none",
-        help="compare with no hooks, the same hooks running `true`, or `python -I -S -c pass`",
+        "--arms",
+        default="none,noop,ours",
+        help="comma-separated settings to rotate through: none (no hooks), noop (the same "
+        "hooks running `true`), python (running `python -I -S -c pass`), ours (as installed), "
+        "ours-python (ours with the Python client), own (no hooks, every note in the agent's "
+        "own memory file: CLAUDE.md, QWEN.md)",
     )
     args = parser.parse_args()
     if args.what == "client":
         measure_client(args.rounds)
     else:
-        measure_agent(args.what, args.pairs, args.cli, args.baseline)
+        measure_agent(args.what, args.pairs, args.cli, args.arms.split(","))
 
 
 if __name__ == "__main__":

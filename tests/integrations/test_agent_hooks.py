@@ -10,8 +10,10 @@ Each test skips, saying why, when its CLI is not installed.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,10 +25,11 @@ from typing import Any
 import pytest
 
 from asyncrecall.cli.hooks._install import hook_command
+from asyncrecall.memory import FolderStore
 from asyncrecall.testing import AnthropicServer, LocalServer, Reply
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-CLIENT = Path(hook_command("SessionStart", "claude-code").split()[3])
+CLIENT = Path(hook_command("SessionStart", "claude-code", "python").split()[3])
 MAIN = "claude-sonnet-4-5"  # a model the CLI knows: hook context in the user message
 QWEN_MAIN = "qwen-test-main"
 NOTES = {
@@ -85,7 +88,7 @@ class Folders:
             "ASYNCRECALL_HOME": str(self.home),
             "ASYNCRECALL_MEMORY_DIR": str(self.memory),
             "ASYNCRECALL_SELECTOR": "lexical",
-            "ASYNCRECALL_HOOKS_IDLE": "5",
+            "ASYNCRECALL_HOOKS_IDLE": "120",
         }
 
     def hook(self, event: str, session: str = "warm-up", **fields: Any) -> str:
@@ -132,10 +135,19 @@ class Folders:
 def folders(tmp_path: Path) -> Iterator[Folders]:
     made = Folders(tmp_path)
     yield made
-    socket = made.home / "run" / "hooks.sock"
+    # The service outlives a node start here (a loaded machine takes seconds), so it
+    # is stopped as a user would: its socket removed, it leaves within a second.
+    (made.home / "run" / "hooks.sock").unlink(missing_ok=True)
+    lock = made.home / "run" / "hooks.lock"
     deadline = time.monotonic() + 60
-    while socket.exists():  # the idle service exits on its own, its socket with it
-        assert time.monotonic() < deadline, "the idle recall service did not exit"
+    while lock.exists():
+        with lock.open("rb") as held:
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break  # nobody holds it: the service has exited
+            except BlockingIOError:
+                pass
+        assert time.monotonic() < deadline, "the recall service did not exit"
         time.sleep(0.2)
 
 
@@ -150,7 +162,7 @@ def _main_requests(server: LocalServer, model: str) -> list[Any]:
 # -- Claude Code ---------------------------------------------------------------------
 
 
-def run_claude(folders: Folders, server: AnthropicServer, prompt: str) -> None:
+def run_claude(folders: Folders, server: AnthropicServer, prompt: str, model: str = MAIN) -> None:
     env = {
         **folders.env,
         "ANTHROPIC_BASE_URL": server.base_url,
@@ -167,7 +179,7 @@ def run_claude(folders: Folders, server: AnthropicServer, prompt: str) -> None:
             "-p",
             prompt,
             "--model",
-            MAIN,
+            model,
             "--output-format",
             "json",
             "--allowedTools",
@@ -348,3 +360,67 @@ def test_the_side_query_is_hung_up_when_the_turn_ends(folders: Folders, agent: s
         hung = [r for r in server.requests if r.body.get("model") == "side"][-1]
         assert "lay out this file" in json.dumps(hung.body)
         server.wait_disconnected(hung, timeout=30)
+
+
+# -- both: what a session says is extracted at its turn's end ----------------------------
+
+
+class _Extraction:
+    """The side model: an extraction request gets one note citing the user's turn that
+    states the fact (its offset as the prompt numbers it); anything else, nothing."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def __call__(self, record: Any) -> Reply:
+        prompt = str(record.messages[-1]["content"])
+        found = re.search(r"^\[(\d+)\] user: .*Fridays", prompt, flags=re.MULTILINE)
+        if found is None:
+            return Reply(json={"memories": [], "selected_memories": []})
+        self.prompts.append(prompt)
+        note = {
+            "action": "create",
+            "path": "",
+            "name": "Deploy day",
+            "description": "which day staging deploys go out",
+            "type": "project",
+            "content": "Staging deploys go out on Fridays.",
+            "source_offsets": [int(found.group(1))],
+        }
+        return Reply(json={"memories": [note]})
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "qwen-code"])
+def test_what_a_session_says_reaches_the_next_sessions_first_request(
+    folders: Folders, agent: str
+) -> None:
+    """A session states a fact; its turn's end hands the turn to extraction (the agent
+    does not wait); the note lands in the memory folder, as the user's words; the next
+    session's question on it has it on its first request."""
+    (claude_cli if agent == "claude-code" else qwen_cli)()  # skips without the CLI
+    folders.install(agent)
+    server: LocalServer = AnthropicServer() if agent == "claude-code" else LocalServer()
+    with server:
+        base = f"{server.base_url}/v1" if agent == "claude-code" else server.base_url
+        folders.env.update(
+            ASYNCRECALL_BASE_URL=base, ASYNCRECALL_MODEL="side", ASYNCRECALL_API_KEY="test"
+        )
+        side = _Extraction()
+        server.set_default("side", side)
+        folders.warm()
+        main = MAIN if agent == "claude-code" else QWEN_MAIN
+        server.set_default(main, Reply(text="Noted."))
+        run = run_claude if agent == "claude-code" else run_qwen
+        run(folders, server, "Remember: our staging deploys go out on Fridays.", main)
+        deadline = time.monotonic() + 120
+        store = FolderStore(folders.memory)
+        while "Deploy day" not in {doc.name for doc in store.scan()}:
+            assert time.monotonic() < deadline, "the session's turn was never extracted"
+            folders.hook("PostToolUse", "busy")  # the user works on: the service stays
+            time.sleep(0.2)
+        (source,) = [s.to_json() for s in store.provenance_of(store.get("Deploy day"))]
+        assert source["origin"] == "extraction-user" and not store.get("Deploy day").quarantined
+        before = len(_main_requests(server, main))
+        run(folders, server, "which day do staging deploys go out?", main)
+        first = _main_requests(server, main)[before]
+        assert "Fridays" in _text(first)

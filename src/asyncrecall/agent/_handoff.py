@@ -55,13 +55,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from asyncrecall import _platform
-from asyncrecall.memory import ForeignText, MemoryExtractor, TranscriptTurn
+from asyncrecall.memory import ForeignText, MemoryExtractor, Store, TranscriptTurn
 
 __all__ = [
     "HANDOFF_SUPPORTED",
     "Handoff",
     "HandoffDir",
     "handoff_dir",
+    "store_handoff_dir",
 ]
 
 #: Whether this platform can hand extraction on (it needs file locks: POSIX, Windows).
@@ -82,7 +83,9 @@ class Handoff:
     ``end``; ``noted``: the session was already counted for consolidation;
     ``attempts``: extractions of it that failed (a worker that died is not one);
     ``foreign``: the text the session's model was shown that the user did not type
-    (its writes are vetted against it), ``partial``: some of it was not kept."""
+    (its writes are vetted against it), ``partial``: some of it was not kept;
+    ``ended``: the session ended with this hand-off (its cursor goes once it is done),
+    else it goes on (an agent's turn end: its next hand-off starts at the cursor)."""
 
     session_id: str
     end: int
@@ -92,6 +95,7 @@ class Handoff:
     attempts: int = 0
     foreign: tuple[ForeignText, ...] = ()
     partial: bool = False
+    ended: bool = True
 
     def with_attempts(self, attempts: int) -> Handoff:
         return replace(self, attempts=attempts)
@@ -110,6 +114,7 @@ class Handoff:
             ],
             "foreign": [{"label": f.label, "text": f.text} for f in self.foreign],
             "partial": self.partial,
+            "ended": self.ended,
         }
 
     @classmethod
@@ -144,16 +149,27 @@ class Handoff:
             attempts=int(data.get("attempts") or 0),
             foreign=tuple(foreign),
             partial=data.get("partial") is True,
+            ended=data.get("ended") is not False,
         )
 
 
 def handoff_dir(extractor: MemoryExtractor, *, cache: Path) -> Path:
     """Where the hand-offs of ``extractor``'s store live: beside a folder's extraction
     state, else (a database) ``cache/<digest of the store's key>``."""
-    if extractor.state_dir is not None:
-        return extractor.state_dir / "handoff"
-    digest = hashlib.sha256(extractor.backend.key.encode()).hexdigest()[:16]
-    return cache / digest
+    return _root(extractor.state_dir, extractor.backend.key, cache)
+
+
+def store_handoff_dir(store: Store, *, cache: Path) -> Path:
+    """:func:`handoff_dir` of an extractor of ``store`` with the store's own extraction
+    state (for a process that holds no extractor)."""
+    backend = store.extraction_backend()
+    return _root(backend.state_dir, backend.key, cache)
+
+
+def _root(state_dir: Path | None, key: str, cache: Path) -> Path:
+    if state_dir is not None:
+        return state_dir / "handoff"
+    return cache / hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 class HandoffDir:

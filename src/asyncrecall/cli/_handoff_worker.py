@@ -15,7 +15,8 @@ exits when none is left. When the drain lock is held, the command only queues it
 hand-off: the running worker takes it (so however many commands end at once, one
 worker per store runs, with one process's memory). After a hand-off's extraction is
 done, its session's cursor is dropped: that session has ended and will never extract
-again.
+again (unless the hand-off says the session goes on: an agent's turn end, see
+``asyncrecall hooks``).
 
 A session that hands nothing on still looks at exit: when a stale hand-off is there,
 it starts a worker for it. So a worker killed at any step costs a delay, not the work.
@@ -195,18 +196,22 @@ async def _work(directory: HandoffDir, config: WorkerConfig, drain: int) -> int:
         return 2
     try:
         extractor = MemoryExtractor(store, model)
-        tried: set[str] = set()
+        # Each session's hand-off file as this worker last saw it: a hand-off written
+        # again since (an agent's next turn end) is run again, a failed one is not.
+        tried: dict[str, _Version] = {}
         while True:
             claim = _next_stale(directory, tried)
             while claim is not None:
                 session, fd = claim
-                tried.add(session)
-                await _run_one(directory, extractor, session, fd)
+                tried[session] = _version(directory, session)  # under its lock
+                left = await _run_one(directory, extractor, session, fd)
+                if left is not None:
+                    tried[session] = left
                 claim = _next_stale(directory, tried)
             # Let the drain lock go, then look once more: a command that found it held
             # queued its hand-off before it tried, so it is there now.
             os.close(drain)
-            if not [s for s in directory.stale() if s not in tried]:
+            if not [s for s in directory.stale() if _new(directory, s, tried)]:
                 break
             again = directory.take_drain()
             if again is None:
@@ -220,9 +225,26 @@ async def _work(directory: HandoffDir, config: WorkerConfig, drain: int) -> int:
     return 0
 
 
-def _next_stale(directory: HandoffDir, tried: set[str]) -> tuple[str, int] | None:
+_Version = tuple[int, int] | None
+
+
+def _version(directory: HandoffDir, session: str) -> _Version:
+    """Which write of the session's hand-off file is there (an atomic replace makes a
+    new file), ``None`` when there is none."""
+    try:
+        found = directory.path(session).stat()
+    except OSError:
+        return None
+    return found.st_ino, found.st_mtime_ns
+
+
+def _new(directory: HandoffDir, session: str, tried: dict[str, _Version]) -> bool:
+    return session not in tried or _version(directory, session) != tried[session]
+
+
+def _next_stale(directory: HandoffDir, tried: dict[str, _Version]) -> tuple[str, int] | None:
     for session in directory.pending():
-        if session in tried:
+        if not _new(directory, session, tried):
             continue
         fd = directory.claim(session)
         if fd is not None:
@@ -232,14 +254,15 @@ def _next_stale(directory: HandoffDir, tried: set[str]) -> tuple[str, int] | Non
 
 async def _run_one(
     directory: HandoffDir, extractor: MemoryExtractor, session: str, fd: int
-) -> None:
+) -> _Version:
     """Run one claimed hand-off; remove it when done, keep it (stale) when it may work
-    later; the lock is released either way."""
+    later; the lock is released either way. Returns the version of the file it kept
+    (``None``: it kept none)."""
     handoff = directory.read(session)
     if handoff is None:
         logger.warning("memory extraction worker: unreadable hand-off %s", directory.path(session))
         directory.complete(session, fd)
-        return
+        return None
     try:
         for round_ in range(_GIVE_WAY_ROUNDS):
             try:
@@ -265,12 +288,14 @@ async def _run_one(
                 exc,
             )
             directory.complete(session, fd)
-            await _end_session(extractor, session)
-            return
+            if handoff.ended:
+                await _end_session(extractor, session)
+            return None
         logger.warning("memory extraction of session %s failed (kept for later): %s", session, exc)
         directory.update(handoff.with_attempts(attempts))
+        kept = _version(directory, session)  # still under its lock
         os.close(fd)
-        return
+        return kept
     except BaseException:
         os.close(fd)
         raise
@@ -278,11 +303,13 @@ async def _run_one(
     # consolidation does next.
     try:
         directory.complete(session, fd)
-        await _end_session(extractor, session)
+        if handoff.ended:  # a session that goes on keeps its cursor for its next turns
+            await _end_session(extractor, session)
     finally:
         gate = _gate(extractor.store)
         if gate is not None:
             await maybe_consolidate(extractor, gate, note_session=not handoff.noted)
+    return None
 
 
 async def _end_session(extractor: MemoryExtractor, session: str) -> None:

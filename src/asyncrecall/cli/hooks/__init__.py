@@ -22,7 +22,9 @@ from typing import Any, cast
 
 from asyncrecall.cli.hooks._install import (
     AGENTS,
+    CLIENTS,
     Agent,
+    Client,
     install,
     settings_path,
     status,
@@ -57,6 +59,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
             metavar="DIR",
             help="the project's settings (.claude/ or .qwen/ in DIR, default: here)",
         )
+        if action == "install":
+            sub.add_argument(
+                "--client",
+                choices=CLIENTS,
+                default="auto",
+                help="the hook client: perl (starts in a few milliseconds), python, or auto "
+                "(perl when there is one on PATH, the default)",
+            )
         sub.set_defaults(handler=_handle)
 
 
@@ -65,7 +75,7 @@ def _handle(args: argparse.Namespace) -> int:
     project = Path(args.project or ".").expanduser().resolve()
     path = settings_path(agent, user=args.project is None, project=project)
     if args.action == "install":
-        found = install(path, agent)
+        found = install(path, agent, cast(Client, args.client))
         _say(f"installed {agent} hooks in {path}: {', '.join(found.events)}")
         return 0
     if args.action == "uninstall":

@@ -23,9 +23,10 @@ _PREFIXES = ("ASYNCRECALL_", "OPENAI_BASE_URL", "OPENAI_API_KEY", "CLAUDE_CONFIG
 #: How long the client waits for the service's answer, in seconds; the service answers
 #: from memory it holds, so only a wedged service ever reaches this.
 _ANSWER_S = 0.5
-#: Events that start a service when none runs (the others have nothing to say to a
-#: service that is not there).
-_STARTING = ("SessionStart", "UserPromptSubmit")
+#: Events that start a service when none runs: the start, a prompt, and a turn's or a
+#: session's end (its turns are still to be extracted). A tool's end has nothing to say
+#: to a service that is not there.
+_STARTING = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
 #: The largest request handed to a starting service in its environment, in bytes.
 _FIRST_MAX = 65536
 

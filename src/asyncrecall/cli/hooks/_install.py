@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -27,9 +28,11 @@ from asyncrecall._exceptions import ConfigError
 
 __all__ = [
     "AGENTS",
+    "CLIENTS",
     "EVENTS",
     "MARKER",
     "Agent",
+    "Client",
     "HookStatus",
     "hook_command",
     "install",
@@ -50,19 +53,19 @@ EVENTS: Final[tuple[str, ...]] = (
     "Stop",
     "SessionEnd",
 )
-#: Events whose hook has nothing to say to the model, run in the background where the
-#: agent offers it (Claude Code's ``async``): the start only warms the service, so it
-#: need not hold the first request.
-_BACKGROUND: Final[dict[str, frozenset[str]]] = {
-    "claude-code": frozenset({"SessionStart"}),
-    "qwen-code": frozenset(),
-}
+#: Events whose hook has nothing to say to the model, run in the background (both agents'
+#: ``async``): the start only warms the service, so it need not hold the first request.
+_BACKGROUND: Final = frozenset({"SessionStart"})
 #: The tool events take a matcher; ``*`` matches every tool.
 _TOOL_EVENTS: Final = frozenset({"PostToolUse"})
 _TIMEOUT_S: Final = 5
 
-#: What a command of ours contains: the path of the hook client inside the package.
-MARKER: Final = str(Path("asyncrecall", "cli", "hooks", "_client.py"))
+#: What a command of ours contains: the path of a hook client inside the package (the
+#: Perl one, ``_client.pl``, or the Python one, ``_client.py``).
+MARKER: Final = str(Path("asyncrecall", "cli", "hooks", "_client."))
+
+Client = Literal["auto", "perl", "python"]
+CLIENTS: Final[tuple[Client, ...]] = ("auto", "perl", "python")
 
 _FOLDERS: Final[dict[Agent, str]] = {"claude-code": ".claude", "qwen-code": ".qwen"}
 
@@ -74,11 +77,26 @@ def settings_path(agent: Agent, *, user: bool, project: Path, home: Path | None 
     return base / _FOLDERS[agent] / "settings.json"
 
 
-def hook_command(event: str, agent: Agent) -> str:
-    """The command the agent runs for ``event``: this interpreter, isolated and without
-    ``site`` (about half the start-up cost), on the hook client's file."""
-    client = Path(__file__).resolve().with_name("_client.py")
-    return shlex.join([sys.executable, "-I", "-S", str(client), agent, event])
+def hook_command(event: str, agent: Agent, client: Client = "auto") -> str:
+    """The command the agent runs for ``event``. ``perl`` (``auto``: when a ``perl`` is on
+    ``PATH``): the Perl client, which starts in a few milliseconds and hands what it cannot
+    do to the Python one; ``python``: this interpreter, isolated and without ``site``, on
+    the Python client."""
+    folder = Path(__file__).resolve().parent
+    perl = shutil.which("perl") if client != "python" else None
+    if client == "perl" and perl is None:
+        raise ConfigError("no perl on PATH: install it, or use --client python")
+    if perl is not None:
+        return shlex.join([perl, str(folder / "_client.pl"), agent, event, sys.executable])
+    return shlex.join([sys.executable, "-I", "-S", str(folder / "_client.py"), agent, event])
+
+
+def _current(event: str, agent: Agent) -> set[str]:
+    """The commands this installation writes for ``event`` (either client)."""
+    commands = {hook_command(event, agent, "python")}
+    if shutil.which("perl"):
+        commands.add(hook_command(event, agent, "perl"))
+    return commands
 
 
 def _ours(hook: object) -> bool:
@@ -157,17 +175,17 @@ def _without_ours(hooks: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def install(path: Path, agent: Agent) -> HookStatus:
+def install(path: Path, agent: Agent, client: Client = "auto") -> HookStatus:
     """Merge our hooks into the settings file at ``path`` (replacing older ones of ours)."""
     data = _read(path)
     hooks = _without_ours(data.get("hooks") or {})
     for event in EVENTS:
         hook: dict[str, Any] = {
             "type": "command",
-            "command": hook_command(event, agent),
+            "command": hook_command(event, agent, client),
             "timeout": _TIMEOUT_S,
         }
-        if event in _BACKGROUND[agent]:
+        if event in _BACKGROUND:
             hook["async"] = True
         group: dict[str, Any] = {"hooks": [hook]}
         if event in _TOOL_EVENTS:
@@ -208,7 +226,7 @@ def status(path: Path, agent: Agent) -> HookStatus:
             for hook in group.get("hooks", ()) if isinstance(group, dict) else ():
                 if _ours(hook):
                     found.append(event)
-                    current = current and hook.get("command") == hook_command(event, agent)
+                    current = current and hook.get("command") in _current(event, agent)
     return HookStatus(
         path=path,
         exists=path.exists(),

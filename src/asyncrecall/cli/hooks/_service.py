@@ -13,16 +13,28 @@ already in this process, at once:
   one before each request carrying tool results) starts nothing and delivers nothing;
 - ``PostToolUse``: the settled recall's block if it has not been delivered, minus the
   files the session has already been shown; else nothing;
-- ``Stop``: what is pending is cancelled (its side query hangs up); ``SessionEnd``: that,
-  and the session is forgotten;
+- ``Stop``: what is pending is cancelled (its side query hangs up), and the turn is handed
+  to extraction (below); ``SessionEnd``: that, and the session is forgotten;
 - ``SessionStart``: the project's folder is read and its selectors prepared, so the
   first prompt finds them warm.
+
+Extraction at a turn's end never holds the agent: the answer goes out first, then the
+session's transcript (``transcript_path``, see ``_transcript.py`` for what counts as the
+user's words and what as outside text) is read in a worker thread and handed off as
+``run`` hands its last turns off at exit (:func:`~asyncrecall.cli._handoff_worker.hand_off`:
+a hand-off file in the store's state, a detached worker that extracts it, one per
+store). A ``Stop`` hands off a session that goes on (its cursor stays, the next turn
+end extracts only what is new); a ``SessionEnd`` one that has ended. Every write the
+worker makes is vetted against the session's outside text: a note that tool output
+could have put there is held, as in any other session. Extraction needs the side
+model's endpoint (``ASYNCRECALL_BASE_URL``; ``ASYNCRECALL_EXTRACT=0`` turns it off).
 
 A project's recaller is built in a worker thread (the endpoint's client, the folder's
 first read): a prompt that comes before it is ready starts its recall once it is, and
 its block can then reach the tool results. The service exits on its own after
 ``ASYNCRECALL_HOOKS_IDLE`` seconds (default 900) without a hook and with nothing
-pending. Only one runs per socket (a lock file beside it).
+pending, or within a second of its socket being removed (``rm
+$ASYNCRECALL_HOME/run/hooks.sock`` stops it). Only one runs per socket (a lock file beside it).
 """
 
 from __future__ import annotations
@@ -39,11 +51,15 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from asyncrecall._exceptions import AsyncRecallError
 from asyncrecall.memory import Recaller
 from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
+
+if TYPE_CHECKING:
+    from asyncrecall.agent._handoff import HandoffDir
+    from asyncrecall.cli._settings import Settings
 
 __all__ = ["HookService", "main", "parse_request"]
 
@@ -93,12 +109,24 @@ def _answer(event: str, block: MemoryBlock | None) -> bytes:
     return json.dumps(output).encode()
 
 
+@dataclass(frozen=True)
+class _Extraction:
+    """Where a project's turns are handed off to, and the worker's configuration."""
+
+    directory: HandoffDir
+    config: dict[str, Any]
+
+
 @dataclass
 class _Project:
     """The recall of one project under one set of settings."""
 
     ready: asyncio.Future[RecallPrefetcher]
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    #: Where its turns go at a turn's end (``None``: extraction is off).
+    extraction: _Extraction | None = None
+    #: Reads the folder again when it changed (a note extraction wrote): cheap when not.
+    refresh: Callable[[], None] | None = None
     #: Prompts that came before the recaller was ready: ``session -> prompt``.
     waiting: dict[str, str] = field(default_factory=dict)
 
@@ -113,6 +141,9 @@ class HookService:
         self._sessions: dict[str, _Project] = {}
         self.last_used = time.monotonic()
         self.answered = 0
+        #: Sessions whose hand-off was counted towards consolidation.
+        self._noted: set[str] = set()
+        self._handoffs: set[asyncio.Task[None]] = set()
 
     # -- the hooks ---------------------------------------------------------------
 
@@ -155,6 +186,8 @@ class HookService:
                 return b""
             prefetcher.start(session, prompt, until_request=HOLD_S)
             return _answer(event, prefetcher.take(session, "user_query"))
+        if event in ("Stop", "SessionEnd"):
+            self._extract(agent, session, cwd, env, payload, ended=event == "SessionEnd")
         project_of = self._sessions.get(session)
         if project_of is None or not project_of.ready.done():
             if project_of is not None and event in ("Stop", "SessionEnd"):
@@ -169,6 +202,54 @@ class HookService:
             self._end(session, project_of, "turn_ended")
             del self._sessions[session]
         return b""
+
+    def _extract(
+        self,
+        agent: str,
+        session: str,
+        cwd: str,
+        env: dict[str, str],
+        payload: dict[str, Any],
+        *,
+        ended: bool,
+    ) -> None:
+        """Hand the session's turns to extraction, after the hook has answered."""
+        transcript = payload.get("transcript_path")
+        if not isinstance(transcript, str) or not transcript or not cwd:
+            return
+        project = self._sessions.get(session) or self._project(cwd, env)
+        noted = session in self._noted
+        self._noted.add(session)
+        if ended:
+            self._noted.discard(session)
+        task = asyncio.get_running_loop().create_task(
+            self._hand_off(project, agent, session, Path(transcript), ended=ended, noted=noted)
+        )
+        self._handoffs.add(task)
+        task.add_done_callback(self._handoffs.discard)
+
+    async def _hand_off(
+        self,
+        project: _Project,
+        agent: str,
+        session: str,
+        transcript: Path,
+        *,
+        ended: bool,
+        noted: bool,
+    ) -> None:
+        await asyncio.wait({project.ready})  # a project still being read: once it is
+        if project.ready.exception() is not None or project.extraction is None:
+            return
+        extraction = project.extraction
+        try:
+            await asyncio.to_thread(
+                _write_handoff, extraction, agent, session, transcript, ended, noted
+            )
+        except (AsyncRecallError, OSError, ValueError) as exc:
+            logger.warning(
+                "the turns of session %s were not handed to extraction: %s", session, exc
+            )
 
     def _with_agent_memory(self, agent: str, cwd: str, env: dict[str, str]) -> dict[str, str]:
         """``env``, naming Claude Code's auto-memory folder of ``cwd`` as the memory folder
@@ -193,11 +274,16 @@ class HookService:
 
     @property
     def pending(self) -> bool:
-        """Whether any recall is still running (the service does not exit then)."""
-        return any(
-            p.ready.done() and not p.ready.exception() and p.ready.result().tasks
-            for p in self._projects.values()
-        ) or any(not p.ready.done() for p in self._projects.values())
+        """Whether any recall or hand-off is still running (the service does not exit
+        then)."""
+        return (
+            bool(self._handoffs)
+            or any(
+                p.ready.done() and not p.ready.exception() and p.ready.result().tasks
+                for p in self._projects.values()
+            )
+            or any(not p.ready.done() for p in self._projects.values())
+        )
 
     # -- projects ------------------------------------------------------------------
 
@@ -216,7 +302,9 @@ class HookService:
 
     async def _build(self, project: _Project, cwd: str, env: dict[str, str]) -> None:
         try:
-            prefetcher = await asyncio.to_thread(_open_recall, Path(cwd), env, project.closers)
+            prefetcher, project.extraction, project.refresh = await asyncio.to_thread(
+                _open_recall, Path(cwd), env, project.closers
+            )
         except (AsyncRecallError, OSError, ValueError) as exc:
             logger.warning("no recall for %s: %s", cwd, exc)
             project.ready.set_exception(exc)
@@ -227,7 +315,17 @@ class HookService:
             prefetcher.start(session, prompt)  # the request is gone: tool results next
         project.waiting.clear()
 
+    def refresh(self) -> None:
+        """Have the folders that changed read again (in the warming thread), so the next
+        prompt's instant pass finds what a turn's extraction wrote (a stat per file
+        when nothing changed; run in a worker thread)."""
+        for project in list(self._projects.values()):
+            if project.ready.done() and not project.ready.exception() and project.refresh:
+                project.refresh()
+
     async def aclose(self) -> None:
+        if self._handoffs:  # a transcript being read: a moment, and the turns are queued
+            await asyncio.wait(self._handoffs)
         for project in self._projects.values():
             if project.ready.done() and not project.ready.exception():
                 await project.ready.result().aclose()
@@ -240,13 +338,75 @@ class HookService:
 _TASKS: set[asyncio.Task[Any]] = set()
 
 
+def _write_handoff(
+    extraction: _Extraction,
+    agent: str,
+    session: str,
+    transcript: Path,
+    ended: bool,
+    noted: bool,
+) -> None:
+    """Read the session's transcript and hand its turns off (in a worker thread)."""
+    from asyncrecall.agent._handoff import Handoff
+    from asyncrecall.cli._handoff_worker import WorkerConfig, hand_off, release_workers
+    from asyncrecall.cli.hooks._transcript import read_transcript
+
+    read = read_transcript(agent, transcript)
+    if not read.turns:
+        return
+    handoff = Handoff(
+        session,
+        read.end,
+        read.turns,
+        noted=noted,
+        foreign=read.foreign,
+        ended=ended,
+    )
+    hand_off(extraction.directory, handoff, WorkerConfig(extraction.config))
+    release_workers()  # this process lives on: the worker starts now, not at its exit
+
+
+def _extraction(settings: Settings, memory: Recaller) -> _Extraction | None:
+    """Where ``memory``'s turns go at a turn's end, as ``run`` hands off at exit;
+    ``None`` when extraction is off: ``extract`` off, no endpoint for the side model (the
+    embedded model extracts only when ``extract`` is on), a store a worker cannot open."""
+    from asyncrecall.agent._handoff import HANDOFF_SUPPORTED, HandoffDir, store_handoff_dir
+    from asyncrecall.cli._session import LOCAL
+    from asyncrecall.memory import FolderStore
+
+    if settings.extract is False or not HANDOFF_SUPPORTED:
+        return None
+    side_name = settings.effective_side_model
+    side: dict[str, Any]
+    if side_name == LOCAL or (settings.base_url is None and settings.extract):
+        if not settings.extract:
+            return None
+        side = {"local": True}
+    elif settings.base_url and side_name:
+        side = {"base_url": settings.base_url, "model": side_name, "api_key": settings.api_key}
+    else:
+        return None
+    store = memory.store
+    where: dict[str, str]
+    if isinstance(store, FolderStore):
+        where = {"folder": str(store.root)}
+    elif settings.store and store.namespace is not None:
+        where = {"url": settings.store, "namespace": store.namespace}
+    else:
+        return None
+    directory = HandoffDir(store_handoff_dir(store, cache=settings.home / "handoff"))
+    return _Extraction(directory, {"store": where, "side": side})
+
+
 def _open_recall(
     project: Path, env: dict[str, str], closers: list[Callable[[], Awaitable[None]]]
-) -> RecallPrefetcher:
-    """Build and warm the recall of ``project`` (in a worker thread)."""
+) -> tuple[RecallPrefetcher, _Extraction | None, Callable[[], None] | None]:
+    """Build and warm the recall of ``project`` (in a worker thread); say where its
+    turns go at a turn's end, and how its folder is read again when it changed."""
     from asyncrecall.cli._memory_config import build_memory_manager
     from asyncrecall.cli._session import LOCAL, _instant_selector
     from asyncrecall.cli._settings import load_settings
+    from asyncrecall.memory import FolderStore
 
     settings = load_settings({}, env=env, cwd=project)
     if not settings.memory_enabled:
@@ -275,8 +435,16 @@ def _open_recall(
         instant_limit=settings.instant_files,
         session_bytes=settings.recall_session_bytes or None,
     )
-    memory.start_warming(_instant_selector(memory)).join()
-    return prefetcher
+    instant = _instant_selector(memory)
+    memory.start_warming(instant).join()
+    refresh = None
+    if isinstance(memory.store, FolderStore):  # a database is asked at each recall
+
+        def refresh() -> None:
+            if memory.store.scan_cached() is None:
+                memory.start_warming(instant)
+
+    return prefetcher, _extraction(settings, memory), refresh
 
 
 def socket_path(env: Mapping[str, str] | None = None) -> Path:
@@ -328,12 +496,17 @@ async def serve(path: Path, *, idle_s: float, first: str | None = None) -> int:
     try:
         while True:
             await asyncio.sleep(min(1.0, idle_s))
+            await asyncio.to_thread(service.refresh)
             idle = time.monotonic() - service.last_used
             if idle >= idle_s and not service.pending:
                 break
-            with contextlib.suppress(OSError):
+            try:
                 if os.stat(where).st_ino != inode:
                     break  # replaced by a newer service: leave it the socket
+            except FileNotFoundError:
+                break  # its socket was removed: no hook can reach it any more
+            except OSError:
+                pass
     finally:
         server.close()
         with contextlib.suppress(OSError):
