@@ -63,10 +63,12 @@ $(STAMP313): $(DIST_FILES)
 # it is an error, not a skip.
 # The main run has the local and interop extras: the real-server tests (tests/interop)
 # must run there, not skip (on 3.13, without them, they skip).
-# Both runs spread the tests over pytest-xdist workers (TEST_WORKERS, one per core by
-# default; TEST_WORKERS=0 runs them in this one process). Each worker has its own
+# Both runs spread the tests over pytest-xdist workers (TEST_WORKERS, one more than the
+# cores by default: many tests wait on scripted model delays and subprocesses, and a third
+# worker on 2 cores took a quarter off the CLI, agent and prefetch suites' wall time;
+# TEST_WORKERS=0 runs them in this one process). Each worker has its own
 # LocalServer, PostgreSQL cluster and llama.cpp server (session fixtures).
-TEST_WORKERS ?= auto
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 # On Python 3.13 the tests of what differs there, asyncio's task scheduling: the agent's
 # tests on eager-task-factory loops (ASYNCRECALL_EAGER_TASKS=1), the prefetcher (its own
