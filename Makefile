@@ -3,8 +3,13 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The coding agents whose hooks the tests drive in their real CLIs, from npm.
 QWEN_CODE := 0.24.4
-QWEN_CLI := $(VENV)/npm/node_modules/.bin/qwen
+CLAUDE_CODE := 2.1.328
+NPM_DIR := $(VENV)/npm
+QWEN_CLI := $(NPM_DIR)/node_modules/.bin/qwen
+CLAUDE_CLI := $(NPM_DIR)/node_modules/.bin/claude
+AGENT_CLIS := $(NPM_DIR)/.installed-qwen-$(QWEN_CODE)-claude-$(CLAUDE_CODE)
 
 .DEFAULT_GOAL := help
 .PHONY: help install test coverage test-py313 test-windows test-long test-interop lint docs demo bench clean
@@ -30,14 +35,16 @@ $(STAMP): $(DIST_FILES)
 	  -e '.[dev,docs,local,interop,postgres,pydantic-ai,openai-agents,langchain,google-adk,claude-agent-sdk,mcp,otel,console]' $(LOCAL_DISTS)
 	@touch $(STAMP)
 
-install: $(STAMP) $(QWEN_CLI) ## Create .venv: the package with every extra, the benchmarks, the conformance kit
+install: $(STAMP) $(AGENT_CLIS) ## Create .venv: the package with every extra, the benchmarks, the conformance kit
 
-# Qwen Code, from npm, for the hook tests in its real CLI (tests/integrations/test_agent_hooks.py;
-# Claude Code's CLI comes in the claude-agent-sdk wheel). Without npm they skip, saying so.
-$(QWEN_CLI):
+# Qwen Code and Claude Code, from npm, for the hook tests in their real CLIs
+# (tests/integrations/test_agent_hooks.py; without npm they skip, saying so, and the Claude
+# Code tests fall back on the CLI the claude-agent-sdk wheel bundles).
+$(AGENT_CLIS):
 	@if command -v npm >/dev/null; then \
-	  npm install --silent --no-audit --no-fund --prefix $(VENV)/npm @qwen-code/qwen-code@$(QWEN_CODE); \
-	else echo "npm not found: the Qwen Code hook tests will skip (install Node 20+)" >&2; fi
+	  npm install --silent --no-audit --no-fund --prefix $(NPM_DIR) \
+	    @qwen-code/qwen-code@$(QWEN_CODE) @anthropic-ai/claude-code@$(CLAUDE_CODE) && touch $@; \
+	else echo "npm not found: the agents' hook tests will skip (install Node 20+)" >&2; fi
 
 # The suite also runs on Python 3.13, the agent tests on eager-task-factory loops, in a
 # second venv with the dev and postgres extras only: PY313_TESTS need no other (the
@@ -87,14 +94,15 @@ PY313_TESTS ?= tests/agent tests/prefetch tests/test_cancel.py tests/models test
 # too, against pyproject.toml's gate.
 IN_PROCESS_COVERAGE_FLOOR ?= 80
 SUITE_ENV = ASYNCRECALL_QWEN_CLI=$$([ -x $(QWEN_CLI) ] && echo $(abspath $(QWEN_CLI))) \
+  ASYNCRECALL_CLAUDE_CLI=$$([ -x $(CLAUDE_CLI) ] && echo $(abspath $(CLAUDE_CLI))) \
   ASYNCRECALL_REQUIRE_INTEROP=1
 
-test: $(STAMP) $(QWEN_CLI) ## Run the whole test suite with coverage, then the asyncio tests on Python 3.13
+test: $(STAMP) $(AGENT_CLIS) ## Run the whole test suite with coverage, then the asyncio tests on Python 3.13
 	$(SUITE_ENV) ASYNCRECALL_COVERAGE_PATCH=execv $(BIN)/python -m pytest $(PARALLEL) -q \
 	  --cov --cov-report=term --cov-fail-under=$(IN_PROCESS_COVERAGE_FLOOR)
 	@$(MAKE) --no-print-directory test-py313
 
-coverage: $(STAMP) $(QWEN_CLI) ## The whole suite, with the CLI's subprocesses measured too
+coverage: $(STAMP) $(AGENT_CLIS) ## The whole suite, with the CLI's subprocesses measured too
 	$(SUITE_ENV) $(BIN)/python -m pytest $(PARALLEL) -q --cov --cov-report=term
 
 test-py313: ## The asyncio tests on Python 3.13, eager task factory (skipped loudly without it; an error in CI)
