@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from asyncrecall.testing import LocalServer, Reply
-from conftest import ConsoleProcess, Folder
+
+from .conftest import ConsoleProcess, Folder
 
 #: One worker runs the module: one console, one browser launch.
 pytestmark = pytest.mark.xdist_group("console_browser")

@@ -9,7 +9,7 @@ import sys
 import httpx
 import pytest
 
-from conftest import HANG_GUARD, ConsoleProcess, Folder
+from .conftest import HANG_GUARD, ConsoleProcess, Folder
 
 #: One worker runs the module: one console over one folder.
 pytestmark = pytest.mark.xdist_group("console_http")

@@ -350,6 +350,7 @@ def test_the_side_query_is_hung_up_when_the_turn_ends(folders: Folders, agent: s
         server.set_default("side", Reply(json={"selected_memories": ["deploy.md"]}))
         folders.warm()
         server.script("side", Reply(hang=True))
+        before = len(server.requests)
         main = MAIN if agent == "claude-code" else QWEN_MAIN
         server.set_default(main, Reply(text="done", first_token_delay=1.0))
         prompt = "how should I lay out this file?"
@@ -357,7 +358,9 @@ def test_the_side_query_is_hung_up_when_the_turn_ends(folders: Folders, agent: s
             run_claude(folders, server, prompt)  # type: ignore[arg-type]
         else:
             run_qwen(folders, server, prompt, main)
-        hung = [r for r in server.requests if r.body.get("model") == "side"][-1]
+        # The recall's side query, the first after the warm-up (the turn's end may send an
+        # extraction's after it, which is not hung up: it runs on after the turn).
+        hung = next(r for r in server.requests[before:] if r.body.get("model") == "side")
         assert "lay out this file" in json.dumps(hung.body)
         server.wait_disconnected(hung, timeout=30)
 
