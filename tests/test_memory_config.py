@@ -109,3 +109,27 @@ async def test_the_budget_settings_reach_the_manager_the_selector_and_the_sessio
     finally:
         await session.aclose()
         await unlimited.aclose()
+
+
+def test_the_instant_pass_reads_meaning_where_a_session_outlives_its_request(
+    tmp_path: Path,
+) -> None:
+    """With the ``local`` extra, the instant pass of a session that outlives its first
+    request is the semantic one, over the model selector's own lexical fallback or
+    beside the hybrid (sharing its vectors); a one-shot ``run`` keeps the lexical pass."""
+    pytest.importorskip("wordllama")
+    from asyncrecall.cli._session import _instant_selector
+    from asyncrecall.memory import HybridSelector, SemanticInstantSelector
+
+    side = ScriptedModel(name="side")
+    model = build_memory_manager(_settings(tmp_path, base_url="http://x/v1"), side_model=side)
+    assert isinstance(model.selector, ModelSelector)
+    semantic = _instant_selector(model, semantic=True)
+    assert isinstance(semantic, SemanticInstantSelector)
+    assert semantic.lexical is model.selector.fallback
+    assert _instant_selector(model, semantic=False) is model.selector.fallback
+    hybrid = build_memory_manager(_settings(tmp_path), side_model=None)
+    assert isinstance(hybrid.selector, HybridSelector)
+    beside = _instant_selector(hybrid, semantic=True)
+    assert isinstance(beside, SemanticInstantSelector)
+    assert beside.lexical is hybrid.selector.lexical
