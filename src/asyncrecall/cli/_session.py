@@ -128,6 +128,7 @@ def open_session(
     control: CancelSignal | None = None,
     handoff: bool = False,
     hold_recall: bool = False,
+    semantic_instant: bool = True,
 ) -> Session:
     """Wire a session. Without ``model``, the OpenAI-compatible endpoint of ``settings``.
 
@@ -135,6 +136,11 @@ def open_session(
     to be on its way (``ClientOptions.until_request``, the prefetch's hold: at most
     :data:`HOLD_RECALL_S`), and the session warms nothing at
     :meth:`Session.start`: the folder is read after that request, or was read ahead.
+
+    ``semantic_instant`` (default): with the ``local`` extra, the instant pass reads
+    meaning too where the session outlives its first request or runs on the embedded
+    model (:func:`_instant_selector`); ``False`` keeps it lexical (the demo, whose
+    timeline compares the recall modes).
 
     ``handoff`` (the command line's ``run`` and ``chat``): at exit, extraction that is
     owed goes to a detached worker process instead of being drained (see
@@ -198,7 +204,7 @@ def open_session(
         ),
         control=control,
         instant_selector=(
-            _instant_selector(memory, semantic=embedded or not hold_recall)
+            _instant_selector(memory, semantic=semantic_instant and (embedded or not hold_recall))
             if recall_mode == "async+lexical"
             else None
         ),
