@@ -69,7 +69,7 @@ _WORDING: Final = frozenset({"no_match", "below_threshold"})
 #: What of a query is embedded (a pasted log does not make the pass slower).
 MAX_QUERY_CHARS: Final = 512
 #: Vectors (documents plus lines) the pass scores at most; past this, a folder is
-#: left to the lexical pass and the main recall (about 1 ms of matrix product here).
+#: left to the lexical pass and the main recall (the product grows with the rows).
 MAX_ROWS: Final = 50_000
 #: Fewer offered memories than this: no spread to read the margin from, so no
 #: semantic pick.
@@ -96,8 +96,9 @@ class SemanticInstantSelector:
     """The instant pass with the embedded model's vectors (see the module docstring).
 
     ``lexical``: the BM25 it asks first (the folder's shared one, so its counts are
-    read once); ``encoder`` and ``index``: where vectors come from and are cached (pass
-    a vector selector's through :meth:`beside`, so both embed each memory once).
+    read once); ``encoder``: where vectors come from (default: WordLlama's, shared by the
+    process). :meth:`beside` builds one on a vector selector's lexical selector, encoder
+    and vector cache, so both embed each memory once.
     """
 
     name: Final = "semantic"
