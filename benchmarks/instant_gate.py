@@ -86,8 +86,9 @@ def observe(
         return Seen(group, negative, bool(picked & wanted), bool(picked))
     if not selector.vectors_ready(docs):
         selector.prepare_vectors(docs)
-    stack = selector._stacked(docs)
-    assert stack is not None
+    placed = selector._placed(docs)
+    assert placed is not None and placed[1] is None
+    stack = placed[0]
     vector = selector.encoder.embed([query])[0]
     scores = stack.matrix @ vector
     count = len(docs)

@@ -245,3 +245,20 @@ async def test_warming_at_start_up_makes_the_vectors(tmp_path: Path) -> None:
     assert selector.ready(docs) and not selector.vectors_ready(docs)
     await asyncio.wait_for(recaller.warm(selector=selector), timeout=120)
     assert selector.vectors_ready(recaller.store.scan())
+
+
+def test_a_conversation_that_was_shown_some_files_keeps_the_vectors() -> None:
+    """The offer leaves out the files a conversation was shown: the vectors stacked for
+    the whole folder still serve it, without embedding anything but the query, and the
+    margin is read over what is offered."""
+    encoder = CountingEncoder()
+    selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
+    _warm(selector, HOME)
+    question, expected = PARAPHRASED[2]
+    offered = [doc for doc in HOME if doc.rel_path not in {"bins.md", "plants.md"}]
+    assert selector.vectors_ready(offered)
+    encoder.calls.clear()
+    chosen, _ = selector.rank_explained(question, offered, limit=2)
+    assert expected in _paths(chosen)
+    assert [texts for _, texts in encoder.calls] == [[question]]
+    assert selector._warming is None  # nothing to re-stack

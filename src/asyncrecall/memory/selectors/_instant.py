@@ -90,6 +90,8 @@ class _Stack:
     matrix: NDArray[np.float32]
     #: Where each document's lines start in ``matrix`` (for ``maximum.reduceat``).
     starts: NDArray[np.intp]
+    #: Each document's position, by identity (``docs`` keeps them alive).
+    where: dict[int, int]
 
 
 class SemanticInstantSelector:
@@ -148,7 +150,7 @@ class SemanticInstantSelector:
 
     def vectors_ready(self, docs: Sequence[MemoryDoc]) -> bool:
         """Whether the semantic part can answer for ``docs`` without cold work."""
-        return self._stacked(docs) is not None
+        return self._placed(docs) is not None
 
     def count_within(self, docs: Sequence[MemoryDoc], budget_bytes: int) -> bool:
         """The lexical selector's :meth:`LexicalSelector.count_within`."""
@@ -179,7 +181,8 @@ class SemanticInstantSelector:
             starts.append(offset)
             offset += len(entry.lines)
         matrix = np.vstack([np.stack(rows), *(entry.lines for entry in entries)])
-        self._stack = _Stack(tuple(docs), matrix, np.asarray(starts, dtype=np.intp))
+        where = {id(doc): n for n, doc in enumerate(docs)}
+        self._stack = _Stack(tuple(docs), matrix, np.asarray(starts, dtype=np.intp), where)
 
     async def select(self, query: str, docs: Sequence[MemoryDoc], *, limit: int) -> list[MemoryDoc]:
         """:meth:`rank`, after :meth:`prepare` in a worker thread when not ready."""
@@ -212,37 +215,49 @@ class SemanticInstantSelector:
             return chosen, why
         if self.lexical.gate_reason(query, docs) is not None:
             return chosen, why  # a name no memory mentions; or not English
-        stack = self._stacked(docs)
-        if stack is None:
+        placed = self._placed(docs)
+        if placed is None:
             self._warm_later(docs)
             return chosen, why
-        picked, reason = self._by_vectors(query, stack, limit)
+        picked, reason = self._by_vectors(query, *placed, limit)
         return [docs[i] for i in picked], reason
 
     # -- internals ----------------------------------------------------------------------
 
-    def _stacked(self, docs: Sequence[MemoryDoc]) -> _Stack | None:
-        """The stacked vectors when they are for these very documents (an unchanged
-        folder hands back the same objects: one identity check each)."""
+    def _placed(self, docs: Sequence[MemoryDoc]) -> tuple[_Stack, list[int] | None] | None:
+        """The stacked vectors when they hold these very documents, and where each of
+        them is (``None``: in the same order, all of them; an unchanged folder hands
+        back the same objects, and a conversation's offer leaves out the files it was
+        shown). ``None`` when one of them is not stacked."""
         stack = self._stack
-        if (
-            stack is None
-            or len(stack.docs) != len(docs)
-            or not all(map(operator.is_, stack.docs, docs))
-        ):
+        if stack is None:
             return None
-        return stack
+        if len(stack.docs) == len(docs) and all(map(operator.is_, stack.docs, docs)):
+            return stack, None
+        where, stacked = stack.where, stack.docs
+        positions = []
+        for doc in docs:
+            position = where.get(id(doc))
+            if position is None or stacked[position] is not doc:
+                return None
+            positions.append(position)
+        return stack, positions
 
-    def _by_vectors(self, query: str, stack: _Stack, limit: int) -> tuple[list[int], str | None]:
+    def _by_vectors(
+        self, query: str, stack: _Stack, positions: list[int] | None, limit: int
+    ) -> tuple[list[int], str | None]:
+        """Positions in the offered documents (``positions`` of them in ``stack``)."""
         import numpy as np
 
-        count = len(stack.docs)
+        count = len(stack.docs) if positions is None else len(positions)
         if count < MIN_DOCS or len(stack.matrix) > MAX_ROWS:
             return [], "below_threshold"
         vector = self.encoder.embed([query[:MAX_QUERY_CHARS]])[0]
         scores = stack.matrix @ vector
-        whole = scores[:count]
+        whole = scores[: len(stack.docs)]
         best = np.maximum.reduceat(scores, stack.starts)
+        if positions is not None:
+            whole, best = whole[positions], best[positions]
         combined = whole + best
         top = int(combined.argmax())
         if float(best[top]) < self.min_top_similarity:
