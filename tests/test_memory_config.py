@@ -109,3 +109,54 @@ async def test_the_budget_settings_reach_the_manager_the_selector_and_the_sessio
     finally:
         await session.aclose()
         await unlimited.aclose()
+
+
+def test_the_instant_pass_reads_meaning_where_a_session_outlives_its_request(
+    tmp_path: Path,
+) -> None:
+    """With the ``local`` extra, the instant pass of a session that outlives its first
+    request is the semantic one, over the model selector's own lexical fallback or
+    beside the hybrid (sharing its vectors); a one-shot ``run`` keeps the lexical pass."""
+    pytest.importorskip("wordllama")
+    from asyncrecall.cli._session import _instant_selector
+    from asyncrecall.memory import HybridSelector, SemanticInstantSelector
+
+    side = ScriptedModel(name="side")
+    model = build_memory_manager(_settings(tmp_path, base_url="http://x/v1"), side_model=side)
+    assert isinstance(model.selector, ModelSelector)
+    semantic = _instant_selector(model, semantic=True)
+    assert isinstance(semantic, SemanticInstantSelector)
+    assert semantic.lexical is model.selector.fallback
+    assert _instant_selector(model, semantic=False) is model.selector.fallback
+    hybrid = build_memory_manager(_settings(tmp_path), side_model=None)
+    assert isinstance(hybrid.selector, HybridSelector)
+    beside = _instant_selector(hybrid, semantic=True)
+    assert isinstance(beside, SemanticInstantSelector)
+    assert beside.lexical is hybrid.selector.lexical
+
+
+async def test_the_semantic_instant_pass_is_the_users_choice(tmp_path: Path) -> None:
+    """``chat``'s instant pass is lexical by default, even with the ``local`` extra (the
+    model it loads costs the process's pauses more than it recalls); the
+    ``semantic_instant`` setting turns the semantic one on."""
+    pytest.importorskip("wordllama")
+    from asyncrecall.cli._session import open_session
+    from asyncrecall.memory import SemanticInstantSelector
+
+    side = ScriptedModel(name="side")
+    settings = _settings(tmp_path, base_url="http://x/v1", model="main", extract=False)
+    plain = open_session(settings, model=ScriptedModel(name="main"), side_model=side)
+    chosen = open_session(
+        settings.with_overrides(semantic_instant=True),
+        model=ScriptedModel(name="main"),
+        side_model=side,
+    )
+    try:
+        default = plain.client._slot._prefetcher
+        semantic = chosen.client._slot._prefetcher
+        assert default is not None and semantic is not None
+        assert isinstance(default.instant_selector, LexicalSelector)
+        assert isinstance(semantic.instant_selector, SemanticInstantSelector)
+    finally:
+        await plain.aclose()
+        await chosen.aclose()

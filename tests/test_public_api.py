@@ -97,6 +97,7 @@ PUBLIC: dict[str, list[str]] = {
         "RecallResult",
         "Recaller",
         "Selector",
+        "SemanticInstantSelector",
         "Source",
         "Store",
         "StoreChange",

@@ -44,6 +44,7 @@ def test_the_command_reports_both_parts_as_json() -> None:
         "overhead_us",
         "recall_cpu_us",
         "idle_loop_lag_ms",
+        "lag_p99_ratio",
         "sessions",
     }
     assert report["ramp_s"] == 0.2
@@ -62,6 +63,9 @@ def test_the_command_reports_both_parts_as_json() -> None:
     )
     assert set(report["overhead_us"]) == {"settled_at_once", "never_settled"}
     assert set(report["idle_loop_lag_ms"]) == {"p50", "p99", "max"}
+    ratio = report["lag_p99_ratio"]["3"]
+    assert set(ratio) == {"median", "min", "max", "runs"} and len(ratio["runs"]) == 1
+    assert ratio["min"] <= ratio["median"] <= ratio["max"]
     runs = report["sessions"]["3"]
     assert set(runs) == {"memory_off", "async"}
     for name, run in runs.items():

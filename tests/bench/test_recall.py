@@ -120,6 +120,7 @@ def test_quick_json_is_exactly_the_documented_shape(
     ordered percentiles, no failed query, a recommended mode among them."""
     report = request.getfixturevalue(fixture)
     assert set(report) == {
+        "dataset",
         "questions",
         "negative_questions",
         "accuracy",
@@ -140,8 +141,14 @@ def test_quick_json_is_exactly_the_documented_shape(
         assert list(added) == ["p50", "p95", "p99"]
         assert 0 <= added["p50"] <= added["p95"] <= added["p99"], mode
         gold, junk = figures["positive"]["gold_delivered"], figures["positive"]["junk_delivered"]
-        assert set(figures["positive"]) == {"gold_delivered", "junk_delivered"}
+        first = figures["positive"]["gold_first_request"]
+        assert set(figures["positive"]) == {
+            "gold_delivered",
+            "junk_delivered",
+            "gold_first_request",
+        }
         assert 0 <= gold <= 1 and 0 <= junk <= 1 and gold + junk <= 1, mode
+        assert 0 <= first <= gold, mode
         assert set(figures["negative"]) == {"junk_delivered"}
         assert 0 <= figures["negative"]["junk_delivered"] <= 1
         assert figures["errors"] == 0, mode
@@ -292,7 +299,8 @@ def test_the_recommended_mode_waits_for_nothing_and_scores_best() -> None:
 
 def test_figures_read_the_last_request_of_each_question(tmp_path: Path) -> None:
     """Memory that reached the model at a tool result counts: the last main request of a
-    question carries the whole history. Requests of other modes are not read."""
+    question carries the whole history; gold on the first request is read from the
+    first. Requests of other modes are not read."""
     from asyncrecall_bench._corpus import Query
     from asyncrecall_bench._measure import QueryTrace
     from asyncrecall_bench._recall import _figures, _Folders
@@ -320,7 +328,7 @@ def test_figures_read_the_last_request_of_each_question(tmp_path: Path) -> None:
         body = {"model": main_model_name(mode, plan), "messages": messages}
         return RecordedRequest(index, "POST", "/v1/chat/completions", {}, body, 0.0)
 
-    cases = [case("p0", False), case("p1", False), case("n0", True)]
+    cases = [case("p0", False), case("p1", False), case("n0", True), case("p2", False)]
     records = [
         request(0, "async", cases[0].plan, []),
         request(1, "async", cases[0].plan, [gold]),  # landed at the tool result
@@ -328,10 +336,15 @@ def test_figures_read_the_last_request_of_each_question(tmp_path: Path) -> None:
         request(3, "async", cases[1].plan, []),  # out of order on the server: index decides
         request(4, "async", cases[2].plan, []),
         request(5, "blocking", cases[2].plan, [junk]),  # another mode's request
+        request(6, "async", cases[3].plan, [gold]),  # on the first request (no tool round)
     ]
     traces = [QueryTrace("q", first_request_ms=1.0, finish_reason="stop") for _ in cases]
     figures = _figures("async", cases, traces, records, folders).as_json()
-    assert figures["positive"] == {"gold_delivered": 0.5, "junk_delivered": 0.0}
+    assert figures["positive"] == {
+        "gold_delivered": round(2 / 3, 4),
+        "junk_delivered": 0.0,
+        "gold_first_request": round(1 / 3, 4),  # p0's gold came at its tool result
+    }
     assert figures["negative"] == {"junk_delivered": 0.0}
     assert figures["errors"] == 0
 
@@ -346,3 +359,43 @@ def test_the_table_names_every_mode_and_the_recommended_one(
     for mode in (*MODES, "memory off (reference)"):
         assert f"│ {mode} " in out or f"│ {mode} *" in out, mode
     assert "* recommended:" in out and "--quick" in out
+
+
+def test_the_paraphrase_set_shares_no_word_and_has_no_tool_round(tmp_path: Path) -> None:
+    """``--dataset paraphrase``: every question shares no term with its gold note (checked
+    as the set loads), is asked of its own folder and of its language's other one, and
+    no plan has a tool round (the first request is the only one)."""
+    from asyncrecall_bench._paraphrase import LANGUAGES
+    from asyncrecall_bench._recall import _build_paraphrase
+
+    folders, questions = _build_paraphrase(tmp_path)
+    assert len(folders.roots) == 2 * len(LANGUAGES)
+    assert all(folders.partner(folders.partner(n)) == n for n in range(len(folders.roots)))
+    config = RecallBenchConfig(dataset=tmp_path, questions=1000, paraphrase=True)
+    cases = draw_cases(questions, folders.paths, config, folders.partner)
+    assert len(cases) == 2 * len(questions)
+    assert all(case.plan.rounds == 0 and len(case.plan.first_token) == 1 for case in cases)
+    for positive, negative in zip(cases[::2], cases[1::2], strict=True):
+        assert negative.folder == folders.partner(positive.folder)
+        assert positive.gold and not negative.gold
+
+
+def test_a_question_sharing_a_word_with_its_note_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The set's check holds: a question that repeats a word of its note is a
+    ``ConfigError`` naming the word."""
+    from asyncrecall import ConfigError
+    from asyncrecall_bench import _paraphrase
+
+    data = tmp_path / "set"
+    data.mkdir()
+    rows = [
+        {"folder": f, "id": "n", "name": "Bins", "description": "collection days",
+         "type": "user", "body": "Paper goes out on Tuesday night."}
+        for f in ("a", "b")
+    ] + [{"folder": "a", "question": "which night do the bins go out?", "gold": ["n"]}]  # fmt: skip
+    (data / "xx.jsonl").write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    monkeypatch.setattr(_paraphrase, "_DATA", data)
+    with pytest.raises(ConfigError, match="shares"):
+        _paraphrase.build_folders(tmp_path / "out", languages=("xx",))

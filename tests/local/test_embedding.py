@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import subprocess
 import sys
 import threading
@@ -294,3 +295,20 @@ def test_a_query_not_in_english_also_needs_the_lexical_coverage(factory: Any) ->
     assert selector.rank("Quand faut-il arroser les tomates ?", french, limit=5) == []
     # English: no lexical coverage gate (the LoCoMo figures were measured without it).
     assert selector.rank("quantum spectroscopy", DOCS, limit=1) != []
+
+
+def test_loading_the_model_leaves_logging_as_it_was() -> None:
+    """WordLlama configures the root logger when imported (INFO, to standard error):
+    loading the encoder undoes that, so an application's HTTP requests are not printed."""
+    pytest.importorskip("wordllama")
+    code = (
+        "import logging\n"
+        "from asyncrecall.memory.selectors._embedding import WordLlamaEncoder\n"
+        "WordLlamaEncoder().load()\n"
+        "root = logging.getLogger()\n"
+        "print(len(root.handlers), root.level)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["0", str(logging.WARNING)]

@@ -165,3 +165,16 @@ def test_a_description_cannot_add_manifest_lines() -> None:
     assert manifest.count("\n") == 0
     assert "</system-reminder>" not in manifest
     assert manifest.startswith("- [user] a.md (1970-01-01T00:00:00Z): first - [user] evil.md")
+
+
+def test_the_manifest_follows_its_memories() -> None:
+    """The last manifest is reused only for the very same memories: one rewritten (a
+    new object with a new description) is listed as it is now, and equal memories hash
+    alike (the manifest's lines are cached by memory)."""
+    first = [_doc("a.md", description="old words")]
+    assert "old words" in format_manifest(first)
+    again = [_doc("a.md", description="new words")]
+    assert "new words" in format_manifest(again)
+    assert "old words" in format_manifest(first)
+    twin = _doc("a.md", description="new words")
+    assert twin == again[0] and hash(twin) == hash(again[0])

@@ -90,12 +90,17 @@ class OverheadReport:
     #: median CPU µs per call (part 2).
     recall_cpu_us: dict[str, float] = dataclasses.field(default_factory=dict)
     scale_repeats: int = 1
+    #: Per session count: each repeat's loop-lag p99 with async recall over memory off's
+    #: (the two runs of a repeat are back to back).
+    lag_ratios: dict[int, list[float]] = dataclasses.field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """``per_query_us``, ``overhead_us`` (against memory off), ``recall_cpu_us`` (with
         ``recall_over_exchange``), the idle loop's lag, and
         ``sessions``: per count, ``memory_off`` and ``async`` runs (started over
-        ``ramp_s``; medians of ``scale_repeats`` runs each)."""
+        ``ramp_s``; medians of ``scale_repeats`` runs each); ``lag_p99_ratio``: per
+        count, each repeat's async loop-lag p99 over memory off's, their median and
+        spread."""
         off = self.per_query_us["memory_off"]
         cpu = {k: round(v, 1) for k, v in self.recall_cpu_us.items()}
         if self.recall_cpu_us:
@@ -111,6 +116,16 @@ class OverheadReport:
                 k: round(v - off, 1) for k, v in self.per_query_us.items() if k != "memory_off"
             },
             "recall_cpu_us": cpu,
+            "lag_p99_ratio": {
+                str(n): {
+                    "median": round(statistics.median(ratios), 3),
+                    "min": round(min(ratios), 3),
+                    "max": round(max(ratios), 3),
+                    "runs": [round(r, 3) for r in ratios],
+                }
+                for n, ratios in self.lag_ratios.items()
+                if ratios
+            },
             "idle_loop_lag_ms": next(
                 (r.as_json()["loop_lag_ms"] for r in self.scale if not r.sessions), None
             ),
@@ -205,6 +220,7 @@ async def _measure(
         err.print(f"per-query cost: {repeats} user queries per variant ...")
         per_query = await measure_per_query(repeats, project=root / "project")
         scale: list[ScaleResult] = []
+        ratios: dict[int, list[float]] = {}
         async with child_server(seed) as child:
             base_url = child.base_url
             err.print(f"recall CPU over HTTP: {repeats} calls per variant ...")
@@ -234,7 +250,12 @@ async def _measure(
                             )
                         )
                 scale.extend(median_result(runs[memory]) for memory in (False, True))
-    return OverheadReport(repeats, per_query, scale, ramp, recall_cpu, scale_repeats)
+                ratios[count] = [
+                    on.lag_p99_ms / off.lag_p99_ms
+                    for off, on in zip(runs[False], runs[True], strict=True)
+                    if off.lag_p99_ms > 0
+                ]
+    return OverheadReport(repeats, per_query, scale, ramp, recall_cpu, scale_repeats, ratios)
 
 
 def median_result(results: Sequence[ScaleResult]) -> ScaleResult:

@@ -15,8 +15,15 @@ a :class:`LocalServer`, under each recall mode:
   probability ``--accuracy`` it answers right (the gold files; nothing for a negative
   question), otherwise it names as many other files of the folder (at least one); its
   latency is the plan's lognormal draw (mean 0.9 s);
-* the embedded selector runs for real where a mode uses it (the instant pass of
-  ``async+lexical``; the model selector's fallback): :func:`embedded_selector`.
+* the embedded selectors run for real where a mode uses them (the instant pass of
+  ``async+lexical``, as the command line wires it: with the ``local`` extra, the
+  semantic instant pass over the lexical one; the model selector's lexical fallback):
+  :func:`embedded_selectors`.
+
+``--dataset paraphrase``: instead of LoCoMo, the no-shared-word set
+(:mod:`asyncrecall_bench._paraphrase`): every question there (44) in its folder and,
+as a negative, in its language's other folder, none with a tool round, so the first
+request is the only one, and only a pass that reads meaning can bring its memory.
 
 Every mode replays the same cases with the same seeds, all modes at the same time
 (``--concurrency`` questions at a time each) beside a memory-off run of the same cases,
@@ -26,6 +33,7 @@ handing the query to the agent to its first main request, p50/p95/p99, over all 
 model before its final answer: read from the wire, the memory blocks in the last main
 request the server received, which carries the whole history);
 ``positive.junk_delivered`` (share that received files, none of them gold);
+``positive.gold_first_request`` (a gold file in the first main request);
 ``negative.junk_delivered`` (share of negative questions that received any file).
 """
 
@@ -51,13 +59,21 @@ from asyncrecall.agent import Agent, AgentClient, ClientOptions
 from asyncrecall.cli._session import BLOCKING_SELECTOR_TIMEOUT
 from asyncrecall.cli._settings import Settings
 from asyncrecall.cli.demo._quiet import quiet_known_noise
-from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller, Selector
+from asyncrecall.memory import (
+    FolderStore,
+    LexicalSelector,
+    ModelSelector,
+    Recaller,
+    SemanticInstantSelector,
+    embedding_available,
+)
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from asyncrecall_bench._corpus import Query
 from asyncrecall_bench._latency_data import MODES
 from asyncrecall_bench._locomo import _load, build_memory_folder, gold_files
 from asyncrecall_bench._measure import QueryTrace, trace_query
+from asyncrecall_bench._paraphrase import build_folders
 from asyncrecall_bench._plot import add_plot_flag, plot_target, recall_figure, write_figure
 from asyncrecall_bench._quality import default_dataset
 from asyncrecall_bench._recall_data import (
@@ -84,7 +100,7 @@ __all__ = [
     "MODES",
     "add_arguments",
     "delivered_paths",
-    "embedded_selector",
+    "embedded_selectors",
     "measure",
     "run",
 ]
@@ -97,14 +113,23 @@ _QUICK_SPEEDUP: Final = 4.0
 _HEADING: Final = re.compile(r"^### .* \(([^()\n]+\.md)\)$", re.MULTILINE)
 
 
-def embedded_selector() -> Selector:
-    """The embedded selector the modes run for real: the instant pass of ``async+lexical``
-    and the model selector's fallback. One per memory folder (its caches stay warm).
+#: ``--dataset`` for the no-shared-word set.
+PARAPHRASE: Final = "paraphrase"
 
-    The one place to switch to another embedded selector (the lexical one abstains by
-    default).
+
+def embedded_selectors(
+    *, semantic: bool = False
+) -> tuple[LexicalSelector, LexicalSelector | SemanticInstantSelector]:
+    """The embedded selectors the modes run for real, as a long-lived ``chat`` session
+    wires them: the model selector's lexical fallback, and the instant pass of
+    ``async+lexical`` (with ``semantic``, the ``semantic_instant`` setting, the semantic
+    one over that lexical selector when the ``local`` extra is installed). One pair per
+    memory folder (their caches stay warm).
     """
-    return LexicalSelector()
+    lexical = LexicalSelector()
+    if semantic and embedding_available():
+        return lexical, SemanticInstantSelector(lexical)
+    return lexical, lexical
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,7 +138,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset",
         type=Path,
         metavar="FILE",
-        help="LoCoMo-format JSON (default: ../shared/data/locomo/locomo-dev.json)",
+        help="LoCoMo-format JSON (default: ../shared/data/locomo/locomo-dev.json), or "
+        f"'{PARAPHRASE}': our questions that share no word with their memory, no tool round",
     )
     parser.add_argument(
         "--questions",
@@ -142,18 +168,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"{_QUICK_QUESTIONS} questions, latencies /{_QUICK_SPEEDUP:g}, all at once: "
         "a smoke run (CI)",
     )
+    parser.add_argument(
+        "--semantic-instant",
+        action="store_true",
+        help="async+lexical's instant pass reads meaning too (the semantic_instant setting; "
+        "needs the local extra)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_plot_flag(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
     """The run's configuration; bad values are a :class:`ConfigError` (exit 2)."""
-    dataset: Path | None = args.dataset or default_dataset()
+    paraphrase = args.dataset is not None and str(args.dataset) == PARAPHRASE
+    dataset: Path | None = args.dataset if paraphrase else args.dataset or default_dataset()
     if dataset is None:
         raise ConfigError(
             "no dataset found at ../shared/data/locomo/locomo-dev.json: pass --dataset FILE"
         )
-    if not dataset.is_file():
+    if not paraphrase and not dataset.is_file():
         raise ConfigError(f"dataset {dataset} does not exist")
     questions: int = args.questions
     if questions is None:
@@ -178,6 +211,8 @@ def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
         concurrency=concurrency,
         profile=profile,
         quick=args.quick,
+        paraphrase=paraphrase,
+        semantic_instant=args.semantic_instant,
     )
 
 
@@ -218,10 +253,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 @dataclass(frozen=True)
 class _Folders:
-    """The memory folders, one per conversation, with their files."""
+    """The memory folders, one per conversation, with their files, and for each the
+    folder its negative questions are asked of (by default the next one)."""
 
     roots: Sequence[Path]
     paths: Sequence[tuple[str, ...]]
+    partners: Sequence[int] = ()
+
+    def partner(self, folder: int) -> int:
+        return self.partners[folder] if self.partners else (folder + 1) % len(self.roots)
 
 
 def _build(conversations: Sequence[Mapping[str, Any]], root: Path) -> tuple[_Folders, list[Any]]:
@@ -240,15 +280,37 @@ def _build(conversations: Sequence[Mapping[str, Any]], root: Path) -> tuple[_Fol
     return _Folders(roots, paths), questions
 
 
+def _build_paraphrase(root: Path) -> tuple[_Folders, list[Any]]:
+    """The no-shared-word set's folders under ``root`` and its questions."""
+    cases = build_folders(root)
+    stores: list[FolderStore] = []
+    for case in cases:
+        for store in (case.store, case.other):
+            if all(store.root != known.root for known in stores):
+                stores.append(store)
+    index = {store.root: n for n, store in enumerate(stores)}
+    partners = [0] * len(stores)
+    questions = []
+    for case in cases:
+        partners[index[case.store.root]] = index[case.other.root]
+        questions.append((index[case.store.root], case.question, case.gold))
+    paths = [
+        tuple(sorted(doc.rel_path for doc in FolderStore(s.root).scan(limit=None))) for s in stores
+    ]
+    return _Folders([s.root for s in stores], paths, partners), questions
+
+
 def draw_cases(
     questions: Sequence[tuple[int, str, frozenset[str]]],
     paths: Sequence[tuple[str, ...]],
     config: RecallBenchConfig,
+    partner: Callable[[int], int] | None = None,
 ) -> list[Case]:
     """Sample the questions and draw every case's plan and stand-in answer (seeded).
 
     Each sampled question makes a positive case (its own folder) and a negative one
-    (the next conversation's folder).
+    (``partner``'s folder: by default the next conversation's). With
+    ``config.paraphrase`` no plan has a tool round.
     """
     rng = random.Random(config.seed)
     picked = sorted(rng.sample(range(len(questions)), min(config.questions, len(questions))))
@@ -257,9 +319,12 @@ def draw_cases(
         folder, text, gold = questions[index]
         query = Query(text, ())
         for negative in (False, True):
-            asked = (folder + 1) % len(paths) if negative else folder
+            other = partner(folder) if partner is not None else (folder + 1) % len(paths)
+            asked = other if negative else folder
             wanted = frozenset() if negative else gold
             plan = draw_plan(rng, config.profile, f"{'n' if negative else 'p'}{n:03d}", query)
+            if config.paraphrase:
+                plan = replace(plan, first_token=plan.first_token[:1], tool_delay=())
             right = rng.random() < config.accuracy
             answer = sorted(wanted)[:_LIMIT] if right else _wrong(rng, paths[asked], wanted)
             cases.append(Case(plan, asked, wanted, negative, tuple(answer)))
@@ -312,16 +377,20 @@ async def measure(
 ) -> RecallBenchReport:
     """Build the folders, draw the cases, run every mode; returns the report."""
     started = time.monotonic()
-    conversations = _load(config.dataset)
-    if len(conversations) < 2:
+    conversations = [] if config.paraphrase else _load(config.dataset)
+    if not config.paraphrase and len(conversations) < 2:
         raise ConfigError(f"dataset {config.dataset} needs two conversations or more")
     with tempfile.TemporaryDirectory(prefix="asyncrecall-recall-") as tmp, LocalServer() as server:
         root = Path(tmp)
-        log(f"building {len(conversations)} memory folders ...")
-        folders, questions = _build(conversations, root)
+        if config.paraphrase:
+            log("building the no-shared-word set's memory folders ...")
+            folders, questions = _build_paraphrase(root / "paraphrase")
+        else:
+            log(f"building {len(conversations)} memory folders ...")
+            folders, questions = _build(conversations, root)
         if not questions:
             raise ConfigError(f"dataset {config.dataset} has no question with a gold file")
-        cases = draw_cases(questions, folders.paths, config)
+        cases = draw_cases(questions, folders.paths, config, folders.partner)
         (root / "project").mkdir()
         for mode in (*MODES, REFERENCE):
             for case in cases:
@@ -331,7 +400,9 @@ async def measure(
                 )
                 server.set_default(main_model_name(mode, case.plan), MainReply(case.plan))
         runners = {
-            mode: await _ModeRun.open(server, mode, folders, root / "project")
+            mode: await _ModeRun.open(
+                server, mode, folders, root / "project", semantic=config.semantic_instant
+            )
             for mode in (*MODES, REFERENCE)
         }
         # Side by side: a shared machine's load changes over a run, and hits every mode
@@ -360,18 +431,20 @@ class _ModeRun:
     folders: _Folders
     project: Path
     stores: Sequence[FolderStore] = ()
-    embedded: Sequence[Selector] = ()
+    embedded: Sequence[tuple[LexicalSelector, LexicalSelector | SemanticInstantSelector]] = ()
 
     @classmethod
     async def open(
-        cls, server: LocalServer, mode: str, folders: _Folders, project: Path
+        cls, server: LocalServer, mode: str, folders: _Folders, project: Path, *, semantic: bool
     ) -> _ModeRun:
-        """One store and one embedded selector per folder, both warmed (as in a session
-        past its first query), before any mode runs."""
+        """One store and one pair of embedded selectors per folder, all warmed (as in a
+        session past its start-up), before any mode runs."""
         stores = [FolderStore(root) for root in folders.roots]
-        embedded = [embedded_selector() for _ in stores]
-        for store, selector in zip(stores, embedded, strict=True):
-            await selector.select("warm up", store.scan(), limit=_LIMIT)
+        embedded = [embedded_selectors(semantic=semantic) for _ in stores]
+        for store, (lexical, instant) in zip(stores, embedded, strict=True):
+            docs = store.scan()
+            await asyncio.to_thread(lexical.prepare, docs)
+            await asyncio.to_thread(instant.prepare, docs)
         return cls(server, mode, folders, project, stores, embedded)
 
     async def run(
@@ -421,23 +494,25 @@ def build_client(
     main: OpenAIModel,
     side: OpenAIModel,
     store: FolderStore,
-    embedded: Selector,
+    embedded: tuple[LexicalSelector, LexicalSelector | SemanticInstantSelector],
     tools: ScriptedTools,
 ) -> AgentClient:
-    """A client as ``--recall-mode MODE --selector model`` wires it, with ``embedded`` as
-    the instant pass and the fallback (:data:`REFERENCE`: memory off)."""
+    """A client as ``--recall-mode MODE --selector model`` wires it, with ``embedded``'s
+    lexical selector as the fallback and its other as the instant pass
+    (:data:`REFERENCE`: memory off)."""
+    lexical, instant = embedded
     if mode not in MODES:
         return AgentClient(model=main, tools=tools.specs)
     if mode == "blocking":  # the old design: a 1 s selector timeout and no fallback
         selector = ModelSelector(side, timeout=BLOCKING_SELECTOR_TIMEOUT, fallback=None)
     else:
-        selector = ModelSelector(side, fallback=embedded)
+        selector = ModelSelector(side, fallback=lexical)
     return AgentClient(
         model=main,
         memory=Recaller(store, selector),
         tools=tools.specs,
         options=ClientOptions(recall_mode=mode),
-        instant_selector=embedded if mode == "async+lexical" else None,
+        instant_selector=instant if mode == "async+lexical" else None,
     )
 
 
@@ -450,13 +525,18 @@ def _figures(
 ) -> ModeFigures:
     """Read what reached the model from the server's records of this mode's requests."""
     last: dict[str, RecordedRequest] = {}
+    first: dict[str, RecordedRequest] = {}
     for record in records:
         if record.model.startswith(f"bench-main/{mode}/"):
             seen = last.get(record.model)
             if seen is None or record.index > seen.index:
                 last[record.model] = record
+            seen = first.get(record.model)
+            if seen is None or record.index < seen.index:
+                first[record.model] = record
     positive: list[tuple[bool, bool]] = []
     negative: list[bool] = []
+    on_first: list[bool] = []
     for case in cases:
         final = last.get(main_model_name(mode, case.plan))
         known = frozenset(folders.paths[case.folder])
@@ -466,10 +546,14 @@ def _figures(
         else:
             gold = bool(got & case.gold)
             positive.append((gold, bool(got) and not gold))
+            opening = first.get(main_model_name(mode, case.plan))
+            early = delivered_paths(opening, known) if opening is not None else set()
+            on_first.append(bool(early & case.gold))
     return ModeFigures(
         mode,
         added_ms=[trace.first_request_ms for trace in traces],
         positive=positive,
         negative=negative,
         errors=sum(trace.finish_reason != "stop" for trace in traces) + len(cases) - len(traces),
+        first=on_first,
     )

@@ -58,6 +58,11 @@ class RecallBenchConfig:
     concurrency: int = DEFAULT_CONCURRENCY
     profile: LatencyProfile = field(default_factory=LatencyProfile)
     quick: bool = False
+    #: ``paraphrase``: the no-shared-word set, every question without a tool round
+    #: (:mod:`asyncrecall_bench._paraphrase`) instead of LoCoMo.
+    paraphrase: bool = False
+    #: ``async+lexical``'s instant pass reads meaning too (the ``semantic_instant`` setting).
+    semantic_instant: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ class ModeFigures:
     #: Per negative case: anything delivered.
     negative: Sequence[bool]
     errors: int
+    #: Per positive case: a gold file in the first main request (the user query's).
+    first: Sequence[bool] = ()
 
     def as_json(self) -> dict[str, Any]:
         pos, neg = len(self.positive), len(self.negative)
@@ -79,6 +86,7 @@ class ModeFigures:
             "positive": {
                 "gold_delivered": _share(sum(g for g, _ in self.positive), pos),
                 "junk_delivered": _share(sum(j for _, j in self.positive), pos),
+                "gold_first_request": _share(sum(self.first), pos),
             },
             "negative": {"junk_delivered": _share(sum(self.negative), neg)},
             "errors": self.errors,
@@ -126,6 +134,7 @@ class RecallBenchReport:
     def as_json(self) -> dict[str, Any]:
         positives = sum(not c.negative for c in self.cases)
         return {
+            "dataset": "paraphrase" if self.config.paraphrase else self.config.dataset.name,
             "questions": positives,
             "negative_questions": len(self.cases) - positives,
             "accuracy": self.config.accuracy,

@@ -19,12 +19,21 @@ def render_report(report: RecallBenchReport, console: Console) -> None:
     """Print the header, the table and how to read it."""
     config = report.config
     data = report.as_json()
-    console.print(
-        f"[bold]Recall end to end[/bold]: {data['questions']} LoCoMo questions from "
-        f"{config.dataset.name} (seed {config.seed}), each also asked against the next "
-        f"conversation's folder ({data['negative_questions']} negative questions); the same "
-        "cases in every mode."
-    )
+    if config.paraphrase:
+        console.print(
+            f"[bold]Recall end to end[/bold]: {data['questions']} questions of the "
+            "no-shared-word set (English, French, German; none shares a word with its "
+            "memory), none with a tool round, each also asked against the language's other "
+            f"folder ({data['negative_questions']} negative questions); the same cases in "
+            "every mode."
+        )
+    else:
+        console.print(
+            f"[bold]Recall end to end[/bold]: {data['questions']} LoCoMo questions from "
+            f"{config.dataset.name} (seed {config.seed}), each also asked against the next "
+            f"conversation's folder ({data['negative_questions']} negative questions); the "
+            "same cases in every mode."
+        )
     console.print(
         f"Workload: {config.profile.describe()}; the stand-in model selector answers right "
         f"with probability {config.accuracy:g} (the gold files; nothing for a negative "
@@ -41,6 +50,7 @@ def render_report(report: RecallBenchReport, console: Console) -> None:
         "added\np95 ms",
         "added\np99 ms",
         "gold\ndelivered",
+        "gold, first\nrequest",
         "junk\ndelivered",
         "negatives:\njunk delivered",
         "score",
@@ -54,6 +64,7 @@ def render_report(report: RecallBenchReport, console: Console) -> None:
             f"[bold]{mode}[/bold] *" if mode == recommended else mode,
             *(f"{added[q]:,.1f}" for q in ("p50", "p95", "p99")),
             f"{figures['positive']['gold_delivered']:.1%}",
+            f"{figures['positive']['gold_first_request']:.1%}",
             f"{figures['positive']['junk_delivered']:.1%}",
             f"{figures['negative']['junk_delivered']:.1%}",
             f"{report.modes[mode].score():+.3f}",
@@ -63,13 +74,15 @@ def render_report(report: RecallBenchReport, console: Console) -> None:
     table.add_row(
         "[dim]memory off (reference)[/dim]",
         *(f"[dim]{ref[q]:,.1f}[/dim]" for q in ("p50", "p95", "p99")),
-        *("–" for _ in range(5)),
+        *("–" for _ in range(6)),
     )
     console.print(table)
     console.print(
         "added: time from handing the question to the agent to its first main request. "
         "gold delivered: share of questions for which a gold file reached the model before "
-        "its final answer (read on the wire: the memory blocks in the last main request). "
+        "its final answer (read on the wire: the memory blocks in the last main request); "
+        "gold, first request: in the first main request, the only one a question without "
+        "tools makes. "
         "junk delivered: share that received files, none of them gold. negatives: the "
         "question asked against another conversation's folder, where any file is junk. "
         "score: gold delivered - junk delivered - negatives' junk delivered."

@@ -23,11 +23,15 @@ from asyncrecall.cli._memory_config import build_memory_manager, manager_options
 from asyncrecall.cli._settings import Settings
 from asyncrecall.cli._system_prompt import build_system_prompt
 from asyncrecall.memory import (
+    EmbeddingSelector,
+    HybridSelector,
     LexicalSelector,
     MemoryExtractor,
     ModelSelector,
     Recaller,
+    SemanticInstantSelector,
     Store,
+    embedding_available,
 )
 from asyncrecall.memory.extraction._consolidate import consolidation_gate
 from asyncrecall.models import Model
@@ -124,6 +128,7 @@ def open_session(
     control: CancelSignal | None = None,
     handoff: bool = False,
     hold_recall: bool = False,
+    semantic_instant: bool | None = None,
 ) -> Session:
     """Wire a session. Without ``model``, the OpenAI-compatible endpoint of ``settings``.
 
@@ -132,12 +137,18 @@ def open_session(
     :data:`HOLD_RECALL_S`), and the session warms nothing at
     :meth:`Session.start`: the folder is read after that request, or was read ahead.
 
+    ``semantic_instant`` (default: the ``semantic_instant`` setting, off): with the
+    ``local`` extra, the instant pass reads meaning too where the session outlives its
+    first request or runs on the embedded model (:func:`_instant_selector`); ``False``
+    keeps it lexical (the demo, whose timeline compares the recall modes).
+
     ``handoff`` (the command line's ``run`` and ``chat``): at exit, extraction that is
     owed goes to a detached worker process instead of being drained (see
     ``asyncrecall.cli._handoff_worker``); only with a side model a worker can rebuild (an
     endpoint's or the embedded one).
     """
     closers: list[Callable[[], Awaitable[None]]] = []
+    semantic = settings.semantic_instant if semantic_instant is None else semantic_instant
     notice = None
     embedded = model is None and settings.base_url is None
     if embedded and settings.model:
@@ -193,7 +204,11 @@ def open_session(
             until_request=HOLD_RECALL_S if held else None,
         ),
         control=control,
-        instant_selector=_instant_selector(memory) if recall_mode == "async+lexical" else None,
+        instant_selector=(
+            _instant_selector(memory, semantic=semantic and (embedded or not hold_recall))
+            if recall_mode == "async+lexical"
+            else None
+        ),
     )
     agent = Agent(client, tools, max_turns=settings.max_turns)
     extraction = build_extraction(settings, memory, side_model, control)
@@ -271,16 +286,35 @@ def _handoff_for(
     return handoff
 
 
-def _instant_selector(memory: Recaller | None) -> LexicalSelector:
+def _instant_selector(
+    memory: Recaller | None, *, semantic: bool = False
+) -> LexicalSelector | SemanticInstantSelector:
     """The instant pass's selector: the manager's own when it is lexical, else the
-    folder's shared one (warm when the process read the folder at entry)."""
+    folder's shared one (warm when the process read the folder at entry).
+
+    ``semantic`` (a session that lives past its first request, or one on the embedded
+    model, whose first turn waits for its load anyway): with the ``local`` extra, the
+    pass also reads the memories' meaning where their wording does not match
+    (:class:`SemanticInstantSelector`, sharing a vector selector's vectors). A one-shot
+    ``run`` with an endpoint keeps the lexical pass: its only request leaves before the
+    embedded model could load, and loading it would compete with that request.
+    """
     if memory is None:
         return LexicalSelector()
     selector = memory.selector
+    if semantic and isinstance(selector, EmbeddingSelector | HybridSelector):
+        return SemanticInstantSelector.beside(selector)
     if isinstance(selector, LexicalSelector):
-        return selector
-    fallback = getattr(selector, "fallback", None)
-    return fallback if isinstance(fallback, LexicalSelector) else shared_lexical(memory.store)
+        lexical = selector
+    else:
+        fallback = getattr(selector, "fallback", None)
+        if isinstance(fallback, LexicalSelector):
+            lexical = fallback
+        else:
+            lexical = shared_lexical(memory.store)
+    if semantic and embedding_available():
+        return SemanticInstantSelector(lexical)
+    return lexical
 
 
 def _local_model(settings: Settings) -> Model:

@@ -7,9 +7,11 @@ extra).
 :class:`Recaller` recalls the memories relevant to a query with a
 :class:`Selector` (:class:`ModelSelector`: one side query to a fast model;
 :class:`LexicalSelector`: BM25, local; :class:`EmbeddingSelector` and
-:class:`HybridSelector`: an embedded model, the ``local`` extra) and formats them as the
-memory block the agent puts in front of the main model. :class:`MemoryExtractor` and
-:func:`consolidate` write memories from a conversation (``docs/extraction.md``).
+:class:`HybridSelector`: an embedded model, the ``local`` extra;
+:class:`SemanticInstantSelector`: the instant pass with that model's cached vectors) and
+formats them as the memory block the agent puts in front of the main model.
+:class:`MemoryExtractor` and :func:`consolidate` write memories from a conversation
+(``docs/extraction.md``).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from asyncrecall.memory.folder._extraction import read_source_offsets as read_so
 from asyncrecall.memory.folder._store import FolderStore
 from asyncrecall.memory.selectors._embedding import EmbeddingSelector, HybridSelector
 from asyncrecall.memory.selectors._embedding import embedding_available as embedding_available
+from asyncrecall.memory.selectors._instant import SemanticInstantSelector
 from asyncrecall.memory.selectors._lexical import LexicalSelector
 from asyncrecall.memory.selectors._model import ModelSelector
 
@@ -87,6 +90,7 @@ __all__ = [
     "RecallResult",
     "Recaller",
     "Selector",
+    "SemanticInstantSelector",
     "Source",
     "Store",
     "StoreChange",

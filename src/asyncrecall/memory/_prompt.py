@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -282,7 +283,22 @@ def format_manifest(docs: Sequence[MemoryDoc]) -> str:
     one line, and each line has the wrapper's tags neutralised, so a description or a
     path cannot fake further manifest lines or instructions after the manifest.
     """
-    return "\n".join(map(manifest_line, docs))
+    last = _last_manifest
+    if len(last[0]) == len(docs) and all(map(operator.is_, last[0], docs)):
+        return last[1]  # the same memories as the last side query's: one check each
+    text = "\n".join(map(manifest_line, docs))
+    _remember_manifest(tuple(docs), text)
+    return text
+
+
+#: The last manifest and the very documents it lists (a warm, unchanged folder hands
+#: back the same objects to every side query).
+_last_manifest: tuple[tuple[MemoryDoc, ...], str] = ((), "")
+
+
+def _remember_manifest(docs: tuple[MemoryDoc, ...], text: str) -> None:
+    global _last_manifest
+    _last_manifest = (docs, text)
 
 
 @functools.lru_cache(maxsize=1024)  # per side query; a warm scan returns the same docs

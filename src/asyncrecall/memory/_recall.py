@@ -212,7 +212,7 @@ class Recaller:
         targets = self._warm_targets(selector)
         if self.store.inline_scan:
             docs = self.store.scan_cached()  # never waits for a scan in another thread
-            if docs is not None and all(target.ready(docs) for target in targets):
+            if docs is not None and all(_prepared(target, docs) for target in targets):
                 return  # warm already (read at start-up): starting a thread costs the loop
         await run_off_loop(lambda _stop: self._warm_now(targets), name="asyncrecall-warm")
 
@@ -367,6 +367,15 @@ class Recaller:
 #: manager started it: starting a thread holds the event loop until it runs).
 _WARMING: weakref.WeakKeyDictionary[Store, threading.Thread] = weakref.WeakKeyDictionary()
 _WARMING_LOCK = threading.Lock()
+
+
+def _prepared(selector: InstantSelector, docs: Sequence[MemoryDoc]) -> bool:
+    """Whether warming ``selector`` for ``docs`` has nothing left to do: it is ready,
+    and so are its optional vectors (the semantic instant pass ranks without them,
+    but a warm-up is where they are made)."""
+    vectors_ready: Callable[[Sequence[MemoryDoc]], bool] | None
+    vectors_ready = getattr(selector, "vectors_ready", None)
+    return selector.ready(docs) and (vectors_ready is None or vectors_ready(docs))
 
 
 def _warming_now(store: Store) -> threading.Thread | None:

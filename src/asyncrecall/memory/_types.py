@@ -48,6 +48,12 @@ class MemoryDoc:
     origin: str = "user"
     quarantined: bool = False
 
+    def __hash__(self) -> int:
+        # Equal documents have equal paths and fingerprints; hashing those alone (the
+        # path's hash is cached) spares hashing every field each time a memory keys a
+        # cache (the manifest's lines: every side query, every memory).
+        return hash((self.path, self.size, self.mtime, self.revision))
+
     @property
     def fingerprint(self) -> tuple[int, float, int]:
         """What a cache of anything computed from this memory (term counts, vectors)

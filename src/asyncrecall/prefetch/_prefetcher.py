@@ -45,7 +45,8 @@ __all__ = ["INSTANT_STRATEGY", "MemoryBlock", "RecallPrefetcher"]
 
 logger = logging.getLogger("asyncrecall.prefetch")
 
-#: ``MemoryBlock.strategy`` of a block found by the instant pass.
+#: ``MemoryBlock.strategy`` of a block found by the lexical instant pass (a block of
+#: another instant selector: ``instant-`` and its name, ``instant-semantic``).
 INSTANT_STRATEGY = "instant-lexical"
 
 
@@ -325,14 +326,14 @@ class RecallPrefetcher:
             handle.consumed = True
             conversation.pending = None
             if not handle.withdrawn:
-                block = self._render(conversation, handle, point, strategy=None)
+                block = self._render(conversation, handle, point)
         instant = conversation.instant
         if instant is not None:
             conversation.instant = None  # the first request is past: used there or never
             usable = instant.settled and not instant.withdrawn
             if block is None and point == "user_query" and usable:
                 instant.consumed = True
-                block = self._render(conversation, instant, point, strategy=INSTANT_STRATEGY)
+                block = self._render(conversation, instant, point, instant=True)
             else:
                 instant.cancel()
                 if block is not None and instant.settled:
@@ -548,7 +549,7 @@ class RecallPrefetcher:
         handle: PendingRecall,
         point: InjectionPoint,
         *,
-        strategy: str | None,
+        instant: bool = False,
     ) -> MemoryBlock | None:
         result = handle.result_nowait()
         if result.manifest_left_out:
@@ -582,7 +583,7 @@ class RecallPrefetcher:
             paths=paths,
             point=point,
             recall_ms=round(handle.recall_ms, 3),
-            strategy=strategy or result.strategy,
+            strategy=f"instant-{result.strategy}" if instant else result.strategy,
         )
         self._emit(
             MemoryInjectedEvent(

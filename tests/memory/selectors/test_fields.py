@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from asyncrecall.memory import FolderStore, MemoryDoc, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, MemoryDoc, ModelSelector, Recaller, Selector
 from asyncrecall.memory.selectors._lexical import LexicalSelector
 from asyncrecall.models._openai import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
@@ -128,34 +128,34 @@ needs_wordllama = pytest.mark.skipif(
 )
 
 
-@needs_wordllama
-@pytest.mark.parametrize("kind", ["embedding", "hybrid"])
-@pytest.mark.parametrize(("query", "expected"), CASES)
-async def test_the_vector_selectors_recall_it(kind: str, query: str, expected: str) -> None:
-    from asyncrecall.memory.selectors._embedding import EmbeddingSelector, HybridSelector
+def _vector_selector(kind: str) -> Selector:
+    """The embedding or hybrid selector, or the semantic instant pass, on a fresh
+    lexical selector."""
+    from asyncrecall.memory import EmbeddingSelector, HybridSelector, SemanticInstantSelector
 
     lexical = LexicalSelector(persist=False)
-    selector = (
-        EmbeddingSelector(fallback=lexical)
-        if kind == "embedding"
-        else HybridSelector(lexical=lexical)
-    )
-    chosen, reason = await selector.select_explained(query, DOCS, limit=3)
+    if kind == "embedding":
+        return EmbeddingSelector(fallback=lexical)
+    if kind == "hybrid":
+        return HybridSelector(lexical=lexical)
+    return SemanticInstantSelector(lexical)
+
+
+@needs_wordllama
+@pytest.mark.parametrize("kind", ["embedding", "hybrid", "semantic"])
+@pytest.mark.parametrize(("query", "expected"), CASES)
+async def test_the_vector_selectors_recall_it(kind: str, query: str, expected: str) -> None:
+    """The embedding and hybrid selectors, and the semantic instant pass (warm)."""
+    selector = _vector_selector(kind)
+    chosen, reason = await selector.select_explained(query, DOCS, limit=3)  # type: ignore[attr-defined]
     assert expected in _paths(chosen), (query, _paths(chosen), reason)
 
 
 @needs_wordllama
-@pytest.mark.parametrize("kind", ["embedding", "hybrid"])
+@pytest.mark.parametrize("kind", ["embedding", "hybrid", "semantic"])
 async def test_the_vector_selectors_say_why_they_abstain(kind: str) -> None:
-    from asyncrecall.memory.selectors._embedding import EmbeddingSelector, HybridSelector
-
-    lexical = LexicalSelector(persist=False)
-    selector = (
-        EmbeddingSelector(fallback=lexical)
-        if kind == "embedding"
-        else HybridSelector(lexical=lexical)
-    )
-    chosen, reason = await selector.select_explained(UNANSWERED[0], DOCS, limit=3)
+    selector = _vector_selector(kind)
+    chosen, reason = await selector.select_explained(UNANSWERED[0], DOCS, limit=3)  # type: ignore[attr-defined]
     assert chosen == []
     assert reason in {"no_match", "names_unknown", "below_threshold"}
 

@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from asyncrecall import CancelSignal
-from asyncrecall.memory import EMPTY_RECALL, FolderStore, ModelSelector, Recaller
+from asyncrecall.memory import EMPTY_RECALL, FolderStore, MemoryDoc, ModelSelector, Recaller
 from asyncrecall.models._openai import OpenAIModel
 from asyncrecall.testing import LocalServer, Reply
 
-from ..conftest import WriteFile, topic
+from ..conftest import WriteFile, memory_doc, topic
 
 
 @pytest.fixture
@@ -87,3 +87,41 @@ async def test_a_cancel_closes_the_side_query_connection(
         assert request.status is None  # nothing was answered
     finally:
         gate.set()
+
+
+def _docs(*descriptions: str) -> list[MemoryDoc]:
+    return [
+        memory_doc(f"note-{n}.md", "body", name=f"Note {n}", description=text)
+        for n, text in enumerate(descriptions)
+    ]
+
+
+def test_the_manifest_bound_is_computed_for_the_memories_given() -> None:
+    """``offer`` remembers its last answer only for the very same memories and bounds:
+    a memory rewritten (a new object), other memories or new bounds are measured again."""
+    selector = ModelSelector(object(), fallback=None, manifest_files=10, manifest_bytes=200)  # type: ignore[arg-type]
+    docs = _docs("short", "short too")
+    assert selector.offer(docs) == docs
+    assert selector.offer(list(docs)) == docs  # a new list of the same memories
+    longer = [docs[0], *_docs("x" * 300)[:1]]
+    assert selector.offer(longer) == longer[:1]
+    assert selector.offer(docs) == docs
+    selector.manifest_files = 1
+    assert selector.offer(docs) == docs[:1]
+
+
+def test_prefer_reads_nothing_when_the_manifest_lists_everything() -> None:
+    """Every memory fits: the order is the store's and the field index is not asked;
+    the manifest cut: the memory whose name answers comes first."""
+    docs = [
+        memory_doc("tea.md", "Green tea.", name="Tea", description="drinks"),
+        memory_doc("go.md", "Tabs.", name="Indent style for Go", description="indent style"),
+    ]
+    selector = ModelSelector(object(), fallback=None)  # type: ignore[arg-type]
+    assert list(selector.prefer("how do I indent Go code?", docs)) == docs
+    assert not selector.fields.ready(docs)  # never indexed: nothing was read
+    selector.manifest_files = 1
+    assert [d.rel_path for d in selector.prefer("how do I indent Go code?", docs)] == [
+        "go.md",
+        "tea.md",
+    ]

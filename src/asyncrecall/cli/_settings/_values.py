@@ -110,6 +110,9 @@ class Settings:
     manifest_bytes: int = 25_000
     #: Start no recall for a prompt with nothing to recall (one word, a bare "yes"/"ok").
     skip_trivial: bool = True
+    #: With the ``local`` extra, the instant pass reads meaning too (the embedded model's
+    #: vectors, loaded into the process) where no memory shares the query's words.
+    semantic_instant: bool = False
     #: OpenTelemetry export (``cli._telemetry``): None = when the OTEL_* endpoint
     #: variables are set; True = always (the SDK required); False = never.
     otel: bool | None = None
@@ -246,6 +249,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "manifest_files": _positive_int("manifest_files"),
     "manifest_bytes": _positive_int("manifest_bytes"),
     "skip_trivial": _bool("skip_trivial"),
+    "semantic_instant": _bool("semantic_instant"),
     "otel": _bool("otel"),
 }
 
@@ -272,6 +276,7 @@ ENV_VARIABLES: dict[str, tuple[str, ...]] = {
     "manifest_files": ("ASYNCRECALL_MANIFEST_FILES",),
     "manifest_bytes": ("ASYNCRECALL_MANIFEST_BYTES",),
     "skip_trivial": ("ASYNCRECALL_SKIP_TRIVIAL",),
+    "semantic_instant": ("ASYNCRECALL_SEMANTIC_INSTANT",),
     "otel": ("ASYNCRECALL_OTEL",),
 }
 

@@ -97,7 +97,9 @@ async def _run_mode(
     async with open_openai_models(
         model=main, side_model=side, base_url=server.base_url, max_retries=0
     ) as pair:
-        session = open_session(settings, model=pair.main, side_model=pair.side)
+        session = open_session(
+            settings, model=pair.main, side_model=pair.side, semantic_instant=False
+        )
         try:
             # As `asyncrecall run` reads the folder while it imports: warm before the
             # first query, so the default mode's instant pass is ready for it.

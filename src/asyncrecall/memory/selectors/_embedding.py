@@ -38,7 +38,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias
 
 from asyncrecall.memory._threads import check, run_off_loop
 from asyncrecall.memory._types import MemoryDoc
@@ -145,8 +145,7 @@ class WordLlamaEncoder:
         if model is None:
             with self._lock:
                 if self._model is None:
-                    import wordllama  # type: ignore[import-untyped]
-
+                    wordllama = _import_wordllama()
                     folder = Path(wordllama.__file__).parent
                     self._model = wordllama.WordLlama.load(cache_dir=folder, disable_download=True)
                 model = self._model
@@ -165,6 +164,24 @@ class WordLlamaEncoder:
         np.maximum(norms, 1e-12, out=norms)
         normalised: Vectors = matrix / norms
         return normalised
+
+
+def _import_wordllama() -> Any:
+    """``import wordllama``, leaving the root logger as it was: the package configures
+    logging at import (``basicConfig`` at INFO), which would print every HTTP request of
+    the application that loaded it on standard error."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        import wordllama  # type: ignore[import-untyped]
+    finally:
+        for handler in root.handlers:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+    return wordllama
 
 
 @dataclass(frozen=True, slots=True)

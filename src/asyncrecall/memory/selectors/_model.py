@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import operator
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
@@ -105,6 +106,8 @@ class ModelSelector:
         #: The field signal (:mod:`._fields`), shared with a lexical fallback's: the
         #: memories whose name or description answers the query are offered first.
         self.fields: FieldIndex = getattr(self.fallback, "fields", None) or FieldIndex()
+        #: The last :meth:`offer`'s memories, bounds, and how many the manifest listed.
+        self._offered: tuple[tuple[MemoryDoc, ...], tuple[int, int], int] | None = None
 
     def __repr__(self) -> str:
         return f"ModelSelector({self.model.name!r}, timeout={self.timeout})"
@@ -152,7 +155,10 @@ class ModelSelector:
 
     def prefer(self, query: str, docs: Sequence[MemoryDoc]) -> Sequence[MemoryDoc]:
         """``docs`` with the memories whose name or description answers ``query`` first,
-        so the bounded manifest (:meth:`offer`) always lists them."""
+        so the bounded manifest (:meth:`offer`) always lists them; ``docs`` as they are
+        when it lists them all anyway (the query is not even read then)."""
+        if self.fits(docs):
+            return docs
         named = self.fields.matches(query, docs)
         if not named:
             return docs
@@ -162,6 +168,29 @@ class ModelSelector:
     def offer(self, docs: Sequence[MemoryDoc]) -> Sequence[MemoryDoc]:
         """The documents the manifest lists: the first ``manifest_files``, as many of them
         as fit in ``manifest_bytes`` (``docs`` itself when all do)."""
+        last = self._offered
+        bounds = (self.manifest_files, self.manifest_bytes)
+        if (
+            last is not None
+            and last[1] == bounds
+            and len(last[0]) == len(docs)
+            and all(map(operator.is_, last[0], docs))
+        ):
+            # The same memories and bounds as the last call (an unchanged folder hands
+            # back the same objects; recall asks twice per side query): one identity
+            # check each.
+            kept = last[2]
+        else:
+            kept = self._fitting(docs)
+            self._offered = (tuple(docs), bounds, kept)
+        return docs if kept == len(docs) else docs[:kept]
+
+    def fits(self, docs: Sequence[MemoryDoc]) -> bool:
+        """Whether the manifest lists every one of ``docs`` (:meth:`offer` cuts none)."""
+        return len(self.offer(docs)) == len(docs)
+
+    def _fitting(self, docs: Sequence[MemoryDoc]) -> int:
+        """How many of the first ``docs`` the manifest's bounds hold."""
         room = self.manifest_bytes
         kept = 0
         for doc in docs[: self.manifest_files]:
@@ -169,7 +198,7 @@ class ModelSelector:
             if room < -1:  # the last line has no newline
                 break
             kept += 1
-        return docs if kept == len(docs) else docs[:kept]
+        return kept
 
 
 def _as_mapping(answer: Any) -> Any:

@@ -1,0 +1,264 @@
+"""The semantic instant pass: a question that shares no word with its memory gets it on
+the first request, inline, when the model and the vectors are warm; nothing else
+changes (the lexical answer first, the same abstention, no cold work on the loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("numpy")
+pytest.importorskip("wordllama")
+
+from asyncrecall.memory import (
+    FolderStore,
+    HybridSelector,
+    LexicalSelector,
+    MemoryDoc,
+    Recaller,
+    SemanticInstantSelector,
+)
+from asyncrecall.memory.selectors._embedding import WordLlamaEncoder
+from asyncrecall.memory.selectors._instant import MAX_QUERY_CHARS, MIN_DOCS
+from asyncrecall.prefetch import RecallPrefetcher
+
+from .conftest import make_doc
+
+#: A household's notes; the questions below share no word with the one that answers.
+HOME = [
+    make_doc("allergy.md", name="Food allergy", description="peanuts",
+             body="My son is allergic to peanuts; carry the epinephrine pen on trips."),
+    make_doc("car.md", name="Car service", description="every 15,000 km",
+             body="The Volvo goes to the garage every 15,000 km or once a year."),
+    make_doc("dentist.md", name="Dentist", description="checkups in March",
+             body="Dental checkups are booked every March; cleaning twice a year."),
+    make_doc("wifi.md", name="Home network", description="router in the hallway",
+             body="The router is in the hallway cupboard; the guest password is on the fridge."),
+    make_doc("plants.md", name="Houseplants", description="water on Sundays",
+             body="Water the ferns on Sundays; the cactus only once a month."),
+    make_doc("bins.md", name="Bins", description="collection days",
+             body="Paper and glass are collected on Wednesday mornings."),
+    make_doc("workout.md", name="Workout plan", description="three times a week",
+             body="Strength training on Monday, Wednesday and Friday; a 5 km run on Saturdays."),
+    make_doc("budget.md", name="Monthly budget", description="savings target",
+             body="Set aside 20% of income as savings; groceries capped at 600 euros a month."),
+]  # fmt: skip
+#: (question, the memory that answers it in other words)
+PARAPHRASED = [
+    ("how often should the automobile be looked at by a mechanic?", "car.md"),
+    ("which days do I lift weights?", "workout.md"),
+    ("what exercise routine am I following?", "workout.md"),
+]
+#: A question nothing here answers, in words none of the notes uses.
+UNRELATED = "which compiler flags make the kernel build reproducible?"
+
+
+class CountingEncoder:
+    """WordLlama's encoder, counting each call and the thread that made it."""
+
+    def __init__(self) -> None:
+        self.inner = WordLlamaEncoder.shared()
+        self.calls: list[tuple[str, list[str]]] = []
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.calls.append((threading.current_thread().name, list(texts)))
+        return self.inner.embed(texts)
+
+
+def _warm(selector: SemanticInstantSelector, docs: Sequence[MemoryDoc]) -> None:
+    selector.prepare(docs)
+    assert selector.vectors_ready(docs)
+
+
+def _paths(docs: Sequence[MemoryDoc]) -> list[str]:
+    return [doc.rel_path for doc in docs]
+
+
+@pytest.mark.parametrize(("question", "expected"), PARAPHRASED)
+def test_a_question_sharing_no_word_gets_its_memory_when_warm(question: str, expected: str) -> None:
+    """Where the lexical pass finds nothing (no shared word), the warm pass ranks the
+    memories by the query's vector and gives the one that answers, at most two."""
+    lexical = LexicalSelector(persist=False)
+    chosen, reason = lexical.rank_explained(question, HOME, limit=2)
+    assert (chosen, reason in {"no_match", "below_threshold"}) == ([], True)
+    selector = SemanticInstantSelector(lexical)
+    _warm(selector, HOME)
+    chosen, reason = selector.rank_explained(question, HOME, limit=2)
+    assert expected in _paths(chosen), (question, _paths(chosen), reason)
+    assert len(chosen) <= 2
+
+
+def test_warm_it_embeds_the_query_alone() -> None:
+    """A warm pass embeds one text, the query (cut at ``MAX_QUERY_CHARS``), nothing else."""
+    encoder = CountingEncoder()
+    selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
+    _warm(selector, HOME)
+    encoder.calls.clear()
+    long = PARAPHRASED[0][0] + " " + "please " * 200
+    selector.rank_explained(long, HOME, limit=2)
+    assert [texts for _, texts in encoder.calls] == [[long[:MAX_QUERY_CHARS]]]
+
+
+def test_the_lexical_answer_comes_first_and_the_vectors_are_not_asked() -> None:
+    """A query whose words match is the lexical pass's: no embedding at all."""
+    encoder = CountingEncoder()
+    selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
+    _warm(selector, HOME)
+    encoder.calls.clear()
+    chosen, reason = selector.rank_explained("when are the bins collected?", HOME, limit=2)
+    assert (_paths(chosen)[:1], reason) == (["bins.md"], None)
+    assert encoder.calls == []
+
+
+@pytest.mark.parametrize("floor", [None, 0.0])
+def test_it_abstains_where_nothing_answers(floor: float | None) -> None:
+    """A question no memory answers, in words none uses, gets nothing and a reason;
+    without the similarity floor, the margin alone still says no (no memory stands out)."""
+    lexical = LexicalSelector(persist=False)
+    selector = (
+        SemanticInstantSelector(lexical)
+        if floor is None
+        else SemanticInstantSelector(lexical, min_top_similarity=floor)
+    )
+    _warm(selector, HOME)
+    assert selector.rank_explained(UNRELATED, HOME, limit=2) == ([], "below_threshold")
+
+
+def test_the_names_gate_holds_before_any_vector() -> None:
+    """A question naming someone no memory mentions: ``names_unknown``, no embedding."""
+    encoder = CountingEncoder()
+    selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
+    _warm(selector, HOME)
+    encoder.calls.clear()
+    chosen, reason = selector.rank_explained(
+        "How often does Marguerite service her vehicle?", HOME, limit=2
+    )
+    assert (chosen, reason) == ([], "names_unknown")
+    assert encoder.calls == []
+
+
+def test_a_query_not_in_english_follows_the_vector_selectors_rule() -> None:
+    """The embedded model is English: a query in another language (read against notes
+    in that language) that the lexical coverage gate rejects is not embedded at all, as
+    with the hybrid."""
+    maison = [
+        make_doc("voiture.md", name="Voiture", description="révision tous les 15 000 km",
+                 body="La voiture passe au garage tous les 15 000 km ou une fois par an."),
+        make_doc("plantes.md", name="Plantes", description="arrosage le dimanche",
+                 body="Arroser les fougères le dimanche ; le cactus une fois par mois."),
+        make_doc("poubelles.md", name="Poubelles", description="collecte le mercredi",
+                 body="Le papier et le verre sont ramassés le mercredi matin."),
+        make_doc("budget.md", name="Budget", description="épargne",
+                 body="Mettre 20 % du salaire de côté ; courses limitées à 600 euros."),
+    ]  # fmt: skip
+    encoder = CountingEncoder()
+    selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
+    _warm(selector, maison)
+    encoder.calls.clear()
+    chosen, reason = selector.rank_explained(
+        "à quelle fréquence faut-il entretenir le véhicule ?", maison, limit=2
+    )
+    assert (chosen, encoder.calls) == ([], [])
+    assert reason in {"no_match", "below_threshold"}
+
+
+def test_a_folder_too_small_to_read_a_margin_from_gets_nothing() -> None:
+    """Under ``MIN_DOCS`` memories there is no spread to compare the best one with."""
+    docs = HOME[: MIN_DOCS - 1]
+    selector = SemanticInstantSelector(LexicalSelector(persist=False))
+    _warm(selector, docs)
+    question = "is there anything my boy must never eat?"
+    assert selector.rank_explained(question, docs, limit=2) == ([], "below_threshold")
+
+
+def test_cold_vectors_cost_the_caller_nothing_and_warm_in_a_thread() -> None:
+    """Vectors not made yet: the caller gets the lexical answer with no embedding on its
+    thread; a daemon thread embeds the memories, and the next call answers from them."""
+    encoder = CountingEncoder()
+    selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
+    selector.lexical.prepare(HOME)
+    question, expected = PARAPHRASED[0]
+    caller = threading.current_thread().name
+    assert selector.rank_explained(question, HOME, limit=2) == ([], "no_match")
+    assert all(thread != caller for thread, _ in encoder.calls)
+    warming = selector._warming
+    assert warming is not None and warming.daemon
+    warming.join(timeout=120)
+    assert selector.vectors_ready(HOME)
+    chosen, _ = selector.rank_explained(question, HOME, limit=2)
+    assert expected in _paths(chosen)
+
+
+def test_beside_a_vector_selector_it_shares_its_vectors() -> None:
+    """Built beside the hybrid selector, the pass uses its lexical selector, encoder and
+    vector cache: the memories are embedded once for both."""
+    encoder = CountingEncoder()
+    hybrid = HybridSelector(encoder, lexical=LexicalSelector(persist=False))
+    hybrid.rank("vehicle maintenance", HOME, limit=2)
+    embedded = len(encoder.calls)
+    selector = SemanticInstantSelector.beside(hybrid)
+    assert selector.lexical is hybrid.lexical
+    selector.prepare(HOME)
+    texts = [t for _, batch in encoder.calls[embedded:] for t in batch]
+    assert texts == ["warm"]  # the set-up call only: no memory embedded again
+
+
+async def test_it_rides_on_the_first_request(tmp_path: Path) -> None:
+    """Through the prefetcher, warm: the block is computed inside ``start`` and taken at
+    the user query (``instant-semantic``) for a question that shares no word with it."""
+    store = FolderStore(tmp_path / "memory")
+    for doc in HOME:
+        store.save_memory(doc.name, doc.description, "user", doc.body, origin="user")
+    selector = SemanticInstantSelector(LexicalSelector())
+    recaller = Recaller(FolderStore(tmp_path / "memory"), LexicalSelector())
+    async with RecallPrefetcher(recaller, instant_selector=selector) as prefetcher:
+        await prefetcher.warm()
+        assert selector.vectors_ready(recaller.store.scan())
+        question, _ = PARAPHRASED[1]
+        assert prefetcher.start("k", question)
+        block = prefetcher.take("k", "user_query")
+    assert block is not None
+    assert block.strategy == "instant-semantic"
+    assert any("workout" in path for path in block.paths)
+
+
+async def test_warming_at_start_up_makes_the_vectors(tmp_path: Path) -> None:
+    """``Recaller.warm`` with the pass prepares its vectors even when the lexical
+    counts were ready already (a folder read at start-up)."""
+    store = FolderStore(tmp_path / "memory")
+    for doc in HOME:
+        store.save_memory(doc.name, doc.description, "user", doc.body, origin="user")
+    lexical = LexicalSelector()
+    recaller = Recaller(FolderStore(tmp_path / "memory"), lexical)
+    await recaller.warm()
+    selector = SemanticInstantSelector(lexical)
+    docs = recaller.store.scan()
+    assert selector.ready(docs) and not selector.vectors_ready(docs)
+    await asyncio.wait_for(recaller.warm(selector=selector), timeout=120)
+    assert selector.vectors_ready(recaller.store.scan())
+
+
+def test_a_conversation_that_was_shown_some_files_keeps_the_vectors() -> None:
+    """The offer leaves out the files a conversation was shown: the vectors stacked for
+    the whole folder still serve it, without embedding anything but the query, and the
+    margin is read over what is offered."""
+    encoder = CountingEncoder()
+    selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
+    _warm(selector, HOME)
+    question, expected = PARAPHRASED[2]
+    offered = [doc for doc in HOME if doc.rel_path not in {"bins.md", "plants.md"}]
+    assert selector.vectors_ready(offered)
+    encoder.calls.clear()
+    chosen, _ = selector.rank_explained(question, offered, limit=2)
+    assert expected in _paths(chosen)
+    assert [texts for _, texts in encoder.calls] == [[question]]
+    assert selector._warming is None  # nothing to re-stack
