@@ -89,10 +89,10 @@ PY313_TESTS ?= tests/agent tests/prefetch tests/test_cancel.py tests/models test
   tests/extract/test_scheduler.py tests/extract/test_extract.py tests/extract/test_flow.py \
   tests/extract/test_nothing_lost.py tests/extract/test_single_flight.py
 
-# Coverage: `make test` measures the test processes (the floor below is what they reach;
-# the CLI's own runs happen in subprocesses); `make coverage` measures the subprocesses
-# too, against pyproject.toml's gate.
-IN_PROCESS_COVERAGE_FLOOR ?= 80
+# Coverage: `make test` measures the test processes (they reach 80%; the floor leaves room
+# for a skipped optional part; the CLI's own runs happen in subprocesses); `make coverage`
+# measures the subprocesses too, against pyproject.toml's gate.
+IN_PROCESS_COVERAGE_FLOOR ?= 78
 SUITE_ENV = ASYNCRECALL_QWEN_CLI=$$([ -x $(QWEN_CLI) ] && echo $(abspath $(QWEN_CLI))) \
   ASYNCRECALL_CLAUDE_CLI=$$([ -x $(CLAUDE_CLI) ] && echo $(abspath $(CLAUDE_CLI))) \
   ASYNCRECALL_REQUIRE_INTEROP=1
