@@ -274,6 +274,14 @@ class LocalServer:
         try:
             await self._stop_requested.wait()
         finally:
+            # Stop accepting first, and let connections already accepted reach the
+            # server's books: one accepted as the server closes could not attach to it
+            # and would be left unclosed.
+            loop = asyncio.get_running_loop()
+            for listening in server.sockets:
+                loop.remove_reader(listening.fileno())
+            for _ in range(3):
+                await asyncio.sleep(0)
             server.close()
             # Abort the sockets rather than cancel the handlers: each handler then sees
             # its client gone and ends normally (a cancelled start_server handler makes
