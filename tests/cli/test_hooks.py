@@ -540,3 +540,27 @@ def test_a_turn_end_hands_the_turn_to_extraction_with_tool_output_held(
         assert "mirror-example" not in install and "blue-green" in install
         for session_id in (f"later{later}", "s3"):
             hooks("SessionEnd", session_id)
+
+
+@pytest.mark.parametrize("chosen", ["0", "1"])
+def test_the_services_instant_pass_follows_the_semantic_instant_setting(
+    tmp_path: Path, chosen: str
+) -> None:
+    """The service builds one instant selector, warms it and recalls with it: the
+    lexical pass by default, the semantic one when the user turned it on."""
+    pytest.importorskip("wordllama")
+    from asyncrecall.cli.hooks._service import _open_recall
+    from asyncrecall.memory import LexicalSelector, SemanticInstantSelector
+
+    store = FolderStore(tmp_path / "memory")
+    store.ensure()
+    store.save_memory("deploys", "how deploys work", "project", "Via staging.", origin="user")
+    env = {
+        "ASYNCRECALL_HOME": str(tmp_path / "home"),
+        "ASYNCRECALL_MEMORY_DIR": str(store.root),
+        "ASYNCRECALL_SELECTOR": "lexical",
+        "ASYNCRECALL_SEMANTIC_INSTANT": chosen,
+    }
+    prefetcher, _, _ = _open_recall(tmp_path, env, [])
+    expected = SemanticInstantSelector if chosen == "1" else LexicalSelector
+    assert type(prefetcher.instant_selector) is expected

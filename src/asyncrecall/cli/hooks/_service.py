@@ -428,14 +428,16 @@ def _open_recall(
         else:
             settings = settings.with_overrides(selector="lexical")
     memory: Recaller = build_memory_manager(settings, side_model=side)
+    # One instant selector, warmed below and used by every recall (the service outlives
+    # its first request, as chat does: the semantic pass when the user chose it).
+    instant = _instant_selector(memory, semantic=settings.semantic_instant)
     prefetcher = RecallPrefetcher(
         memory,
         limit=settings.recall_files,
-        instant_selector=_instant_selector(memory),
+        instant_selector=instant,
         instant_limit=settings.instant_files,
         session_bytes=settings.recall_session_bytes or None,
     )
-    instant = _instant_selector(memory)
     memory.start_warming(instant).join()
     refresh = None
     if isinstance(memory.store, FolderStore):  # a database is asked at each recall
