@@ -510,7 +510,7 @@ async def test_a_recall_held_until_the_request_asks_its_side_model_after_take(
         await _ticks()
         asked_before = side.json_started
         first = prefetcher.take(KEY, "user_query")
-        await _ticks(5)  # the framework's own steps to the send (AFTER_TAKE_S: 50 ms)
+        await _ticks(5)  # the framework's own steps to the send (AFTER_TAKE_S: 100 ms)
         asked_at_send = side.json_started
         async with asyncio.timeout(5):
             await side.wait_until(lambda m: m.json_started == 1)

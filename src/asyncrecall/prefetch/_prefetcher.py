@@ -78,7 +78,7 @@ IDLE_SECONDS: Final = 3_600.0
 #: query reach a one-slot server before the request it must not delay), and a side query
 #: answers in hundreds of milliseconds, so starting it this much later changes no point
 #: it reaches.
-AFTER_TAKE_S: Final = 0.05
+AFTER_TAKE_S: Final = 0.1
 
 
 @dataclass
