@@ -352,24 +352,24 @@ async def _held_turn(folder: Path, tmp_path: Path) -> AsyncIterator[tuple[Any, A
             await session.aclose()
 
 
-async def test_runs_side_query_waits_for_its_first_request(
+async def test_runs_side_query_goes_once_its_first_request_is_written(
     folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``run``'s session sends its side query only once its first request is on its way
-    (the prefetch's ``until_request``: that request's take, and a moment after it; both
-    made long here), so reading a cold folder and building the side query's prompt never
-    delay that request."""
-    import asyncio
-
+    """``run``'s session sends its side query once its first request is written (the
+    prefetch's ``until_request``, released by the model client: the timers are made long
+    here, so only that release lets it go), so reading a cold folder and building the
+    side query's prompt never delay that request: the server has the request first,
+    and the side query while the request's answer is still held."""
     from asyncrecall.cli import _session
     from asyncrecall.prefetch import _prefetcher
 
     monkeypatch.setattr(_session, "HOLD_RECALL_S", 30.0)
     monkeypatch.setattr(_prefetcher, "AFTER_TAKE_S", 30.0)
     async with _held_turn(folder, tmp_path) as (server, _answer, _turn):
-        await server.await_for(lambda r: r.model == "main")
-        await asyncio.sleep(0.5)  # a cold folder is read in well under this
-        assert [r.model for r in server.requests] == ["main"]
+        side = await server.await_for(lambda r: r.model == "side")
+    main = next(r for r in server.requests if r.model == "main")
+    assert main.arrived_at < side.arrived_at
+    assert main.finished_at is None or main.finished_at > side.arrived_at
 
 
 async def test_runs_session_puts_the_primed_pass_on_its_first_request(
@@ -414,13 +414,25 @@ def _run_settings(base_url: str, folder: Path, tmp_path: Path) -> Settings:
     )
 
 
-async def test_runs_side_query_is_held_no_longer_than_the_cap(folder: Path, tmp_path: Path) -> None:
-    """A first request whose answer does not come (a slow model) holds the side query
-    only :data:`HOLD_RECALL_S`: it goes out while the main request still waits."""
+async def test_runs_side_query_is_held_no_longer_than_the_cap(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a client that never says its request is written (a caller's own), the side
+    query waits at most :data:`HOLD_RECALL_S`: it goes out while the first request's
+    answer is still held (the wait after the take made long, so only the cap ends it)."""
+    from asyncrecall.cli import _session
+    from asyncrecall.models import _openai
+    from asyncrecall.prefetch import _prefetcher
+
+    async def silent(_request: object) -> None:
+        return None
+
+    monkeypatch.setattr(_openai, "request_hook", silent)
+    monkeypatch.setattr(_session, "HOLD_RECALL_S", 0.5)
+    monkeypatch.setattr(_prefetcher, "AFTER_TAKE_S", 30.0)
     async with _held_turn(folder, tmp_path) as (server, _answer, _turn):
-        side = await server.await_for(lambda r: r.model == "side")  # before the answer
+        side = await server.await_for(lambda r: r.model == "side")
     main = next(r for r in server.requests if r.model == "main")
-    assert main.arrived_at < side.arrived_at
     assert main.finished_at is None or main.finished_at > side.arrived_at
 
 

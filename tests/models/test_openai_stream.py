@@ -248,3 +248,39 @@ async def test_open_openai_models_and_shared_clients(local_server: LocalServer) 
     await pair.aclose()
     assert pair.main_client.is_closed()
     assert repr(other) == f"OpenAIModel(model='x', base_url='{local_server.base_url}')"
+
+
+async def test_a_client_of_ours_says_when_its_request_is_written(
+    model: OpenAIModel, local_server: LocalServer
+) -> None:
+    """Inside ``when_sent``, the stream's request calls back once it is written: the
+    server has it, its answer not yet given (held here); outside, nothing is called."""
+    import asyncio
+    import threading
+
+    from asyncrecall.models._sent import when_sent
+
+    answer = threading.Event()
+    local_server.script("main", Reply(text="ok", gate=answer), "again")
+    written = asyncio.Event()
+    calls: list[int] = []
+
+    def sent() -> None:
+        calls.append(len(local_server.requests))
+        written.set()
+
+    async def turn() -> None:
+        with when_sent(sent):
+            await run_turn(model, "question")
+
+    task = asyncio.create_task(turn())
+    try:
+        async with asyncio.timeout(10):
+            await written.wait()
+        held = await local_server.await_for(lambda r: r.model == "main")
+        assert held.finished_at is None  # written, not answered
+    finally:
+        answer.set()
+        await task
+    await run_turn(model, "question")  # outside when_sent
+    assert len(calls) == 1

@@ -22,6 +22,7 @@ from asyncrecall.prefetch import (
     PrefetchEvent,
     RecallNotReady,
     RecallPrefetcher,
+    _prefetcher,
 )
 from asyncrecall.testing import ScriptedModel
 
@@ -521,6 +522,32 @@ async def test_a_recall_held_until_the_request_asks_its_side_model_after_take(
     assert asked_at_send == 0
     assert first is not None and first.strategy == INSTANT_STRATEGY
     assert later is not None and later.paths == (paths["user-role"],)
+
+
+async def test_a_held_recall_goes_on_when_its_request_is_written(
+    prefetcher: RecallPrefetcher,
+    side: ScriptedModel,
+    paths: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``request_sent`` after the take lets the held recall go on at once: the wait after
+    the take (made long here) is only for a caller that never says its request is out.
+    Before the take it opens nothing (the take's request is the one that counts)."""
+    monkeypatch.setattr(_prefetcher, "AFTER_TAKE_S", 30.0)
+    side.add_json(selection(paths["deploy-flow"]))
+    prefetcher.start(KEY, "how do I deploy?", until_request=30)
+    prefetcher.request_sent(KEY)  # no take yet: nothing to open
+    await _ticks()
+    assert side.json_started == 0
+    prefetcher.take(KEY, "user_query")
+    await _ticks()
+    assert side.json_started == 0
+    prefetcher.request_sent(KEY)
+    async with asyncio.timeout(5):
+        await side.wait_until(lambda m: m.json_started == 1)
+    await settle(prefetcher, KEY)
+    block = prefetcher.take(KEY, "tool_result")
+    assert block is not None and block.paths == (paths["deploy-flow"],)
 
 
 async def test_a_held_recall_goes_on_after_its_bound_without_a_take(

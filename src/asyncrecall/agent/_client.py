@@ -349,6 +349,7 @@ class AgentClient:
                 tuple(self.history), system=self._system_prompt, tools=self.tools
             ),
             cancel,
+            self._slot.request_sent,
         )
         try:
             async with aclosing(stream):

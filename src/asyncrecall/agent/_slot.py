@@ -156,6 +156,11 @@ class RecallSlot:
             return None, events
         return (block.text, injected[-1]), events
 
+    def request_sent(self) -> None:
+        """The request of the last :meth:`consume` is written: a held recall goes on."""
+        if self._prefetcher is not None:
+            self._prefetcher.request_sent(_KEY)
+
     def discard(self, reason: DiscardReason) -> MemoryDiscardedEvent | None:
         """Cancel and drop the pending recall, if any."""
         if self._prefetcher is None:

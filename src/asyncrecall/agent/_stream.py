@@ -15,12 +15,14 @@ happens when a side query of another process of ours slipped in between); a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Final
 
 from asyncrecall._cancel import CancelSignal
 from asyncrecall.models import StreamEvent
+from asyncrecall.models._sent import when_sent
 from asyncrecall.models._traffic import ModelStreamCut
 
 __all__ = ["RESENDS", "StreamRestarted", "TurnCancelled", "cancellable_stream"]
@@ -54,15 +56,22 @@ _END = _End()
 async def cancellable_stream(
     open_stream: Callable[[], AsyncIterator[StreamEvent]],
     cancel: CancelSignal,
+    on_sent: Callable[[], None] | None = None,
 ) -> AsyncGenerator[StreamEvent | StreamRestarted, None]:
     """Yield the stream's events until it ends, fails, or ``cancel`` fires; a stream cut
     for our own side query is opened again, up to :data:`RESENDS` times (each after a
-    :class:`StreamRestarted`)."""
+    :class:`StreamRestarted`). ``on_sent``: called when the request is written, by a
+    client that says so (see :func:`~asyncrecall.models._sent.when_sent`)."""
     if cancel.cancelled:
         raise TurnCancelled
     queue: asyncio.Queue[StreamEvent | StreamRestarted | _End | BaseException] = asyncio.Queue()
 
     async def produce() -> None:
+        # Set in the producer's own context: nothing leaks to the consumer's.
+        with when_sent(on_sent) if on_sent is not None else contextlib.nullcontext():
+            await send()
+
+    async def send() -> None:
         resent = 0
         while True:
             try:

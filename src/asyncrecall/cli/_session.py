@@ -41,8 +41,10 @@ __all__ = ["Session", "build_extraction", "open_session"]
 #: ``--side-model local``: the embedded model answers the side queries.
 LOCAL = "local"
 
-#: How long ``run``'s recall waits for its request to be out, at most (seconds).
-HOLD_RECALL_S = 0.05
+#: How long ``run``'s recall waits for its request to be out, at most (seconds): the
+#: client says when it is written (``RecallPrefetcher.request_sent``); this bounds the
+#: wait of a model that never says (the embedded one), for a turn that never sends.
+HOLD_RECALL_S = 0.5
 
 #: The old design's selector timeout, kept only for the blocking baseline.
 BLOCKING_SELECTOR_TIMEOUT = 1.0

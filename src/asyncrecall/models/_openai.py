@@ -56,6 +56,7 @@ from asyncrecall.models._openai_errors import (
     short_model_name,
 )
 from asyncrecall.models._protocol import Finished, StreamEvent, TextDelta, ToolCallReady, Usage
+from asyncrecall.models._sent import request_hook
 from asyncrecall.models._side_http import SideHTTP
 from asyncrecall.models._traffic import (
     ModelStreamCut,
@@ -129,7 +130,11 @@ def _make_client(
     *, base_url: str, api_key: str | None, max_retries: int, timeout: float | None
 ) -> AsyncOpenAI:
     key = api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY
-    return AsyncOpenAI(api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout)
+    # The SDK's own HTTP client (its defaults), which says when a request is written.
+    http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [request_hook]})
+    return AsyncOpenAI(
+        api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout, http_client=http
+    )
 
 
 class OpenAIModel:

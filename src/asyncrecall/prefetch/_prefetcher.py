@@ -72,12 +72,11 @@ class MemoryBlock:
 #: least recently used idle ones are forgotten (see :class:`RecallPrefetcher`).
 MAX_CONVERSATIONS: Final = 10_000
 IDLE_SECONDS: Final = 3_600.0
-#: How long after the take a recall started with ``until_request`` goes on: the
-#: framework's own steps between its hook and the request's send come first (a few
-#: milliseconds on an idle machine, tens on busy cores, where a shorter wait let the side
-#: query reach a one-slot server before the request it must not delay), and a side query
-#: answers in hundreds of milliseconds, so starting it this much later changes no point
-#: it reaches.
+#: How long after the take a recall started with ``until_request`` goes on when nobody
+#: says the request is out (:meth:`RecallPrefetcher.request_sent`): the framework's own
+#: steps between its hook and the request's send come first (a few milliseconds on an
+#: idle machine, tens on busy cores), and a side query answers in hundreds of
+#: milliseconds, so starting it this much later changes no point it reaches.
 AFTER_TAKE_S: Final = 0.1
 
 
@@ -95,9 +94,11 @@ class _Conversation:
     sent_bytes: int = 0
     #: A block no longer fitted the session byte budget: recall stops here.
     spent: bool = False
-    #: Opened by the next :meth:`RecallPrefetcher.take`: a recall started with
+    #: Opened after the next :meth:`RecallPrefetcher.take`: a recall started with
     #: ``until_request`` waits for it.
     gate: asyncio.Event | None = None
+    #: The gate of the last take, until :meth:`RecallPrefetcher.request_sent` opens it.
+    taken_gate: asyncio.Event | None = None
     #: The pending recall's span (OpenTelemetry on), for its events.
     trace: _telemetry.RecallTrace | None = None
 
@@ -226,8 +227,9 @@ class RecallPrefetcher:
         request is built). A recall computed inline is not held.
 
         ``until_request``: the main recall, when it runs in a task (a side query), waits
-        for the key's next :meth:`take` (and :data:`AFTER_TAKE_S` after it), or at most
-        this many seconds: for a hook that
+        until the request of the key's next :meth:`take` is out (:meth:`request_sent`,
+        else :data:`AFTER_TAKE_S` after the take), or at most this many seconds: for a
+        hook that
         starts the recall just before the framework's first request of the message, so
         that the side query's prompt and send run while that request is on its way,
         not before it (a side query cannot settle in time for it anyway). An instant
@@ -316,6 +318,7 @@ class RecallPrefetcher:
             return None
         conversation.used_at = self._clock()
         gate, conversation.gate = conversation.gate, None
+        conversation.taken_gate = gate
         if gate is not None:  # the held recall goes on once the request is out
             asyncio.get_running_loop().call_later(AFTER_TAKE_S, gate.set)
         block: MemoryBlock | None = None
@@ -341,6 +344,15 @@ class RecallPrefetcher:
         if trace is not None and handle is not None:
             self._traced_take(conversation, handle, point, block, time.perf_counter() - began)
         return block
+
+    def request_sent(self, key: str) -> None:
+        """The request the last :meth:`take` of ``key`` was for is on the wire: a recall
+        held with ``until_request`` goes on now rather than :data:`AFTER_TAKE_S` after
+        the take. Optional (for a caller that knows when its request is written)."""
+        conversation = self._conversations.get(key)
+        if conversation is not None and conversation.taken_gate is not None:
+            conversation.taken_gate.set()
+            conversation.taken_gate = None
 
     def cancel(self, key: str, reason: DiscardReason = "cancelled") -> None:
         """Cancel and drop the key's pending recall, if any (its side query hangs up)."""
