@@ -59,22 +59,34 @@ from .conftest import (
     text_of,
 )
 
-pytestmark = LITELLM_WARNINGS
-
 KEY = "session-1"
 USER = "user-1"
 APP = "app"
 #: litellm's stream handler reads a pydantic attribute pydantic 2.11 deprecated.
 LITELLM_STREAM_WARNING = "ignore:Accessing the 'model_(computed_)?fields':DeprecationWarning"
-#: LiteLLM makes its streaming coroutine before it awaits it: a streamed run cancelled
-#: between the two (the cancellation cases) leaves that coroutine of LiteLLM's unawaited,
-#: reported when the collector frees it. Only that coroutine, by name: any other
-#: unawaited coroutine still fails the test.
-LITELLM_UNAWAITED_STREAM = (
-    "ignore:coroutine 'OpenAIChatCompletion.async_streaming' was never awaited:RuntimeWarning",
-    "ignore:Exception ignored in. <coroutine object OpenAIChatCompletion.async_streaming"
-    ":pytest.PytestUnraisableExceptionWarning",
+#: LiteLLM makes its request coroutine (``acompletion``, streamed ``async_streaming``)
+#: before it awaits it: a run cancelled between the two (the cancellation cases, plain
+#: and streamed) leaves that coroutine of LiteLLM's unawaited, reported when the
+#: collector frees it. Only LiteLLM's coroutines, by name: any other unawaited coroutine
+#: still fails the test.
+LITELLM_UNAWAITED = (
+    pytest.mark.filterwarnings(
+        r"ignore:coroutine 'OpenAIChatCompletion\.\w+' was never awaited:RuntimeWarning"
+    ),
+    pytest.mark.filterwarnings(
+        r"ignore:Exception ignored in. <coroutine object OpenAIChatCompletion\."
+        ":pytest.PytestUnraisableExceptionWarning"
+    ),
 )
+pytestmark = [LITELLM_WARNINGS, *LITELLM_UNAWAITED]
+
+
+@pytest.fixture(autouse=True)
+def _free_here() -> Iterator[None]:
+    """Free what a case left unawaited before it ends (where the filters above apply):
+    left to the collector, it was reported in whichever test ran next on the worker."""
+    yield
+    gc.collect()
 
 
 class AdkDriver(Driver):
@@ -170,22 +182,12 @@ class TestConformance(ConformanceSuite):
 
 
 @pytest.mark.filterwarnings(LITELLM_STREAM_WARNING)
-@pytest.mark.filterwarnings(LITELLM_UNAWAITED_STREAM[0])
-@pytest.mark.filterwarnings(LITELLM_UNAWAITED_STREAM[1])
 class TestConformanceStreamed(ConformanceSuite):
     """The recall contract, model calls streamed (SSE)."""
 
     @pytest.fixture
     def driver(self) -> Driver:
         return AdkDriver(streaming=True)
-
-    @pytest.fixture(autouse=True)
-    def _free_here(self) -> Iterator[None]:
-        """Free LiteLLM's unawaited coroutine within the case that left it, where the
-        filters above apply: left to the collector, it was reported in whichever test
-        ran next on the worker (CI: a plain case of this module, failed at teardown)."""
-        yield
-        gc.collect()
 
 
 # -- what is ADK's own --------------------------------------------------------------------
