@@ -168,6 +168,8 @@ class ClaudeDriver(Driver):
 
     endings = frozenset({"returns", "raises", "is cancelled", "is left early"})
     server_type = AnthropicServer
+    # Each run starts the CLI (over a second each): case (g) at its least, not 80 runs.
+    conversations = 40
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder

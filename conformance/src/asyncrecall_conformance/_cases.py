@@ -360,7 +360,6 @@ async def stale_recall_not_adopted(harness: Harness) -> None:
 
 # -- (g) ---------------------------------------------------------------------------------
 
-CONVERSATIONS = 80
 KEPT_CONVERSATIONS = 8
 
 
@@ -386,12 +385,16 @@ def _ours(kind: type) -> bool:
 
 async def bounded_memory(harness: Harness, *, keys: Literal["app's", "none"]) -> None:
     """(g) Many conversations, each shown memory, do not grow memory without bound: after
-    80 of them (each with a key of its own, or with no key from the app), with a
-    prefetcher that keeps at most 8 conversations, the objects of asyncrecall's classes
-    alive (blocks, recalls, conversations) grew by less than three quarters of that
-    number: an adapter may keep records it drops in batches, not one per conversation."""
+    the driver's ``conversations`` of them (80 by default; each with a key of its own, or
+    with no key from the app), with a prefetcher that keeps at most 8 conversations, the
+    objects of asyncrecall's classes alive (blocks, recalls, conversations) grew by less
+    than three quarters of that number: an adapter may keep records it drops in batches,
+    not one per conversation."""
     question = "how do deploys reach the staging cluster?"
-    harness.wire.script(*["ok"] * (CONVERSATIONS + 2))
+    conversations = harness.driver.conversations
+    if conversations < 5 * KEPT_CONVERSATIONS:
+        raise ValueError(f"case (g) needs at least {5 * KEPT_CONVERSATIONS} conversations")
+    harness.wire.script(*["ok"] * (conversations + 2))
     async with harness.recall("lexical", max_conversations=KEPT_CONVERSATIONS) as prefetcher:
 
         async def conversation(n: int) -> None:
@@ -401,14 +404,14 @@ async def bounded_memory(harness: Harness, *, keys: Literal["app's", "none"]) ->
         for n in range(2):  # the frameworks' and the server's one-time set-up
             await conversation(-1 - n)
         before = await asyncio.to_thread(_live_objects)  # off the loop: it takes a while
-        for n in range(CONVERSATIONS):
+        for n in range(conversations):
             await conversation(n)
         grown = await asyncio.to_thread(_live_objects) - before
         assert not prefetcher.tasks, "recall tasks left running"
     shown = [len(memory_indexes(messages)) for messages in harness.main()]
     assert shown == [1] * len(shown), "a conversation was not shown its memory"
-    assert grown.total() < CONVERSATIONS * 3 // 4, (
-        f"{grown.total()} more asyncrecall objects alive after {CONVERSATIONS} "
+    assert grown.total() < conversations * 3 // 4, (
+        f"{grown.total()} more asyncrecall objects alive after {conversations} "
         f"conversations: {dict(grown.most_common(5))}"
     )
 

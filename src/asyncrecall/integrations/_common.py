@@ -97,13 +97,14 @@ def record_shown(prefetcher: RecallPrefetcher, key: str, block: MemoryBlock) -> 
     """Remember that ``block`` went into the key's history (see :func:`forget_unsent`).
 
     Conversations the prefetcher no longer holds anything surfaced for (reset, evicted)
-    are dropped now and then (when the count reaches a power of two from 64 on), so
-    records never outgrow the prefetcher's own conversations.
+    are dropped now and then (when the count reaches a power of two from twice the
+    prefetcher's bound on, or from 64), so records stay within about twice the
+    prefetcher's own conversations.
     """
     keys = _shown.setdefault(prefetcher, {})
     keys.setdefault(key, []).append(block)
     count = len(keys)
-    if count >= 64 and count & (count - 1) == 0:
+    if count >= min(64, 2 * prefetcher.max_conversations) and count & (count - 1) == 0:
         for gone in [k for k in keys if k != key and not prefetcher.surfaced(k)]:
             del keys[gone]
 
