@@ -9,9 +9,9 @@ conformance driver (``tests/integrations``) with a warm lexical recall (settled 
 the first request), against the session's one server; main answers are capped by the
 proxy (the frameworks set no ``max_tokens``). The Claude Agent SDK speaks Anthropic's
 Messages API, which llama-cpp-python's server does not serve (it has no
-``/v1/messages``): it is not here; its block's place in the first request (a text block
-of the user's message, before the question) is pinned on
-:class:`~asyncrecall.testing.AnthropicServer` in ``tests/integrations``.
+``/v1/messages``): it runs through ``anthropic_bridge.AnthropicBridge`` (LiteLLM's translation, its
+text blocks joined into strings), and its block, a text block of the user's message
+before the question, reaches the server as text before the question too.
 """
 
 from __future__ import annotations
@@ -113,5 +113,32 @@ async def test_the_adapter_runs_on_the_real_server_with_memory_in_the_first_requ
         await driver.run(run)
     chats = [r for r in capped.proxy.requests if r.path.endswith("/chat/completions")]
     assert chats, "no request reached the server"
+    assert [r.status for r in chats] == [200] * len(chats), [(r.status, r.path) for r in chats]
+    assert_block_first_as_text(chats[0].body["messages"])
+
+
+@ADK_WARNINGS  # the bridge's LiteLLM
+async def test_the_claude_agent_sdk_runs_on_the_real_server_with_memory_in_the_first_request(
+    server: LlamaServer, tmp_path: Path
+) -> None:
+    """The Claude Agent SDK (its CLI's own agent loop) runs to an answer on
+    llama-cpp-python's server through Anthropic's API (the bridge), every request
+    answered 200, and the first request carries the memory block as text before the
+    user's question."""
+    found = importlib.import_module("integrations.test_claude_agent_sdk")  # skips without it
+    pytest.importorskip("litellm", reason="the bridge translates with LiteLLM")
+    from .anthropic_bridge import AnthropicBridge
+
+    driver: Driver = found.ClaudeDriver(tmp_path / "claude")
+    store = memory_store(tmp_path)
+    with AnthropicBridge(server.base_url, server.model_id) as bridge:
+        async with RecallPrefetcher(Recaller(store, LexicalSelector())) as prefetcher:
+            await prefetcher.warm()
+            run = Run(prefetcher, key="thread-1", text=QUESTION, base_url=bridge.base_url,
+                      model=found.KNOWN, read_file=read_file)  # fmt: skip
+            await driver.run(run)
+    assert bridge.requests, "the CLI sent nothing"
+    chats = [r for r in server.proxy.requests if r.path.endswith("/chat/completions")]
+    assert len(chats) == len(bridge.requests)
     assert [r.status for r in chats] == [200] * len(chats), [(r.status, r.path) for r in chats]
     assert_block_first_as_text(chats[0].body["messages"])
