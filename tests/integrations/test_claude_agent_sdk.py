@@ -168,8 +168,6 @@ class ClaudeDriver(Driver):
 
     endings = frozenset({"returns", "raises", "is cancelled", "is left early"})
     server_type = AnthropicServer
-    # Each run starts the CLI (over a second each): case (g) at its least, not 80 runs.
-    conversations = 40
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -211,7 +209,7 @@ class TestConformance(ConformanceSuite):
     case_marks: ClassVar[Mapping[str, Sequence[pytest.MarkDecorator]]] = {
         "c-hang-up-when-run-is-cancelled": [SDK_LEAKS_ON_CANCEL],
         "f-cancelled-run-leaves-nothing": [SDK_LEAKS_ON_CANCEL],
-        # 82 conversations, a CLI process each: they need a longer timeout.
+        # 42 conversations, a CLI process each: they need a longer timeout.
         "g-bounded-memory-with-keys": [CLI_PER_CONVERSATION],
         "g-bounded-memory-without-keys": [CLI_PER_CONVERSATION],
     }

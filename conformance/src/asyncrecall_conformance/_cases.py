@@ -385,7 +385,7 @@ def _ours(kind: type) -> bool:
 
 async def bounded_memory(harness: Harness, *, keys: Literal["app's", "none"]) -> None:
     """(g) Many conversations, each shown memory, do not grow memory without bound: after
-    the driver's ``conversations`` of them (80 by default; each with a key of its own, or
+    the driver's ``conversations`` of them (40 by default; each with a key of its own, or
     with no key from the app), with a prefetcher that keeps at most 8 conversations, the
     objects of asyncrecall's classes alive (blocks, recalls, conversations) grew by less
     than three quarters of that number: an adapter may keep records it drops in batches,

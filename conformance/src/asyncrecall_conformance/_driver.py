@@ -76,10 +76,9 @@ class Driver(abc.ABC):
     #: default the main model: :class:`~asyncrecall.testing.AnthropicServer` for a
     #: driver whose :meth:`wire` is an ``AnthropicServerWire``.
     server_type: ClassVar[type[LocalServer]] = LocalServer
-    #: The conversations case (g) runs: a framework whose every run starts a process
-    #: may run fewer, at least five times the prefetcher's bound of eight (a leak of
-    #: one object a conversation still fails the case).
-    conversations: ClassVar[int] = 80
+    #: The conversations case (g) runs, at least five times the prefetcher's bound of
+    #: eight (a leak of one object a conversation fails the case).
+    conversations: ClassVar[int] = 40
 
     @abc.abstractmethod
     async def run(self, run: Run) -> Any:
