@@ -35,8 +35,9 @@ class ClientOptions:
     #: folder's reading, the side query and its prompt) waits until that query's
     #: request is on its way, at most this many seconds, so it never holds the
     #: interpreter while the request is built (:meth:`RecallPrefetcher.start
-    #: <asyncrecall.prefetch.RecallPrefetcher.start>`'s ``until_request``: the
-    #: request's take, and a moment after it). ``asyncrecall run`` sets it: its one
+    #: <asyncrecall.prefetch.RecallPrefetcher.start>`'s ``until_request``: until the
+    #: request is written, as the model's client reports it, else a moment after the
+    #: request's take). ``asyncrecall run`` sets it: its one
     #: request is built right after start-up, when the folder is still cold. ``None``:
     #: the recall starts at once. Only the ``async`` and ``async+lexical`` modes hold.
     until_request: float | None = None
