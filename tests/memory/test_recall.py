@@ -7,8 +7,10 @@ The side model here is the in-process :class:`~asyncrecall.testing.ScriptedModel
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -217,6 +219,28 @@ async def test_an_already_cancelled_signal_asks_nobody(
     cancel.cancel()
     assert await _manager(store, model).recall("database", cancel=cancel) is EMPTY_RECALL
     assert model.json_started == 0
+
+
+async def test_a_signal_before_the_selector_s_task_first_runs_returns_empty(
+    manager_parts: tuple[FolderStore, ScriptedModel],
+) -> None:
+    """A signal that fires after recall started the selector's task but before that task
+    ran a step: recall still returns EMPTY_RECALL (it does not wait forever), the
+    selector is never asked, and its never-started coroutine is closed (no "never
+    awaited" warning)."""
+    store, model = manager_parts
+    store.scan()  # warm: recall reaches the selector's task without suspending
+    cancel = CancelSignal()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task = asyncio.create_task(_manager(store, model).recall("database", cancel=cancel))
+        asyncio.get_running_loop().call_soon(cancel.cancel)  # right after recall's first step
+        async with asyncio.timeout(10):
+            assert await task is EMPTY_RECALL
+        gc.collect()
+    assert model.json_started == 0
+    assert cancel.listener_count() == 0
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
 
 
 async def test_the_bridge_is_removed_once_recall_settles(

@@ -547,3 +547,20 @@ def test_a_command_holds_the_main_marker_from_its_start(
     with user_waits(Settings(base_url=f"{local_server.base_url}/")):
         assert held()
     assert not held()
+
+
+def test_the_markers_follow_the_temporary_folder(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An endpoint's marker files are in the temporary folder ``tempfile`` uses when
+    they are looked up, also when a program sets another after the first look."""
+    endpoint = _traffic.Traffic("http://127.0.0.1:9/v1")
+    first, second = tmp_path / "first", tmp_path / "second"
+    monkeypatch.setattr("tempfile.tempdir", str(first))
+    before = endpoint.marker_path("main")
+    monkeypatch.setattr("tempfile.tempdir", str(second))
+    after = endpoint.marker_path("main")
+    assert os.path.dirname(os.path.dirname(before)) == str(first)
+    assert os.path.dirname(os.path.dirname(after)) == str(second)
+    assert os.path.basename(before) == os.path.basename(after)
+    assert endpoint.marker_path("background") != after

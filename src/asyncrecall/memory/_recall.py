@@ -476,14 +476,33 @@ async def _bridged(
     outcome dropped). If the calling task is cancelled, the inner task is cancelled and
     drained first, then the ``CancelledError`` propagates: never swallowed.
     """
-    task = asyncio.create_task(work, name=name)
+    finished = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not finished.done():
+            finished.set_result(None)
+
+    async def run() -> _T:
+        try:
+            return await work
+        finally:
+            # Woken from the task's last step: it is done by the time we resume, one
+            # loop iteration sooner than through its done-callbacks (asyncio.wait).
+            wake()
+
+    def done(_task: object) -> None:
+        work.close()  # cancelled before its first step, ``work`` never ran: no warning
+        wake()
+
+    task = asyncio.create_task(run(), name=name)
+    task.add_done_callback(done)
 
     def cancel_task() -> None:
         task.cancel(SIGNAL_CANCEL)  # dropped on purpose: see cancelled_by_signal
 
     remove = cancel.add_listener(cancel_task) if cancel is not None else None
     try:
-        await asyncio.wait({task})
+        await finished
     except asyncio.CancelledError:
         await _cancel_and_drain(task)
         raise

@@ -56,6 +56,7 @@ import contextlib
 import contextvars
 import hashlib
 import os
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -147,6 +148,7 @@ class Traffic:
     _streaming_since: float = 0.0  # wall clock (file times are compared to it)
     _quiet: list[asyncio.Future[None]] = field(default_factory=list)
     _main_fd: int | None = None  # the main marker, shared-locked while foreground
+    _paths: dict[tuple[str, str | None], str] = field(default_factory=dict)
 
     @property
     def side_requests(self) -> int:
@@ -314,9 +316,15 @@ class Traffic:
     def marker_path(self, kind: str = "background") -> str:
         """The ``main``, ``background``, ``overlap`` or ``interrupts`` file of this
         endpoint."""
-        digest = hashlib.sha256(self.base_url.encode()).hexdigest()[:16]
-        folder = _platform.user_temp_dir("asyncrecall")
-        return os.path.join(folder, f"{kind}-{digest}.lock")
+        # Looked up on every foreground request: remembered per temporary folder (the
+        # one ``tempfile`` chose; a program may still set another).
+        key = (kind, tempfile.tempdir)
+        path = self._paths.get(key)
+        if path is None:
+            digest = hashlib.sha256(self.base_url.encode()).hexdigest()[:16]
+            folder = _platform.user_temp_dir("asyncrecall")
+            path = self._paths[key] = os.path.join(folder, f"{kind}-{digest}.lock")
+        return path
 
     def _open_marker(self, kind: str, *, create: bool) -> int | None:
         """The marker file (made only when ``create``), ``None`` when absent."""
