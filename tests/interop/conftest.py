@@ -27,6 +27,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.interop)
+            # One worker runs them all (``--dist loadgroup``): one server to start, not
+            # one a worker, and no two of them sharing the cores with the rest.
+            item.add_marker(pytest.mark.xdist_group("interop"))
 
 
 @pytest.fixture(scope="session")
