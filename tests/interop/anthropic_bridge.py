@@ -5,7 +5,9 @@ Claude Agent SDK's CLI) can run on llama-cpp-python's server, which has no
 ``/v1/messages``. The translation is LiteLLM's, not ours; this module only serves it.
 
 Every model name is sent as the upstream's one model; answers are capped at
-``max_tokens`` (the CLI asks for tens of thousands, more than the small context holds).
+``max_tokens`` (the CLI asks for tens of thousands, more than the small context holds),
+and an answer cut by that cap, not by the client's own limit, ends as a finished turn
+(``end_turn``): the CLI takes ``max_tokens`` for its own limit reached and fails the turn.
 ``POST /v1/messages/count_tokens`` answers an estimate and ``GET /v1/models`` an empty
 list; anything else is 404. It runs uvicorn in its own thread.
 """
@@ -95,18 +97,21 @@ class AnthropicBridge:
         body = _as_strings(body)
         passed = {k: body[k] for k in PASSED if body.get(k) is not None}
         stream = bool(body.get("stream"))
+        asked = int(body.get("max_tokens") or self.max_tokens)
         answer = await litellm.anthropic.messages.acreate(
             model=f"openai/{self.model_id}",
             api_base=self.upstream,
             api_key="none",
             messages=body["messages"],
-            max_tokens=min(int(body.get("max_tokens") or self.max_tokens), self.max_tokens),
+            max_tokens=min(asked, self.max_tokens),
             stream=stream,
             **passed,
         )
+        ours = asked > self.max_tokens  # a cut at the cap is the bridge's, not the client's
         if not stream:
-            return JSONResponse(answer if isinstance(answer, dict) else dict(answer))
-        return StreamingResponse(_events(answer), media_type="text/event-stream")
+            message = answer if isinstance(answer, dict) else dict(answer)
+            return JSONResponse(_ended(message, "stop_reason") if ours else message)
+        return StreamingResponse(_events(answer, ours), media_type="text/event-stream")
 
     async def _count(self, request: Request) -> Response:
         return JSONResponse({"input_tokens": len(await request.body()) // 4})
@@ -145,11 +150,24 @@ def _as_strings(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _events(chunks: Any) -> AsyncIterator[bytes]:
-    """LiteLLM's stream as server-sent events (it yields them ready, or as dicts)."""
+def _ended(message: dict[str, Any], key: str) -> dict[str, Any]:
+    """``message`` with a ``max_tokens`` stop under ``key`` told as ``end_turn``."""
+    return {**message, key: "end_turn"} if message.get(key) == "max_tokens" else message
+
+
+async def _events(chunks: Any, capped: bool) -> AsyncIterator[bytes]:
+    """LiteLLM's stream as server-sent events (it yields each event ready, as bytes, or
+    as a dict); ``capped``: a ``max_tokens`` stop is the bridge's cap (see the module)."""
     async for chunk in chunks:
         if isinstance(chunk, bytes | str):
-            yield chunk if isinstance(chunk, bytes) else chunk.encode()
+            raw = chunk if isinstance(chunk, bytes) else chunk.encode()
+            if not (capped and raw.startswith(b"event: message_delta\n")):
+                yield raw
+                continue
+            data = raw.split(b"\ndata: ", 1)[1]
+            event = json.loads(data)
         else:
             event = dict(chunk)
-            yield f"event: {event.get('type')}\ndata: {json.dumps(event)}\n\n".encode()
+        if capped and event.get("type") == "message_delta":
+            event["delta"] = _ended(dict(event.get("delta") or {}), "stop_reason")
+        yield f"event: {event.get('type')}\ndata: {json.dumps(event)}\n\n".encode()

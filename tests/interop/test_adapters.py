@@ -126,8 +126,9 @@ async def test_the_claude_agent_sdk_runs_on_the_real_server_with_memory_in_the_f
     answered 200, and the first request carries the memory block as text before the
     user's question."""
     found = importlib.import_module("integrations.test_claude_agent_sdk")  # skips without it
-    pytest.importorskip("litellm", reason="the bridge translates with LiteLLM")
-    from .anthropic_bridge import AnthropicBridge
+    # The bridge translates with LiteLLM (it sets LiteLLM's environment before importing it).
+    bridge_module = pytest.importorskip("interop.anthropic_bridge")
+    AnthropicBridge = bridge_module.AnthropicBridge
 
     driver: Driver = found.ClaudeDriver(tmp_path / "claude")
     store = memory_store(tmp_path)
