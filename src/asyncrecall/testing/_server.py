@@ -279,7 +279,9 @@ class LocalServer:
             # and would be left unclosed.
             loop = asyncio.get_running_loop()
             for listening in server.sockets:
-                loop.remove_reader(listening.fileno())
+                # A proactor loop (Windows) has no readers to remove: it just closes.
+                with contextlib.suppress(NotImplementedError):
+                    loop.remove_reader(listening.fileno())
             for _ in range(3):
                 await asyncio.sleep(0)
             server.close()
