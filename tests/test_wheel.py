@@ -29,7 +29,8 @@ _RUN_GUARD_S = 180
 _IMPORT_BUDGET_MS = 300.0
 _IMPORT_RUNS = 7
 
-# One worker builds and installs the wheel once for the module (loadgroup).
+# One worker builds and installs the wheel once (loadgroup; the fixture lives for the
+# worker's session, as the worker may run other modules' tests between these).
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(3 * _PIP_GUARD_S),
@@ -54,7 +55,7 @@ def _build(project: Path, out: Path, env: dict[str, str]) -> Path:
     return wheel
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, Path]]:
     """(the runtime wheel, the fresh venv's bin folder, a scratch folder outside the
     checkout holding ``home``)."""
