@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .server import LlamaServer, missing_packages, running_llama_server
-
-REQUIRE_ENV = "ASYNCRECALL_REQUIRE_INTEROP"
+from .server import REQUIRE_ENV, LlamaServer, missing_packages, running_llama_server
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -4,8 +4,10 @@ recording proxy: shared by the interop suite's fixture and ``measure_recall.py``
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -14,6 +16,9 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from .proxy import RecordingProxy
 
@@ -38,6 +43,21 @@ class LlamaServer:
     @property
     def base_url(self) -> str:
         return self.proxy.base_url
+
+
+REQUIRE_ENV = "ASYNCRECALL_REQUIRE_INTEROP"
+
+
+def require(module: str) -> Any:
+    """``module`` imported; without it (or when it skips at import) the test is skipped
+    with the reason, or fails under ``ASYNCRECALL_REQUIRE_INTEROP=1``."""
+    try:
+        return importlib.import_module(module)
+    except (ImportError, pytest.skip.Exception) as exc:
+        message = f"needs {module} ({exc})"
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{message} ({REQUIRE_ENV}=1 makes this an error)")
+        pytest.skip(message)
 
 
 def missing_packages() -> list[str]:

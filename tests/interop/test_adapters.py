@@ -16,7 +16,6 @@ before the question, reaches the server as text before the question too.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from asyncrecall.memory import FolderStore, LexicalSelector, Recaller
 from asyncrecall.prefetch import RecallPrefetcher
 from asyncrecall_conformance import MEMORY_MARK, Driver, Run, text_of
 
-from .server import LlamaServer
+from .server import LlamaServer, require
 
 GUARD = 300  # one agent run on the tiny model, CPU-bound on busy shared cores
 pytestmark = pytest.mark.timeout(GUARD)
@@ -67,7 +66,7 @@ def memory_store(tmp_path: Path) -> FolderStore:
 
 def driver_of(adapter: str) -> Driver:
     module, name, kwargs = DRIVERS[adapter]
-    found = importlib.import_module(f"integrations.{module}")  # skips without the framework
+    found = require(f"integrations.{module}")
     driver: Driver = getattr(found, name)(**kwargs)
     return driver
 
@@ -125,9 +124,9 @@ async def test_the_claude_agent_sdk_runs_on_the_real_server_with_memory_in_the_f
     llama-cpp-python's server through Anthropic's API (the bridge), every request
     answered 200, and the first request carries the memory block as text before the
     user's question."""
-    found = importlib.import_module("integrations.test_claude_agent_sdk")  # skips without it
+    found = require("integrations.test_claude_agent_sdk")
     # The bridge translates with LiteLLM (it sets LiteLLM's environment before importing it).
-    bridge_module = pytest.importorskip("interop.anthropic_bridge")
+    bridge_module = require("interop.anthropic_bridge")
     AnthropicBridge = bridge_module.AnthropicBridge
 
     driver: Driver = found.ClaudeDriver(tmp_path / "claude")
