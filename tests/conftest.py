@@ -52,6 +52,33 @@ def _default_signal_actions() -> None:
 _default_signal_actions()
 
 
+_UNGROUPED = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``xdist_group`` share one worker under ``--dist loadgroup`` (one
+    llama.cpp server, one built wheel, one cluster for the group): pytest-xdist's worker
+    adds the group to each such test's node id, and the scheduler groups by it. A
+    pytest release that ignores that change spreads the groups over every worker
+    without a word, so such a test fails, saying why (see :func:`_grouped_as_marked`)."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
+            item.stash[_UNGROUPED] = (
+                f"--dist loadgroup did not group this test marked xdist_group: this "
+                f"pytest-xdist does not work with pytest {pytest.__version__}"
+            )
+
+
+@pytest.fixture(autouse=True)
+def _grouped_as_marked(request: pytest.FixtureRequest) -> None:
+    """A test marked ``xdist_group`` that the workers did not group fails before it runs."""
+    if message := request.node.stash.get(_UNGROUPED, None):
+        pytest.fail(message)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _leaks_fail_in_their_module() -> Iterator[None]:
     """Something a test leaves open (a socket, a transport, a file, an event loop) warns
