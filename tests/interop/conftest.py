@@ -20,6 +20,7 @@ import pytest
 from .server import REQUIRE_ENV, LlamaServer, missing_packages, running_llama_server
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
