@@ -665,14 +665,33 @@ def _copy(
     """Save every memory of ``source`` into ``target`` with all it carries (provenance,
     creation and modification times, index order, other front matter keys); ``trusted``
     false: every copy is quarantined until confirmed; ``as_is`` (an export): no
-    ``import`` source added. Progress goes to stderr (see :class:`_Progress`)."""
+    ``import`` source added. Progress goes to stderr (see :class:`_Progress`).
+
+    Ctrl-C or a terminating signal stops the copy between two memories: what was
+    copied stays, each memory whole and listed in the target's index (the store's batch
+    writes its index as it unwinds, see ``_signals.unwinding``); one line on stderr says
+    how far it got and how to undo it, and the exit status is 130 (Ctrl-C) or 128 + the
+    signal's number."""
+    from asyncrecall.cli._signals import Ended, exit_status, unwinding
     from asyncrecall.memory._transfer import copy_memories
 
-    progress = _Progress("exporting" if as_is else "importing")
+    verb = "export" if as_is else "import"
+    progress = _Progress(f"{verb}ing")
     try:
-        return copy_memories(
-            source, target, trusted=trusted, write_id=write_id, as_is=as_is, progress=progress
+        with unwinding():
+            return copy_memories(
+                source, target, trusted=trusted, write_id=write_id, as_is=as_is, progress=progress
+            )
+    except (KeyboardInterrupt, Ended) as exc:
+        progress.end()
+        of = f" of {progress.total}" if progress.total else ""
+        undo = f"; undo it with: asyncrecall memory revert --write {write_id}" if write_id else ""
+        sys.stderr.write(
+            f"asyncrecall: {verb} interrupted after {progress.done}{of} memories "
+            f"(each one whole and in the index){undo}\n"
         )
+        status = exit_status(exc.signum) if isinstance(exc, Ended) else 130
+        raise SystemExit(status) from None
     finally:
         progress.end()
 
@@ -687,8 +706,10 @@ class _Progress:
         self.verb = verb
         self.terminal = sys.stderr.isatty()
         self.shown = False
+        self.done = self.total = 0
 
     def __call__(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
         if self.terminal:
             sys.stderr.write(f"\r{self.verb} {done} of {total}")
             self.shown = True
@@ -700,6 +721,7 @@ class _Progress:
 
     def end(self) -> None:
         if self.shown:
+            self.shown = False
             sys.stderr.write("\n")
             sys.stderr.flush()
 
