@@ -22,23 +22,57 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from asyncrecall.memory._document import checked_fields, checked_text
 from asyncrecall.memory._provenance import Source, new_source
 from asyncrecall.memory._store import LIBRARY_ORIGIN
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.folder._index import IndexDraft
-from asyncrecall.memory.folder._shape import FolderShape
 
-__all__ = ["SaveBatch"]
+__all__ = ["BatchTarget", "SaveBatch"]
+
+
+class BatchTarget(Protocol):
+    """What a batch uses of the folder's store (``FolderStore``, which holds the lock)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def scan(self, *, limit: int | None = ...) -> list[MemoryDoc]: ...
+
+    def _write_memory(
+        self,
+        name: str,
+        description: str,
+        kind: MemoryType,
+        content: str,
+        existing: MemoryDoc | None,
+        *,
+        added: tuple[Source, ...],
+        extra: Mapping[str, Any] | None,
+        origin: str,
+        write_id: str,
+    ) -> tuple[str, str]: ...
+
+    def _rewrite_index(
+        self,
+        rel: str | None,
+        line: str | None,
+        docs: Sequence[MemoryDoc],
+        *,
+        lines: Sequence[str] | None = None,
+    ) -> list[str]: ...
+
+    def _doc(self, rel: str) -> MemoryDoc: ...
 
 
 class SaveBatch:
     """The saves of one batch; made by ``FolderStore.save_batch()``, which holds the
     folder lock around it and closes it."""
 
-    def __init__(self, store: FolderShape, docs: Sequence[MemoryDoc]) -> None:
+    def __init__(self, store: BatchTarget, docs: Sequence[MemoryDoc]) -> None:
         self._store = store
         self._docs = list(docs)  # the folder as the batch found it
         self._by_rel: dict[str, MemoryDoc] = {}

@@ -7,15 +7,12 @@ them out; they see it through :class:`FolderShape`, so none imports the store ba
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from asyncrecall.memory._history import FolderHistory
-from asyncrecall.memory._provenance import Source
 from asyncrecall.memory._store import Store
-from asyncrecall.memory._types import MemoryDoc, MemoryType
 
 if TYPE_CHECKING:
     from asyncrecall.memory.folder._batch import SaveBatch
@@ -45,31 +42,3 @@ class FolderShape(Store):
 
     @abstractmethod
     def _read_index_bytes(self) -> bytes | None: ...
-
-    @abstractmethod
-    def _write_memory(
-        self,
-        name: str,
-        description: str,
-        kind: MemoryType,
-        content: str,
-        existing: MemoryDoc | None,
-        *,
-        added: tuple[Source, ...],
-        extra: Mapping[str, Any] | None,
-        origin: str,
-        write_id: str,
-    ) -> tuple[str, str]: ...
-
-    @abstractmethod
-    def _rewrite_index(
-        self,
-        rel: str | None,
-        line: str | None,
-        docs: Sequence[MemoryDoc],
-        *,
-        lines: Sequence[str] | None = None,
-    ) -> list[str]: ...
-
-    @abstractmethod
-    def _doc(self, rel: str) -> MemoryDoc: ...
