@@ -16,6 +16,8 @@ writer read it), checked under the lock; every write is recorded in the history 
 it is made, so each one can be undone (:meth:`FolderStore.revert`). Each write also
 repairs the index: a topic file it does not list (a crash between the file's replace
 and the index's) gets its line back, a line linking to a file that is gone is dropped.
+An import saves as one batch (:meth:`FolderStore.save_batch`, ``_batch``): the lock
+taken and the folder scanned once, the index written once, each file as a save writes it.
 """
 
 from __future__ import annotations
