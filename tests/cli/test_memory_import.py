@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,32 @@ def test_an_import_stopped_half_way_leaves_each_copied_memory_whole_and_listed(
     assert undone.returncode == 0, undone.stderr
     assert FolderStore(memory).scan(limit=None) == []
     assert (memory / "MEMORY.md").read_text(encoding="utf-8") == ""
+
+
+def test_the_first_signal_raises_and_later_ones_wait_until_the_work_has_unwound() -> None:
+    """Inside ``unwinding`` the first terminating signal raises ``Ended`` where the work
+    is; a second one, or a Ctrl-C, while that unwinds (the batch writing its index) is
+    ignored; once the block is left the handlers that were there before are back."""
+    code = textwrap.dedent(
+        """
+        import signal
+        from asyncrecall.cli._signals import Ended, unwinding
+        before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+        try:
+            with unwinding():
+                try:
+                    signal.raise_signal(signal.SIGTERM)
+                except Ended as ended:
+                    print("ended", ended.signum == signal.SIGTERM)
+                    signal.raise_signal(signal.SIGTERM)
+                    signal.raise_signal(signal.SIGINT)
+                    print("unwinding")
+                    raise
+        except Ended:
+            print("unwound")
+        print((signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n") == ["ended True", "unwinding", "unwound", "True", ""]
