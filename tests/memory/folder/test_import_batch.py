@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from asyncrecall.memory import FolderStore, _provenance
+from asyncrecall.memory._history import undo_plan
 from asyncrecall.memory._transfer import copy_memories, read_records
 
 NOW = 1_764_000_000.0
@@ -65,9 +66,10 @@ def _target(folder: Path) -> None:
     )
 
 
-def _state(folder: Path) -> dict[str, Any]:
+def _state(folder: Path, *, times: bool = True) -> dict[str, Any]:
     """What a folder holds: every file's bytes (the index's too), the topic files'
-    modification times, and its history (the times of the records left out)."""
+    modification times (unless not ``times``), and its history (the times of the
+    records left out)."""
     files: dict[str, bytes] = {}
     mtimes: dict[str, int] = {}
     for directory, dirs, names in os.walk(folder):
@@ -78,7 +80,7 @@ def _state(folder: Path) -> dict[str, Any]:
             path = Path(directory) / name
             rel = path.relative_to(folder).as_posix()
             files[rel] = path.read_bytes()
-            if rel != "MEMORY.md":
+            if rel != "MEMORY.md" and times:
                 mtimes[rel] = path.stat().st_mtime_ns
     history = sorted(
         (r.name, r.seq, r.op, r.path, r.origin, r.write_id, r.before, r.after)
@@ -129,13 +131,14 @@ def test_a_batch_import_leaves_the_folder_the_saves_one_by_one_leave(
     assert ("pending" in deploy) is (not trusted)  # a handed-over change waits beside it
 
 
-def test_an_import_lists_the_folder_and_writes_the_index_a_fixed_number_of_times(
+def test_an_import_and_its_undo_list_the_folder_and_write_the_index_a_fixed_number_of_times(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The work of an import grows with its size, not with its square: the folder
-    listings (``os.scandir``) and the writes of ``MEMORY.md`` during a copy of 40
-    memories are as many as during a copy of 8 (the saves one by one list the folder
-    several times for each memory, and write the index once for each)."""
+    """The work of an import, and of its undo (``revert_write``), grows with its size,
+    not with its square: the listings of the memory folder (``os.scandir``) and the
+    writes of ``MEMORY.md`` during a copy of 40 memories, and during its undo, are as
+    many as for 8 (saved or reverted one by one, each memory listed the folder several
+    times and wrote the index once)."""
 
     def counted(count: int) -> tuple[int, int]:
         source = FolderStore(tmp_path / f"source-{count}")
@@ -145,13 +148,15 @@ def test_an_import_lists_the_folder_and_writes_the_index_a_fixed_number_of_times
         target = FolderStore(tmp_path / f"target-{count}")
         target.save_memory("Own", "the target's own", "user", "kept", origin="user")
         index = str(target.index_path)
+        folder = target.root.resolve()
         listings = index_writes = 0
         real_scandir, real_replace = os.scandir, os.replace
 
-        def scandir(*args: Any, **kwargs: Any) -> Any:
+        def scandir(path: Any = ".", *args: Any, **kwargs: Any) -> Any:
             nonlocal listings
-            listings += 1
-            return real_scandir(*args, **kwargs)
+            where = Path(os.fspath(path)).resolve()
+            listings += where == folder or folder in where.parents  # not its history's
+            return real_scandir(path, *args, **kwargs)
 
         def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
             nonlocal index_writes
@@ -162,9 +167,42 @@ def test_an_import_lists_the_folder_and_writes_the_index_a_fixed_number_of_times
             patch.setattr(os, "scandir", scandir)
             patch.setattr(os, "replace", replace)
             copied = copy_memories(source, target, write_id="import-1")
-        assert len(copied) == count and target.count() == count + 1
-        return listings, index_writes
+            imported = listings, index_writes
+            listings = index_writes = 0
+            target.revert_write("import-1")
+        assert len(copied) == count and target.count() == 1
+        return imported, (listings, index_writes)
 
     few, many = counted(8), counted(40)
     assert many == few
-    assert few[1] <= 2
+    assert few[0][1] <= 2 and few[1][1] <= 2
+
+
+def test_undoing_an_import_leaves_the_folder_the_reverts_one_by_one_leave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``revert_write`` of an import (one batch: one scan, one index write) leaves the
+    folder its reverts one at a time leave: the same files, bytes, index and history;
+    the memories the import made are gone and the ones it replaced say what they
+    said before."""
+    monkeypatch.setattr(_provenance, "_clock", lambda: NOW)
+    records = read_records(_source(tmp_path / "source"))
+    _target(tmp_path / "one-by-one" / "memory")
+    single = FolderStore(tmp_path / "one-by-one" / "memory")
+    before = {d.rel_path: d.body for d in single.scan(limit=None) if d.name != "Twin"}
+    single.import_records(records, write_id="import-1")
+    shutil.copytree(tmp_path / "one-by-one", tmp_path / "batch")
+
+    with single.locked():  # what revert_write did before the batch: one revert at a time
+        plan = undo_plan("import-1", single.history.touched_by("import-1"))
+        paths = {n: single.history.records(n)[-1].path for n in plan}
+        for name, text in plan.items():
+            single._restore(name, text, paths[name], origin="user", write_id="undo:import-1")
+    batch = FolderStore(tmp_path / "batch" / "memory")
+    undone = batch.revert_write("import-1")
+
+    reverted = _state(tmp_path / "batch" / "memory", times=False)  # a revert's are "now"
+    assert reverted == _state(tmp_path / "one-by-one" / "memory", times=False)
+    # (a name in two files has one history: its undo is the reverts' either way)
+    assert {d.rel_path: d.body for d in batch.scan(limit=None) if d.name != "Twin"} == before
+    assert undone["Tagged"] is None and undone["Deploy"] is not None

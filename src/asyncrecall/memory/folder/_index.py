@@ -82,8 +82,8 @@ def index_text(lines: Sequence[str]) -> str:
 class IndexDraft:
     """The index's lines across the writes of one batch, after the first write's
     :func:`edited` (which repaired them): each later write replaces the lines linking to
-    its file (the first takes the new line, the others go) or appends one, at a cost
-    that does not depend on the number of lines."""
+    its file (the first takes the new line, the others go) or appends one, and a removal
+    drops them, at a cost that does not depend on the number of lines."""
 
     def __init__(self, lines: Sequence[str]) -> None:
         self._lines: list[str | None] = list(lines)
@@ -107,6 +107,11 @@ class IndexDraft:
             self._lines.pop()
         self._lines.append(line)
         self._at[rel] = [len(self._lines) - 1]
+
+    def drop(self, rel: str) -> None:
+        """What :func:`edited` does for a removal of ``rel`` from lines it repaired."""
+        for number in self._at.pop(rel, ()):
+            self._lines[number] = None
 
     def lines(self) -> list[str]:
         """The lines as they now are."""

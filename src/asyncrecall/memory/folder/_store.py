@@ -415,12 +415,13 @@ class FolderStore(FolderShape):
         with self._locked():
             plan = undo_plan(write_id, self.history.touched_by(write_id))
             paths = {n: self.history.records(n)[-1].path for n in plan}
-            return {
-                name: self._restore(
-                    name, text, paths[name], origin=origin, write_id=f"undo:{write_id}"
-                )
-                for name, text in plan.items()
-            }
+            with self.save_batch() as batch:  # one scan, one index write (``_batch``)
+                return {
+                    name: batch.restore(
+                        name, text, paths[name], origin=origin, write_id=f"undo:{write_id}"
+                    )
+                    for name, text in plan.items()
+                }
 
     def recent_writes(self, *, limit: int = 50) -> list[HistoryRecord]:
         """The newest ``limit`` records of every memory, newest first."""
