@@ -499,7 +499,7 @@ def _revert(args: argparse.Namespace, settings: Settings) -> int:
     if args.write is not None:
         if args.name is not None or args.to is not None:
             raise ConfigError("memory revert --write ID takes no NAME and no --to")
-        return _revert_write(args, keeper.revert_write(args.write))
+        return _revert_write(args, _undone(keeper, args.write))
     if args.name is None:
         raise ConfigError("memory revert needs a NAME, or --write ID")
     doc = keeper.revert(args.name, to=args.to)
@@ -511,6 +511,24 @@ def _revert(args: argparse.Namespace, settings: Settings) -> int:
     else:
         _out().print(f"Reverted {doc.name!r} ({doc.rel_path})", markup=False)
     return 0
+
+
+def _undone(keeper: Store, write_id: str) -> dict[str, MemoryDoc | None]:
+    """``keeper.revert_write(write_id)``; stopped by Ctrl-C or a terminating signal (see
+    :func:`_copy`), one stderr line says how to finish it, and the exit status is 130 or
+    128 + the signal's number."""
+    from asyncrecall.cli._signals import Ended, exit_status, unwinding
+
+    try:
+        with unwinding():
+            return keeper.revert_write(write_id)
+    except (KeyboardInterrupt, Ended) as exc:
+        sys.stderr.write(
+            f"asyncrecall: revert --write {write_id} interrupted (each memory it reverted "
+            f"is whole and in the index); to finish it: asyncrecall memory revert --write "
+            f"undo:{write_id}, then asyncrecall memory revert --write {write_id}\n"
+        )
+        raise SystemExit(exit_status(exc.signum) if isinstance(exc, Ended) else 130) from None
 
 
 def _revert_write(args: argparse.Namespace, undone: dict[str, MemoryDoc | None]) -> int:

@@ -14,6 +14,7 @@ import pytest
 from asyncrecall.memory import FolderStore, _provenance
 from asyncrecall.memory._history import undo_plan
 from asyncrecall.memory._transfer import copy_memories, read_records
+from asyncrecall.memory.folder._index import link_target
 
 NOW = 1_764_000_000.0
 
@@ -206,3 +207,54 @@ def test_undoing_an_import_leaves_the_folder_the_reverts_one_by_one_leave(
     # (a name in two files has one history: its undo is the reverts' either way)
     assert {d.rel_path: d.body for d in batch.scan(limit=None) if d.name != "Twin"} == before
     assert undone["Tagged"] is None and undone["Deploy"] is not None
+
+
+def _listed_and_present(folder: Path) -> tuple[list[str], list[str]]:
+    lines = (folder / "MEMORY.md").read_text(encoding="utf-8").splitlines()
+    listed = sorted(t for t in map(link_target, lines) if t is not None)
+    present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.md"))
+    present.remove("MEMORY.md")
+    return listed, present
+
+
+@pytest.mark.parametrize("where", ["before-a-write", "after-a-write"])
+@pytest.mark.parametrize("work", ["import", "undo"])
+def test_a_batch_stopped_half_way_lists_exactly_the_files_there_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, work: str
+) -> None:
+    """A batch (an import, the undo of one) stopped by an exception half-way (Ctrl-C:
+    ``KeyboardInterrupt``), before a memory's write or just after it (before its index
+    line was drafted), writes the index as it unwinds: ``MEMORY.md`` lists exactly the
+    topic files there are, each of which reads back."""
+    records = read_records(_source(tmp_path / "source"))
+    _target(tmp_path / "memory")
+    store = FolderStore(tmp_path / "memory")
+    if work == "undo":
+        store.import_records(records, write_id="import-1")
+    calls = 0
+
+    def stopping(real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 3:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+
+        return call
+
+    if where == "before-a-write":
+        monkeypatch.setattr(store.history, "append", stopping(store.history.append))
+    elif work == "import":  # an import's file is written, then given its time
+        monkeypatch.setattr(os, "utime", stopping(os.utime))
+    else:  # a revert's is written, then read back
+        monkeypatch.setattr(store, "_doc", stopping(store._doc))
+    with pytest.raises(KeyboardInterrupt):
+        if work == "import":
+            store.import_records(records, write_id="import-1")
+        else:
+            store.revert_write("import-1")
+    assert calls == 3
+    listed, present = _listed_and_present(store.root)
+    assert listed == present
+    assert sorted(d.rel_path for d in store.scan(limit=None)) == present
