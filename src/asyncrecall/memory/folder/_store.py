@@ -411,7 +411,8 @@ class FolderStore(FolderShape):
         """Undo every record of one write (a consolidation, an import: ``write_id``) as one
         step: each memory it wrote back to what it was before (see
         :func:`~asyncrecall.memory._history.undo_plan`, which refuses, writing nothing,
-        when one was written since). The undo is itself one write, ``undo:<write_id>``."""
+        when one was written since). The undo is itself one write, ``undo:<write_id>``,
+        made as one batch (:meth:`save_batch`: one scan, one index write)."""
         with self._locked():
             plan = undo_plan(write_id, self.history.touched_by(write_id))
             paths = {n: self.history.records(n)[-1].path for n in plan}
