@@ -207,10 +207,11 @@ class Telemetry:
         """Count a hold (a write that left the memory held) or a confirm."""
         if operation == "confirm":
             self.confirms.add(1)
-        elif operation in {"save_memory", "import_record"} and getattr(
-            result, "quarantined", False
-        ):
-            self.holds.add(1, {"asyncrecall.memory.origin": str(getattr(result, "origin", ""))})
+        elif operation in {"save_memory", "import_record", "import_records"}:
+            for doc in result if isinstance(result, list) else (result,):
+                if getattr(doc, "quarantined", False):
+                    origin = str(getattr(doc, "origin", ""))
+                    self.holds.add(1, {"asyncrecall.memory.origin": origin})
 
     # -- the side query (GenAI semantic conventions) -----------------------------------
 

@@ -10,6 +10,7 @@ interface is used here: no case knows which store it is given.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -328,6 +329,42 @@ def test_export_and_import_round_trip(store: Store, other: Store) -> None:
     assert set(other.revert_write("import-1").values()) == {None}  # one step undoes it
     copy_memories(store, other, trusted=False)
     assert all(d.quarantined for d in other.scan(limit=None))
+
+
+def test_a_batch_import_saves_every_record_in_order_and_stops_at_a_bad_one(
+    store: Store, other: Store
+) -> None:
+    """``import_records`` (what ``memory import`` calls) saves each record as
+    ``import_record`` does, in order: the same text, type and hold, listed in the
+    source's order, ``progress(done, total)`` after each, the whole batch undone as one
+    write. A record the store refuses stops the batch: the ones before it stay saved
+    and listed, none after it is written."""
+    for name in ("Charlie", "Alpha", "Bravo"):
+        _save_user(store, name, f"{name} body")
+    store.save_memory(*DB)  # held
+    records = store.export_records()
+    steps: list[tuple[int, int]] = []
+    copies = other.import_records(records, write_id="batch-1", progress=lambda *s: steps.append(s))
+    assert [c.name for c in copies] == [r.doc.name for r in records]
+    assert steps == [(n, 4) for n in range(1, 5)]
+    for record, copy in zip(records, copies, strict=True):
+        assert other.get(copy.name).rel_path == copy.rel_path
+        assert (copy.description, copy.type, copy.body, copy.quarantined) == (
+            record.doc.description, record.doc.type, record.doc.body, record.doc.quarantined,
+        )  # fmt: skip
+    listed = [line.split("]")[0][3:] for line in other.index_for_prompt().splitlines()]
+    assert listed == [r.doc.name for r in records]
+    assert set(other.revert_write("batch-1").values()) == {None}
+    assert other.scan(limit=None) == []
+
+    bad = dataclasses.replace(records[1].doc, type="nonsense")  # type: ignore[arg-type]
+    broken = [records[0], dataclasses.replace(records[1], doc=bad), *records[2:]]
+    with pytest.raises(MemoryStoreError, match="nonsense"):
+        other.import_records(broken, write_id="batch-2")
+    assert [d.name for d in other.scan(limit=None)] == [records[0].doc.name]
+    assert [line.split("]")[0][3:] for line in other.index_for_prompt().splitlines()] == [
+        records[0].doc.name
+    ]
 
 
 # -- extraction's state, the change feed -----------------------------------------------

@@ -499,7 +499,7 @@ def _revert(args: argparse.Namespace, settings: Settings) -> int:
     if args.write is not None:
         if args.name is not None or args.to is not None:
             raise ConfigError("memory revert --write ID takes no NAME and no --to")
-        return _revert_write(args, keeper.revert_write(args.write))
+        return _revert_write(args, _undone(keeper, args.write))
     if args.name is None:
         raise ConfigError("memory revert needs a NAME, or --write ID")
     doc = keeper.revert(args.name, to=args.to)
@@ -511,6 +511,24 @@ def _revert(args: argparse.Namespace, settings: Settings) -> int:
     else:
         _out().print(f"Reverted {doc.name!r} ({doc.rel_path})", markup=False)
     return 0
+
+
+def _undone(keeper: Store, write_id: str) -> dict[str, MemoryDoc | None]:
+    """``keeper.revert_write(write_id)``; stopped by Ctrl-C or a terminating signal (see
+    :func:`_copy`), one stderr line says how to finish it, and the exit status is 130 or
+    128 + the signal's number."""
+    from asyncrecall.cli._signals import Ended, exit_status, unwinding
+
+    try:
+        with unwinding():
+            return keeper.revert_write(write_id)
+    except (KeyboardInterrupt, Ended) as exc:
+        sys.stderr.write(
+            f"asyncrecall: revert --write {write_id} interrupted (each memory it reverted "
+            f"is whole and in the index); to finish it: asyncrecall memory revert --write "
+            f"undo:{write_id}, then asyncrecall memory revert --write {write_id}\n"
+        )
+        raise SystemExit(exit_status(exc.signum) if isinstance(exc, Ended) else 130) from None
 
 
 def _revert_write(args: argparse.Namespace, undone: dict[str, MemoryDoc | None]) -> int:
@@ -665,14 +683,33 @@ def _copy(
     """Save every memory of ``source`` into ``target`` with all it carries (provenance,
     creation and modification times, index order, other front matter keys); ``trusted``
     false: every copy is quarantined until confirmed; ``as_is`` (an export): no
-    ``import`` source added. Progress goes to stderr (see :class:`_Progress`)."""
+    ``import`` source added. Progress goes to stderr (see :class:`_Progress`).
+
+    Ctrl-C or a terminating signal stops the copy between two memories: what was
+    copied stays, each memory whole and listed in the target's index (the store's batch
+    writes its index as it unwinds, see ``_signals.unwinding``); one line on stderr says
+    how far it got and how to undo it, and the exit status is 130 (Ctrl-C) or 128 + the
+    signal's number."""
+    from asyncrecall.cli._signals import Ended, exit_status, unwinding
     from asyncrecall.memory._transfer import copy_memories
 
-    progress = _Progress("exporting" if as_is else "importing")
+    verb = "export" if as_is else "import"
+    progress = _Progress(f"{verb}ing")
     try:
-        return copy_memories(
-            source, target, trusted=trusted, write_id=write_id, as_is=as_is, progress=progress
+        with unwinding():
+            return copy_memories(
+                source, target, trusted=trusted, write_id=write_id, as_is=as_is, progress=progress
+            )
+    except (KeyboardInterrupt, Ended) as exc:
+        progress.end()
+        of = f" of {progress.total}" if progress.total else ""
+        undo = f"; undo it with: asyncrecall memory revert --write {write_id}" if write_id else ""
+        sys.stderr.write(
+            f"asyncrecall: {verb} interrupted after {progress.done}{of} memories "
+            f"(each one whole and in the index){undo}\n"
         )
+        status = exit_status(exc.signum) if isinstance(exc, Ended) else 130
+        raise SystemExit(status) from None
     finally:
         progress.end()
 
@@ -687,8 +724,10 @@ class _Progress:
         self.verb = verb
         self.terminal = sys.stderr.isatty()
         self.shown = False
+        self.done = self.total = 0
 
     def __call__(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
         if self.terminal:
             sys.stderr.write(f"\r{self.verb} {done} of {total}")
             self.shown = True
@@ -700,6 +739,7 @@ class _Progress:
 
     def end(self) -> None:
         if self.shown:
+            self.shown = False
             sys.stderr.write("\n")
             sys.stderr.flush()
 

@@ -22,6 +22,12 @@ where Ctrl-C would otherwise raise ``KeyboardInterrupt`` and end ``chat``)
 (``call_soon_threadsafe``: the handler runs between two bytecodes of the main thread,
 which may be inside the loop's own code). Either way, the handler that was there
 before is put back when the bridge is removed.
+
+A command without an event loop that owes a write when it ends (``memory import``: the
+index of what it copied) runs that work inside :func:`unwinding`: the first ``SIGINT``
+or terminating signal raises (``KeyboardInterrupt``, :class:`Ended`) where the work is,
+so its ``finally`` clauses write what is owed, and later ones are ignored until the block
+is left, so that nothing interrupts the unwinding.
 """
 
 from __future__ import annotations
@@ -29,14 +35,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:  # the command line imports this before anything heavy
     import asyncio
 
-__all__ = ["TERMINATING", "bridge", "die_cleanly", "exit_status"]
+__all__ = ["TERMINATING", "Ended", "bridge", "die_cleanly", "exit_status", "unwinding"]
 
 #: The signals that end a command and that it ends cleanly on: the terminal's hang-up,
 #: a polite kill, and (Windows) Ctrl-Break.
@@ -67,6 +73,46 @@ def _die(signum: int, frame: FrameType | None) -> None:
     discard_reader_files()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
+
+
+class Ended(BaseException):
+    """A terminating signal arrived inside :func:`unwinding` (``signum``: which)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"ended by signal {signum}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def unwinding(signals: Iterable[signal.Signals] = TERMINATING) -> Iterator[None]:
+    """Inside the block (main thread; elsewhere nothing changes), the first ``SIGINT``
+    raises ``KeyboardInterrupt`` and the first of ``signals`` raises :class:`Ended`;
+    any signal after that is ignored until the block is left. A signal that is ignored
+    (``nohup``'s ``SIGHUP``) stays ignored; the handlers before are put back."""
+    raised = False
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        nonlocal raised
+        if raised:
+            return
+        raised = True
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Ended(signum)
+
+    removers: list[Callable[[], None]] = []
+    for signum in (signal.SIGINT, *signals):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            previous = signal.getsignal(signum)
+            if previous is not signal.SIG_IGN:
+                signal.signal(signum, handler)
+                removers.append(_restorer(signum, previous))
+    try:
+        yield
+    finally:
+        for undo in reversed(removers):
+            with contextlib.suppress(Exception):
+                undo()
 
 
 def bridge(

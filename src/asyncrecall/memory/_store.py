@@ -357,6 +357,23 @@ class Store(ABC):
         held until confirmed (a copy never lifts a hold either); ``write_id`` goes into
         the history; ``as_is`` (an export): no ``import`` source added."""
 
+    @abstractmethod
+    def import_records(
+        self,
+        records: Sequence[MemoryRecord],
+        *,
+        trusted: bool = True,
+        write_id: str = "",
+        as_is: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[MemoryDoc]:
+        """Save every record, in order, as :meth:`import_record` saves one, as one batch
+        (what ``memory import`` and ``export`` call): the store ends as the saves one by
+        one would leave it, and the batch's cost grows with the number of records, not
+        with their square (a folder is scanned once, its index written once).
+        ``progress(done, total)`` is called after each save. A failure stops the batch:
+        the records saved before it stay saved, and listed; returns the copies."""
+
     # -- extraction's state -------------------------------------------------------------
 
     @abstractmethod
@@ -398,7 +415,7 @@ class Store(ABC):
 #: The store operations traced and timed while OpenTelemetry is on.
 TRACED_OPERATIONS: Final = (
     "scan", "get", "candidates", "save_memory", "forget", "confirm", "revert",
-    "revert_write", "import_record", "export_records",
+    "revert_write", "import_record", "import_records", "export_records",
 )  # fmt: skip
 
 #: The store operation running in this context: one inside another (a store's own

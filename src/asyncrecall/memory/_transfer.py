@@ -91,12 +91,11 @@ def copy_memories(
     copy is quarantined until confirmed. ``write_id``: every copy's history id, so that
     ``memory revert --write`` undoes the whole copy as one step. ``as_is`` (``memory
     export``): each copy's provenance is the original's, no ``import`` source added.
-    ``progress(done, total)`` is called after each copy."""
+    ``progress(done, total)`` is called after each copy. One batch of the target
+    (:meth:`Store.import_records <asyncrecall.memory.Store.import_records>`): its cost
+    grows with the number of memories, not with their square."""
     records = read_records(source)
-    copied: list[tuple[MemoryDoc, MemoryDoc]] = []
-    for record in records:
-        saved = write_record(target, record, trusted=trusted, write_id=write_id, as_is=as_is)
-        copied.append((record.doc, saved))
-        if progress is not None:
-            progress(len(copied), len(records))
-    return copied
+    saved = target.import_records(
+        records, trusted=trusted, write_id=write_id, as_is=as_is, progress=progress
+    )
+    return [(record.doc, copy) for record, copy in zip(records, saved, strict=True)]

@@ -175,6 +175,32 @@ class Scanner:
                 or entry.key != (candidate.size, candidate.mtime_ns)
             )
 
+    def read_one(self, rel: str) -> MemoryDoc | None:
+        """The document in the one file ``rel`` (a writer reading back what it just
+        wrote), parsed and cached as a scan parses it, so the next scan need not; ``None``
+        where a scan would not list it (a hidden, linked or invalid file, not a topic
+        file). Walks nothing."""
+        parts = rel.split("/")
+        if (
+            not rel.endswith(".md")
+            or rel == INDEX_NAME
+            or _CONTROL.search(rel)
+            or any(not part or part.startswith(".") for part in parts)
+        ):
+            return None
+        with self._lock:
+            try:
+                real_root = os.path.realpath(self._root)
+                path = os.path.join(real_root, *parts)
+                if os.path.normcase(os.path.realpath(path)) != os.path.normcase(path):
+                    return None  # through a link: the walk lists it its own way
+                info = os.stat(path, follow_symlinks=False)
+            except OSError:
+                return None
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            return self._load(_Candidate(path, rel, path, info.st_size, info.st_mtime_ns))
+
     def quarantined(self) -> set[str]:
         """The relative paths of every quarantined document: from the folder's record
         (:mod:`._held`: no file walked or parsed) while it holds, else from a full scan

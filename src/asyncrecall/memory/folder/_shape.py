@@ -9,9 +9,13 @@ from __future__ import annotations
 from abc import abstractmethod
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from asyncrecall.memory._history import FolderHistory
 from asyncrecall.memory._store import Store
+
+if TYPE_CHECKING:
+    from asyncrecall.memory.folder._batch import SaveBatch
 
 __all__ = ["FolderShape"]
 
@@ -32,6 +36,9 @@ class FolderShape(Store):
 
     @abstractmethod
     def repair_index(self) -> bool: ...
+
+    @abstractmethod
+    def save_batch(self) -> AbstractContextManager[SaveBatch]: ...
 
     @abstractmethod
     def _read_index_bytes(self) -> bytes | None: ...

@@ -16,6 +16,8 @@ writer read it), checked under the lock; every write is recorded in the history 
 it is made, so each one can be undone (:meth:`FolderStore.revert`). Each write also
 repairs the index: a topic file it does not list (a crash between the file's replace
 and the index's) gets its line back, a line linking to a file that is gone is dropped.
+An import saves as one batch (:meth:`FolderStore.save_batch`, ``_batch``): the lock
+taken and the folder scanned once, the index written once, each file as a save writes it.
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -72,6 +73,8 @@ from asyncrecall.memory._provenance import (
 from asyncrecall.memory._store import LIBRARY_ORIGIN
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import MemoryDoc, MemoryType
+from asyncrecall.memory.folder._batch import SaveBatch
+from asyncrecall.memory.folder._index import edited, index_text, link_target
 from asyncrecall.memory.folder._scan import Scanner
 from asyncrecall.memory.folder._shape import FolderShape
 
@@ -244,50 +247,72 @@ class FolderStore(FolderShape):
             docs = self.scan(limit=None)
             existing = next((d for d in docs if d.name == name), None)
             check_expected(expected, existing, name=name)
-            rel = existing.rel_path if existing else self._free_rel_path(name)
-            before = _read_text(self.root / rel) if existing else None
-            kept = _provenance(before) if before is not None else ()
-            plain = {k: v for k, v in (extra or {}).items() if k != PROVENANCE_KEY}
-            unchanged = before is not None and _content(before) == render_document(
-                name=name, description=description, type=kind, body=content, extra=plain
-            )
-            if before is not None and not unchanged and waits(kept, added):
-                # An untrusted change to a memory recall uses waits beside it (_pending).
-                change = PendingChange(description, kind, content, added)
-                text = with_pending(before, change)
-                self.history.append(
-                    name, "save", path=rel, before=before, after=text,
-                    origin=origin, write_id=write_id,
-                )  # fmt: skip
-                atomic_write(self.root / rel, text)
-                assert existing is not None  # before is its text
-                self._rewrite_index(rel, index_line(name, rel, existing.description), docs)
-                return self._doc(rel)
-            if unchanged:
-                # The memory already says this: an untrusted write adds nothing to it,
-                # and a write is made only for a new kind of source (a merge's) or the
-                # user's word lifting a hold.
-                added = added if added and added[-1].trusted else ()
-                new = after_write(kept, added)
-                if same_keys(new, kept) and is_quarantined(new) == is_quarantined(kept):
-                    added, kept = (), ()
-            merged = after_write(kept, added)
-            extra = {**plain, PROVENANCE_KEY: provenance_json(merged)} if merged else plain
-            text = render_document(
-                name=name, description=description, type=kind, body=content, extra=extra
-            )
-            if not merged:
-                text = before or text
-            if len(text.encode("utf-8")) > MAX_FILE_BYTES:
-                raise MemoryStoreError(f"memory {name!r} is over 1 MiB; save a shorter one")
-            if before != text:
-                self.history.append(
-                    name, "save", path=rel, before=before, after=text,
-                    origin=origin, write_id=write_id,
-                )  # fmt: skip
-                atomic_write(self.root / rel, text)
-            self._rewrite_index(rel, index_line(name, rel, description), docs)
+            rel, line = self._write_memory(
+                name, description, kind, content, existing,
+                added=added, extra=extra, origin=origin, write_id=write_id,
+            )  # fmt: skip
+            self._rewrite_index(rel, line, docs)
             return self._doc(rel)
+
+    def _write_memory(
+        self,
+        name: str,
+        description: str,
+        kind: MemoryType,
+        content: str,
+        existing: MemoryDoc | None,
+        *,
+        added: tuple[Source, ...],
+        extra: Mapping[str, Any] | None,
+        origin: str,
+        write_id: str,
+    ) -> tuple[str, str]:
+        """Write the topic file of a save of ``name`` (``existing``: the memory of that
+        name now) with its history record, the caller holding the lock and having
+        checked the fields; returns its relative path and its index line, which the
+        caller puts in the index."""
+        rel = existing.rel_path if existing else self._free_rel_path(name)
+        before = _read_text(self.root / rel) if existing else None
+        kept = _provenance(before) if before is not None else ()
+        plain = {k: v for k, v in (extra or {}).items() if k != PROVENANCE_KEY}
+        unchanged = before is not None and _content(before) == render_document(
+            name=name, description=description, type=kind, body=content, extra=plain
+        )
+        if before is not None and not unchanged and waits(kept, added):
+            # An untrusted change to a memory recall uses waits beside it (_pending).
+            change = PendingChange(description, kind, content, added)
+            text = with_pending(before, change)
+            self.history.append(
+                name, "save", path=rel, before=before, after=text,
+                origin=origin, write_id=write_id,
+            )  # fmt: skip
+            atomic_write(self.root / rel, text)
+            assert existing is not None  # before is its text
+            return rel, index_line(name, rel, existing.description)
+        if unchanged:
+            # The memory already says this: an untrusted write adds nothing to it,
+            # and a write is made only for a new kind of source (a merge's) or the
+            # user's word lifting a hold.
+            added = added if added and added[-1].trusted else ()
+            new = after_write(kept, added)
+            if same_keys(new, kept) and is_quarantined(new) == is_quarantined(kept):
+                added, kept = (), ()
+        merged = after_write(kept, added)
+        extra = {**plain, PROVENANCE_KEY: provenance_json(merged)} if merged else plain
+        text = render_document(
+            name=name, description=description, type=kind, body=content, extra=extra
+        )
+        if not merged:
+            text = before or text
+        if len(text.encode("utf-8")) > MAX_FILE_BYTES:
+            raise MemoryStoreError(f"memory {name!r} is over 1 MiB; save a shorter one")
+        if before != text:
+            self.history.append(
+                name, "save", path=rel, before=before, after=text,
+                origin=origin, write_id=write_id,
+            )  # fmt: skip
+            atomic_write(self.root / rel, text)
+        return rel, index_line(name, rel, description)
 
     def forget(
         self,
@@ -386,16 +411,18 @@ class FolderStore(FolderShape):
         """Undo every record of one write (a consolidation, an import: ``write_id``) as one
         step: each memory it wrote back to what it was before (see
         :func:`~asyncrecall.memory._history.undo_plan`, which refuses, writing nothing,
-        when one was written since). The undo is itself one write, ``undo:<write_id>``."""
+        when one was written since). The undo is itself one write, ``undo:<write_id>``,
+        made as one batch (:meth:`save_batch`: one scan, one index write)."""
         with self._locked():
             plan = undo_plan(write_id, self.history.touched_by(write_id))
             paths = {n: self.history.records(n)[-1].path for n in plan}
-            return {
-                name: self._restore(
-                    name, text, paths[name], origin=origin, write_id=f"undo:{write_id}"
-                )
-                for name, text in plan.items()
-            }
+            with self.save_batch() as batch:  # one scan, one index write (``_batch``)
+                return {
+                    name: batch.restore(
+                        name, text, paths[name], origin=origin, write_id=f"undo:{write_id}"
+                    )
+                    for name, text in plan.items()
+                }
 
     def recent_writes(self, *, limit: int = 50) -> list[HistoryRecord]:
         """The newest ``limit`` records of every memory, newest first."""
@@ -459,6 +486,33 @@ class FolderStore(FolderShape):
 
         return import_record(self, record, trusted=trusted, write_id=write_id, as_is=as_is)
 
+    def import_records(
+        self,
+        records: Sequence[MemoryRecord],
+        *,
+        trusted: bool = True,
+        write_id: str = "",
+        as_is: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[MemoryDoc]:
+        """Save every record as :meth:`import_record` does, in one :meth:`save_batch`."""
+        from asyncrecall.memory.folder._transfer import import_records
+
+        return import_records(
+            self, records, trusted=trusted, write_id=write_id, as_is=as_is, progress=progress
+        )
+
+    @contextlib.contextmanager
+    def save_batch(self) -> Iterator[SaveBatch]:
+        """Several saves under one hold of the folder lock (see :class:`~._batch.SaveBatch`):
+        the index is written when the block ends, however it ends."""
+        with self._locked():
+            batch = SaveBatch(self, self.scan(limit=None))
+            try:
+                yield batch
+            finally:
+                batch.close()
+
     # -- where extraction and consolidation keep their state -----------------------------
 
     def extraction_backend(self, *, state_dir: Path | None = None) -> FolderBackend:
@@ -496,7 +550,7 @@ class FolderStore(FolderShape):
     def _index_sound(self, docs: Sequence[MemoryDoc]) -> bool:
         raw = self._read_index_bytes()
         lines = raw.decode("utf-8", errors="replace").splitlines() if raw else []
-        linked = {t for t in map(_link_target, lines) if t is not None}
+        linked = {t for t in map(link_target, lines) if t is not None}
         return all(self._exists(t) for t in linked) and all(d.rel_path in linked for d in docs)
 
     def _free_rel_path(self, name: str) -> str:
@@ -507,47 +561,34 @@ class FolderStore(FolderShape):
         return rel
 
     def _doc(self, rel: str) -> MemoryDoc:
-        for doc in self.scan(limit=None):
-            if doc.rel_path == rel:
-                return doc
-        raise MemoryStoreError(f"memory file {rel} was written but cannot be read back")
+        """The memory in the topic file ``rel`` just written (only that file is read)."""
+        doc = self._scanner.read_one(rel)
+        if doc is None:
+            raise MemoryStoreError(f"memory file {rel} was written but cannot be read back")
+        return doc
 
-    def _rewrite_index(self, rel: str | None, line: str | None, docs: Sequence[MemoryDoc]) -> None:
+    def _rewrite_index(
+        self,
+        rel: str | None,
+        line: str | None,
+        docs: Sequence[MemoryDoc],
+        *,
+        lines: Sequence[str] | None = None,
+    ) -> list[str]:
         """Replace (or drop, when ``line`` is None) the index line linking to ``rel``, and
-        repair the rest: ``docs`` (the folder's memories) each keep a line, and a line
-        linking to a topic file that does not exist is dropped."""
+        repair the rest (see :func:`~._index.edited`): ``docs`` (the folder's memories)
+        each keep a line, and a line linking to a topic file that does not exist is
+        dropped. ``lines``: edit these instead of the file's (a batch's draft). Returns
+        the lines written."""
         raw = self._read_index_bytes()
-        lines = raw.decode("utf-8", errors="replace").splitlines() if raw else []
-        out: list[str] = []
-        placed = False
-        linked: set[str] = set()
+        if lines is None:
+            lines = raw.decode("utf-8", errors="replace").splitlines() if raw else []
         present = self._top_level_files()
-        for existing in lines:
-            target = _link_target(existing)
-            if target is not None and target == rel:
-                if line is not None and not placed:
-                    out.append(line)
-                    placed = True
-                continue
-            if target is not None and target not in present and not self._exists(target):
-                continue  # a line to a removed file (a crash between unlink and index)
-            if target is not None:
-                linked.add(target)
-            out.append(existing)
-        missing = [
-            index_line(d.name, d.rel_path, d.description)
-            for d in sorted(docs, key=lambda d: (d.mtime, d.rel_path))
-            if d.rel_path not in linked and d.rel_path != rel
-        ]
-        if rel is not None and line is not None and not placed:
-            missing.append(line)
-        if missing:
-            while out and not out[-1].strip():
-                out.pop()
-            out.extend(missing)
-        text = "\n".join(out) + "\n" if out else ""
+        out = edited(lines, rel, line, docs, lambda t: t in present or self._exists(t))
+        text = index_text(out)
         if raw is None or raw.decode("utf-8", errors="replace") != text:
             atomic_write(self.index_path, text)
+        return out
 
     def _unwritable(self, exc: OSError) -> MemoryStoreError:
         """The one-line error of a write the folder refused (read-only, full, ...)."""
@@ -617,20 +658,6 @@ def find_memory(docs: Sequence[MemoryDoc], key: str, *, where: str) -> MemoryDoc
     if name is None:
         raise MemoryStoreError(f"no memory named {key!r} in {where}")
     return next(d for d in docs if d.name == name)
-
-
-_LINK = re.compile(r"\]\(([^)\s]+\.md)\)")
-
-
-def _link_target(line: str) -> str | None:
-    """The topic file an index line links to (``None``: not a link to a relative ``.md``)."""
-    match = _LINK.search(line)
-    if match is None:
-        return None
-    target = match.group(1)
-    if "://" in target or target.startswith(("/", "#")):
-        return None
-    return target
 
 
 def _content(text: str) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from asyncrecall.memory._document import FrontMatterError, _load_key_values, _load_yaml, _split
@@ -25,7 +26,7 @@ from asyncrecall.memory._transfer import CREATED_AT_KEY, MemoryRecord, imported_
 from asyncrecall.memory._types import MemoryDoc
 from asyncrecall.memory.folder._shape import FolderShape
 
-__all__ = ["export_records", "import_record"]
+__all__ = ["export_records", "import_record", "import_records"]
 
 _STANDARD_KEYS: Final = frozenset({"name", "description", "type"})
 _INDEX_LINK: Final = re.compile(r"\]\(([^)]+)\)")
@@ -43,18 +44,51 @@ def import_record(
 ) -> MemoryDoc:
     """Save ``record`` into the folder with its keys, provenance and times."""
     doc = record.doc
-    offsets = {k: list(v) for k, v in record.source_offsets.items()}
-    extra = dict(record.front_matter)
-    if record.created_at is not None and abs(record.created_at - doc.mtime) > _SAME_TIME_S:
-        extra[CREATED_AT_KEY] = _iso(record.created_at)  # else: its mtime says it
-    if offsets:
-        extra[SOURCE_OFFSETS_KEY] = offsets
     saved = store.save_memory(
-        doc.name, doc.description, doc.type, doc.body, extra=extra, origin="import",
+        doc.name, doc.description, doc.type, doc.body, extra=_extra(record), origin="import",
         sources=imported_sources(record, trusted=trusted, as_is=as_is), write_id=write_id,
     )  # fmt: skip
     os.utime(saved.path, (doc.mtime, doc.mtime))
     return saved
+
+
+def import_records(
+    store: FolderShape,
+    records: Sequence[MemoryRecord],
+    *,
+    trusted: bool = True,
+    write_id: str = "",
+    as_is: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[MemoryDoc]:
+    """Save every record as :func:`import_record` does, in one batch (``_batch``): the
+    lock taken and the folder scanned once, the index written once."""
+    saved: list[MemoryDoc] = []
+    if not records:
+        return saved
+    with store.save_batch() as batch:
+        for record in records:
+            doc = record.doc
+            copy = batch.save(
+                doc.name, doc.description, doc.type, doc.body, extra=_extra(record),
+                origin="import", write_id=write_id, mtime=doc.mtime,
+                sources=imported_sources(record, trusted=trusted, as_is=as_is),
+            )  # fmt: skip
+            saved.append(copy)
+            if progress is not None:
+                progress(len(saved), len(records))
+    return saved
+
+
+def _extra(record: MemoryRecord) -> dict[str, Any]:
+    """The front matter keys a copy of ``record`` is saved with beyond the standard ones."""
+    extra = dict(record.front_matter)
+    if record.created_at is not None and abs(record.created_at - record.doc.mtime) > _SAME_TIME_S:
+        extra[CREATED_AT_KEY] = _iso(record.created_at)  # else: its mtime says it
+    offsets = {k: list(v) for k, v in record.source_offsets.items()}
+    if offsets:
+        extra[SOURCE_OFFSETS_KEY] = offsets
+    return extra
 
 
 def export_records(store: FolderShape) -> list[MemoryRecord]:
