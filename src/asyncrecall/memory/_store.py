@@ -357,7 +357,6 @@ class Store(ABC):
         held until confirmed (a copy never lifts a hold either); ``write_id`` goes into
         the history; ``as_is`` (an export): no ``import`` source added."""
 
-    @abstractmethod
     def import_records(
         self,
         records: Sequence[MemoryRecord],
@@ -372,7 +371,19 @@ class Store(ABC):
         one would leave it, and the batch's cost grows with the number of records, not
         with their square (a folder is scanned once, its index written once).
         ``progress(done, total)`` is called after each save. A failure stops the batch:
-        the records saved before it stay saved, and listed; returns the copies."""
+        the records saved before it stay saved, and listed; returns the copies.
+
+        This default saves them one by one (the database store keeps it: each save is
+        keyed by its name, none reads the whole namespace); a store whose single save
+        reads the whole of it overrides it, as the folder store does."""
+        saved: list[MemoryDoc] = []
+        for record in records:
+            saved.append(
+                self.import_record(record, trusted=trusted, write_id=write_id, as_is=as_is)
+            )
+            if progress is not None:
+                progress(len(saved), len(records))
+        return saved
 
     # -- extraction's state -------------------------------------------------------------
 

@@ -468,22 +468,6 @@ class PostgresStore(PostgresShape):
 
         return import_record(self, record, trusted=trusted, write_id=write_id, as_is=as_is)
 
-    def import_records(
-        self,
-        records: Sequence[MemoryRecord],
-        *,
-        trusted: bool = True,
-        write_id: str = "",
-        as_is: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> list[MemoryDoc]:
-        """Save every record as :meth:`import_record` does, in order."""
-        from asyncrecall.memory.postgres._transfer import import_records
-
-        return import_records(
-            self, records, trusted=trusted, write_id=write_id, as_is=as_is, progress=progress
-        )
-
     # -- where extraction and consolidation keep their state -----------------------------
 
     def extraction_backend(self, *, state_dir: Path | None = None) -> PostgresBackend:

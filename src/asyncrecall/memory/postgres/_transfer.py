@@ -6,15 +6,13 @@ and both its times; memories are read in their creation order, one query.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY
 from asyncrecall.memory._transfer import MemoryRecord, imported_sources
 from asyncrecall.memory._types import MemoryDoc
 from asyncrecall.memory.postgres._extraction import PostgresBackend
 from asyncrecall.memory.postgres._shape import PostgresShape
 
-__all__ = ["export_records", "import_record", "import_records"]
+__all__ = ["export_records", "import_record"]
 
 
 def export_records(store: PostgresShape) -> list[MemoryRecord]:
@@ -51,23 +49,3 @@ def import_record(
         write_id=write_id,
         sources=imported_sources(record, trusted=trusted, as_is=as_is),
     )
-
-
-def import_records(
-    store: PostgresShape,
-    records: Sequence[MemoryRecord],
-    *,
-    trusted: bool = True,
-    write_id: str = "",
-    as_is: bool = False,
-    progress: Callable[[int, int], None] | None = None,
-) -> list[MemoryDoc]:
-    """Save every record as :func:`import_record` does, one after another: each save is
-    its own transaction of statements keyed by the memory's name (none reads the whole
-    namespace), so the import's cost grows with its size and no faster."""
-    saved: list[MemoryDoc] = []
-    for record in records:
-        saved.append(import_record(store, record, trusted=trusted, write_id=write_id, as_is=as_is))
-        if progress is not None:
-            progress(len(saved), len(records))
-    return saved
