@@ -113,6 +113,7 @@ PUBLIC: dict[str, list[str]] = {
         "Model",
         "OpenAIModel",
         "Part",
+        "PromptPrefix",
         "Role",
         "StreamEvent",
         "Text",

@@ -46,7 +46,9 @@ def is_extraction(record: RecordedRequest) -> bool:
         return False
     if fmt.get("type") == "json_schema":
         return bool(fmt.get("json_schema", {}).get("name") == SCHEMA_NAME)
-    return "memories" in str(record.messages[0].get("content", ""))
+    # json_object: the instruction asks for {"memories": ...}, in the system message or,
+    # when the request begins as the agent's do, in the user message.
+    return any('{"memories"' in str(m.get("content", "")) for m in record.messages)
 
 
 def offsets_in_prompt(record: RecordedRequest) -> list[int]:

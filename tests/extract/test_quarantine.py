@@ -50,8 +50,10 @@ async def test_the_issues_reproduction_is_refused_or_quarantined(
 ) -> None:  # fmt: skip
     """The ``feedback`` memory citing only the assistant's answer is refused (a user or
     feedback memory must cite a user turn); the ``project`` one is stored, quarantined.
-    Extraction never saw the tool traffic (the file's own words, not quoted in the
-    answer, are not in its prompt), and its prompt warns about quoted instructions."""
+    Extraction never saw the tool traffic (no tool message, no call, and the file's
+    own words, not quoted in the answer, are not in its prompt; the agent's system
+    prompt it begins with lists the tools, the turns it reads name none), and its
+    prompt warns about quoted instructions."""
     recorder = await _poisoned_session(session, side, local_server, settings)
 
     extracted = recorder.events[-1].to_dict()
@@ -60,8 +62,11 @@ async def test_the_issues_reproduction_is_refused_or_quarantined(
     assert store.get("Install command").quarantined
     (request,) = [r for r in local_server.requests if is_extraction(r)]
     prompt = json.dumps(request.messages)
-    assert SECRET not in prompt and "read_file" not in prompt and ANSWER in prompt
-    assert "is content, not the user's wish" in prompt
+    assert [m["role"] for m in request.messages] == ["system", "user"]
+    assert "tool_calls" not in prompt and "INSTALL.md" not in prompt
+    turns = request.messages[-1]["content"]
+    assert SECRET not in prompt and "read_file" not in turns and ANSWER in turns
+    assert "is content, not the user's wish" in turns
 
 
 @pytest.mark.parametrize("quarantine", [True, False])

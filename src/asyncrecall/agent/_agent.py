@@ -27,7 +27,7 @@ from asyncrecall.agent._events import (
 )
 from asyncrecall.agent._extraction import ExtractionScheduler
 from asyncrecall.agent._tools import ToolRegistry
-from asyncrecall.models import FunctionCall, FunctionResponse, Part, Text
+from asyncrecall.models import FunctionCall, FunctionResponse, Part, PromptPrefix, Text
 
 __all__ = ["Agent", "QueryResult"]
 
@@ -104,14 +104,22 @@ class Agent:
     @property
     def extraction(self) -> ExtractionScheduler | None:
         """The session's background extraction (set by ``open_session``); it vets its
-        writes against the same record of outside text as the tools."""
+        writes against the same record of outside text as the tools, and its side query
+        begins as the client's main turns do (their system prompt and tools)."""
         return self._extraction
 
     @extraction.setter
     def extraction(self, scheduler: ExtractionScheduler | None) -> None:
         if scheduler is not None:
             scheduler.taint = self.tools.taint
+            scheduler.prefix = self._prompt_prefix
         self._extraction = scheduler
+
+    def _prompt_prefix(self) -> PromptPrefix | None:
+        """How the client's main turns begin now (``None`` without a system prompt:
+        the side query keeps its own then)."""
+        system = self.client.system_prompt
+        return PromptPrefix(system, self.client.tools) if system is not None else None
 
     async def aclose(self) -> None:
         """End the background extraction (as :meth:`ExtractionScheduler.aclose` does: a

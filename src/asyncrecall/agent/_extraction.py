@@ -69,7 +69,7 @@ from asyncrecall.memory import (
     consolidate,
 )
 from asyncrecall.memory.extraction._consolidate import Gate
-from asyncrecall.models import Model
+from asyncrecall.models import Model, PromptPrefix
 from asyncrecall.models._traffic import SideRequestYielded, background_requests
 
 __all__ = [
@@ -153,6 +153,10 @@ class ExtractionScheduler:
         #: What the session's model was shown that the user did not type (the agent
         #: sets it to its tools' record); writes are vetted against it.
         self.taint: SessionTaint | None = None
+        #: How the session's main turns begin (the agent sets it to its client's system
+        #: prompt and tools): extraction's side query begins the same way, and a
+        #: hand-off carries it, so a one-slot server keeps that start in its cache.
+        self.prefix: Callable[[], PromptPrefix | None] | None = None
         self._covered: set[int] = set()
         # The end of the newest request, and of the newest extraction that ended other
         # than cancelled: what lies between is owed (handed on at exit).
@@ -262,8 +266,11 @@ class ExtractionScheduler:
         foreign, partial = self._foreign_text()
         return Handoff(
             self.session_id, self._requested_to, turns, noted=self._session_noted,
-            foreign=foreign, partial=partial,
+            foreign=foreign, partial=partial, prefix=self._prefix(),
         )  # fmt: skip
+
+    def _prefix(self) -> PromptPrefix | None:
+        return self.prefix() if self.prefix is not None else None
 
     def _foreign_text(self) -> tuple[tuple[ForeignText, ...], bool]:
         """The session's outside text (held recalled memories included) for a hand-off,
@@ -337,8 +344,9 @@ class ExtractionScheduler:
                     foreign, partial = await asyncio.to_thread(self._fingerprints)
                     with background_requests():  # never over a main turn
                         result = await self.extractor.extract(
-                            self.session_id, turns, end=end, foreign=foreign, partial=partial
-                        )
+                            self.session_id, turns, end=end, foreign=foreign, partial=partial,
+                            prefix=self._prefix(),
+                        )  # fmt: skip
                 except asyncio.CancelledError:
                     self._emit(
                         MemoryExtractionSkippedEvent(

@@ -56,6 +56,7 @@ from typing import Any, Final
 
 from asyncrecall import _platform
 from asyncrecall.memory import ForeignText, MemoryExtractor, Store, TranscriptTurn
+from asyncrecall.models import PromptPrefix
 
 __all__ = [
     "HANDOFF_SUPPORTED",
@@ -85,7 +86,9 @@ class Handoff:
     ``foreign``: the text the session's model was shown that the user did not type
     (its writes are vetted against it), ``partial``: some of it was not kept;
     ``ended``: the session ended with this hand-off (its cursor goes once it is done),
-    else it goes on (an agent's turn end: its next hand-off starts at the cursor)."""
+    else it goes on (an agent's turn end: its next hand-off starts at the cursor);
+    ``prefix``: how the session's main turns began (the extraction's side query begins
+    the same way; ``None``: it keeps its own system prompt)."""
 
     session_id: str
     end: int
@@ -96,6 +99,7 @@ class Handoff:
     foreign: tuple[ForeignText, ...] = ()
     partial: bool = False
     ended: bool = True
+    prefix: PromptPrefix | None = None
 
     def with_attempts(self, attempts: int) -> Handoff:
         return replace(self, attempts=attempts)
@@ -115,6 +119,7 @@ class Handoff:
             "foreign": [{"label": f.label, "text": f.text} for f in self.foreign],
             "partial": self.partial,
             "ended": self.ended,
+            **({"prefix": self.prefix.to_json()} if self.prefix is not None else {}),
         }
 
     @classmethod
@@ -150,6 +155,7 @@ class Handoff:
             foreign=tuple(foreign),
             partial=data.get("partial") is True,
             ended=data.get("ended") is not False,
+            prefix=PromptPrefix.from_json(data["prefix"]) if "prefix" in data else None,
         )
 
 

@@ -273,6 +273,7 @@ async def _run_one(
                         end=handoff.end,
                         foreign=handoff.foreign,
                         partial=handoff.partial,
+                        prefix=handoff.prefix,
                     )
                 break
             except AsyncRecallError as exc:

@@ -75,7 +75,7 @@ from asyncrecall.models._local_prompt import (
     route_grammar,
 )
 from asyncrecall.models._protocol import Finished, StreamEvent, TextDelta, ToolCallReady, Usage
-from asyncrecall.models._types import Content, FunctionCall, ToolSpec
+from asyncrecall.models._types import Content, FunctionCall, PromptPrefix, ToolSpec
 
 __all__ = ["DEFAULT_LOCAL_MODEL", "LocalModel", "find_model_file", "local_model_available"]
 
@@ -216,12 +216,16 @@ class LocalModel:
         schema: Mapping[str, Any],
         schema_name: str,
         max_tokens: int | None = None,
+        prefix: PromptPrefix | None = None,
     ) -> Any:
         """One side query, its answer constrained to ``schema`` by a grammar, parsed.
 
         It gives way to main turns: a :class:`ModelError` ("preempted") when a main
-        turn of the same engine is running or starts while it runs.
+        turn of the same engine is running or starts while it runs. ``prefix`` is not
+        used: side queries run in a context of their own, so they never take the main
+        turns' start out of the main context's cache.
         """
+        del prefix  # see above
         text = json_prompt(system=system, prompt=prompt)
         key = "schema:" + json.dumps(schema, sort_keys=True)
 

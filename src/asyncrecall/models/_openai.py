@@ -64,7 +64,7 @@ from asyncrecall.models._traffic import (
     in_background,
     traffic,
 )
-from asyncrecall.models._types import Content, FunctionCall, ToolSpec
+from asyncrecall.models._types import Content, FunctionCall, PromptPrefix, ToolSpec
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -479,6 +479,7 @@ class OpenAIModel:
         schema: Mapping[str, Any],
         schema_name: str,
         max_tokens: int | None = None,
+        prefix: PromptPrefix | None = None,
     ) -> Any:
         """One non-streamed, temperature-0 request answering a JSON value.
 
@@ -495,17 +496,23 @@ class OpenAIModel:
         ``interrupt_requests``), where it computes a non-streamed one to its end (it
         does not look for a hang-up there). Ended early so, it raises
         :class:`~asyncrecall.models._traffic.SideRequestYielded`, as when it gives way.
+
+        With a ``prefix`` the messages are the prefix's system prompt, then one user
+        message: ``system``, ``prompt`` (and, with ``json_object``, the schema) in this
+        order; the prefix's tools are declared with ``tool_choice`` ``none``. Only the
+        end of the prompt differs from the main turns' then, and between the two
+        formats only the schema at its very end.
         """
         telemetry = _telemetry.current()
         if telemetry is None:
-            return await self._side_query(system, prompt, schema, schema_name, max_tokens)
+            return await self._side_query(system, prompt, schema, schema_name, max_tokens, prefix)
         with telemetry.side_query(
             model=self._model,
             base_url=self._base_url,
             max_tokens=SIDE_QUERY_MAX_TOKENS if max_tokens is None else max_tokens,
             schema_name=schema_name,
         ):
-            return await self._side_query(system, prompt, schema, schema_name, max_tokens)
+            return await self._side_query(system, prompt, schema, schema_name, max_tokens, prefix)
 
     async def _side_query(
         self,
@@ -514,6 +521,7 @@ class OpenAIModel:
         schema: Mapping[str, Any],
         schema_name: str,
         max_tokens: int | None,
+        prefix: PromptPrefix | None,
     ) -> Any:
         async with self._traffic.side_request(self._model):
             try:
@@ -523,6 +531,7 @@ class OpenAIModel:
                     schema=schema,
                     schema_name=schema_name,
                     max_tokens=max_tokens,
+                    prefix=prefix,
                 )
             except ModelError as exc:
                 self._scrub(exc)
@@ -536,8 +545,8 @@ class OpenAIModel:
         schema: Mapping[str, Any],
         schema_name: str,
         max_tokens: int | None,
+        prefix: PromptPrefix | None,
     ) -> Any:
-        user = {"role": "user", "content": prompt}
         cap = SIDE_QUERY_MAX_TOKENS if max_tokens is None else max_tokens
         if self._endpoint.json_schema:
             response_format = {
@@ -546,28 +555,32 @@ class OpenAIModel:
             }
             try:
                 return await self._request_json(
-                    [{"role": "system", "content": system}, user], response_format, cap
+                    _json_messages(system, prompt, prefix, None), response_format, cap, prefix
                 )
             except _FormatRefused:
                 pass  # learned: json_object from now on, for every model of this endpoint
-        fallback_system = (
-            f"{system}\n\nAnswer with one JSON object that matches this JSON schema:\n"
-            f"{json.dumps(dict(schema))}"
-        )
         # The `schema` key is llama-cpp-python's: it turns the schema into a grammar (its
         # SmolLM2 answered 15 tokens of the right shape with it, 84 of the wrong shape
         # without); servers that reject the key are learned like any other refusal.
         return await self._request_json(
-            [{"role": "system", "content": fallback_system}, user],
+            _json_messages(system, prompt, prefix, schema),
             {"type": "json_object", "schema": dict(schema)},
             cap,
+            prefix,
         )
 
     async def _request_json(
-        self, messages: list[dict[str, Any]], response_format: dict[str, Any], max_tokens: int
+        self,
+        messages: list[dict[str, Any]],
+        response_format: dict[str, Any],
+        max_tokens: int,
+        prefix: PromptPrefix | None,
     ) -> Any:
         wants_schema = response_format["type"] == "json_schema"
         streamed = in_background()
+        # The prefix's tools, declared as the main turns declare them and never called:
+        # a template that renders tools renders the same start.
+        offered = _offered_tools(prefix)
 
         async def post(**params: Any) -> Any:
             if streamed:
@@ -581,10 +594,11 @@ class OpenAIModel:
             "temperature": 0,
             "max_tokens": max_tokens,
             "response_format": response_format,
+            **offered,
         }
         try:
             if streamed and self._traffic.interrupts:
-                await self._feed_in_slices(messages)
+                await self._feed_in_slices(messages, offered, whole=1 if prefix else 0)
             completion = await self._send(post, params)
         except openai.APIStatusError as exc:
             if wants_schema and any(word in error_text(exc) for word in _FORMAT_WORDS):
@@ -616,7 +630,9 @@ class OpenAIModel:
         text: str = await self._side_client.post("/chat/completions", body=body, cast_to=str)
         return json.loads(text)  # a body that is not JSON: ValueError, mapped by the caller
 
-    async def _feed_in_slices(self, messages: list[dict[str, Any]]) -> None:
+    async def _feed_in_slices(
+        self, messages: list[dict[str, Any]], offered: Mapping[str, Any], *, whole: int
+    ) -> None:
         """Have the server read a background query's prompt a slice at a time.
 
         A server that runs one request at a time reads a prompt without a pause, and
@@ -627,8 +643,15 @@ class OpenAIModel:
         one-token answer: each request holds the server for one slice, and the query
         itself then reads only its last one. Only on an endpoint seen to interrupt (a
         one-request-at-a-time llama.cpp server); anywhere else it would be paid for.
+
+        The first ``whole`` messages (a prompt prefix: the main turns' system prompt)
+        are never cut: the server keeps only what a slice shares with the one before,
+        so a slice cut inside them would drop the rest of the main turns' start from
+        its cache, which the next main turn would then read again. When the server
+        does not hold them already, the first slice reads them whole, which is work
+        the next main turn would have had to do.
         """
-        for part in _prompt_slices(messages, PREFILL_SLICE_CHARS):
+        for part in _prompt_slices(messages, PREFILL_SLICE_CHARS, whole=whole):
             await self._stream_completion(
                 {
                     "model": self._model,
@@ -636,6 +659,7 @@ class OpenAIModel:
                     "stream": True,
                     "temperature": 0,
                     "max_tokens": 1,
+                    **offered,
                 }
             )
 
@@ -777,15 +801,45 @@ def open_openai_models(
     return ModelPair(main=main, side=side, main_client=main._client, side_client=side._client)
 
 
-def _prompt_slices(messages: list[dict[str, Any]], step: int) -> Iterator[list[dict[str, Any]]]:
+def _prompt_slices(
+    messages: list[dict[str, Any]], step: int, *, whole: int = 0
+) -> Iterator[list[dict[str, Any]]]:
     """The messages cut after every ``step`` characters of their text, shortest first
-    (the whole is not among them)."""
+    (the whole is not among them); the first ``whole`` messages are never cut."""
     for i, message in enumerate(messages):
+        if i < whole:
+            continue
         content = message.get("content")
         if not isinstance(content, str):
             continue
         for cut in range(step, len(content), step):
             yield [*messages[:i], {**message, "content": content[:cut]}]
+
+
+def _json_messages(
+    system: str, prompt: str, prefix: PromptPrefix | None, schema: Mapping[str, Any] | None
+) -> list[dict[str, Any]]:
+    """A side query's messages: its instruction as the system prompt, or, with a
+    ``prefix``, the prefix's system prompt and the instruction leading the user message;
+    with ``schema`` (the ``json_object`` form) the schema said after the instruction,
+    or at the end of the user message."""
+    note = (
+        f"Answer with one JSON object that matches this JSON schema:\n{json.dumps(dict(schema))}"
+        if schema is not None
+        else ""
+    )
+    if prefix is None:
+        instruction = f"{system}\n\n{note}" if note else system
+        return [{"role": "system", "content": instruction}, {"role": "user", "content": prompt}]
+    user = "\n\n".join(part for part in (system, prompt, note) if part)
+    return [{"role": "system", "content": prefix.system}, {"role": "user", "content": user}]
+
+
+def _offered_tools(prefix: PromptPrefix | None) -> dict[str, Any]:
+    """The request fields declaring a prefix's tools, none to be called (none without)."""
+    if prefix is None or not prefix.tools:
+        return {}
+    return {"tools": tools_to_openai(prefix.tools), "tool_choice": "none"}
 
 
 def _tool_choice(choice: str) -> Any:

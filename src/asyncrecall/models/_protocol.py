@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from asyncrecall.models._types import Content, FunctionCall, ToolSpec
+from asyncrecall.models._types import Content, FunctionCall, PromptPrefix, ToolSpec
 
 __all__ = [
     "Finished",
@@ -89,11 +89,16 @@ class Model(Protocol):
         schema: Mapping[str, Any],
         schema_name: str,
         max_tokens: int | None = None,
+        prefix: PromptPrefix | None = None,
     ) -> Any:
         """One side query answering a JSON value that should match ``schema``.
 
         ``max_tokens`` caps the answer (``None``: the model's side-query default, sized
         for a recall's few paths; extraction and consolidation ask for more).
+        ``prefix``: the request begins as the caller's main turns do (their system
+        prompt, their tools declared and none called), ``system`` then leads the user
+        message; a model whose side queries do not share the main turns' prompt cache
+        may ignore it.
         Raises :class:`~asyncrecall.ModelProtocolError` when the answer is not JSON.
         Checking the value against the schema is the caller's job.
         """

@@ -11,6 +11,7 @@ __all__ = [
     "FunctionCall",
     "FunctionResponse",
     "Part",
+    "PromptPrefix",
     "Role",
     "Text",
     "ToolSpec",
@@ -87,3 +88,43 @@ class ToolSpec:
     name: str
     description: str
     parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptPrefix:
+    """How a caller's main turns begin: their system prompt and the tools they offer.
+
+    A side query given one (``Model.generate_json(prefix=...)``) begins the same way,
+    with its own instruction after it, so a server that keeps the longest common start
+    of the prompts it read (llama.cpp's servers, a provider's prompt cache) still holds
+    the main turns' start when the next main turn comes."""
+
+    system: str
+    tools: tuple[ToolSpec, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON value :meth:`from_json` reads back."""
+        return {
+            "system": self.system,
+            "tools": [
+                {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}
+                for t in self.tools
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> PromptPrefix:
+        """Read :meth:`to_json`'s value; ``ValueError`` when it is not one."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("system"), str):
+            raise ValueError("a prompt prefix needs a system prompt")
+        tools = []
+        for raw in data.get("tools") or ():
+            if not (
+                isinstance(raw, Mapping)
+                and isinstance(raw.get("name"), str)
+                and isinstance(raw.get("description"), str)
+                and isinstance(raw.get("parameters"), Mapping)
+            ):
+                raise ValueError(f"bad tool {raw!r:.80}")
+            tools.append(ToolSpec(raw["name"], raw["description"], dict(raw["parameters"])))
+        return cls(data["system"], tuple(tools))

@@ -10,7 +10,7 @@ from typing import Any
 
 from asyncrecall.models._convert import contents_to_messages, validate_messages
 from asyncrecall.models._protocol import Finished, StreamEvent, TextDelta, ToolCallReady, Usage
-from asyncrecall.models._types import Content, FunctionCall, ToolSpec
+from asyncrecall.models._types import Content, FunctionCall, PromptPrefix, ToolSpec
 
 __all__ = [
     "JsonRequest",
@@ -74,6 +74,8 @@ class JsonRequest:
     prompt: str
     schema: Mapping[str, Any]
     schema_name: str
+    #: The main turns' start the query was asked to begin with (``None``: none).
+    prefix: PromptPrefix | None = None
 
 
 TurnSource = Callable[[ScriptedRequest], "ScriptedTurn | str"]
@@ -263,9 +265,10 @@ class ScriptedModel:
         schema: Mapping[str, Any],
         schema_name: str,
         max_tokens: int | None = None,
+        prefix: PromptPrefix | None = None,
     ) -> Any:
         """Record the call, then play the next scripted JSON answer."""
-        request = JsonRequest(system, prompt, schema, schema_name)
+        request = JsonRequest(system, prompt, schema, schema_name, prefix)
         self.json_requests.append(request)
         self.json_started += 1
         self._changed()

@@ -69,7 +69,7 @@ from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
 from asyncrecall.memory._vetting import vet
 from asyncrecall.memory.extraction._backend import ExtractionBackend, extraction_backend
 from asyncrecall.memory.extraction._state import Journal, JournalEntry, Seen, check_session_id
-from asyncrecall.models import Model
+from asyncrecall.models import Model, PromptPrefix
 
 __all__ = [
     "MAX_CONTENT_CHARS",
@@ -580,6 +580,7 @@ class MemoryExtractor:
         end: int | None = None,
         foreign: Sequence[Fingerprint | ForeignText] = (),
         partial: bool = False,
+        prefix: PromptPrefix | None = None,
     ) -> ExtractionResult:
         """Extract memories from the session's turns in ``[cursor, end)`` (see module doc).
 
@@ -588,7 +589,11 @@ class MemoryExtractor:
         Model failures and unusable answers raise (the cursor stays); refused proposals
         do not. ``foreign``: the text the session's model was shown that the user did
         not type (tool output, ...), ``partial``: some of it was not kept; each write is
-        vetted against it (:func:`extraction_source`).
+        vetted against it (:func:`extraction_source`). ``prefix``: how the session's
+        main turns begin (their system prompt and tools); the side query begins the
+        same way, its instruction in the user message (see
+        :class:`~asyncrecall.models.PromptPrefix`), so a server that runs one request
+        at a time still holds that start in its cache when the next main turn comes.
 
         With OpenTelemetry on, one ``asyncrecall.extraction`` span covers it (the side
         query's span under it).
@@ -596,10 +601,10 @@ class MemoryExtractor:
         check_session_id(session_id)
         telemetry = _telemetry.current()
         if telemetry is None:
-            return await self._extract(session_id, turns, end, foreign, partial)
+            return await self._extract(session_id, turns, end, foreign, partial, prefix)
         attributes = {"asyncrecall.extraction.session_id": session_id}
         with telemetry.operation("asyncrecall.extraction", attributes) as span:
-            result = await self._extract(session_id, turns, end, foreign, partial)
+            result = await self._extract(session_id, turns, end, foreign, partial, prefix)
             span.set_attributes(
                 {
                     "asyncrecall.extraction.start": result.start,
@@ -619,6 +624,7 @@ class MemoryExtractor:
         end: int | None,
         foreign: Sequence[Fingerprint | ForeignText],
         partial: bool,
+        prefix: PromptPrefix | None = None,
     ) -> ExtractionResult:
         backend = self.backend
         started = self._clock()
@@ -636,13 +642,7 @@ class MemoryExtractor:
                 await _committed(asyncio.to_thread(backend.commit, empty))
             return ExtractionResult(session_id, start, end, recovered=recovered)
         shown = await self._shown(todo)
-        answer = await self.model.generate_json(
-            system=SYSTEM_PROMPT,
-            prompt=extraction_prompt(todo, shown),
-            schema=extraction_schema(self.max_proposals),
-            schema_name=SCHEMA_NAME,
-            max_tokens=EXTRACTION_MAX_TOKENS,
-        )
+        answer = await self._ask(extraction_prompt(todo, shown), prefix)
         docs = await asyncio.to_thread(self._named, answer, shown)
         proposals, refused = validate_proposals(
             answer,
@@ -678,6 +678,26 @@ class MemoryExtractor:
             recovered=recovered,
             elapsed_ms=(self._clock() - started) * 1000.0,
             proposals=tuple(proposals),
+        )
+
+    async def _ask(self, prompt: str, prefix: PromptPrefix | None) -> Any:
+        """The side query (step 3). Without a ``prefix`` the model is called without
+        the keyword: a model of the caller's own written before it existed still works."""
+        if prefix is None:
+            return await self.model.generate_json(
+                system=SYSTEM_PROMPT,
+                prompt=prompt,
+                schema=extraction_schema(self.max_proposals),
+                schema_name=SCHEMA_NAME,
+                max_tokens=EXTRACTION_MAX_TOKENS,
+            )
+        return await self.model.generate_json(
+            system=SYSTEM_PROMPT,
+            prompt=prompt,
+            schema=extraction_schema(self.max_proposals),
+            schema_name=SCHEMA_NAME,
+            max_tokens=EXTRACTION_MAX_TOKENS,
+            prefix=prefix,
         )
 
     async def _shown(self, turns: Sequence[TranscriptTurn]) -> list[MemoryDoc]:
