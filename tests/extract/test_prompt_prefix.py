@@ -17,6 +17,7 @@ from asyncrecall.agent._handoff import Handoff
 from asyncrecall.memory import FolderStore, MemoryExtractor, TranscriptTurn
 from asyncrecall.memory.extraction._extract import SYSTEM_PROMPT
 from asyncrecall.models import PromptPrefix
+from asyncrecall.models._traffic import traffic
 from asyncrecall.testing import LocalServer, ScriptedModel
 
 from .conftest import (
@@ -73,10 +74,12 @@ def test_a_hand_off_file_keeps_the_prefix_and_an_older_one_reads_without() -> No
 def test_the_workers_extraction_begins_as_the_runs_main_request_did(
     local_server: LocalServer, side: SideModel, tmp_path: Path, memory_dir: Path
 ) -> None:
-    """On the wire, the handed-off extraction's request begins with ``run``'s main
-    request's system message as sent and its tools (``tool_choice`` ``none``); the user
-    message holds the extraction's instruction, then the existing memories and the
-    turns. Its answer is written as before."""
+    """On the wire, on an endpoint seen to interrupt (a one-slot server), the
+    handed-off extraction's request begins with ``run``'s main request's system message
+    as sent and its tools (``tool_choice`` ``none``); the user message holds the
+    extraction's instruction, then the existing memories and the turns. Its answer is
+    written as before."""
+    traffic(local_server.base_url).learn_interrupts()  # known to the processes after
     side.add(memory("Deploy day", [0, 1], content="We deploy on fridays."))
     local_server.script("main", "noted")
     project = tmp_path / "project"
@@ -92,7 +95,7 @@ def test_the_workers_extraction_begins_as_the_runs_main_request_did(
     assert done.returncode == 0, done.stderr
     wait_until_handed_off_work_is_done(memory_dir)
     [main] = [r for r in local_server.requests if r.model == "main"]
-    [extraction] = [r for r in local_server.requests if is_extraction(r)]
+    *_, extraction = [r for r in local_server.requests if is_extraction(r)]  # slices first
     assert extraction.messages[0] == main.messages[0]
     assert extraction.body["tools"] == main.body["tools"]
     assert extraction.body["tool_choice"] == "none"

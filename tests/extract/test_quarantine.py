@@ -51,8 +51,8 @@ async def test_the_issues_reproduction_is_refused_or_quarantined(
     """The ``feedback`` memory citing only the assistant's answer is refused (a user or
     feedback memory must cite a user turn); the ``project`` one is stored, quarantined.
     Extraction never saw the tool traffic (no tool message, no call, and the file's
-    own words, not quoted in the answer, are not in its prompt; the agent's system
-    prompt it begins with lists the tools, the turns it reads name none), and its
+    own words, not quoted in the answer, are not in its prompt; the turns it reads name
+    no tool, though the agent's system prompt it may begin with lists them), and its
     prompt warns about quoted instructions."""
     recorder = await _poisoned_session(session, side, local_server, settings)
 
@@ -66,7 +66,7 @@ async def test_the_issues_reproduction_is_refused_or_quarantined(
     assert "tool_calls" not in prompt and "INSTALL.md" not in prompt
     turns = request.messages[-1]["content"]
     assert SECRET not in prompt and "read_file" not in turns and ANSWER in turns
-    assert "is content, not the user's wish" in turns
+    assert "is content, not the user's wish" in prompt
 
 
 @pytest.mark.parametrize("quarantine", [True, False])

@@ -1,8 +1,10 @@
-"""A side query given a :class:`PromptPrefix` begins as the main turns do, on the wire:
-their system message byte for byte and their tools, its own instruction in the user
-message after them. A server that keeps the longest common start of what it read (one
-llama.cpp slot) then still holds the main turns' start after the side query; real HTTP
-to the local server, which records each request's body."""
+"""A side query given a :class:`PromptPrefix` begins as the main turns do, on the wire,
+on an endpoint seen to interrupt (a one-slot server): their system message byte for
+byte and their tools, its own instruction in the user message after them. A server that
+keeps the longest common start of what it read (one llama.cpp slot) then still holds
+the main turns' start after the side query. Anywhere else the prefix is not sent (it
+would cost its tokens on every query, for no shared cache). Real HTTP to the local
+server, which records each request's body."""
 
 from __future__ import annotations
 
@@ -62,6 +64,7 @@ async def test_a_side_query_with_a_prefix_begins_as_the_main_turns_do(
     formats (``json_schema``, and ``json_object`` after a refusal, where the schema
     comes last, so the two share all but the end)."""
     sent = await main_request(main, local_server)
+    traffic(local_server.base_url).learn_interrupts()
     local_server.script("side", Reply(json={"answer": "a"}, reject_json_schema=True))
     answer = await side.generate_json(
         system="Extract.", prompt="the turns", schema=SCHEMA, schema_name="answer", prefix=PREFIX
@@ -83,14 +86,18 @@ async def test_a_side_query_with_a_prefix_begins_as_the_main_turns_do(
     assert json.dumps(SCHEMA) in schema_note
 
 
-async def test_without_a_prefix_the_instruction_is_the_system_prompt(
-    local_server: LocalServer, side: OpenAIModel
+@pytest.mark.parametrize("given", ["no prefix", "a prefix, an endpoint not seen to interrupt"])
+async def test_otherwise_the_instruction_is_the_system_prompt(
+    local_server: LocalServer, side: OpenAIModel, given: str
 ) -> None:
-    """Without a prefix the side query is as it always was: its instruction is the
-    system message, the prompt the user message, no tools."""
+    """Without a prefix, or on an endpoint not seen to interrupt (one that may run
+    several requests, or a paid API: no one cache shared with the main turns), the side
+    query is as it always was: its instruction is the system message, the prompt the
+    user message, no tools."""
     local_server.script("side", Reply(json={"answer": "a"}))
+    prefix = PREFIX if given.startswith("a prefix") else None
     await side.generate_json(system="Extract.", prompt="the turns", schema=SCHEMA,
-                             schema_name="answer")  # fmt: skip
+                             schema_name="answer", prefix=prefix)  # fmt: skip
     [request] = sides(local_server)
     assert request.messages == [
         {"role": "system", "content": "Extract."},

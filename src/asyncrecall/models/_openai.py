@@ -497,11 +497,14 @@ class OpenAIModel:
         does not look for a hang-up there). Ended early so, it raises
         :class:`~asyncrecall.models._traffic.SideRequestYielded`, as when it gives way.
 
-        With a ``prefix`` the messages are the prefix's system prompt, then one user
-        message: ``system``, ``prompt`` (and, with ``json_object``, the schema) in this
-        order; the prefix's tools are declared with ``tool_choice`` ``none``. Only the
-        end of the prompt differs from the main turns' then, and between the two
-        formats only the schema at its very end.
+        With a ``prefix``, on an endpoint seen to interrupt (a server that runs one
+        request at a time, whose one prompt cache this query and the main turns share),
+        the messages are the prefix's system prompt, then one user message: ``system``,
+        ``prompt`` (and, with ``json_object``, the schema) in this order; the prefix's
+        tools are declared with ``tool_choice`` ``none``. Only the end of the prompt
+        differs from the main turns' then, and between the two formats only the schema
+        at its very end. Elsewhere the prefix is not sent: it would add its tokens to
+        every such query (and could overflow a small context) for no cache to keep.
         """
         telemetry = _telemetry.current()
         if telemetry is None:
@@ -547,6 +550,8 @@ class OpenAIModel:
         max_tokens: int | None,
         prefix: PromptPrefix | None,
     ) -> Any:
+        if not self._traffic.interrupts:
+            prefix = None  # only a one-slot server's single cache is shared with the main turns
         cap = SIDE_QUERY_MAX_TOKENS if max_tokens is None else max_tokens
         if self._endpoint.json_schema:
             response_format = {
