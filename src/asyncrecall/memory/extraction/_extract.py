@@ -683,21 +683,14 @@ class MemoryExtractor:
     async def _ask(self, prompt: str, prefix: PromptPrefix | None) -> Any:
         """The side query (step 3). Without a ``prefix`` the model is called without
         the keyword: a model of the caller's own written before it existed still works."""
-        if prefix is None:
-            return await self.model.generate_json(
-                system=SYSTEM_PROMPT,
-                prompt=prompt,
-                schema=extraction_schema(self.max_proposals),
-                schema_name=SCHEMA_NAME,
-                max_tokens=EXTRACTION_MAX_TOKENS,
-            )
+        given: dict[str, Any] = {} if prefix is None else {"prefix": prefix}
         return await self.model.generate_json(
             system=SYSTEM_PROMPT,
             prompt=prompt,
             schema=extraction_schema(self.max_proposals),
             schema_name=SCHEMA_NAME,
             max_tokens=EXTRACTION_MAX_TOKENS,
-            prefix=prefix,
+            **given,
         )
 
     async def _shown(self, turns: Sequence[TranscriptTurn]) -> list[MemoryDoc]:
