@@ -13,8 +13,11 @@ from asyncrecall_bench._workload import LatencyProfile
 
 from .conftest import LITELLM_WARNINGS
 
+# Quick, but the main model's first token comes late enough that the adapter's side
+# query (sent once the first request is written) is out before a run without a tool
+# round ends: a run that ends first hangs its recall up before sending it, as it should.
 FAST = LatencyProfile(
-    side_mean=0.02, first_token_min=0.0, first_token_max=0.02, tool_min=0.0, tool_max=0.02
+    side_mean=0.02, first_token_min=0.15, first_token_max=0.2, tool_min=0.0, tool_max=0.02
 )
 
 
@@ -26,8 +29,9 @@ async def test_every_framework_runs_the_same_plans_every_way() -> None:
     """Every framework runs every plan with no memory, the bare hooks, the awaited
     pattern and the adapter; only the adapter leaves the first request to its own side
     query's pace (the awaited pattern always lands at the user query, the baseline and
-    the bare hooks never send memory or a side query). The adapter's background recall
-    is timed step by step; no other pattern has one."""
+    the bare hooks never send memory or a side query; the adapter sends at most one a
+    run). The adapter's background recall is timed step by step; no other pattern has
+    one."""
     results = await measure(FrameworksConfig(queries=2, seed=3, concurrency=2, profile=FAST))
 
     assert set(results) == set(FRAMEWORKS)
@@ -41,7 +45,10 @@ async def test_every_framework_runs_the_same_plans_every_way() -> None:
             assert all(t.recall_steps_ms == 0.0 for t in patterns[other])
         assert sum(t.recall_steps_ms for t in patterns["adapter"]) > 0
         assert all(t.landed != "tool_result" for t in patterns["awaited"])
-        assert all(t.side_queries == 1 for t in patterns["adapter"])
+        # One side query a run at most; one at least in each framework's runs (a run that
+        # ends before its side query is sent hangs the recall up: none is sent).
+        counts = [t.side_queries for t in patterns["adapter"]]
+        assert all(n <= 1 for n in counts) and sum(counts) >= 1, counts
     summary = summarize(results)
     row = summary["langchain"]["adapter"]
     assert set(row) == {
