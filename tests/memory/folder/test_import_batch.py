@@ -194,11 +194,12 @@ def test_undoing_an_import_leaves_the_folder_the_reverts_one_by_one_leave(
     single.import_records(records, write_id="import-1")
     shutil.copytree(tmp_path / "one-by-one", tmp_path / "batch")
 
-    with single.locked():  # what revert_write did before the batch: one revert at a time
+    with single.locked():  # one revert at a time, each its own scan and index write
         plan = undo_plan("import-1", single.history.touched_by("import-1"))
         paths = {n: single.history.records(n)[-1].path for n in plan}
         for name, text in plan.items():
-            single._restore(name, text, paths[name], origin="user", write_id="undo:import-1")
+            with single.save_batch() as one:
+                one.restore(name, text, paths[name], origin="user", write_id="undo:import-1")
     batch = FolderStore(tmp_path / "batch" / "memory")
     undone = batch.revert_write("import-1")
 

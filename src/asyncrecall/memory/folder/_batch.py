@@ -11,8 +11,8 @@ it writes, reads back only the file just written, and writes the index at the en
 released. Each save writes its topic file and its history record as ``save_memory``
 does (the same text, the same provenance, the same hold or waiting change), so the
 folder and its history end as the saves one by one would leave them. ``revert_write``
-restores each memory of one write the same way (:meth:`SaveBatch.restore`, as
-``FolderStore._restore`` does one).
+restores each memory of one write the same way (:meth:`SaveBatch.restore`), and
+``revert`` restores one memory in a batch of one.
 
 The index is written when the batch ends, however it ends (an error, ``Ctrl-C``, a
 signal the caller turns into an exception): the files written by then are listed, and
@@ -128,8 +128,8 @@ class SaveBatch:
     def restore(
         self, name: str, text: str | None, path: str, *, origin: str, write_id: str
     ) -> MemoryDoc | None:
-        """What ``FolderStore._restore`` does (a revert of ``name`` to ``text``, ``None``:
-        removed; ``path``: where it was), its index line left to the end of the batch."""
+        """A revert of ``name`` to ``text`` (``None``: removed; ``path``: where it was),
+        recorded as a ``revert`` write, its index line left to the end of the batch."""
         store = self._store
         current = self._named(name)
         if text is None:

@@ -405,7 +405,8 @@ class FolderStore(FolderShape):
             name = self._history_name(name_or_rel_path)
             target = revert_target(self.history.records(name), name, to)
             text = target.before if to is None else target.after
-            return self._restore(name, text, target.path, origin=origin, write_id="")
+            with self.save_batch() as batch:  # a batch of one: the same restore as an undo's
+                return batch.restore(name, text, target.path, origin=origin, write_id="")
 
     def revert_write(self, write_id: str, *, origin: str = "user") -> dict[str, MemoryDoc | None]:
         """Undo every record of one write (a consolidation, an import: ``write_id``) as one
@@ -428,47 +429,11 @@ class FolderStore(FolderShape):
         """The newest ``limit`` records of every memory, newest first."""
         return self.history.every_record()[::-1][:limit]
 
-    def _restore(
-        self, name: str, text: str | None, path: str, *, origin: str, write_id: str
-    ) -> MemoryDoc | None:
-        """Make ``name``'s topic file ``text`` (``None``: remove it), as a ``revert``
-        record; the caller holds the lock."""
-        docs = self.scan(limit=None)
-        current = next((d for d in docs if d.name == name), None)
-        if text is None:
-            if current is None:
-                return None
-            self.history.append(
-                name, "revert", path=current.rel_path, before=_read_text(current.path),
-                after=None, origin=origin, write_id=write_id,
-            )  # fmt: skip
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(current.path)
-            self._rewrite_index(current.rel_path, None, docs)
-            return None
-        rel = current.rel_path if current else self._revert_path(path, name, docs)
-        before = _read_text(self.root / rel) if current else None
-        if before == text:
-            return current
-        self.history.append(
-            name, "revert", path=rel, before=before, after=text, origin=origin, write_id=write_id
-        )
-        atomic_write(self.root / rel, text)
-        doc = self._doc(rel)
-        self._rewrite_index(rel, index_line(doc.name, rel, doc.description), docs)
-        return doc
-
     def _history_name(self, key: str) -> str:
         try:
             return self.get(key).name
         except MemoryStoreError:
             return " ".join(key.split())
-
-    def _revert_path(self, rel: str, name: str, docs: Sequence[MemoryDoc]) -> str:
-        taken = {d.rel_path for d in docs}
-        if rel and rel not in taken and not (self.root / rel).exists():
-            return rel
-        return self._free_rel_path(name)
 
     # -- export and import (``memory export``/``import``) ------------------------------
 
