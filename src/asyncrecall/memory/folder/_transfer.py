@@ -10,7 +10,6 @@ index lists next, whichever is earlier). Memories are read in ``MEMORY.md``'s or
 from __future__ import annotations
 
 import datetime
-import os
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -42,13 +41,9 @@ def import_record(
     write_id: str = "",
     as_is: bool = False,
 ) -> MemoryDoc:
-    """Save ``record`` into the folder with its keys, provenance and times."""
-    doc = record.doc
-    saved = store.save_memory(
-        doc.name, doc.description, doc.type, doc.body, extra=_extra(record), origin="import",
-        sources=imported_sources(record, trusted=trusted, as_is=as_is), write_id=write_id,
-    )  # fmt: skip
-    os.utime(saved.path, (doc.mtime, doc.mtime))
+    """Save ``record`` into the folder with its keys, provenance and times (a batch of
+    one: :func:`import_records`)."""
+    (saved,) = import_records(store, [record], trusted=trusted, write_id=write_id, as_is=as_is)
     return saved
 
 
