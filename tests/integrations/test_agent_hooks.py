@@ -26,7 +26,7 @@ import pytest
 
 from asyncrecall.cli.hooks._install import hook_command
 from asyncrecall.memory import FolderStore
-from asyncrecall.testing import AnthropicServer, LocalServer, Reply
+from asyncrecall.testing import AnthropicServer, LocalServer, RecordedRequest, Reply
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 CLIENT = Path(hook_command("SessionStart", "claude-code", "python").split()[3])
@@ -210,6 +210,21 @@ def test_claude_code_word_sharing_memory_rides_on_the_first_request(folders: Fol
         assert later and all(_text(r).count("Relevant memory") == 1 for r in later)
 
 
+def _side_answers(server: LocalServer, run: Reply) -> None:
+    """The side model answers the recall of the run's question (``how should I lay out
+    this file?``) with ``run``, and any other (the warm-up's, even one that reaches the
+    server only after the warm-up on busy cores; an extraction's) with deploy.md. A
+    script would go to whichever side query came first."""
+
+    def answer(request: RecordedRequest) -> Reply:
+        asked = json.dumps(request.body)
+        if "lay out this file" in asked and "selected_memories" in asked:
+            return run
+        return Reply(json={"selected_memories": ["deploy.md"]})
+
+    server.set_default("side", answer)
+
+
 @pytest.mark.parametrize("delay", [0.1, 0.9])
 def test_claude_code_side_query_memory_comes_with_the_tool_results(
     folders: Folders, delay: float
@@ -223,11 +238,10 @@ def test_claude_code_side_query_memory_comes_with_the_tool_results(
             ASYNCRECALL_MODEL="side",
             ASYNCRECALL_API_KEY="test",
         )
-        server.set_default("side", Reply(json={"selected_memories": ["deploy.md"]}))
-        folders.warm()
-        server.script(
-            "side", Reply(json={"selected_memories": ["tabs.md"]}, first_token_delay=delay)
+        _side_answers(
+            server, Reply(json={"selected_memories": ["tabs.md"]}, first_token_delay=delay)
         )
+        folders.warm()
         server.set_default(MAIN, Reply(text="done"))
         # the tool round ends after the side query settles
         server.script(
@@ -308,11 +322,10 @@ def test_qwen_code_side_query_memory_comes_with_the_tool_results(
             ASYNCRECALL_MODEL="side",
             ASYNCRECALL_API_KEY="test",
         )
-        server.set_default("side", Reply(json={"selected_memories": ["deploy.md"]}))
-        folders.warm()
-        server.script(
-            "side", Reply(json={"selected_memories": ["tabs.md"]}, first_token_delay=delay)
+        _side_answers(
+            server, Reply(json={"selected_memories": ["tabs.md"]}, first_token_delay=delay)
         )
+        folders.warm()
         server.set_default(QWEN_MAIN, Reply(text="done"))
         server.script(
             QWEN_MAIN,
@@ -347,9 +360,8 @@ def test_the_side_query_is_hung_up_when_the_turn_ends(folders: Folders, agent: s
             ASYNCRECALL_MODEL="side",
             ASYNCRECALL_API_KEY="test",
         )
-        server.set_default("side", Reply(json={"selected_memories": ["deploy.md"]}))
+        _side_answers(server, Reply(hang=True))
         folders.warm()
-        server.script("side", Reply(hang=True))
         before = len(server.requests)
         main = MAIN if agent == "claude-code" else QWEN_MAIN
         server.set_default(main, Reply(text="done", first_token_delay=1.0))
