@@ -203,6 +203,7 @@ INTERNAL: dict[str, set[str]] = {
         "read_source_offsets",
         "resolve_memory_dir",
         "safe_file_stem",
+        "semantic_pass_available",
         "vet",
     },
     "asyncrecall.models": {

@@ -23,6 +23,7 @@ from asyncrecall.memory import (
     Recaller,
     SemanticInstantSelector,
 )
+from asyncrecall.memory.selectors import _instant
 from asyncrecall.memory.selectors._embedding import WordLlamaEncoder
 from asyncrecall.memory.selectors._instant import MAX_QUERY_CHARS, MIN_DOCS
 from asyncrecall.prefetch import RecallPrefetcher
@@ -122,12 +123,14 @@ def test_the_lexical_answer_comes_first_and_the_vectors_are_not_asked() -> None:
 @pytest.mark.parametrize("floor", [None, 0.0])
 def test_it_abstains_where_nothing_answers(floor: float | None) -> None:
     """A question no memory answers, in words none uses, gets nothing and a reason;
-    without the similarity floor, the margin alone still says no (no memory stands out)."""
+    with WordLlama's vectors and no similarity floor, the margin alone still says no (no
+    memory stands out)."""
     lexical = LexicalSelector(persist=False)
+    encoder = WordLlamaEncoder.shared()
     selector = (
-        SemanticInstantSelector(lexical)
+        SemanticInstantSelector(lexical, encoder=encoder)
         if floor is None
-        else SemanticInstantSelector(lexical, min_top_similarity=floor)
+        else SemanticInstantSelector(lexical, encoder=encoder, min_top_similarity=floor)
     )
     _warm(selector, HOME)
     assert selector.rank_explained(UNRELATED, HOME, limit=2) == ([], "below_threshold")
@@ -198,10 +201,11 @@ def test_cold_vectors_cost_the_caller_nothing_and_warm_in_a_thread() -> None:
     assert expected in _paths(chosen)
 
 
-def test_beside_a_vector_selector_it_shares_its_vectors() -> None:
-    """Built beside the hybrid selector, the pass uses its lexical selector, encoder and
-    vector cache: the memories are embedded once for both."""
+def test_beside_a_vector_selector_it_shares_its_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built beside the hybrid selector on the pass's own encoder, the pass uses its
+    lexical selector, encoder and vector cache: the memories are embedded once for both."""
     encoder = CountingEncoder()
+    monkeypatch.setattr(_instant, "instant_encoder", lambda: encoder)
     hybrid = HybridSelector(encoder, lexical=LexicalSelector(persist=False))
     hybrid.rank("vehicle maintenance", HOME, limit=2)
     embedded = len(encoder.calls)

@@ -65,7 +65,7 @@ from asyncrecall.memory import (
     ModelSelector,
     Recaller,
     SemanticInstantSelector,
-    embedding_available,
+    semantic_pass_available,
 )
 from asyncrecall.models import OpenAIModel
 from asyncrecall.testing import LocalServer, RecordedRequest, Reply
@@ -127,7 +127,7 @@ def embedded_selectors(
     memory folder (their caches stay warm).
     """
     lexical = LexicalSelector()
-    if semantic and embedding_available():
+    if semantic and semantic_pass_available():
         return lexical, SemanticInstantSelector(lexical)
     return lexical, lexical
 

@@ -31,7 +31,7 @@ from asyncrecall.memory import (
     Recaller,
     SemanticInstantSelector,
     Store,
-    embedding_available,
+    semantic_pass_available,
 )
 from asyncrecall.memory.extraction._consolidate import consolidation_gate
 from asyncrecall.models import Model
@@ -314,7 +314,7 @@ def _instant_selector(
             lexical = fallback
         else:
             lexical = shared_lexical(memory.store)
-    if semantic and embedding_available():
+    if semantic and semantic_pass_available():
         return SemanticInstantSelector(lexical)
     return lexical
 

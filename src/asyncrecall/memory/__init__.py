@@ -67,6 +67,9 @@ from asyncrecall.memory.folder._store import FolderStore
 from asyncrecall.memory.selectors._embedding import EmbeddingSelector, HybridSelector
 from asyncrecall.memory.selectors._embedding import embedding_available as embedding_available
 from asyncrecall.memory.selectors._instant import SemanticInstantSelector
+from asyncrecall.memory.selectors._instant import (
+    semantic_pass_available as semantic_pass_available,
+)
 from asyncrecall.memory.selectors._lexical import LexicalSelector
 from asyncrecall.memory.selectors._model import ModelSelector
 

@@ -45,8 +45,10 @@ from asyncrecall.memory.selectors._embedding import (
     WordLlamaEncoder,
     _VectorIndex,
     _VectorSelector,
+    embedding_available,
 )
 from asyncrecall.memory.selectors._lexical import LexicalSelector
+from asyncrecall.memory.selectors._multilingual import MultilingualEncoder, multilingual_available
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,7 +60,11 @@ __all__ = [
     "MIN_DOCS",
     "MIN_INSTANT_MARGIN",
     "MIN_INSTANT_SIMILARITY",
+    "MULTILINGUAL_MIN_MARGIN",
+    "MULTILINGUAL_MIN_SIMILARITY",
     "SemanticInstantSelector",
+    "instant_encoder",
+    "semantic_pass_available",
 ]
 
 logger = logging.getLogger("asyncrecall.memory")
@@ -79,6 +85,37 @@ MIN_INSTANT_SIMILARITY: Final = 0.25
 #: Standard deviations of the combined score by which the best memory must stand out
 #: (``benchmarks/instant_gate.py``).
 MIN_INSTANT_MARGIN: Final = 2.0
+#: The same two thresholds for the multilingual encoder, whose cosines run lower
+#: (``benchmarks/instant_gate.py --encoder multilingual``).
+MULTILINGUAL_MIN_SIMILARITY: Final = 0.225
+MULTILINGUAL_MIN_MARGIN: Final = 1.6
+
+
+def instant_encoder() -> Encoder:
+    """The encoder the pass uses by default: the multilingual one when its package is
+    installed, else WordLlama's (each shared by the process)."""
+    if multilingual_available():
+        return MultilingualEncoder.shared()
+    return WordLlamaEncoder.shared()
+
+
+def semantic_pass_available() -> bool:
+    """Whether an encoder for the pass is installed (checked without importing it)."""
+    return multilingual_available() or embedding_available()
+
+
+def _thresholds(encoder: Encoder) -> tuple[float, float]:
+    """(best line's cosine, margin) calibrated for ``encoder``; WordLlama's for an
+    encoder of the caller's own."""
+    if isinstance(encoder, MultilingualEncoder):
+        return MULTILINGUAL_MIN_SIMILARITY, MULTILINGUAL_MIN_MARGIN
+    return MIN_INSTANT_SIMILARITY, MIN_INSTANT_MARGIN
+
+
+def _multilingual(encoder: Encoder) -> bool:
+    """Whether ``encoder`` reads other languages than English (its ``multilingual``
+    attribute; an encoder without one is taken to read English only)."""
+    return bool(getattr(encoder, "multilingual", False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +135,11 @@ class SemanticInstantSelector:
     """The instant pass with the embedded model's vectors (see the module docstring).
 
     ``lexical``: the BM25 it asks first (the folder's shared one, so its counts are
-    read once); ``encoder``: where vectors come from (default: WordLlama's, shared by the
-    process). :meth:`beside` builds one on a vector selector's lexical selector, encoder
-    and vector cache, so both embed each memory once.
+    read once); ``encoder``: where vectors come from (default: :func:`instant_encoder`,
+    the multilingual one when installed); the two thresholds default to those
+    calibrated for that encoder. :meth:`beside` builds one on a vector selector's
+    lexical selector, and on its encoder and vector cache when it is the encoder the
+    pass would use (both then embed each memory once).
     """
 
     name: Final = "semantic"
@@ -113,27 +152,44 @@ class SemanticInstantSelector:
         lexical: LexicalSelector | None = None,
         *,
         encoder: Encoder | None = None,
-        min_top_similarity: float = MIN_INSTANT_SIMILARITY,
-        min_margin: float = MIN_INSTANT_MARGIN,
+        min_top_similarity: float | None = None,
+        min_margin: float | None = None,
         _index: _VectorIndex | None = None,
     ) -> None:
         self.lexical = lexical if lexical is not None else LexicalSelector()
         #: What :class:`~asyncrecall.memory.Recaller` would ask if this one failed.
         self.fallback: LexicalSelector = self.lexical
-        self.encoder: Encoder = encoder or WordLlamaEncoder.shared()
+        self.encoder: Encoder = encoder or instant_encoder()
         self._index = _index if _index is not None else _VectorIndex(self.encoder)
-        self.min_top_similarity = min_top_similarity
-        self.min_margin = min_margin
+        similarity, margin = _thresholds(self.encoder)
+        self.min_top_similarity = similarity if min_top_similarity is None else min_top_similarity
+        self.min_margin = margin if min_margin is None else min_margin
+        #: Whether a query not in English may reach the vectors (the encoder reads it).
+        self.multilingual = _multilingual(self.encoder)
         self._stack: _Stack | None = None
         self._warming: threading.Thread | None = None
         self._lock = threading.Lock()
 
     @classmethod
-    def beside(cls, selector: _VectorSelector, **options: float) -> SemanticInstantSelector:
-        """An instant pass sharing ``selector``'s lexical selector, encoder and vectors
-        (an :class:`~asyncrecall.memory.EmbeddingSelector` or
-        :class:`~asyncrecall.memory.HybridSelector`)."""
-        return cls(selector.lexical, encoder=selector.encoder, _index=selector._index, **options)
+    def beside(
+        cls,
+        selector: _VectorSelector,
+        *,
+        min_top_similarity: float | None = None,
+        min_margin: float | None = None,
+    ) -> SemanticInstantSelector:
+        """An instant pass sharing ``selector``'s lexical selector (an
+        :class:`~asyncrecall.memory.EmbeddingSelector` or
+        :class:`~asyncrecall.memory.HybridSelector`), and its encoder and vectors when
+        :func:`instant_encoder` is that encoder; else the pass embeds with its own."""
+        encoder = instant_encoder()
+        return cls(
+            selector.lexical,
+            encoder=encoder,
+            min_top_similarity=min_top_similarity,
+            min_margin=min_margin,
+            _index=selector._index if encoder is selector.encoder else None,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -213,7 +269,7 @@ class SemanticInstantSelector:
         chosen, why = self.lexical.rank_explained(query, docs, limit=limit)
         if chosen or why not in _WORDING or limit <= 0:
             return chosen, why
-        if self.lexical.gate_reason(query, docs) is not None:
+        if self._gated(query, docs):
             return chosen, why  # a name no memory mentions; or not English
         placed = self._placed(docs)
         if placed is None:
@@ -223,6 +279,15 @@ class SemanticInstantSelector:
         return [docs[i] for i in picked], reason
 
     # -- internals ----------------------------------------------------------------------
+
+    def _gated(self, query: str, docs: Sequence[MemoryDoc]) -> bool:
+        """The vector selectors' lexical gates: a name no memory mentions, and, unless
+        the encoder reads other languages, a query not in English that fails the
+        lexical coverage rule. With an encoder that reads German, a German query's
+        capitalised nouns are not taken for names."""
+        if self.multilingual:
+            return self.lexical.names_unknown(query, docs, nouns=False)
+        return self.lexical.gate_reason(query, docs) is not None
 
     def _placed(self, docs: Sequence[MemoryDoc]) -> tuple[_Stack, list[int] | None] | None:
         """The stacked vectors when they hold these very documents, and where each of

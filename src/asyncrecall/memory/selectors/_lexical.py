@@ -479,7 +479,7 @@ class LexicalSelector:
             return "names_unknown"
         return None if terms.english else self._reason(terms, known)
 
-    def names_unknown(self, query: str, docs: Sequence[MemoryDoc]) -> bool:
+    def names_unknown(self, query: str, docs: Sequence[MemoryDoc], *, nouns: bool = True) -> bool:
         """Whether ``query`` names something (a capitalised word after its first, not a
         month or weekday), ``docs`` mention none of what it names, and under
         :data:`NAMES_COVERAGE` of its terms occur in them.
@@ -488,10 +488,15 @@ class LexicalSelector:
         names people none of its files mention in 98 % of cases; a question asked
         against its own memory does so in 0.5 %. The coverage condition keeps queries
         like "Format amounts for German customers" (3 of 4 terms known) answerable.
-        Lower-case queries name nothing: this gate then stays open; so do German ones,
-        whose nouns are all capitalised, and those in scripts without capitals.
+        Lower-case queries name nothing: this gate then stays open; so do those in
+        scripts without capitals. A German query's nouns, all capitalised, count as
+        names (on our German set this held the hybrid's false injection at 0.05) unless
+        ``nouns`` is false: then a German query names nothing (for a pass whose vectors
+        read German, a question in other nouns than its note's is the case it serves).
         """
         _, terms, known = self._scores(query, docs)
+        if not nouns and terms.nouns_capitalised:
+            return False
         return bool(terms.units) and _names_unknown(
             terms, known, _covered(terms, known), self.names_coverage
         )

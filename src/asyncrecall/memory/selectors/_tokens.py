@@ -151,6 +151,8 @@ _CALENDAR_TEXT: Final = """
     monday tuesday wednesday thursday friday saturday sunday
 """
 _CALENDAR: Final = frozenset(_CALENDAR_TEXT.split())
+#: Languages that capitalise every noun.
+_NOUNS_CAPITALISED: Final = frozenset({"de"})
 _LIGATURES: Final = str.maketrans({"œ": "oe", "æ": "ae", "ø": "o", "ł": "l", "đ": "d"})
 _STEM_CACHE_MAX: Final = 200_000
 #: The words a text's language is told from (its first ones: plenty for stop words).
@@ -433,8 +435,8 @@ class QueryTerms:
     ``units``: what coverage counts, each the groups that may cover it and how many of
     them must occur (a word: its own group; a CJK character: the bigrams holding it,
     any of them, or all for katakana). ``named``: the groups of the
-    things the query names (capitalised words after the first; none in German, where
-    every noun is capitalised).
+    things the query names (capitalised words after the first; in German, where every
+    noun is capitalised, its nouns: ``nouns_capitalised`` says so).
     """
 
     language: str
@@ -444,6 +446,9 @@ class QueryTerms:
     groups: tuple[tuple[str, ...], ...]
     units: tuple[tuple[tuple[int, ...], int], ...]
     named: tuple[tuple[int, ...], ...]
+    #: Whether the query is written in a language that capitalises every noun (read
+    #: among every language, not only the documents'), so that ``named`` holds nouns.
+    nouns_capitalised: bool = False
 
 
 def analyse_query(query: str, languages: Sequence[str] = ("en",)) -> QueryTerms:
@@ -482,7 +487,9 @@ def analyse_query(query: str, languages: Sequence[str] = ("en",)) -> QueryTerms:
         if found is not None:
             named.append((found,))
     english = language == "en" and not foreign
-    return QueryTerms(language, english, tuple(groups), tuple(units), tuple(named))
+    latin = [w for w in items if isinstance(w, str) and _is_latin(w)]
+    nouns = language in _NOUNS_CAPITALISED or _language(latin) in _NOUNS_CAPITALISED
+    return QueryTerms(language, english, tuple(groups), tuple(units), tuple(named), nouns)
 
 
 def _word_terms(

