@@ -14,19 +14,23 @@ look at the memories' meaning, and only when that costs no cold work:
 - otherwise it answers as the lexical selector did, and a daemon thread embeds what is
   missing for the next query (never the event loop).
 
-It abstains as the vector selectors do (:class:`~asyncrecall.memory.HybridSelector`):
-nothing when the query names something no memory mentions (the names gate), when a
-query not in English fails the lexical coverage gate (the embedded model is English:
-:meth:`LexicalSelector.vector_gates`), or when the best-ranked memory's best line is
-under ``min_top_similarity``; and one rule of its own, because it speaks alone here
-where the hybrid has BM25 beside it: the best memory must stand out from the folder,
-its combined score (whole-document plus best-line cosine) at least ``min_margin``
-standard deviations above the offered memories' mean (a folder of fewer than
-:data:`MIN_DOCS` memories has no spread to read: the pass abstains there). Both
+Its vectors come from the multilingual encoder when its package is installed
+(:class:`~asyncrecall.memory.selectors._multilingual.MultilingualEncoder`, the ``local``
+extra), else from WordLlama's English one. It abstains as the vector selectors do
+(:class:`~asyncrecall.memory.HybridSelector`): nothing when the query names something no
+memory mentions (the names gate; with the multilingual encoder a German query's nouns do
+not count as names), when a query not in English fails the lexical coverage gate (only
+with an English encoder: :meth:`LexicalSelector.vector_gates`), or when the best-ranked
+memory's best line is under ``min_top_similarity``; and one rule of its own, because
+it speaks alone here where the hybrid has BM25 beside it: the best memory must stand
+out from the folder, its combined score (whole-document plus best-line cosine) at
+least ``min_margin`` standard deviations above the offered memories' mean (a folder of
+fewer than :data:`MIN_DOCS` memories has no spread to read: the pass abstains there). Both
 thresholds come from ``benchmarks/instant_gate.py``: the points that add no junk on the
 LoCoMo dev file (few of its questions reach the vectors at all), then folds over the
-no-shared-word set's folders; the folds did not agree, and the stricter point, the
-grid's first, is the one shipped.
+no-shared-word set's folders. For WordLlama the folds did not agree, and the stricter
+point, the grid's first, is the one shipped; for the multilingual encoder both chose the
+point shipped.
 """
 
 from __future__ import annotations

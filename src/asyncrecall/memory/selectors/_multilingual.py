@@ -15,9 +15,12 @@ products per token): within the budget of a pass that rides on the first request
 free. The instant pass embeds a query only when the lexical pass abstained on wording,
 and memories in a worker thread.
 
-The package limits the BLAS threads of each call through ``threadpoolctl`` when that
-is installed; those limits are process-wide, so two calls at once (the pass on the event
-loop, a worker embedding memories) may leave BLAS at one thread for the process.
+The package holds each call to one BLAS thread through ``threadpoolctl`` (in the
+``local`` extra beside it). Without it, numpy's BLAS splits those small products over
+every core and, on a busy machine, waits for the other threads to be scheduled: the
+pass then took tens to hundreds of milliseconds instead of a few. The limits are
+process-wide, so two calls at once (the pass on the event loop, a worker embedding
+memories) may leave BLAS at one thread for the process.
 """
 
 from __future__ import annotations
