@@ -10,10 +10,11 @@ a note written in another, and it tells a paraphrase from a question about nothi
 the folder well enough to abstain (``benchmarks/instant_gate.py``).
 
 What it costs: about 0.4 s and 65 MB to load (its embedding table, 8 bits a weight),
-then one to two milliseconds of CPU to embed a short query (a few 512-wide matrix
-products per token): within the budget of a pass that rides on the first request, not
-free. The instant pass embeds a query only when the lexical pass abstained on wording,
-and memories in a worker thread.
+then one to two milliseconds of CPU to embed a short query on an idle core, about three
+under load (a few 512-wide matrix products per token): more than a pass that rides on
+the first request may add at its tail, which is why that pass is off by default
+(``docs/benchmarks.md``). The instant pass embeds a query only when the lexical pass
+abstained on wording, and memories in a worker thread.
 
 The package holds each call to one BLAS thread through ``threadpoolctl`` (in the
 ``local`` extra beside it). Without it, numpy's BLAS splits those small products over
