@@ -15,7 +15,9 @@ import pytest
 from asyncrecall.memory import FolderStore
 from asyncrecall.memory.folder._index import link_target
 
-TOTAL = 600
+#: Enough notes that the import, now linear, is still copying when the signal comes after
+#: its first tenth, on a busy machine too.
+TOTAL = 2000
 
 
 def _notes(folder: Path) -> None:
