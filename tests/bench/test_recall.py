@@ -399,3 +399,46 @@ def test_a_question_sharing_a_word_with_its_note_is_refused(
     monkeypatch.setattr(_paraphrase, "_DATA", data)
     with pytest.raises(ConfigError, match="shares"):
         _paraphrase.build_folders(tmp_path / "out", languages=("xx",))
+
+
+def test_the_heldout_set_shares_no_word_and_pairs_its_folders(tmp_path: Path) -> None:
+    """``--dataset paraphrase-heldout``: the held-out set loads through the same check
+    (no question shares a term with its gold note), two folders per file, each with 8-10
+    notes and 6-8 questions, each folder's negatives asked of its file's other folder."""
+    from asyncrecall_bench._paraphrase import HELDOUT_LANGUAGES
+    from asyncrecall_bench._recall import _build_paraphrase
+
+    folders, questions = _build_paraphrase(tmp_path, heldout=True)
+    assert len(folders.roots) == 2 * len(HELDOUT_LANGUAGES)
+    for n, group in enumerate(folders.groups):
+        partner = folders.partner(n)
+        assert partner != n and folders.partner(partner) == n
+        assert folders.groups[partner].split("/")[0] == group.split("/")[0]
+        assert 8 <= len(folders.paths[n]) <= 10, group
+        assert 6 <= sum(folder == n for folder, _, _ in questions) <= 8, group
+    assert {group.split("/")[0] for group in folders.groups} == set(HELDOUT_LANGUAGES)
+
+
+def test_a_heldout_run_reports_every_folder_and_adds_up() -> None:
+    """A real ``--quick`` run of the held-out set: it names itself, reports every mode's
+    figures per folder, and the folders' figures add up to the mode's own (questions,
+    negatives, gold on the first request, junk on positives and negatives)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        args = ["bench", "recall", "--quick", "--json", "--questions", "12"]
+        assert main([*args, "--dataset", "paraphrase-heldout"]) == 0
+    report = json.loads(out.getvalue())
+    assert report["dataset"] == "paraphrase-heldout"
+    for mode, figures in report["modes"].items():
+        groups = figures["by_group"]
+        assert len(groups) == 8 and all(name.count("/") == 1 for name in groups), mode
+        assert sum(g["questions"] for g in groups.values()) == report["questions"]
+        negatives = sum(g["negative_questions"] for g in groups.values())
+        assert negatives == report["negative_questions"]
+        for key in ("gold_first_request", "junk_delivered", "gold_delivered"):
+            count = sum(round(g[key] * g["questions"]) for g in groups.values())
+            assert count == round(figures["positive"][key] * report["questions"]), key
+        wrong = sum(
+            round(g["negative_junk_delivered"] * g["negative_questions"]) for g in groups.values()
+        )
+        assert wrong == round(figures["negative"]["junk_delivered"] * negatives), mode

@@ -13,6 +13,13 @@ folder, where nothing answers it (a negative).
 It serves ``asyncrecall bench recall --dataset paraphrase`` (every question with no
 tool round) and ``benchmarks/instant_gate.py`` (the folds that choose the semantic
 instant pass's thresholds: the work folders against the household ones).
+
+The held-out set, ``asyncrecall_bench/paraphrase_heldout/<language>.jsonl`` (the same
+format and the same check), is written by someone who had not seen those thresholds and
+is never used to choose them: Spanish, Italian and Dutch (languages the set above does
+not have), and ``cross`` (English questions about French and German notes, French,
+German and Spanish ones about English notes). It serves ``asyncrecall bench recall
+--dataset paraphrase-heldout``.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from asyncrecall.memory import FolderStore
 from asyncrecall.memory.selectors._tokens import analyse, analyse_query
 from asyncrecall_bench._multilingual import load_language
 
-__all__ = ["FOLDS", "LANGUAGES", "ParaphraseCase", "build_folders"]
+__all__ = ["FOLDS", "HELDOUT", "HELDOUT_LANGUAGES", "LANGUAGES", "ParaphraseCase", "build_folders"]
 
 #: The languages of the set, in the order they are reported.
 LANGUAGES: Final = ("en", "fr", "de")
@@ -37,6 +44,10 @@ FOLDS: Final = (
     frozenset({"en/home", "fr/maison", "de/haus"}),
 )
 _DATA: Final = Path(__file__).with_name("paraphrase")
+#: The held-out set's files (``cross``: questions in another language than their notes).
+HELDOUT_LANGUAGES: Final = ("es", "it", "nl", "cross")
+#: Where the held-out set lies (never read to choose a threshold).
+HELDOUT: Final = Path(__file__).with_name("paraphrase_heldout")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +61,19 @@ class ParaphraseCase:
     gold: frozenset[str]
 
 
-def build_folders(root: Path, languages: Sequence[str] = LANGUAGES) -> list[ParaphraseCase]:
-    """Save every language's folders under ``root``; one case per question.
+def build_folders(
+    root: Path, languages: Sequence[str] = LANGUAGES, data: Path | None = None
+) -> list[ParaphraseCase]:
+    """Save every language's folders under ``root``; one case per question. ``data``:
+    where the ``<language>.jsonl`` files lie (by default this set's, :data:`HELDOUT` for
+    the held-out one).
 
     A :class:`ConfigError` when a question shares a term with its gold note, or a
     language does not have exactly two folders.
     """
     cases: list[ParaphraseCase] = []
     for language in languages:
-        notes, questions = load_language(language, _DATA)
+        notes, questions = load_language(language, _DATA if data is None else data)
         if len(notes) != 2:
             raise ConfigError(f"paraphrase set {language}: two folders expected, {len(notes)}")
         paths: dict[str, dict[str, str]] = {}

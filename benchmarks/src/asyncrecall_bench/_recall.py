@@ -24,6 +24,9 @@ a :class:`LocalServer`, under each recall mode:
 (:mod:`asyncrecall_bench._paraphrase`): every question there (44) in its folder and,
 as a negative, in its language's other folder, none with a tool round, so the first
 request is the only one, and only a pass that reads meaning can bring its memory.
+``--dataset paraphrase-heldout``: the same with the held-out set (Spanish, Italian,
+Dutch, cross-language; never used to choose a threshold). With either, each mode's
+figures also come per folder (``by_group``).
 
 Every mode replays the same cases with the same seeds, all modes at the same time
 (``--concurrency`` questions at a time each) beside a memory-off run of the same cases,
@@ -73,7 +76,7 @@ from asyncrecall_bench._corpus import Query
 from asyncrecall_bench._latency_data import MODES
 from asyncrecall_bench._locomo import _load, build_memory_folder, gold_files
 from asyncrecall_bench._measure import QueryTrace, trace_query
-from asyncrecall_bench._paraphrase import build_folders
+from asyncrecall_bench._paraphrase import HELDOUT, HELDOUT_LANGUAGES, build_folders
 from asyncrecall_bench._plot import add_plot_flag, plot_target, recall_figure, write_figure
 from asyncrecall_bench._quality import default_dataset
 from asyncrecall_bench._recall_data import (
@@ -115,6 +118,8 @@ _HEADING: Final = re.compile(r"^### .* \(([^()\n]+\.md)\)$", re.MULTILINE)
 
 #: ``--dataset`` for the no-shared-word set.
 PARAPHRASE: Final = "paraphrase"
+#: ``--dataset`` for the held-out no-shared-word set.
+PARAPHRASE_HELDOUT: Final = "paraphrase-heldout"
 
 
 def embedded_selectors(
@@ -139,7 +144,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="LoCoMo-format JSON (default: ../shared/data/locomo/locomo-dev.json), or "
-        f"'{PARAPHRASE}': our questions that share no word with their memory, no tool round",
+        f"'{PARAPHRASE}': our questions that share no word with their memory, no tool round "
+        f"('{PARAPHRASE_HELDOUT}': the held-out set of those, never used for tuning)",
     )
     parser.add_argument(
         "--questions",
@@ -180,7 +186,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
     """The run's configuration; bad values are a :class:`ConfigError` (exit 2)."""
-    paraphrase = args.dataset is not None and str(args.dataset) == PARAPHRASE
+    paraphrase = args.dataset is not None and str(args.dataset) in (PARAPHRASE, PARAPHRASE_HELDOUT)
     dataset: Path | None = args.dataset if paraphrase else args.dataset or default_dataset()
     if dataset is None:
         raise ConfigError(
@@ -212,6 +218,7 @@ def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
         profile=profile,
         quick=args.quick,
         paraphrase=paraphrase,
+        heldout=paraphrase and str(args.dataset) == PARAPHRASE_HELDOUT,
         semantic_instant=args.semantic_instant,
     )
 
@@ -259,6 +266,8 @@ class _Folders:
     roots: Sequence[Path]
     paths: Sequence[tuple[str, ...]]
     partners: Sequence[int] = ()
+    #: Each folder's name in the report's ``by_group`` (none: no breakdown).
+    groups: Sequence[str] = ()
 
     def partner(self, folder: int) -> int:
         return self.partners[folder] if self.partners else (folder + 1) % len(self.roots)
@@ -280,9 +289,10 @@ def _build(conversations: Sequence[Mapping[str, Any]], root: Path) -> tuple[_Fol
     return _Folders(roots, paths), questions
 
 
-def _build_paraphrase(root: Path) -> tuple[_Folders, list[Any]]:
-    """The no-shared-word set's folders under ``root`` and its questions."""
-    cases = build_folders(root)
+def _build_paraphrase(root: Path, *, heldout: bool = False) -> tuple[_Folders, list[Any]]:
+    """The no-shared-word set's folders under ``root`` and its questions (``heldout``:
+    the held-out set's)."""
+    cases = build_folders(root, HELDOUT_LANGUAGES, HELDOUT) if heldout else build_folders(root)
     stores: list[FolderStore] = []
     for case in cases:
         for store in (case.store, case.other):
@@ -290,14 +300,16 @@ def _build_paraphrase(root: Path) -> tuple[_Folders, list[Any]]:
                 stores.append(store)
     index = {store.root: n for n, store in enumerate(stores)}
     partners = [0] * len(stores)
+    groups = [""] * len(stores)
     questions = []
     for case in cases:
         partners[index[case.store.root]] = index[case.other.root]
+        groups[index[case.store.root]] = case.group
         questions.append((index[case.store.root], case.question, case.gold))
     paths = [
         tuple(sorted(doc.rel_path for doc in FolderStore(s.root).scan(limit=None))) for s in stores
     ]
-    return _Folders([s.root for s in stores], paths, partners), questions
+    return _Folders([s.root for s in stores], paths, partners, groups), questions
 
 
 def draw_cases(
@@ -384,7 +396,7 @@ async def measure(
         root = Path(tmp)
         if config.paraphrase:
             log("building the no-shared-word set's memory folders ...")
-            folders, questions = _build_paraphrase(root / "paraphrase")
+            folders, questions = _build_paraphrase(root / "paraphrase", heldout=config.heldout)
         else:
             log(f"building {len(conversations)} memory folders ...")
             folders, questions = _build(conversations, root)
@@ -421,7 +433,9 @@ async def measure(
             mode: _figures(mode, cases, traces[mode], server.requests, folders) for mode in MODES
         }
     reference = [trace.first_request_ms for trace in traces[REFERENCE]]
-    return RecallBenchReport(config, cases, figures, time.monotonic() - started, reference)
+    return RecallBenchReport(
+        config, cases, figures, time.monotonic() - started, reference, folders.groups
+    )
 
 
 @dataclass

@@ -61,6 +61,8 @@ class RecallBenchConfig:
     #: ``paraphrase``: the no-shared-word set, every question without a tool round
     #: (:mod:`asyncrecall_bench._paraphrase`) instead of LoCoMo.
     paraphrase: bool = False
+    #: With ``paraphrase``, the held-out set (``paraphrase-heldout``).
+    heldout: bool = False
     #: ``async+lexical``'s instant pass reads meaning too (the ``semantic_instant`` setting).
     semantic_instant: bool = False
 
@@ -116,6 +118,8 @@ class RecallBenchReport:
     wall_s: float
     #: ``added_ms`` of the same cases with memory off.
     reference_ms: Sequence[float] = ()
+    #: Each folder's name, by folder index: the figures per folder (``by_group``).
+    groups: Sequence[str] = ()
 
     def waits(self, figures: ModeFigures) -> bool:
         """Whether a mode waits: its added median over memory off's by :data:`ZERO_WAIT_MS`
@@ -131,15 +135,52 @@ class RecallBenchReport:
         waitless = [m for m in modes if not self.waits(m)] or modes
         return max(waitless, key=lambda m: m.score()).mode  # ties: the first in MODES order
 
+    def dataset_name(self) -> str:
+        """``paraphrase``, ``paraphrase-heldout``, or the LoCoMo file's name."""
+        if self.config.paraphrase:
+            return "paraphrase-heldout" if self.config.heldout else "paraphrase"
+        return self.config.dataset.name
+
+    def by_group(self, figures: ModeFigures) -> dict[str, dict[str, Any]]:
+        """A mode's figures per folder: a positive question counts in its own folder, a
+        negative one in the folder it was asked of."""
+        tallies: dict[str, list[list[bool]]] = {g: [[], [], [], []] for g in self.groups}
+        positive = iter(zip(figures.positive, figures.first, strict=True))
+        negative = iter(figures.negative)
+        for case in self.cases:
+            gold, first, junk, wrong = tallies[self.groups[case.folder]]
+            if case.negative:
+                wrong.append(next(negative))
+            else:
+                (got_gold, got_junk), early = next(positive)
+                gold.append(got_gold)
+                junk.append(got_junk)
+                first.append(early)
+        return {
+            group: {
+                "questions": len(gold),
+                "gold_delivered": _share(sum(gold), len(gold)),
+                "gold_first_request": _share(sum(first), len(first)),
+                "junk_delivered": _share(sum(junk), len(junk)),
+                "negative_questions": len(wrong),
+                "negative_junk_delivered": _share(sum(wrong), len(wrong)),
+            }
+            for group, (gold, first, junk, wrong) in tallies.items()
+        }
+
     def as_json(self) -> dict[str, Any]:
         positives = sum(not c.negative for c in self.cases)
+        modes = {mode: figures.as_json() for mode, figures in self.modes.items()}
+        if self.groups:
+            for mode, figures in self.modes.items():
+                modes[mode]["by_group"] = self.by_group(figures)
         return {
-            "dataset": "paraphrase" if self.config.paraphrase else self.config.dataset.name,
+            "dataset": self.dataset_name(),
             "questions": positives,
             "negative_questions": len(self.cases) - positives,
             "accuracy": self.config.accuracy,
             "seed": self.config.seed,
-            "modes": {mode: figures.as_json() for mode, figures in self.modes.items()},
+            "modes": modes,
             REFERENCE: {
                 "added_ms": {
                     f"p{q}": round(percentile(self.reference_ms, q), 3) for q in (50, 95, 99)

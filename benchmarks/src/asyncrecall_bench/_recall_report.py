@@ -20,9 +20,14 @@ def render_report(report: RecallBenchReport, console: Console) -> None:
     config = report.config
     data = report.as_json()
     if config.paraphrase:
+        languages = (
+            "held out: Spanish, Italian, Dutch, cross-language"
+            if config.heldout
+            else "English, French, German"
+        )
         console.print(
             f"[bold]Recall end to end[/bold]: {data['questions']} questions of the "
-            "no-shared-word set (English, French, German; none shares a word with its "
+            f"no-shared-word set ({languages}; none shares a word with its "
             "memory), none with a tool round, each also asked against the language's other "
             f"folder ({data['negative_questions']} negative questions); the same cases in "
             "every mode."
