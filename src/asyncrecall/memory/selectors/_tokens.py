@@ -487,8 +487,10 @@ def analyse_query(query: str, languages: Sequence[str] = ("en",)) -> QueryTerms:
         if found is not None:
             named.append((found,))
     english = language == "en" and not foreign
-    latin = [w for w in items if isinstance(w, str) and _is_latin(w)]
-    nouns = language in _NOUNS_CAPITALISED or _language(latin) in _NOUNS_CAPITALISED
+    nouns = bool(named) and (
+        language in _NOUNS_CAPITALISED
+        or _language(w for w in items if isinstance(w, str) and _is_latin(w)) in _NOUNS_CAPITALISED
+    )
     return QueryTerms(language, english, tuple(groups), tuple(units), tuple(named), nouns)
 
 
