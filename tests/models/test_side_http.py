@@ -264,6 +264,30 @@ async def test_a_chunked_gzip_answer_is_read(raw: RawServer) -> None:
     assert await _ask(raw.base_url) == {"ok": False}
 
 
+async def test_answers_read_by_hand_and_by_h11_share_one_kept_alive_connection(
+    raw: RawServer,
+) -> None:
+    """A plain answer (read by hand), a chunked one (handed to h11, which keeps the
+    connection from then on), then plain ones again: every side query answered, all on
+    one kept-alive connection."""
+
+    def answer(n: int) -> bytes:
+        body = _completion(f'{{"ok": {"true" if n % 2 else "false"}}}')
+        if n == 2:
+            return _ok(f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n",
+                       "Transfer-Encoding: chunked")  # fmt: skip
+        return _ok(body)
+
+    raw.answer = answer
+    async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
+        values = [
+            await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+            for _ in range(4)
+        ]
+    assert values == [{"ok": True}, {"ok": False}, {"ok": True}, {"ok": False}]
+    assert len(raw.requests) == 4 and raw.connections == 1
+
+
 async def test_a_kept_alive_connection_the_server_closed_is_replaced(raw: RawServer) -> None:
     """The server answers keep-alive, then closes: the next side query goes out afresh
     (once), not as an error."""
