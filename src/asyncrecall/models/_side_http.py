@@ -83,6 +83,8 @@ _IDLE_EXPIRY_S: Final = 5.0
 # What describes a body's encoding on the wire: the body an error keeps is decoded.
 _ENCODING_HEADERS: Final = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 _PROXY_VARIABLES: Final = frozenset({"http_proxy", "https_proxy", "all_proxy", "no_proxy"})
+_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_JSON_ESCAPED: Final = json.JSONEncoder(separators=(",", ":"))
 
 _STATUS_ERRORS: Final[dict[int, type[openai.APIStatusError]]] = {
     400: openai.BadRequestError,
@@ -150,11 +152,13 @@ class SideHTTP:
         self._url = public_url(f"{parts.scheme}://{parts.netloc}{self._target}")
         fields = {"Host": parts.netloc.rpartition("@")[2], **headers, "Connection": "keep-alive"}
         self._header_error = _header_problem(fields)
-        self._head = "".join(f"{name}: {value}\r\n" for name, value in fields.items())
-        # What h11 is told was sent: the head without a body length, validated once here.
-        # The bytes written are the same head with the body's Content-Length and the body
-        # (which h11 would frame alike): h11 then expects the answer to a POST.
+        # What h11 is told was sent, should an answer be handed to it: the head without a
+        # body length, validated once here. The bytes written are the same head with the
+        # body's Content-Length and the body (which h11 would frame alike): h11 then
+        # expects the answer to a POST.
         self._h11_request: h11.Request | None = None
+        # The head as written, up to the body's length: the same for every side query.
+        self._head_start = b""
         if self._header_error is None:
             try:
                 self._h11_request = h11.Request(
@@ -162,6 +166,10 @@ class SideHTTP:
                 )
             except h11.LocalProtocolError:
                 self._header_error = "a header name or value is not valid HTTP"
+            else:
+                lines = "".join(f"{name}: {value}\r\n" for name, value in fields.items())
+                start = f"POST {self._target} HTTP/1.1\r\n{lines}Content-Length: "
+                self._head_start = start.encode("ascii")  # h11 took it: ASCII
         self._timeout = timeout
         self._sdk = sdk
         self._redirected = False
@@ -204,7 +212,7 @@ class SideHTTP:
             raise openai.APIConnectionError(
                 message=self._header_error, request=_request(self._url)
             ) from problem
-        payload = json.dumps(body).encode()
+        payload = _json_body(body)
         try:
             async with asyncio.timeout(self._timeout):
                 status, headers, data = await self._exchange(payload)
@@ -251,8 +259,7 @@ class SideHTTP:
     # -- one exchange ------------------------------------------------------------------
 
     async def _exchange(self, payload: bytes) -> tuple[int, dict[str, str], bytes]:
-        head = f"POST {self._target} HTTP/1.1\r\n{self._head}Content-Length: {len(payload)}\r\n\r\n"
-        message = head.encode("latin-1") + payload
+        message = b"%b%d\r\n\r\n%b" % (self._head_start, len(payload), payload)
         request = self._h11_request
         assert request is not None
         while True:
@@ -380,6 +387,18 @@ def _load_trust(trust: tuple[str | None, str | None]) -> ssl.SSLContext:
                 cafile=trust[0], capath=trust[1]
             )
         return context
+
+
+def _json_body(body: Mapping[str, Any]) -> bytes:
+    """``body`` encoded as the SDK encodes a request's JSON (compact separators, text as
+    UTF-8 rather than ``\\u`` escapes), so a server sees the same bytes whichever path
+    sends the side query. Text that UTF-8 cannot hold (a lone surrogate, as a file read
+    with surrogate escapes gives) is escaped instead, as before, where the SDK fails."""
+    text = _JSON.encode(body)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _JSON_ESCAPED.encode(body).encode()
 
 
 def _header_problem(fields: Mapping[str, str]) -> str | None:
