@@ -25,7 +25,8 @@ over whenever anything differs from the common shape:
   (duplicated, comma-separated, over-long or larger lengths hand over; h11 refuses the
   conflicting ones, merges equal ones and cuts larger bodies at the limit as before);
 * no ``Transfer-Encoding`` (chunked answers are h11's) and at most one ``Connection``
-  line (h11 merges several);
+  line (h11 merges several); these three names are looked for anywhere in the head, so
+  a line that only names one in its value hands over too;
 * nothing after the body in what was read (a pipelined or stray byte: h11 keeps it for
   the next answer on that connection, as before); a head over :data:`HEAD_LIMIT` still
   incomplete, a connection closed mid-answer: h11, which raises what it raised.
@@ -49,6 +50,7 @@ __all__ = [
     "Answer",
     "BadResponse",
     "ClosedEarly",
+    "Reader",
     "TooLarge",
     "read_answer",
 ]
