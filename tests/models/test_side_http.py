@@ -264,6 +264,62 @@ async def test_a_chunked_gzip_answer_is_read(raw: RawServer) -> None:
     assert await _ask(raw.base_url) == {"ok": False}
 
 
+async def test_answers_read_by_hand_and_by_h11_share_one_kept_alive_connection(
+    raw: RawServer,
+) -> None:
+    """A plain answer (read by hand), a chunked one (handed to h11, which keeps the
+    connection from then on), then plain ones again: every side query answered, all on
+    one kept-alive connection."""
+
+    def answer(n: int) -> bytes:
+        body = _completion(f'{{"ok": {"true" if n % 2 else "false"}}}')
+        if n == 2:
+            return _ok(f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n",
+                       "Transfer-Encoding: chunked")  # fmt: skip
+        return _ok(body)
+
+    raw.answer = answer
+    async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
+        values = [
+            await model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="x")
+            for _ in range(4)
+        ]
+    assert values == [{"ok": True}, {"ok": False}, {"ok": True}, {"ok": False}]
+    assert len(raw.requests) == 4 and raw.connections == 1
+
+
+async def test_the_body_goes_out_as_the_sdk_encodes_it(
+    raw: RawServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The side query's JSON is written as the SDK writes it (compact, non-ASCII text as
+    UTF-8): a server sees the very same bytes whichever path sends the side query."""
+    raw.answer = lambda n: _ok(_completion('{"ok": true}'))
+    prompt = 'café; 数据库 ✓ "quoted"\n\ttabbed \\ \x7f'
+    for switch in ("", "sdk"):
+        monkeypatch.setenv("ASYNCRECALL_SIDE_HTTP", switch)
+        async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
+            async with asyncio.timeout(GUARD):
+                await model.generate_json(system="s", prompt=prompt, schema=SCHEMA, schema_name="x")
+    fast, sdk = (request.split(b"\r\n\r\n", 1)[1] for request in raw.requests)
+    assert not _raw_by_sdk(raw.requests[0]) and _raw_by_sdk(raw.requests[1])
+    assert fast == sdk
+    assert "数据库".encode() in fast and b", " not in fast and b'": ' not in fast
+    assert json.loads(fast)["messages"][-1]["content"] == prompt
+
+
+async def test_a_lone_surrogate_in_the_prompt_goes_out_as_valid_utf8(raw: RawServer) -> None:
+    """Text UTF-8 cannot hold (a lone surrogate, as a file read with surrogate escapes
+    gives) goes out escaped, the body still valid UTF-8 JSON of the same text."""
+    raw.answer = lambda n: _ok(_completion('{"ok": true}'))
+    prompt = "bad byte \udcff here, 数据库"
+    async with OpenAIModel(model="side", base_url=raw.base_url, max_retries=0) as model:
+        async with asyncio.timeout(GUARD):
+            await model.generate_json(system="s", prompt=prompt, schema=SCHEMA, schema_name="x")
+    (request,) = raw.requests
+    body = request.split(b"\r\n\r\n", 1)[1].decode("utf-8")  # strict: valid UTF-8
+    assert json.loads(body)["messages"][-1]["content"] == prompt
+
+
 async def test_a_kept_alive_connection_the_server_closed_is_replaced(raw: RawServer) -> None:
     """The server answers keep-alive, then closes: the next side query goes out afresh
     (once), not as an error."""

@@ -1,29 +1,34 @@
 """The side query's HTTP exchange, lean: one JSON POST on asyncio streams.
 
-A side query is one small non-streamed POST per user message. Through the OpenAI SDK
-it costs many times more CPU on the event loop (request building, the HTTP library's
-connection pool, which also does bookkeeping in proportion to its connections) than
-the same exchange written directly on asyncio streams (``asyncrecall bench overhead``,
-``recall_cpu_us``; figures in ``benchmarks/latency.md``). Parsing the answer with h11
-rather than by hand costs a little more, still a small fraction of the SDK's CPU.
-That CPU runs on the loop while the agent works towards its own first request, so it
-is latency the user sees; with many sessions in one process it is most of the
-recall's cost.
+A side query is one small non-streamed POST per user message. Through the OpenAI SDK it
+costs many times more CPU on the event loop (request building, the HTTP library's
+connection pool, which also does bookkeeping in proportion to its connections) than the
+same exchange written directly on asyncio streams (``asyncrecall bench overhead``,
+``recall_cpu_us``; figures in ``benchmarks/latency.md`` and ``docs/benchmarks.md``).
+Reading the answer through h11 alone was the largest share of what is left, so the
+common answer is read by hand (``_side_answer``) and the rest by h11. That CPU runs on
+the loop while the agent works towards its own first request, so it is latency the user
+sees; with many sessions in one process it is most of the recall's cost.
 
 :class:`SideHTTP` speaks just what a side query needs: HTTP/1.1 (``http`` and
 ``https``), keep-alive (at most 100 idle connections, each dropped after 5 s idle, as
 the SDK's pool does), ``Content-Length`` or chunked answers (gzip or deflate decoded).
-Answers are parsed by h11 (a maintained, strict HTTP/1.1 parser: conflicting or bad
-framing is a connection error, not a guess), their body capped at 1 MiB before and after
-decoding (a side query's answer is capped at 256 tokens). Its headers are the SDK client's
-own (authorisation, organisation, project, user agent, custom default headers), checked
-once for control characters (a CR or LF would inject a header: refused, as the SDK
-refuses it), and its failures are the SDK's exception types, so errors and what an
-endpoint is learned to refuse are handled exactly as before. Cancelling the
-awaiting task aborts the connection: the server sees the side query hang up. When the
-cancel came through a cancel signal (recall dropped at a new user message or the end
-of a run), a replacement connection is opened at once in the background, so that the
-next recall does not connect on its way to the agent's first request.
+An answer of the common shape (``HTTP/1.1``, one valid ``Content-Length``, no
+``Transfer-Encoding``, strictly formed lines) is read by hand; any other is handed, with
+the bytes read so far, to h11 (a maintained, strict HTTP/1.1 parser: conflicting or bad
+framing is a connection error, not a guess), which then reads that connection's later
+answers too: whichever reads it, an answer gives the same result, or the same error, as
+h11 alone gave (``_side_answer`` says how, and its tests compare the two). The body is
+capped at 1 MiB before and after decoding (a side query's answer is capped at 256
+tokens). Its headers are the SDK client's own (authorisation, organisation, project,
+user agent, custom default headers), checked once for control characters (a CR or LF
+would inject a header: refused, as the SDK refuses it), and its failures are the SDK's
+exception types, so errors and what an endpoint is learned to refuse are handled exactly
+as before. Cancelling the awaiting task aborts the connection: the server sees the side
+query hang up. When the cancel came through a cancel signal (recall dropped at a new
+user message or the end of a run), a replacement connection is opened at once in the
+background, so that the next recall does not connect on its way to the agent's first
+request.
 
 It is used only where it can stand in for the SDK without surprise:
 :meth:`SideHTTP.for_client` answers ``None`` (keep the SDK) for a client the caller
@@ -45,7 +50,6 @@ import os
 import ssl
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,21 +66,25 @@ except ImportError:  # pragma: no cover - openai before 3
 
 from asyncrecall._cancel import cancelled_by_signal
 from asyncrecall.models._openai_errors import public_url
+from asyncrecall.models._side_answer import (
+    BODY_LIMIT,
+    HEAD_LIMIT,
+    BadResponse,
+    ClosedEarly,
+    read_answer,
+)
 
 __all__ = ["BODY_LIMIT", "SIDE_HTTP_ENV", "SideHTTP"]
 
 #: ``sdk``: send side queries through the OpenAI SDK instead (troubleshooting).
 SIDE_HTTP_ENV: Final = "ASYNCRECALL_SIDE_HTTP"
-#: The most a side query's answer may hold, before and after decoding (bytes).
-BODY_LIMIT: Final = 1 << 20
 _IDLE_MAX: Final = 100
 _IDLE_EXPIRY_S: Final = 5.0
-_HEAD_LIMIT: Final = 1 << 16
-_READ_SIZE: Final = 1 << 16
 # What describes a body's encoding on the wire: the body an error keeps is decoded.
 _ENCODING_HEADERS: Final = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-_END: Final = h11.EndOfMessage()
 _PROXY_VARIABLES: Final = frozenset({"http_proxy", "https_proxy", "all_proxy", "no_proxy"})
+_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_JSON_ESCAPED: Final = json.JSONEncoder(separators=(",", ":"))
 
 _STATUS_ERRORS: Final[dict[int, type[openai.APIStatusError]]] = {
     400: openai.BadRequestError,
@@ -87,18 +95,6 @@ _STATUS_ERRORS: Final[dict[int, type[openai.APIStatusError]]] = {
     422: openai.UnprocessableEntityError,
     429: openai.RateLimitError,
 }
-
-
-class _BadResponse(Exception):
-    """The server's answer is not HTTP/1.1 (h11 refused it), or not a body we decode."""
-
-
-class _TooLarge(ValueError):
-    """The answer's body is over :data:`BODY_LIMIT` (mapped as a malformed response)."""
-
-
-class _ClosedEarly(ConnectionError):
-    """The server closed the connection before sending a single byte of an answer."""
 
 
 class _Redirected(Exception):
@@ -122,11 +118,12 @@ def _response(
 
 @dataclass(slots=True)
 class _Connection:
-    """One socket and h11's view of it (reused from one exchange to the next)."""
+    """One socket (reused from one exchange to the next), and h11's view of it once an
+    answer on it was handed to h11 (see ``_side_answer``)."""
 
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
-    http: h11.Connection
+    http: h11.Connection | None = None
     idle_since: float = 0.0
 
 
@@ -155,11 +152,13 @@ class SideHTTP:
         self._url = public_url(f"{parts.scheme}://{parts.netloc}{self._target}")
         fields = {"Host": parts.netloc.rpartition("@")[2], **headers, "Connection": "keep-alive"}
         self._header_error = _header_problem(fields)
-        self._head = "".join(f"{name}: {value}\r\n" for name, value in fields.items())
-        # What h11 is told was sent: the head without a body length, validated once here.
-        # The bytes written are the same head with the body's Content-Length and the body
-        # (which h11 would frame alike): h11 then expects the answer to a POST.
+        # What h11 is told was sent, should an answer be handed to it: the head without a
+        # body length, validated once here. The bytes written are the same head with the
+        # body's Content-Length and the body (which h11 would frame alike): h11 then
+        # expects the answer to a POST.
         self._h11_request: h11.Request | None = None
+        # The head as written, up to the body's length: the same for every side query.
+        self._head_start = b""
         if self._header_error is None:
             try:
                 self._h11_request = h11.Request(
@@ -167,6 +166,10 @@ class SideHTTP:
                 )
             except h11.LocalProtocolError:
                 self._header_error = "a header name or value is not valid HTTP"
+            else:
+                lines = "".join(f"{name}: {value}\r\n" for name, value in fields.items())
+                start = f"POST {self._target} HTTP/1.1\r\n{lines}Content-Length: "
+                self._head_start = start.encode("ascii")  # h11 took it: ASCII
         self._timeout = timeout
         self._sdk = sdk
         self._redirected = False
@@ -209,7 +212,7 @@ class SideHTTP:
             raise openai.APIConnectionError(
                 message=self._header_error, request=_request(self._url)
             ) from problem
-        payload = json.dumps(body).encode()
+        payload = _json_body(body)
         try:
             async with asyncio.timeout(self._timeout):
                 status, headers, data = await self._exchange(payload)
@@ -220,7 +223,7 @@ class SideHTTP:
             return await self._post_with_sdk(body)
         except OSError as exc:
             raise openai.APIConnectionError(request=_request(self._url)) from exc
-        except _BadResponse as exc:
+        except BadResponse as exc:
             raise openai.APIConnectionError(message=str(exc), request=_request(self._url)) from exc
         text = data.decode("utf-8", errors="replace")
         if not 200 <= status < 300:
@@ -256,20 +259,18 @@ class SideHTTP:
     # -- one exchange ------------------------------------------------------------------
 
     async def _exchange(self, payload: bytes) -> tuple[int, dict[str, str], bytes]:
-        head = f"POST {self._target} HTTP/1.1\r\n{self._head}Content-Length: {len(payload)}\r\n\r\n"
-        message = head.encode("latin-1") + payload
-        assert self._h11_request is not None
+        message = b"%b%d\r\n\r\n%b" % (self._head_start, len(payload), payload)
+        request = self._h11_request
+        assert request is not None
         while True:
             reused, connection = await self._connection()
             writer = connection.writer
             started = False
             try:
-                connection.http.send(self._h11_request)
-                connection.http.send(_END)
                 writer.write(message)
                 await writer.drain()
                 started = True
-                status, headers, data = await _read_response(connection)
+                answer = await read_answer(connection.reader, connection.http, request)
             except BaseException as exc:
                 writer.transport.abort()  # cancelled or failed: the server sees it go
                 if cancelled_by_signal(exc):
@@ -278,18 +279,20 @@ class SideHTTP:
                 if reused and _closed_before_answer(exc, started):
                     continue
                 raise
-            if _reusable(connection.http):
-                connection.http.start_next_cycle()
+            connection.http = answer.http
+            if answer.reusable:
+                if answer.http is not None:
+                    answer.http.start_next_cycle()
                 self._release(connection)
             else:
                 writer.close()
-            if 300 <= status < 400:
-                raise _Redirected(status)
-            return status, headers, data
+            if 300 <= answer.status < 400:
+                raise _Redirected(answer.status)
+            return answer.status, answer.headers, answer.body
 
     async def _connection(self) -> tuple[bool, _Connection]:
         if self._closed:
-            raise _BadResponse("the side-query transport is closed")
+            raise BadResponse("the side-query transport is closed")
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # another loop's connections cannot be used here
             self._idle.clear()
@@ -312,9 +315,9 @@ class SideHTTP:
             self._port,
             ssl=await self._ssl_context() if self._tls else None,
             server_hostname=self._host if self._tls else None,
-            limit=_HEAD_LIMIT,
+            limit=HEAD_LIMIT,
         )
-        return _Connection(reader, writer, h11.Connection(h11.CLIENT, _HEAD_LIMIT))
+        return _Connection(reader, writer)
 
     def _replace_aborted(self) -> None:
         """A side query dropped through a cancel signal (a new user message, the end of
@@ -386,6 +389,18 @@ def _load_trust(trust: tuple[str | None, str | None]) -> ssl.SSLContext:
         return context
 
 
+def _json_body(body: Mapping[str, Any]) -> bytes:
+    """``body`` encoded as the SDK encodes a request's JSON (compact separators, text as
+    UTF-8 rather than ``\\u`` escapes), so a server sees the same bytes whichever path
+    sends the side query. Text that UTF-8 cannot hold (a lone surrogate, as a file read
+    with surrogate escapes gives) is escaped instead, as before, where the SDK fails."""
+    text = _JSON.encode(body)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _JSON_ESCAPED.encode(body).encode()
+
+
 def _header_problem(fields: Mapping[str, str]) -> str | None:
     """Why these header fields cannot be sent (a control character in a value: a CR or
     LF would start a header of its own), naming the header but not its value (it may be
@@ -399,66 +414,9 @@ def _header_problem(fields: Mapping[str, str]) -> str | None:
     return None
 
 
-async def _read_response(connection: _Connection) -> tuple[int, dict[str, str], bytes]:
-    """One response, read through h11: status, headers (lower-case names), decoded body.
-    Interim answers (1xx) are skipped."""
-    http = connection.http
-    status = 0
-    headers: dict[str, str] = {}
-    body = bytearray()
-    received = 0
-    while True:
-        try:
-            event = http.next_event()
-        except h11.RemoteProtocolError as exc:
-            raise _BadResponse(f"not an HTTP/1.1 answer we can read: {exc}") from None
-        if event is h11.NEED_DATA:
-            data = await connection.reader.read(_READ_SIZE)
-            if not data and not received:
-                raise _ClosedEarly("closed before answering")
-            received += len(data)
-            http.receive_data(data)
-        elif isinstance(event, h11.Response):
-            status = event.status_code
-            headers = {
-                name.decode("latin-1"): value.decode("latin-1") for name, value in event.headers
-            }
-        elif isinstance(event, h11.Data):
-            body += event.data
-            if len(body) > BODY_LIMIT:
-                raise _TooLarge(f"an answer over {BODY_LIMIT >> 20} MiB")
-        elif isinstance(event, h11.EndOfMessage):
-            return status, headers, _decoded(bytes(body), headers.get("content-encoding", ""))
-        elif not isinstance(event, h11.InformationalResponse):
-            raise _BadResponse(f"the connection ended mid-answer ({type(event).__name__})")
-
-
-def _reusable(http: h11.Connection) -> bool:
-    return http.our_state is h11.DONE and http.their_state is h11.DONE
-
-
-def _decoded(body: bytes, encoding: str) -> bytes:
-    """``body`` decoded as its Content-Encoding says, to at most :data:`BODY_LIMIT`."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return body
-    if encoding not in ("gzip", "x-gzip", "deflate"):
-        raise _BadResponse(f"unsupported Content-Encoding {encoding!r}")
-    inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib, detected
-    try:
-        data = inflater.decompress(body, BODY_LIMIT + 1)
-    except zlib.error as exc:
-        raise _BadResponse(f"undecodable {encoding} body: {exc}") from None
-    if len(data) > BODY_LIMIT:
-        raise _TooLarge(f"a {encoding} answer inflating to over {BODY_LIMIT >> 20} MiB")
-    if not inflater.eof:
-        raise _BadResponse(f"a truncated {encoding} body")
-    return data
-
-
 def _closed_before_answer(exc: BaseException, started: bool) -> bool:
     """Whether a kept-alive connection turned out closed before any answer came."""
-    return isinstance(exc, (_ClosedEarly, ConnectionResetError, BrokenPipeError)) or (
+    return isinstance(exc, (ClosedEarly, ConnectionResetError, BrokenPipeError)) or (
         not started and isinstance(exc, ConnectionError)
     )
 
