@@ -564,3 +564,21 @@ def test_the_markers_follow_the_temporary_folder(
     assert os.path.dirname(os.path.dirname(after)) == str(second)
     assert os.path.basename(before) == os.path.basename(after)
     assert endpoint.marker_path("background") != after
+
+
+def test_a_marker_is_made_in_a_folder_made_for_it(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The markers' folder is made (private) when a marker is first made, and found
+    there afterwards: the folder is not looked for on every side query, but a missing
+    one is still made."""
+    endpoint = _traffic.Traffic("http://127.0.0.1:9/v1")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "fresh"))
+    folder = os.path.dirname(endpoint.marker_path("background"))
+    assert not os.path.exists(folder)
+    for _ in range(2):
+        fd = endpoint._open_marker("background", create=True)
+        assert fd is not None
+        os.close(fd)
+    assert os.path.isfile(endpoint.marker_path("background"))
+    assert os.stat(folder).st_mode & 0o777 == 0o700

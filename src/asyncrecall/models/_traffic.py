@@ -334,8 +334,11 @@ class Traffic:
         try:
             if not create:
                 return os.open(path, os.O_RDWR)
-            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            except FileNotFoundError:  # the folder first (not on every side query)
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError:
             return None
 
