@@ -181,3 +181,128 @@ def test_english_in_ascii_tokenises_as_before(text: str) -> None:
     stem = stemmer_module.Stemmer("english").stemWord
     words = re.findall(r"[^\W_]{2,}|\d", text.lower())
     assert tokenize(text) == [stem(w) for w in words if w not in _STOP["en"]]
+
+
+@pytest.mark.parametrize(
+    ("language", "snowball", "text", "singular", "function_words"),
+    [
+        (
+            "es",
+            "spanish",
+            "Los niños salen del colegio a las 16:30; los martes los recoge la abuela.",
+            "El niño tiene piano los sábados.",
+            {"los", "del", "las", "la"},
+        ),
+        (
+            "it",
+            "italian",
+            "I libri della biblioteca si rinnovano online con la tessera.",
+            "Il libro è sul tavolo della cucina.",
+            {"della", "si", "con", "la"},
+        ),
+        (
+            "nl",
+            "dutch",
+            "De boeken van de bibliotheek moeten voor vrijdag terug.",
+            "Het boek ligt op de keukentafel.",
+            {"de", "van", "voor"},
+        ),
+        (
+            "pt",
+            "portuguese",
+            "Os filhos da vizinha não têm a chave do prédio.",
+            "O meu filho vai ao médico com a avó.",
+            {"os", "da", "nao", "tem", "do"},
+        ),
+    ],
+)
+def test_spanish_italian_dutch_and_portuguese_are_read_as_themselves(
+    language: str, snowball: str, text: str, singular: str, function_words: set[str]
+) -> None:
+    """A note in Spanish, Italian, Dutch or Portuguese is told as such (not as French):
+    its function words are dropped and its own stemmer runs on the rest, accents
+    dropped, so a plural finds its singular (``niños``/``niño``, ``libri``/``libro``,
+    ``boeken``/``boek``, ``filhos``/``filho``: the French stemmer keeps them apart)."""
+    import re
+
+    from asyncrecall.memory.selectors._tokens import _fold, analyse
+
+    stemmer_module = pytest.importorskip("Stemmer")
+    stem = stemmer_module.Stemmer(snowball).stemWord
+    tokens, read_as = analyse(text)
+    assert read_as == language
+    words = [_fold(w) for w in re.findall(r"[^\W_]{2,}|\d", text.lower())]
+    assert not function_words & set(tokens)
+    assert tokens == [stem(w) for w in words if w not in function_words | _own_stop(language)]
+    singular_tokens, singular_as = analyse(singular)
+    assert singular_as == language
+    assert tokens[0] == singular_tokens[0]  # the plural and the singular are one term
+
+
+def _own_stop(language: str) -> frozenset[str]:
+    from asyncrecall.memory.selectors._tokens import _STOP
+
+    return frozenset(_STOP[language])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Come per day: is it in the plan? Do come, die hard",
+        "come per day",
+        "The CI pipeline runs per commit, AI review",
+        "Ben's van: door repair parts",
+        "Dashboards: grafana.example.com, feeds: socket.io",
+    ],
+)
+def test_english_with_other_languages_function_words_stays_english(text: str) -> None:
+    """``come``, ``per``, ``die``, ``ben``, ``van``, ``door``, ``CI``, ``AI``, ``com``
+    are function words in Italian, Spanish, Dutch or Portuguese and everyday English
+    words: they do not count towards those languages, so an English text that holds
+    more of them than English stop words is still read, and stemmed, as English."""
+    from asyncrecall.memory.selectors._tokens import _STOP, LANGUAGES, analyse, analyse_query
+
+    stemmer_module = pytest.importorskip("Stemmer")
+    stem = stemmer_module.Stemmer("english").stemWord
+    import re
+
+    tokens, read_as = analyse(text)
+    assert read_as == "en"
+    words = re.findall(r"[^\W_]{2,}|\d", text.lower())
+    assert tokens == [stem(w) for w in words if w not in _STOP["en"]]
+    assert analyse_query(text, LANGUAGES).language == "en"
+
+
+_MIXED_FOLDER = (
+    ("es.md", "Los niños salen del colegio a las 16:30; los martes los recoge la abuela."),
+    ("it.md", "La bolletta della luce arriva per email a chi è intestatario."),
+    ("nl.md", "Het aquarium wordt elke twee weken schoongemaakt, de filter maandelijks."),
+    ("en.md", "The boiler is serviced every November by the plumber."),
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "wanted"),
+    [
+        ("¿A qué hora sale el niño del colegio?", "es.md"),
+        ("Quando arrivano le bollette della luce?", "it.md"),
+        ("Wanneer wordt het aquarium schoongemaakt?", "nl.md"),
+        ("When is the boiler serviced?", "en.md"),
+    ],
+)
+def test_a_folder_of_several_languages_reads_each_question_in_its_own(
+    question: str, wanted: str
+) -> None:
+    """In a folder of Spanish, Italian, Dutch and English notes each question finds its
+    note alone: read as French, ``niño`` missed ``niños`` and ``del`` was a term that
+    the Spanish note holds too."""
+    docs = [_doc(path, body) for path, body in _MIXED_FOLDER]
+    assert [d.rel_path for d in LexicalSelector().rank(question, docs, limit=5)] == [wanted]
+
+
+def test_a_question_sharing_only_function_words_with_a_note_gets_nothing() -> None:
+    """An Italian question whose only words in common with the folder are Italian
+    function words (``per``, ``chi``, ``della``) gets nothing: read as French, they were
+    terms, three of five known."""
+    docs = [_doc(path, body) for path, body in _MIXED_FOLDER]
+    assert LexicalSelector().rank("Per chi è la torta della nonna?", docs, limit=5) == []

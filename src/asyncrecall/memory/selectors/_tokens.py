@@ -15,10 +15,14 @@ thing, cheaper). Then:
   a Han piece right before hiragana (a verb's stem: ``読んで`` -> ``読``).
 - **Cyrillic** words: the Snowball Russian stemmer, Russian stop words, ``ё`` as ``е``.
 - **Latin-script** words: the stop words and Snowball stemmer of the text's language
-  (English, French or German), chosen from its stop words (``de``, ``le``, ``est`` ...
-  against ``the``, ``of``, ``is`` ...) and, failing those, its accents; the word is
-  stemmed without its accents (``réunions`` -> ``reunion``, ``Größe`` -> ``gross``),
-  so a query typed without them still matches.
+  (English, French, German, Spanish, Italian, Dutch or Portuguese), chosen from its
+  stop words (``de``, ``le``, ``est`` ... against ``the``, ``of``, ``is`` ..., ``los``,
+  ``della``, ``het``, ``não`` ...) and, failing those, its accents (``é``, ``ß``, ``ñ``,
+  ``ò``, ``ã`` ...); the later four's stop words that English writes as words of its own
+  (``come``, ``per``, ``door``, ``AI``) do not count towards them, so an English text is
+  not read as Italian or Dutch. The word is stemmed without its accents (``réunions`` ->
+  ``reunion``, ``Größe`` -> ``gross``, ``niños`` -> ``nin``), so a query typed without
+  them still matches.
 - Other scripts (Greek, Arabic, Hebrew, Devanagari...): the normalised word, unstemmed.
 
 English in ASCII tokenises exactly as before this module (the Snowball English stemmer,
@@ -28,8 +32,11 @@ A document's Latin-script language is one per document (:func:`analyse`). A quer
 short and may carry no stop words, so it is read in the languages of the documents it
 is matched against (:func:`analyse_query`): each of its Latin-script words carries its
 stem in each of them, the query's own language first, and the selector keeps the first
-that some document holds. A folder of English notes thus reads every query as English
-(as before); a French folder reads "docker compose" the French way, as its notes were.
+that some document holds; two words with one stem in the query's language are one term.
+A folder of English notes thus reads every query as English (as before); a French folder
+reads "docker compose" the French way, as its notes were. A memory's name and
+description are too short to tell their language by: :func:`field_terms` stems their
+words in every language (seven stems a word, each cached).
 """
 
 from __future__ import annotations
@@ -55,8 +62,17 @@ __all__ = [
 ]
 
 #: The Latin-script languages told apart (stop words, stemmer); the first is the default.
-LANGUAGES: Final = ("en", "fr", "de")
-_SNOWBALL: Final = {"en": "english", "fr": "french", "de": "german", "ru": "russian"}
+LANGUAGES: Final = ("en", "fr", "de", "es", "it", "nl", "pt")
+_SNOWBALL: Final = {
+    "en": "english",
+    "fr": "french",
+    "de": "german",
+    "es": "spanish",
+    "it": "italian",
+    "nl": "dutch",
+    "pt": "portuguese",
+    "ru": "russian",
+}
 
 # Han (with 々 and 〇, the extensions and the compatibility ideographs), kana, Hangul: the
 # scripts written without spaces, told apart by code point (a regular expression's
@@ -125,6 +141,44 @@ _STOP_DE: Final = """
     zwischen wann wieso weshalb woher wohin womit worauf wurde wurden gibt geht denn schon
     mal gerade wurde wurden ob etwa
 """
+_STOP_ES: Final = """
+    al algo algun alguna algunas alguno algunos ante antes aqui asi aun bajo bien cada casi
+    como con contra cual cuales cualquier cuando cuanto cuanta cuantos cuantas de del desde
+    donde durante el ella ellas ellos en entre era eran eres es esa esas ese eso esos esta
+    estaba estamos estan estar estas este esto estos estoy fue fueron ha habia han hace
+    hacia hasta hay la las le les lo los mas me mi mis mismo mucho muy nada ni no nos
+    nosotros nuestra nuestras nuestro nuestros os otra otras otro otros para pero poco por
+    porque pues que quien quienes se segun ser si sido siempre sin sino sobre solo son su
+    sus tambien tan tanto te tenemos tener tengo tiene tienen toda todas todo todos tu tus
+    un una unas uno unos usted ustedes vez ya yo
+"""
+_STOP_IT: Final = """
+    ad agli ai al all alla alle allo anche ancora abbiamo avere avete aveva che chi ci
+    cio come con cosa cui da dagli dai dal dall dalla dalle dallo degli dei del dell
+    della delle dello di dove ed era erano essere fa fare fra gli gia ha hai hanno ho il in
+    io la le lei li lo loro lui ma me mi mia mie miei mio molto ne negli nei nel nell nella
+    nelle nello noi non nostra nostre nostri nostro ogni per perche piu poi puo quale quali
+    quando quanti quanto quella quelle quelli quello questa queste questi questo se sei si
+    sia siamo siete solo sono su sua sue sugli sui sul sull sulla sulle suo suoi ti tra tu
+    tua tue tuo tuoi tutta tutte tutti tutto un una uno vi voi
+"""
+_STOP_NL: Final = """
+    aan al alle alles als altijd andere ben bij daar dan dat de deze die dit doen door dus
+    een eens en er ge geen geweest haar had heb hebben heeft hem het hier hij hoe hun iemand
+    iets ik in is ja je jij jouw kan kon kunnen maar me meer men met mij mijn moet na naar
+    niet niets nog nu of om omdat ons onze ook op over reeds te tegen toch toen tot uit uw
+    van veel voor waar wanneer want waren was wat waarom we wel welk welke werd wie wij wil
+    wordt worden zal ze zei zelf zich zij zijn zo zonder zou zullen
+"""
+_STOP_PT: Final = """
+    ao aos aquela aquelas aquele aqueles aqui aquilo as ate cada com como da das de dela
+    dele deles desde do dos ela elas ele eles em entre era eram essa essas esse esses esta
+    estas este estes estou eu foi foram ha isso isto ja lhe lhes mais mas me mesmo meu
+    meus minha minhas muito na nao nas nem no nos nossa nossas nosso nossos num numa os ou
+    para pela pelas pelo pelos por porque quais qual quando que quem se sem ser seu seus
+    so sua suas sao sobre tambem te tem tenho todo todos toda todas tu um uma umas uns voce
+    voces vos estao estava esta
+"""
 _STOP_RU: Final = """
     и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по
     только ее ей мне было вот от меня еще нет о из ему теперь когда даже ну вдруг ли если
@@ -141,10 +195,34 @@ _STOP: Final = {
     "en": frozenset(_STOP_EN.split()),
     "fr": frozenset(_STOP_FR.split()),
     "de": frozenset(_STOP_DE.split()),
+    "es": frozenset(_STOP_ES.split()),
+    "it": frozenset(_STOP_IT.split()),
+    "nl": frozenset(_STOP_NL.split()),
+    "pt": frozenset(_STOP_PT.split()),
+}
+# Stop words of the later languages that English text holds as words of its own ("come",
+# "per day", "door", "AI", "CI", "ha ha", "example.com", "socket.io"): still dropped from
+# those languages' texts, but not counted towards them, so that an English text stays
+# English.
+_ENGLISH_LOOKALIKES: Final = frozenset(
+    {"ad", "ai", "ben", "ci", "com", "come", "dat", "die", "door", "era", "ha", "io", "ma"}
+    | {"men", "per", "solo", "son", "um", "van", "want"}
+)
+#: The words a text's language is told by: its stop words, English lookalikes aside.
+_TELLS: Final = {
+    code: stop if code in ("en", "fr", "de") else stop - _ENGLISH_LOOKALIKES
+    for code, stop in _STOP.items()
 }
 _STOP_CYRILLIC: Final = frozenset(_STOP_RU.replace("ё", "е").split())
-# Letters only French or only German writes: the language of a text without stop words.
-_ACCENTS: Final = {"fr": frozenset("éèêëàâçîïôûùœÿ"), "de": frozenset("äöüß")}
+# Letters only one of the languages writes: the language of a text without stop words
+# (Dutch has none; Spanish ``¿`` and ``¡`` are not part of a word).
+_ACCENTS: Final = {
+    "fr": frozenset("éèêëàâçîïôûùœÿ"),
+    "de": frozenset("äöüß"),
+    "es": frozenset("ñ"),
+    "it": frozenset("ìò"),
+    "pt": frozenset("ãõ"),
+}
 # Capitalised words that name a date, not a thing: every dated memory mentions them.
 _CALENDAR_TEXT: Final = """
     january february march april may june july august september october november december
@@ -321,7 +399,7 @@ def _language(words: Iterable[str], candidates: Sequence[str] = LANGUAGES) -> st
         return candidates[0]
     words = list(words)
     folded = [word if word.isascii() else _fold(word) for word in words]
-    hits = {code: sum(map(_STOP[code].__contains__, folded)) for code in candidates}
+    hits = {code: sum(map(_TELLS[code].__contains__, folded)) for code in candidates}
     best = max(hits.values())
     leaders = [code for code in candidates if hits[code] == best]
     if len(leaders) > 1:
@@ -387,7 +465,7 @@ def analyse(text: str) -> tuple[list[str], str]:
     language, most = LANGUAGES[0], 0
     sample = words[:_SAMPLE_WORDS]
     for code in LANGUAGES:
-        hits = sum(map(_STOP[code].__contains__, sample))
+        hits = sum(map(_TELLS[code].__contains__, sample))
         if hits > most:
             language, most = code, hits
     stop, stem = _STOP[language], stemmers[language]
@@ -463,6 +541,9 @@ def analyse_query(query: str, languages: Sequence[str] = ("en",)) -> QueryTerms:
     order = (language, *(code for code in candidates if code != language))
     groups: dict[tuple[str, ...], int] = {}
     units: list[tuple[tuple[int, ...], int]] = []
+    # A word's group, by its stem in the query's language: two words read as one there
+    # ("dog", "dogs") are one term, whatever the other languages make of them.
+    by_stem: dict[str, int] = {}
 
     def group(alternatives: tuple[str, ...]) -> int:
         return groups.setdefault(alternatives, len(groups))
@@ -479,11 +560,12 @@ def analyse_query(query: str, languages: Sequence[str] = ("en",)) -> QueryTerms:
         else:
             foreign = foreign or not _is_latin(word)
             alternatives = _word_terms(word, stop, order, stemmers)
-            if alternatives and alternatives not in groups:
-                units.append(((group(alternatives),), 1))
+            if alternatives and alternatives[0] not in by_stem and alternatives not in groups:
+                by_stem[alternatives[0]] = group(alternatives)
+                units.append(((by_stem[alternatives[0]],), 1))
     named: list[tuple[int, ...]] = []
     for alternatives in _named(query, stop, order, stemmers):
-        found = groups.get(alternatives)
+        found = by_stem.get(alternatives[0])
         if found is not None:
             named.append((found,))
     english = language == "en" and not foreign
