@@ -306,3 +306,24 @@ def test_a_question_sharing_only_function_words_with_a_note_gets_nothing() -> No
     terms, three of five known."""
     docs = [_doc(path, body) for path, body in _MIXED_FOLDER]
     assert LexicalSelector().rank("Per chi è la torta della nonna?", docs, limit=5) == []
+
+
+def test_a_fields_stem_in_a_later_language_meets_only_a_query_in_that_language() -> None:
+    """A memory's name and description are stemmed in every language; a Spanish,
+    Italian, Dutch or Portuguese stem of them is matched only by a query in that
+    language. So an English question matches the fields it matched before (the Spanish
+    stemmer makes ``attendees`` ``attend``, which the English one does not), and a
+    Spanish question's ``recogen`` finds a name's ``recogida`` (``recog`` in Spanish
+    alone)."""
+    from asyncrecall.memory.selectors._fields import FieldIndex
+    from asyncrecall.memory.selectors._tokens import field_query, field_terms
+
+    party = field_terms("Gaming party\nNate hosted a gaming party with 7 attendees")
+    groups = field_query("When did Nate attend a cooking show?").groups
+    assert ("attend",) in groups and "attend" not in party
+    docs = [
+        _doc("party.md", "", name="Gaming party", description="Nate hosted 7 attendees"),
+        _doc("school.md", "", name="Recogida de los niños", description="a las 16:30"),
+    ]
+    assert FieldIndex().matches("Who will attend?", docs) == []
+    assert FieldIndex().matches("¿Cuándo los recogen?", docs) == [1]

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Final
 
 from asyncrecall.memory._types import MemoryDoc
-from asyncrecall.memory.selectors._tokens import LANGUAGES, analyse_query, field_terms
+from asyncrecall.memory.selectors._tokens import field_query, field_terms
 
 __all__ = ["FIELD_COVERAGE", "FieldIndex"]
 
@@ -121,7 +121,7 @@ class FieldIndex:
         if not docs or not query.strip():
             return []
         postings = self._snapshot(docs).postings
-        terms = analyse_query(query, LANGUAGES)
+        terms = field_query(query)
         if not terms.units:
             return []
         holders: list[set[int]] = []
