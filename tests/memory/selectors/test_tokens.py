@@ -309,12 +309,13 @@ def test_a_question_sharing_only_function_words_with_a_note_gets_nothing() -> No
 
 
 def test_a_fields_stem_in_a_later_language_meets_only_a_query_in_that_language() -> None:
-    """A memory's name and description are stemmed in every language; a Spanish,
-    Italian, Dutch or Portuguese stem of them is matched only by a query in that
-    language. So an English question matches the fields it matched before (the Spanish
-    stemmer makes ``attendees`` ``attend``, which the English one does not), and a
-    Spanish question's ``recogen`` finds a name's ``recogida`` (``recog`` in Spanish
-    alone)."""
+    """A memory's name and description are stemmed in English, French and German, and
+    in Spanish, Italian, Dutch or Portuguese only when they are told to be written in
+    it; such a stem is matched only by a query in that language. So an English
+    question matches the fields it matched before (the Spanish stemmer would make an
+    English name's ``attendees`` ``attend``; a Spanish name's ``partido`` is ``part``
+    to it), and a Spanish question's ``recogen`` finds a Spanish name's ``recogida``
+    (``recog`` in Spanish alone)."""
     from asyncrecall.memory.selectors._fields import FieldIndex
     from asyncrecall.memory.selectors._tokens import field_query, field_terms
 
@@ -324,6 +325,8 @@ def test_a_fields_stem_in_a_later_language_meets_only_a_query_in_that_language()
     docs = [
         _doc("party.md", "", name="Gaming party", description="Nate hosted 7 attendees"),
         _doc("school.md", "", name="Recogida de los niños", description="a las 16:30"),
+        _doc("match.md", "", name="El partido de los sábados", description="a las 10"),
     ]
     assert FieldIndex().matches("Who will attend?", docs) == []
+    assert FieldIndex().matches("Which part broke?", docs) == []
     assert FieldIndex().matches("¿Cuándo los recogen?", docs) == [1]

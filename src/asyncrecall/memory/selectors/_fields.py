@@ -4,8 +4,10 @@ A memory titled "Indent style for Go" answers "how do I indent Go code?" whateve
 body says; the selectors' abstention (coverage, closeness, names) was tuned on bodies
 and may still say nothing is relevant. This signal reads only the name and the
 description, as the user wrote them (stemmed: "indentation" finds "indent", "files"
-finds "file"; each Latin-script word in every supported language, a name being too
-short to tell its language by), and every selector that ships heeds it:
+finds "file"; each Latin-script word in English, French and German, a name being too
+short to tell its language by, and in Spanish, Italian, Dutch or Portuguese when its
+words tell it is written in that one: ``_tokens.field_terms``), and every selector that
+ships heeds it:
 
 - the lexical, embedding and hybrid selectors never abstain while one matches (they
   then select what it matches), and otherwise keep its best match among those they

@@ -34,9 +34,10 @@ is matched against (:func:`analyse_query`): each of its Latin-script words carri
 stem in each of them, the query's own language first, and the selector keeps the first
 that some document holds. A folder of English notes thus reads every query as English
 (as before); a French folder reads "docker compose" the French way, as its notes were.
-A memory's name and description are too short to tell their language by:
-:func:`field_terms` stems their words in every language, :func:`field_query` a query's
-in its own and in English, French and German.
+A memory's name and description are short, their language seldom told:
+:func:`field_terms` stems their words in English, French and German and in the
+language they are told to be in, :func:`field_query` a query's in its own and in those
+three.
 """
 
 from __future__ import annotations
@@ -555,10 +556,11 @@ def field_query(query: str) -> QueryTerms:
     German.
 
     A stem of Spanish, Italian, Dutch or Portuguese is kept apart (``es:nin``): it
-    meets only a field word's stem in the same language. Mixed with the others, those
-    stemmers' stems of a short English field met an English query's by chance
-    (``attendees`` -> ``attend``: more fields matched for 31 of LoCoMo's 1,347
-    questions, 4 when only the query kept to its own language's stems).
+    meets only a field word's stem in the same language, which a field has only when it
+    is told to be written in that language. Stemmed in every language and mixed with
+    the others, the later four's stems of short English fields met English questions'
+    by chance (``attendees`` -> ``attend``: more fields matched for 31 of LoCoMo's 1,347
+    questions), and a field held twice as many terms.
     """
     return _query_terms(query, LANGUAGES, _FIELD_QUERY_LANGUAGES)
 
@@ -648,15 +650,21 @@ def named_terms(query: str) -> list[list[str]]:
 
 def field_terms(text: str) -> frozenset[str]:
     """Every term a short field (a memory's name or description) may be matched by: each
-    Latin-script word stemmed in every language of :data:`LANGUAGES` (a name is too
-    short to tell its language by; the later four's stems kept apart, see
-    :func:`field_query`), a Cyrillic word in Russian, CJK runs as their
-    bigrams and unigrams. Stop words of a language are left out of that language's
-    stems; a name's dashes and underscores split words."""
+    Latin-script word stemmed in English, French and German (a name is too short to
+    tell its language by), and in Spanish, Italian, Dutch or Portuguese too when its
+    stop words or accents tell it is written in that language (those stems kept apart,
+    see :func:`field_query`); a Cyrillic word in Russian, CJK runs as their bigrams and
+    unigrams. Stop words of a language are left out of that language's stems; a name's
+    dashes and underscores split words."""
     stemmers = _loaded()
     terms: set[str] = set()
-    normal = normalise(text.replace("-", " "))
-    for word in _items(normal):
+    items = _items(normalise(text.replace("-", " ")))
+    latin = [w for w in items if isinstance(w, str) and _is_latin(w)]
+    language = _language(latin[:_SAMPLE_WORDS]) if latin else LANGUAGES[0]
+    codes = _FIELD_QUERY_LANGUAGES
+    if language not in codes:
+        codes = (*codes, language)
+    for word in items:
         if not isinstance(word, str):
             for piece in _cjk(word):
                 terms.update(piece.terms)
@@ -664,9 +672,9 @@ def field_terms(text: str) -> frozenset[str]:
                 terms.update(characters)
         elif _is_latin(word):
             folded = _fold(word)
-            for code, key in _FIELD_KEYS.items():
+            for code in codes:
                 if folded not in _STOP[code]:
-                    terms.add(stemmers[key](word))
+                    terms.add(stemmers[_FIELD_KEYS[code]](word))
         elif _is_cyrillic(word):
             word = word.replace("ё", "е")
             if word not in _STOP_CYRILLIC:
