@@ -47,6 +47,7 @@ import itertools
 import re
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, TypeAlias
@@ -407,14 +408,34 @@ def _is_cyrillic(word: str) -> bool:
     return "\u0400" <= word[0] <= "\u04ff"
 
 
+@functools.cache
+def _told_by() -> dict[str, tuple[str, ...]]:
+    """Each word that tells a language: the languages it tells (:data:`_TELLS`)."""
+    told: dict[str, tuple[str, ...]] = {}
+    for code in LANGUAGES:
+        for word in _TELLS[code]:
+            told[word] = (*told.get(word, ()), code)
+    return told
+
+
+def _tells_counted(words: Iterable[str]) -> Counter[str]:
+    """How many of ``words`` (folded) tell each language: one look-up a word, for every
+    language at once (a document's first words)."""
+    told = map(_told_by().get, words, itertools.repeat(()))
+    return Counter(itertools.chain.from_iterable(told))
+
+
 def _language(words: Iterable[str], candidates: Sequence[str] = LANGUAGES) -> str:
     """The language among ``candidates`` whose stop words ``words`` (normalised Latin
     words) hold most; ties go to the accents, then to the first candidate."""
     if len(candidates) == 1:
         return candidates[0]
     words = list(words)
-    folded = [word if word.isascii() else _fold(word) for word in words]
-    hits = {code: sum(map(_TELLS[code].__contains__, folded)) for code in candidates}
+    told, hits = _told_by(), dict.fromkeys(candidates, 0)
+    for word in words:  # a few words: cheaper than a Counter
+        for code in told.get(word if word.isascii() else _fold(word), ()):
+            if code in hits:
+                hits[code] += 1
     best = max(hits.values())
     leaders = [code for code in candidates if hits[code] == best]
     if len(leaders) > 1:
@@ -478,9 +499,9 @@ def analyse(text: str) -> tuple[list[str], str]:
         if not all(map(str.isascii, words)):  # not just dashes and quotes
             return _analyse(normal)
     language, most = LANGUAGES[0], 0
-    sample = words[:_SAMPLE_WORDS]
+    counts = _tells_counted(words[:_SAMPLE_WORDS])
     for code in LANGUAGES:
-        hits = sum(map(_TELLS[code].__contains__, sample))
+        hits = counts[code]
         if hits > most:
             language, most = code, hits
     stop, stem = _STOP[language], stemmers[language]
@@ -661,7 +682,7 @@ def field_terms(text: str) -> frozenset[str]:
     items = _items(normalise(text.replace("-", " ")))
     latin = [w for w in items if isinstance(w, str) and _is_latin(w)]
     language = _language(latin[:_SAMPLE_WORDS]) if latin else LANGUAGES[0]
-    codes = _FIELD_QUERY_LANGUAGES
+    codes: tuple[str, ...] = _FIELD_QUERY_LANGUAGES
     if language not in codes:
         codes = (*codes, language)
     for word in items:
