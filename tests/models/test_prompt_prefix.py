@@ -9,7 +9,6 @@ server, which records each request's body."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -29,18 +28,6 @@ TOOLS = (
 )
 SYSTEM = "You are the agent. " * 80  # longer than a slice: a cut inside it would show
 PREFIX = PromptPrefix(SYSTEM, TOOLS)
-
-
-@pytest.fixture
-async def main(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
-    async with OpenAIModel(model="main", base_url=local_server.base_url, max_retries=0) as m:
-        yield m
-
-
-@pytest.fixture
-async def side(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
-    async with OpenAIModel(model="side", base_url=local_server.base_url, max_retries=0) as m:
-        yield m
 
 
 async def main_request(main: OpenAIModel, local_server: LocalServer) -> RecordedRequest:

@@ -44,18 +44,6 @@ SCHEMA = {
 }
 
 
-@pytest.fixture
-async def side(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
-    async with OpenAIModel(model="side", base_url=local_server.base_url, max_retries=0) as m:
-        yield m
-
-
-@pytest.fixture
-async def main(local_server: LocalServer) -> AsyncIterator[OpenAIModel]:
-    async with OpenAIModel(model="main", base_url=local_server.base_url, max_retries=0) as m:
-        yield m
-
-
 def side_query(model: OpenAIModel) -> asyncio.Task[Any]:
     return asyncio.ensure_future(
         model.generate_json(system="s", prompt="p", schema=SCHEMA, schema_name="answer")
