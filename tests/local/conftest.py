@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from asyncrecall.memory import MemoryDoc
+from asyncrecall.memory import MemoryDoc, SemanticInstantSelector
 
 
 def make_doc(
@@ -57,3 +58,32 @@ class HashingEncoder:
                 matrix[row, hashlib.md5(word.encode()).digest()[0] % 64] += 1.0
         norms = np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
         return matrix / norms
+
+
+class CountingEncoder:
+    """A real encoder (``inner``), counting each call and the thread that made it; it
+    reads the languages ``inner`` reads."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.multilingual = bool(getattr(inner, "multilingual", False))
+        self.calls: list[tuple[str, list[str]]] = []
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.calls.append((threading.current_thread().name, list(texts)))
+        return self.inner.embed(texts)
+
+
+def warm(selector: SemanticInstantSelector, docs: Sequence[MemoryDoc]) -> None:
+    """Prepare ``selector`` for ``docs`` and check its vectors are stacked."""
+    selector.prepare(docs)
+    assert selector.vectors_ready(docs)
+
+
+def paths(docs: Sequence[MemoryDoc]) -> list[str]:
+    """The documents' relative paths, in order."""
+    return [doc.rel_path for doc in docs]

