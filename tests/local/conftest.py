@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall.memory import MemoryDoc, SemanticInstantSelector
+from asyncrecall.memory.selectors._embedding import embed_query
 
 
 def make_doc(
@@ -76,6 +77,10 @@ class CountingEncoder:
     def embed(self, texts: Sequence[str]) -> Any:
         self.calls.append((threading.current_thread().name, list(texts)))
         return self.inner.embed(texts)
+
+    def embed_query(self, text: str) -> Any:
+        self.calls.append((threading.current_thread().name, [text]))
+        return embed_query(self.inner, text)
 
 
 def warm(selector: SemanticInstantSelector, docs: Sequence[MemoryDoc]) -> None:

