@@ -175,12 +175,12 @@ def test_english_in_ascii_tokenises_as_before(text: str) -> None:
     """The tokens LoCoMo's figures were measured with: the plain English path."""
     import re
 
-    from asyncrecall.memory.selectors._tokens import _STOP
+    from asyncrecall.memory.selectors._words import STOP_WORDS
 
     stemmer_module = pytest.importorskip("Stemmer")
     stem = stemmer_module.Stemmer("english").stemWord
     words = re.findall(r"[^\W_]{2,}|\d", text.lower())
-    assert tokenize(text) == [stem(w) for w in words if w not in _STOP["en"]]
+    assert tokenize(text) == [stem(w) for w in words if w not in STOP_WORDS["en"]]
 
 
 @pytest.mark.parametrize(
@@ -240,9 +240,9 @@ def test_spanish_italian_dutch_and_portuguese_are_read_as_themselves(
 
 
 def _own_stop(language: str) -> frozenset[str]:
-    from asyncrecall.memory.selectors._tokens import _STOP
+    from asyncrecall.memory.selectors._words import STOP_WORDS
 
-    return frozenset(_STOP[language])
+    return frozenset(STOP_WORDS[language])
 
 
 @pytest.mark.parametrize(
@@ -260,7 +260,8 @@ def test_english_with_other_languages_function_words_stays_english(text: str) ->
     are function words in Italian, Spanish, Dutch or Portuguese and everyday English
     words: they do not count towards those languages, so an English text that holds
     more of them than English stop words is still read, and stemmed, as English."""
-    from asyncrecall.memory.selectors._tokens import _STOP, LANGUAGES, analyse, analyse_query
+    from asyncrecall.memory.selectors._tokens import LANGUAGES, analyse, analyse_query
+    from asyncrecall.memory.selectors._words import STOP_WORDS
 
     stemmer_module = pytest.importorskip("Stemmer")
     stem = stemmer_module.Stemmer("english").stemWord
@@ -269,7 +270,7 @@ def test_english_with_other_languages_function_words_stays_english(text: str) ->
     tokens, read_as = analyse(text)
     assert read_as == "en"
     words = re.findall(r"[^\W_]{2,}|\d", text.lower())
-    assert tokens == [stem(w) for w in words if w not in _STOP["en"]]
+    assert tokens == [stem(w) for w in words if w not in STOP_WORDS["en"]]
     assert analyse_query(text, LANGUAGES).language == "en"
 
 
