@@ -85,7 +85,7 @@ class QueryForward:
         self._emb: int = arch._EMB_DIM
         self._cnn: int = arch._CNN_DIM
         self._layernorm = arch._layernorm
-        self._b = backend
+        self._net = backend
         width = self._cnn * len(self._orders)
         if backend.proj_W.shape != (self._emb, width):
             raise ValueError(f"unexpected projection shape {backend.proj_W.shape}")
@@ -141,11 +141,11 @@ class QueryForward:
         return ids
 
     def _dequantised(self, ids: Any) -> Any:
-        b = self._b
+        net = self._net
         chunk = ids % self._chunks
-        emb = b.table[ids].astype("float32")
-        emb *= b.scale[chunk, None]
-        emb += b.lo[chunk, None]
+        emb = net.table[ids].astype("float32")
+        emb *= net.scale[chunk, None]
+        emb += net.lo[chunk, None]
         return emb
 
     def _fill(self, missing: list[int]) -> None:
@@ -155,11 +155,11 @@ class QueryForward:
 
         if len(self._slot) + len(missing) > TOKEN_ROWS:
             self._slot.clear()
-        b = self._b
+        net = self._net
         ids = np.asarray(missing, dtype=np.int64)
-        x = self._dequantised(ids) @ b.proj_W
-        x += b.proj_b
-        self._layernorm(x, b.ln_g_all, b.ln_b_all, b.eps)
+        x = self._dequantised(ids) @ net.proj_W
+        x += net.proj_b
+        self._layernorm(x, net.ln_g_all, net.ln_b_all, net.eps)
         first = len(self._slot)
         out = self._rows[first : first + len(missing)]
         out[:, : x.shape[1]] = x
@@ -173,7 +173,7 @@ class QueryForward:
     def _forward(self, token_ids: list[int]) -> Any:
         import numpy as np
 
-        b, cnn, emb_dim = self._b, self._cnn, self._emb
+        net, cnn, emb_dim = self._net, self._cnn, self._emb
         slot = self._slot
         missing = list(dict.fromkeys(t for t in token_ids if t not in slot))
         if missing:
@@ -192,7 +192,7 @@ class QueryForward:
             # The first convolution: each window slot's share, from the token there
             # (a slot outside the text reads zeros).
             h = np.empty((count, cnn), dtype=np.float32)
-            h[:] = b.b1[i]
+            h[:] = net.b1[i]
             for j in range(n):
                 shift = j - left
                 lo, hi = max(0, -shift), min(count, count - shift)
@@ -206,22 +206,22 @@ class QueryForward:
             windows = np.empty((count, n * cnn), dtype=np.float32)
             for j in range(n):
                 windows[:, j * cnn : (j + 1) * cnn] = padded[j : j + count]
-            c2 = windows @ b.w2[i]
-            c2 += b.b2[i]
+            c2 = windows @ net.w2[i]
+            c2 += net.b2[i]
             np.maximum(c2, 0, out=c2)
             c2 += h
             feats[:, emb_dim + i * cnn : emb_dim + (i + 1) * cnn] = c2
-        self._layernorm(feats, b.ln_g, b.ln_b, b.eps)
-        mean = feats.sum(axis=0, keepdims=True) @ b.cnn_W
-        mean += np.float32(count) * b.cnn_b
+        self._layernorm(feats, net.ln_g, net.ln_b, net.eps)
+        mean = feats.sum(axis=0, keepdims=True) @ net.cnn_W
+        mean += np.float32(count) * net.cnn_b
         mean *= np.float32(1.0 / np.sqrt(count))
-        y0 = np.maximum(mean @ b.d0, 0)
-        y1 = mean @ b.p1
-        y1 += y0 @ b.d1
+        y0 = np.maximum(mean @ net.d0, 0)
+        y1 = mean @ net.p1
+        y1 += y0 @ net.d1
         np.maximum(y1, 0, out=y1)
-        y2 = np.maximum(y1 @ b.d2, 0)
-        z = y1 @ b.p3
-        z += y2 @ b.d3
+        y2 = np.maximum(y1 @ net.d2, 0)
+        z = y1 @ net.p3
+        z += y2 @ net.d3
         np.tanh(z, out=z)
-        z /= np.float32(np.sqrt(max(float(np.einsum("ij,ij->", z, z)), b.eps)))
+        z /= np.float32(np.sqrt(max(float(np.einsum("ij,ij->", z, z)), net.eps)))
         return z[0]
