@@ -25,7 +25,8 @@ a :class:`LocalServer`, under each recall mode:
 as a negative, in its language's other folder, none with a tool round, so the first
 request is the only one, and only a pass that reads meaning can bring its memory.
 ``--dataset paraphrase-heldout``: the same with the held-out set (Spanish, Italian,
-Dutch, cross-language; never used to choose a threshold). With either, each mode's
+Dutch, cross-language, Portuguese, Polish, Russian, Turkish; never used to choose a
+threshold). With either, each mode's
 figures also come per folder (``by_group``).
 
 Every mode replays the same cases with the same seeds, all modes at the same time
