@@ -4,6 +4,7 @@ checks are structural, on a small LoCoMo-format file written by the test."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -419,10 +420,33 @@ def test_the_heldout_set_shares_no_word_and_pairs_its_folders(tmp_path: Path) ->
     assert {group.split("/")[0] for group in folders.groups} == set(HELDOUT_LANGUAGES)
 
 
+def test_the_no_shared_word_sets_are_asked_whole_by_default(tmp_path: Path) -> None:
+    """``--dataset paraphrase-heldout`` without ``--questions`` asks every question of
+    the set, each also as a negative, although the set holds more questions than the
+    LoCoMo default sample; ``--questions`` still samples."""
+    from asyncrecall_bench._recall import _build_paraphrase, add_arguments, config_from_args
+    from asyncrecall_bench._recall_data import DEFAULT_QUESTIONS
+
+    folders, questions = _build_paraphrase(tmp_path, heldout=True)
+    assert len(questions) > DEFAULT_QUESTIONS
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    config = config_from_args(parser.parse_args(["--dataset", "paraphrase-heldout"]))
+    cases = draw_cases(questions, folders.paths, config, folders.partner)
+    assert len(cases) == 2 * len(questions)
+    assert {case.plan.query.text for case in cases} == {text for _, text, _ in questions}
+    config = config_from_args(
+        parser.parse_args(["--dataset", "paraphrase-heldout", "--questions", "5"])
+    )
+    assert len(draw_cases(questions, folders.paths, config, folders.partner)) == 10
+
+
 def test_a_heldout_run_reports_every_folder_and_adds_up() -> None:
     """A real ``--quick`` run of the held-out set: it names itself, reports every mode's
     figures per folder, and the folders' figures add up to the mode's own (questions,
     negatives, gold on the first request, junk on positives and negatives)."""
+    from asyncrecall_bench._paraphrase import HELDOUT_LANGUAGES
+
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         args = ["bench", "recall", "--quick", "--json", "--questions", "12"]
@@ -431,7 +455,8 @@ def test_a_heldout_run_reports_every_folder_and_adds_up() -> None:
     assert report["dataset"] == "paraphrase-heldout"
     for mode, figures in report["modes"].items():
         groups = figures["by_group"]
-        assert len(groups) == 8 and all(name.count("/") == 1 for name in groups), mode
+        assert len(groups) == 2 * len(HELDOUT_LANGUAGES), mode
+        assert all(name.count("/") == 1 for name in groups), mode
         assert sum(g["questions"] for g in groups.values()) == report["questions"]
         negatives = sum(g["negative_questions"] for g in groups.values())
         assert negatives == report["negative_questions"]

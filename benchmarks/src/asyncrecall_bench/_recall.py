@@ -25,7 +25,8 @@ a :class:`LocalServer`, under each recall mode:
 as a negative, in its language's other folder, none with a tool round, so the first
 request is the only one, and only a pass that reads meaning can bring its memory.
 ``--dataset paraphrase-heldout``: the same with the held-out set (Spanish, Italian,
-Dutch, cross-language; never used to choose a threshold). With either, each mode's
+Dutch, cross-language, Portuguese, Polish, Russian, Turkish: 128 questions; never used to
+choose a threshold). Both are asked whole unless ``--questions`` is given. With either, each mode's
 figures also come per folder (``by_group``).
 
 Every mode replays the same cases with the same seeds, all modes at the same time
@@ -47,6 +48,7 @@ import asyncio
 import json
 import random
 import re
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -109,6 +111,9 @@ __all__ = [
 ]
 
 _QUICK_QUESTIONS: Final = 4
+#: The no-shared-word sets are asked whole unless ``--questions`` says otherwise (a
+#: sample takes the smaller of the two counts).
+_EVERY_QUESTION: Final = sys.maxsize
 _LIMIT: Final = 5
 _STAGGER_S: Final = 0.02
 #: ``--quick``: every latency of the workload divided by this (a smoke run).
@@ -151,7 +156,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--questions",
         type=int,
         metavar="N",
-        help=f"questions sampled (each also asked as a negative; default {DEFAULT_QUESTIONS})",
+        help=f"questions sampled (each also asked as a negative; default {DEFAULT_QUESTIONS}, "
+        "and every question of the no-shared-word sets)",
     )
     parser.add_argument(
         "--accuracy",
@@ -196,7 +202,8 @@ def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
         raise ConfigError(f"dataset {dataset} does not exist")
     questions: int = args.questions
     if questions is None:
-        questions = _QUICK_QUESTIONS if args.quick else DEFAULT_QUESTIONS
+        every = _EVERY_QUESTION if paraphrase else DEFAULT_QUESTIONS
+        questions = _QUICK_QUESTIONS if args.quick else every
     concurrency: int = args.concurrency
     if concurrency is None:
         concurrency = 2 * questions if args.quick else DEFAULT_CONCURRENCY

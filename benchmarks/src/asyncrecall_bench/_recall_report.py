@@ -21,7 +21,8 @@ def render_report(report: RecallBenchReport, console: Console) -> None:
     data = report.as_json()
     if config.paraphrase:
         languages = (
-            "held out: Spanish, Italian, Dutch, cross-language"
+            "held out: Spanish, Italian, Dutch, cross-language, Portuguese, Polish, "
+            "Russian, Turkish"
             if config.heldout
             else "English, French, German"
         )
