@@ -81,8 +81,9 @@ def test_a_query_gets_the_package_vector_and_tokens(
 def test_the_same_vector_when_its_table_starts_over(
     encoder: MultilingualEncoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A table of 48 tokens starts over many times over these texts; every vector is
-    still the package's, asked in any order and again."""
+    """A table of 48 tokens (16 prefilled) forgets its learned tokens many times over
+    these texts; every vector is still the package's, asked in any order and again, and
+    the prefilled pieces are never forgotten."""
     monkeypatch.setattr(_use_query, "TOKEN_ROWS", 48)
     monkeypatch.setattr(_use_query, "PREFILLED", 16)
     monkeypatch.setattr(_use_query, "WORDS", 8)
@@ -90,7 +91,10 @@ def test_the_same_vector_when_its_table_starts_over(
     texts = [text for text in TEXTS if len(text) < 200]
     for text in [*texts, *reversed(texts), *texts]:
         assert float(np.abs(small.embed(text) - package_vector(encoder, text)).max()) < 1e-5
+    seen = {t for text in texts for t in small._ids(text)}
+    assert len(seen - set(range(16))) > 3 * 32  # it had to forget
     assert len(small._slot) <= 48
+    assert all(small._slot.get(token) == token for token in range(16))
 
 
 class _Changed:

@@ -27,8 +27,9 @@ __all__ = ["QueryForward", "query_forward"]
 
 #: Tokens whose shares are kept (about 13 KB each).
 TOKEN_ROWS: Final = 2048
-#: Of them, the pieces filled at load: the vocabulary's first (most frequent) ids.
-PREFILLED: Final = 1024
+#: Of them, the pieces filled at load and never forgotten: the vocabulary's first (most
+#: frequent) ids (at most half the table: a query's new tokens always fit in the rest).
+PREFILLED: Final = 512
 #: Words whose tokens are kept.
 WORDS: Final = 8192
 #: How the tokenizer writes a space.
@@ -100,15 +101,22 @@ class QueryForward:
         # A token's row: its projected, normalised row, then each branch's shares.
         self._row_width = width + sum(n for n, _ in self._orders) * self._cnn
         self._rows = np.empty((TOKEN_ROWS, self._row_width), dtype=np.float32)
+        # Touched now, at load: the first write to each of its pages would otherwise fall
+        # on a query (a huge page's first touch took milliseconds).
+        self._rows.fill(0.0)
         self._slot: dict[int, int] = {}
+        self._next = 0  # the next free row
         self._lock = threading.Lock()
         with self._lock:
-            self._fill(list(range(min(PREFILLED, TOKEN_ROWS))))
+            self._fill(list(range(min(PREFILLED, TOKEN_ROWS // 2))))
+        self._kept = self._next  # the prefilled rows, never forgotten
+        # A text of more tokens than the rest of the table holds takes the package's pass.
+        self._longest = min(MAX_TOKENS, len(self._rows) - self._kept)
 
     def embed(self, text: str) -> Any:
         """The L2-normalised vector of ``text`` (512 float32)."""
         ids = self._ids(text)
-        if len(ids) > MAX_TOKENS or not self._lock.acquire(blocking=False):
+        if len(ids) > self._longest or not self._lock.acquire(blocking=False):
             return self._model.encode([text])[0]
         try:
             if self._limit is None:
@@ -149,19 +157,17 @@ class QueryForward:
         return emb
 
     def _fill(self, missing: list[int]) -> None:
-        """Compute and keep the rows of ``missing`` (distinct ids); when the table is
-        full it starts over (the prefilled pieces are computed again as they come)."""
+        """Compute and keep the rows of ``missing`` (distinct ids, with room for them)."""
         import numpy as np
 
-        if len(self._slot) + len(missing) > TOKEN_ROWS:
-            self._slot.clear()
         net = self._net
         ids = np.asarray(missing, dtype=np.int64)
         x = self._dequantised(ids) @ net.proj_W
         x += net.proj_b
         self._layernorm(x, net.ln_g_all, net.ln_b_all, net.eps)
-        first = len(self._slot)
-        out = self._rows[first : first + len(missing)]
+        first = self._next
+        self._next += len(missing)
+        out = self._rows[first : self._next]
         out[:, : x.shape[1]] = x
         at = x.shape[1]
         for i, w1 in enumerate(self._w1_slots):
@@ -175,12 +181,14 @@ class QueryForward:
 
         net, cnn, emb_dim = self._net, self._cnn, self._emb
         slot = self._slot
-        missing = list(dict.fromkeys(t for t in token_ids if t not in slot))
+        missing = [t for t in dict.fromkeys(token_ids) if t not in slot]
+        if self._next + len(missing) > len(self._rows):  # full: forget all but the prefilled
+            for token in [t for t, row in slot.items() if row >= self._kept]:
+                del slot[token]
+            self._next = self._kept
+            missing = [t for t in dict.fromkeys(token_ids) if t not in slot]
         if missing:
             self._fill(missing)
-        if any(t not in slot for t in token_ids):  # the table started over meanwhile
-            self._slot.clear()
-            self._fill(list(dict.fromkeys(token_ids)))
         count = len(token_ids)
         rows = self._rows[[slot[t] for t in token_ids]]
         feats = np.empty((count, emb_dim + cnn * len(self._orders)), dtype=np.float32)
