@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import random
 import re
@@ -424,17 +425,25 @@ async def measure(
             )
             for mode in (*MODES, REFERENCE)
         }
+        # The folders, stores and warmed selectors of every mode are the harness's, not
+        # an agent's heap (``chat`` freezes what it built at start-up too): keep the
+        # garbage collector's full passes over them out of the measurements.
+        gc.collect()
+        gc.freeze()
         # Side by side: a shared machine's load changes over a run, and hits every mode
         # alike only if they run at the same time.
         log(
             f"{len(cases)} cases per mode, {config.concurrency} at a time per mode, the "
             f"{len(runners)} runs (memory off included) side by side ..."
         )
-        async with asyncio.TaskGroup() as group:
-            tasks = {
-                mode: group.create_task(runner.run(cases, config.concurrency, n / len(runners)))
-                for n, (mode, runner) in enumerate(runners.items())
-            }
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = {
+                    mode: group.create_task(runner.run(cases, config.concurrency, n / len(runners)))
+                    for n, (mode, runner) in enumerate(runners.items())
+                }
+        finally:
+            gc.unfreeze()
         traces = {mode: task.result() for mode, task in tasks.items()}
         figures: dict[str, ModeFigures] = {
             mode: _figures(mode, cases, traces[mode], server.requests, folders) for mode in MODES
