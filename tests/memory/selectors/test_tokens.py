@@ -214,15 +214,31 @@ def test_english_in_ascii_tokenises_as_before(text: str) -> None:
             "O meu filho vai ao médico com a avó.",
             {"os", "da", "nao", "tem", "do"},
         ),
+        (
+            "pl",
+            "polish",
+            "Klucze od piwnicy są w szufladzie przy drzwiach.",
+            "Klucz od garażu wisi na haczyku.",
+            {"od", "sa", "przy"},
+        ),
+        (
+            "tr",
+            "turkish",
+            "Kitaplar rafta ve masanın üstünde duruyor, bu akşam da kütüphaneye gidecek.",
+            "Bu kitap çok eski.",
+            {"ve", "bu", "da"},
+        ),
     ],
 )
-def test_spanish_italian_dutch_and_portuguese_are_read_as_themselves(
+def test_later_languages_are_read_as_themselves(
     language: str, snowball: str, text: str, singular: str, function_words: set[str]
 ) -> None:
-    """A note in Spanish, Italian, Dutch or Portuguese is told as such (not as French):
-    its function words are dropped and its own stemmer runs on the rest, accents
-    dropped, so a plural finds its singular (``niños``/``niño``, ``libri``/``libro``,
-    ``boeken``/``boek``, ``filhos``/``filho``: the French stemmer keeps them apart)."""
+    """A note in Spanish, Italian, Dutch, Portuguese, Polish or Turkish is told as such
+    (not as French, English or German): its function words are dropped and its own
+    stemmer runs on the rest, accents dropped, so a plural finds its singular
+    (``niños``/``niño``, ``libri``/``libro``, ``boeken``/``boek``, ``filhos``/``filho``,
+    ``klucze``/``klucz``, ``kitaplar``/``kitap``: another language's stemmer keeps them
+    apart)."""
     import re
 
     from asyncrecall.memory.selectors._tokens import _fold, analyse
@@ -253,13 +269,17 @@ def _own_stop(language: str) -> frozenset[str]:
         "The CI pipeline runs per commit, AI review",
         "Ben's van: door repair parts",
         "Dashboards: grafana.example.com, feeds: socket.io",
+        "Do you know what to do? I go to my gym on Monday, one or two times",
+        "Her dog and her cat: we've a plan to go, ya know",
     ],
 )
 def test_english_with_other_languages_function_words_stays_english(text: str) -> None:
     """``come``, ``per``, ``die``, ``ben``, ``van``, ``door``, ``CI``, ``AI``, ``com``
     are function words in Italian, Spanish, Dutch or Portuguese and everyday English
-    words: they do not count towards those languages, so an English text that holds
-    more of them than English stop words is still read, and stemmed, as English."""
+    words, as are ``to``, ``do``, ``go``, ``my``, ``one`` in Polish and ``her``, ``ve``
+    (of ``we've``), ``ya`` in Turkish: they do not count towards those languages, so an
+    English text that holds more of them than English stop words is still read, and
+    stemmed, as English."""
     from asyncrecall.memory.selectors._tokens import LANGUAGES, analyse, analyse_query
     from asyncrecall.memory.selectors._words import STOP_WORDS
 
@@ -331,3 +351,35 @@ def test_a_fields_stem_in_a_later_language_meets_only_a_query_in_that_language()
     assert FieldIndex().matches("Who will attend?", docs) == []
     assert FieldIndex().matches("Which part broke?", docs) == []
     assert FieldIndex().matches("¿Cuándo los recogen?", docs) == [1]
+
+
+_POLISH_TURKISH_FOLDER = (
+    ("pl.md", "Rachunki za prąd płacimy przelewem do dziesiątego dnia miesiąca."),
+    ("tr.md", "Arabanın sigortası için her yıl mart ayında bir hatırlatma geliyor."),
+    ("en.md", "The boiler is serviced every November by the plumber."),
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "wanted"),
+    [
+        ("Ile dni na rachunki?", ["pl.md"]),
+        ("Sigortası ne zaman?", ["tr.md"]),
+        ("Hatırlatmalar ne zaman geliyor?", ["tr.md"]),  # a plural finds its singular
+        ("A za to?", []),  # Polish function words alone
+        ("Ne için?", []),  # Turkish ones
+        ("Bir de bu ne için?", []),
+    ],
+)
+def test_polish_and_turkish_questions_find_their_note_and_function_words_find_nothing(
+    question: str, wanted: list[str]
+) -> None:
+    """Polish and Turkish are read as themselves: a question finds its note through its
+    content words alone, its function words (``ile``, ``na``; ``ne``) no longer diluting
+    them, and a Turkish plural meets its singular (``hatırlatmalar``/``hatırlatma``); a
+    question whose only words in common with the folder are Polish or Turkish function
+    words (``za``; ``için``, ``bir``) gets nothing. Read as another language, every one
+    of these went the other way."""
+    docs = [_doc(path, body) for path, body in _POLISH_TURKISH_FOLDER]
+    found = LexicalSelector().rank(question, docs, limit=5)
+    assert [d.rel_path for d in found] == wanted

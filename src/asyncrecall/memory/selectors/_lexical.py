@@ -78,18 +78,19 @@ logger = logging.getLogger("asyncrecall.memory")
 _CACHE_DIR: Final = ".cache"
 #: The cache file; its name carries the tokeniser's version (stemmers, stop words, what a
 #: word is; 4: any language, each row with its document's language; 5: Spanish, Italian,
-#: Dutch and Portuguese told apart from French).
-_CACHE_NAME: Final = "lexical-v5.marshal"
+#: Dutch and Portuguese told apart from French; 6: Polish and Turkish too).
+_CACHE_NAME: Final = "lexical-v6.marshal"
 #: The files of earlier tokenisers, removed when the current one is written.
 _OLD_CACHE_NAMES: Final = (
     "lexical-v1.jsonl",
     "lexical-v2.marshal",
     "lexical-v3.marshal",
     "lexical-v4.marshal",
+    "lexical-v5.marshal",
 )
 #: What the file starts with: this format, and the Python that wrote it (``marshal``'s
 #: format may change between versions).
-_CACHE_HEADER: Final = ("asyncrecall-lexical", 5, marshal.version, sys.version_info[:2])
+_CACHE_HEADER: Final = ("asyncrecall-lexical", 6, marshal.version, sys.version_info[:2])
 #: Abstain unless at least this share of a query's terms occurs in some memory (one
 #: third: "Put the new checkout behind a flag" knows 2 of 5). Chosen on LoCoMo dev
 #: (``bench quality --negatives``) with the names gate: false injection 0.913 ->
@@ -210,7 +211,7 @@ class LexicalSelector:
     the offered order (newest first). Cheap to share: the cache is keyed by path.
 
     Term counts are cached in memory on (path, fingerprint) and, per memory folder, in
-    ``<folder>/.cache/lexical-v5.marshal`` (written atomically; a hidden folder the scan
+    ``<folder>/.cache/lexical-v6.marshal`` (written atomically; a hidden folder the scan
     never reads), so a new process does not tokenise the folder again.
     :meth:`ready` says whether a selection would tokenise nothing; recall runs the
     selector inline only then, and otherwise prepares it in a worker thread

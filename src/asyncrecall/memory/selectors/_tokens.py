@@ -75,7 +75,7 @@ __all__ = [
 ]
 
 #: The Latin-script languages told apart (stop words, stemmer); the first is the default.
-LANGUAGES: Final = ("en", "fr", "de", "es", "it", "nl", "pt")
+LANGUAGES: Final = ("en", "fr", "de", "es", "it", "nl", "pt", "pl", "tr")
 _SNOWBALL: Final = {
     "en": "english",
     "fr": "french",
@@ -84,6 +84,8 @@ _SNOWBALL: Final = {
     "it": "italian",
     "nl": "dutch",
     "pt": "portuguese",
+    "pl": "polish",
+    "tr": "turkish",
     "ru": "russian",
 }
 
@@ -301,7 +303,8 @@ def _tells_counted(words: Iterable[str]) -> Counter[str]:
 
 def _language(words: Iterable[str], candidates: Sequence[str] = LANGUAGES) -> str:
     """The language among ``candidates`` whose stop words ``words`` (normalised Latin
-    words) hold most; ties go to the accents, then to the first candidate."""
+    words) hold most; ties go to the language of which they hold the most letters
+    (:data:`ACCENTS`), then to the first candidate."""
     if len(candidates) == 1:
         return candidates[0]
     words = list(words)
@@ -314,9 +317,10 @@ def _language(words: Iterable[str], candidates: Sequence[str] = LANGUAGES) -> st
     leaders = [code for code in candidates if hits[code] == best]
     if len(leaders) > 1:
         letters = set().union(*(word for word in words if not word.isascii()))
-        accented = [code for code in leaders if ACCENTS.get(code, frozenset()) & letters]
-        if accented:
-            return accented[0]
+        held = {code: len(ACCENTS.get(code, frozenset()) & letters) for code in leaders}
+        most = max(held.values())
+        if most:
+            return next(code for code in leaders if held[code] == most)
     return leaders[0]
 
 
