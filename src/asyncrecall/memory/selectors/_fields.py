@@ -5,7 +5,7 @@ body says; the selectors' abstention (coverage, closeness, names) was tuned on b
 and may still say nothing is relevant. This signal reads only the name and the
 description, as the user wrote them (stemmed: "indentation" finds "indent", "files"
 finds "file"; each Latin-script word in English, French and German, a name being too
-short to tell its language by, and in Spanish, Italian, Dutch or Portuguese when its
+short to tell its language by, and in a later language (Spanish ... Turkish) when its
 words tell it is written in that one: ``_tokens.field_terms``), and every selector that
 ships heeds it:
 

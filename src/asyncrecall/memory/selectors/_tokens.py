@@ -15,14 +15,15 @@ thing, cheaper). Then:
   a Han piece right before hiragana (a verb's stem: ``読んで`` -> ``読``).
 - **Cyrillic** words: the Snowball Russian stemmer, Russian stop words, ``ё`` as ``е``.
 - **Latin-script** words: the stop words and Snowball stemmer of the text's language
-  (English, French, German, Spanish, Italian, Dutch or Portuguese), chosen from its
-  stop words (``de``, ``le``, ``est`` ... against ``the``, ``of``, ``is`` ..., ``los``,
-  ``della``, ``het``, ``não`` ...) and, failing those, its accents (``é``, ``ß``, ``ñ``,
-  ``ò``, ``ã`` ...); the later four's stop words that English writes as words of its own
-  (``come``, ``per``, ``door``, ``AI``) do not count towards them, so an English text is
-  not read as Italian or Dutch. The word is stemmed without its accents (``réunions`` ->
-  ``reunion``, ``Größe`` -> ``gross``, ``niños`` -> ``nin``), so a query typed without
-  them still matches.
+  (English, French, German, Spanish, Italian, Dutch, Portuguese, Polish or Turkish),
+  chosen from its stop words (``de``, ``le``, ``est`` ... against ``the``, ``of``,
+  ``is`` ..., ``los``, ``della``, ``het``, ``não``, ``się``, ``için`` ...) and, failing
+  those, the letters it holds most of a language's (``é``, ``ß``, ``ñ``, ``ò``, ``ã``,
+  ``ł``, ``ı`` ...); the later languages' stop words that English writes as words of its
+  own (``come``, ``per``, ``door``, ``AI``; ``to``, ``my``, ``her``) do not count towards
+  them, so an English text is not read as Italian, Dutch or Polish. The word is stemmed
+  without its accents (``réunions`` -> ``reunion``, ``Größe`` -> ``gross``, ``niños`` ->
+  ``nin``), so a query typed without them still matches.
 - Other scripts (Greek, Arabic, Hebrew, Devanagari...): the normalised word, unstemmed.
 
 English in ASCII tokenises exactly as before this module (the Snowball English stemmer,
@@ -454,7 +455,7 @@ def field_query(query: str) -> QueryTerms:
     :data:`LANGUAGES`, each Latin-script word stemmed in it, then in English, French and
     German.
 
-    A stem of Spanish, Italian, Dutch or Portuguese is kept apart (``es:nin``): it
+    A stem of a later language (Spanish ... Turkish) is kept apart (``es:nin``): it
     meets only a field word's stem in the same language, which a field has only when it
     is told to be written in that language. Stemmed in every language and mixed with
     the others, the later four's stems of short English fields met English questions'
@@ -550,7 +551,7 @@ def named_terms(query: str) -> list[list[str]]:
 def field_terms(text: str) -> frozenset[str]:
     """Every term a short field (a memory's name or description) may be matched by: each
     Latin-script word stemmed in English, French and German (a name is too short to
-    tell its language by), and in Spanish, Italian, Dutch or Portuguese too when its
+    tell its language by), and in a later language too (Spanish ... Turkish) when its
     stop words or accents tell it is written in that language (those stems kept apart,
     see :func:`field_query`); a Cyrillic word in Russian, CJK runs as their bigrams and
     unigrams. Stop words of a language are left out of that language's stems; a name's
