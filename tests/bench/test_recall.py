@@ -252,6 +252,7 @@ def test_delivered_paths_reads_memory_blocks_in_user_messages(tmp_path: Path) ->
         (["--questions", "0"], "must be 1 or more"),
         (["--concurrency", "0"], "must be 1 or more"),
         (["--dataset", "/nonexistent/locomo.json"], "does not exist"),
+        (["--cases"], "pass --json too"),
     ],
 )
 def test_bad_flags_are_usage_errors(
@@ -467,3 +468,33 @@ def test_a_heldout_run_reports_every_folder_and_adds_up() -> None:
             round(g["negative_junk_delivered"] * g["negative_questions"]) for g in groups.values()
         )
         assert wrong == round(figures["negative"]["junk_delivered"] * negatives), mode
+
+
+def test_cases_say_what_each_question_got_and_add_up_to_the_figures(dataset: Path) -> None:
+    """``--cases``: one entry per question in the run's order (its text, folder, whether
+    it is a negative, its gold files), and per mode the files on its first request and
+    the ones that reached the model. Counted over the entries, gold on the first
+    request, gold and junk delivered, and junk on negatives are each mode's own figures
+    (the async modes' memory comes after the first request, with the tool results)."""
+    report = _run(dataset, "--cases", "--accuracy", "1")
+    cases = report["cases"]
+    assert len(cases) == report["questions"] + report["negative_questions"] == 6
+    assert sum(case["negative"] for case in cases) == report["negative_questions"]
+    for case in cases:
+        assert case["question"] and isinstance(case["folder"], int)
+        assert bool(case["gold"]) != case["negative"]
+        assert list(case["modes"]) == list(report["modes"])
+    for mode, figures in report["modes"].items():
+        got = [(case, case["modes"][mode]) for case in cases]
+        positives = [(set(c["gold"]), m) for c, m in got if not c["negative"]]
+        counts = {
+            "gold_first_request": sum(bool(g & set(m["first_request"])) for g, m in positives),
+            "gold_delivered": sum(bool(g & set(m["delivered"])) for g, m in positives),
+            "junk_delivered": sum(
+                bool(m["delivered"]) and not g & set(m["delivered"]) for g, m in positives
+            ),
+        }
+        for key, count in counts.items():
+            assert count == round(figures["positive"][key] * report["questions"]), (mode, key)
+        wrong = sum(bool(m["delivered"]) for c, m in got if c["negative"])
+        assert wrong == round(figures["negative"]["junk_delivered"] * len(cases) / 2), mode

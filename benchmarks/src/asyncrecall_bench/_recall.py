@@ -187,6 +187,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="async+lexical's instant pass reads meaning too (the semantic_instant setting; "
         "needs the local extra)",
     )
+    parser.add_argument(
+        "--cases",
+        action="store_true",
+        help="with --json: every question's outcome in each mode (the files on its first "
+        "request and the ones that reached the model)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_plot_flag(parser)
 
@@ -201,6 +207,8 @@ def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
         )
     if not paraphrase and not dataset.is_file():
         raise ConfigError(f"dataset {dataset} does not exist")
+    if args.cases and not args.json:
+        raise ConfigError("--cases adds to the JSON report: pass --json too")
     questions: int = args.questions
     if questions is None:
         every = _EVERY_QUESTION if paraphrase else DEFAULT_QUESTIONS
@@ -228,6 +236,7 @@ def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
         paraphrase=paraphrase,
         heldout=paraphrase and str(args.dataset) == PARAPHRASE_HELDOUT,
         semantic_instant=args.semantic_instant,
+        per_case=args.cases,
     )
 
 
@@ -567,17 +576,19 @@ def _figures(
     positive: list[tuple[bool, bool]] = []
     negative: list[bool] = []
     on_first: list[bool] = []
+    delivered: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     for case in cases:
         final = last.get(main_model_name(mode, case.plan))
         known = frozenset(folders.paths[case.folder])
         got = delivered_paths(final, known) if final is not None else set()
+        opening = first.get(main_model_name(mode, case.plan))
+        early = delivered_paths(opening, known) if opening is not None else set()
+        delivered.append((tuple(sorted(early)), tuple(sorted(got))))
         if case.negative:
             negative.append(bool(got))
         else:
             gold = bool(got & case.gold)
             positive.append((gold, bool(got) and not gold))
-            opening = first.get(main_model_name(mode, case.plan))
-            early = delivered_paths(opening, known) if opening is not None else set()
             on_first.append(bool(early & case.gold))
     return ModeFigures(
         mode,
@@ -586,4 +597,5 @@ def _figures(
         negative=negative,
         errors=sum(trace.finish_reason != "stop" for trace in traces) + len(cases) - len(traces),
         first=on_first,
+        delivered=delivered,
     )

@@ -65,6 +65,8 @@ class RecallBenchConfig:
     heldout: bool = False
     #: ``async+lexical``'s instant pass reads meaning too (the ``semantic_instant`` setting).
     semantic_instant: bool = False
+    #: The JSON gives every question's outcome in each mode (``cases``).
+    per_case: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,9 @@ class ModeFigures:
     errors: int
     #: Per positive case: a gold file in the first main request (the user query's).
     first: Sequence[bool] = ()
+    #: Per case, in the report's order: the files in the first main request, and the
+    #: ones that reached the model by its last.
+    delivered: Sequence[tuple[tuple[str, ...], tuple[str, ...]]] = ()
 
     def as_json(self) -> dict[str, Any]:
         pos, neg = len(self.positive), len(self.negative)
@@ -168,12 +173,34 @@ class RecallBenchReport:
             for group, (gold, first, junk, wrong) in tallies.items()
         }
 
+    def per_case(self) -> list[dict[str, Any]]:
+        """Every question, in the run's order: its text, folder, whether it is a negative,
+        its gold files, and per mode the files on its first request and the ones that
+        reached the model (``--cases``)."""
+        return [
+            {
+                "question": case.plan.text,
+                "folder": self.groups[case.folder] if self.groups else case.folder,
+                "negative": case.negative,
+                "gold": sorted(case.gold),
+                "modes": {
+                    mode: {
+                        "first_request": list(figures.delivered[n][0]),
+                        "delivered": list(figures.delivered[n][1]),
+                    }
+                    for mode, figures in self.modes.items()
+                },
+            }
+            for n, case in enumerate(self.cases)
+        ]
+
     def as_json(self) -> dict[str, Any]:
         positives = sum(not c.negative for c in self.cases)
         modes = {mode: figures.as_json() for mode, figures in self.modes.items()}
         if self.groups:
             for mode, figures in self.modes.items():
                 modes[mode]["by_group"] = self.by_group(figures)
+        cases = {"cases": self.per_case()} if self.config.per_case else {}
         return {
             "dataset": self.dataset_name(),
             "questions": positives,
@@ -187,6 +214,7 @@ class RecallBenchReport:
                 }
             },
             "recommended": self.recommended(),
+            **cases,
         }
 
 
