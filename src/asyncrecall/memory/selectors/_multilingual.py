@@ -10,8 +10,9 @@ vectors, it reads a query in French or German, or a question asked in one langua
 a note written in another, and it tells a paraphrase from a question about nothing in
 the folder well enough to abstain (``benchmarks/instant_gate.py``).
 
-What it costs: about 0.4 s and 65 MB to load (its embedding table, 8 bits a weight;
-the pass for queries keeps 27 MB more), then a few milliseconds of CPU to embed a
+What it costs: 1-2 s to load in a new process, in the warm-up thread, and about 120 MB
+(its 8-bit embedding table, its weights, its tokenizer's vocabulary; the pass for
+queries keeps 35 MB more), then a few milliseconds of CPU to embed a
 short query (a few 512-wide matrix products per token). A query goes through
 :mod:`._use_query`, which keeps what depends on one token alone: about half the
 package's cost once a session's words are known, nine tenths for a query of new words
