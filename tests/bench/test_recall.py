@@ -498,3 +498,28 @@ def test_cases_say_what_each_question_got_and_add_up_to_the_figures(dataset: Pat
             assert count == round(figures["positive"][key] * report["questions"]), (mode, key)
         wrong = sum(bool(m["delivered"]) for c, m in got if c["negative"])
         assert wrong == round(figures["negative"]["junk_delivered"] * len(cases) / 2), mode
+
+
+def test_the_harness_heap_is_frozen_while_the_modes_run_and_thawed_after(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folders, stores and warmed selectors built before the modes run are frozen
+    out of the garbage collector's passes while every mode runs (an agent freezes what
+    it built at start-up too), and thawed once the run is over."""
+    import gc
+
+    from asyncrecall_bench import _recall
+
+    frozen: list[int] = []
+    run = _recall._ModeRun.run
+
+    async def recording(self: Any, *args: Any, **kwargs: Any) -> Any:
+        frozen.append(gc.get_freeze_count())
+        return await run(self, *args, **kwargs)
+
+    monkeypatch.setattr(_recall._ModeRun, "run", recording)
+    before = gc.get_freeze_count()
+    _run(dataset)
+    assert len(frozen) == len(MODES) + 1  # every mode and memory off
+    assert all(count > before for count in frozen)
+    assert gc.get_freeze_count() == before
