@@ -26,8 +26,8 @@ as a negative, in its language's other folder, none with a tool round, so the fi
 request is the only one, and only a pass that reads meaning can bring its memory.
 ``--dataset paraphrase-heldout``: the same with the held-out set (Spanish, Italian,
 Dutch, cross-language, Portuguese, Polish, Russian, Turkish: 128 questions; never used to
-choose a threshold). Both are asked whole unless ``--questions`` is given. With either, each mode's
-figures also come per folder (``by_group``).
+choose a threshold). Both are asked whole unless ``--questions`` is given. With either,
+each mode's figures also come per folder (``by_group``).
 
 Every mode replays the same cases with the same seeds, all modes at the same time
 (``--concurrency`` questions at a time each) beside a memory-off run of the same cases,
@@ -438,13 +438,13 @@ async def measure(
         # an agent's heap (``chat`` freezes what it built at start-up too): keep the
         # garbage collector's full passes over them out of the measurements.
         gc.collect()
-        gc.freeze()
         # Side by side: a shared machine's load changes over a run, and hits every mode
         # alike only if they run at the same time.
         log(
             f"{len(cases)} cases per mode, {config.concurrency} at a time per mode, the "
             f"{len(runners)} runs (memory off included) side by side ..."
         )
+        gc.freeze()
         try:
             async with asyncio.TaskGroup() as group:
                 tasks = {
