@@ -5,6 +5,7 @@ changes (the lexical answer first, the same abstention, no cold work on the loop
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from asyncrecall.memory import (
 )
 from asyncrecall.memory.selectors import _instant
 from asyncrecall.memory.selectors._embedding import WordLlamaEncoder
+from asyncrecall.memory.selectors._handback import SWITCH_S
 from asyncrecall.memory.selectors._instant import MAX_QUERY_CHARS, MIN_DOCS
 from asyncrecall.prefetch import RecallPrefetcher
 
@@ -79,6 +81,31 @@ def test_warm_it_embeds_the_query_alone() -> None:
     long = PARAPHRASED[0][0] + " " + "please " * 200
     selector.rank_explained(long, HOME, limit=2)
     assert [texts for _, texts in encoder.calls] == [[long[:MAX_QUERY_CHARS]]]
+
+
+class IntervalEncoder(CountingEncoder):
+    """Records the interpreter's switch interval each time it embeds a query."""
+
+    def __init__(self, inner: object) -> None:
+        super().__init__(inner)
+        self.intervals: list[float] = []
+
+    def embed_query(self, text: str) -> object:
+        self.intervals.append(sys.getswitchinterval())
+        return super().embed_query(text)
+
+
+def test_its_numpy_work_takes_the_interpreter_lock_back_at_once() -> None:
+    """The query's embedding runs inline and its numpy calls release the interpreter
+    lock: the pass lowers the switch interval meanwhile (else a thread running Python
+    beside it holds the lock for a whole interval after each release), and restores it."""
+    encoder = IntervalEncoder(WordLlamaEncoder.shared())
+    selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
+    warm(selector, HOME)
+    before = sys.getswitchinterval()
+    selector.rank_explained(PARAPHRASED[0][0], HOME, limit=2)
+    assert encoder.intervals == [pytest.approx(min(before, SWITCH_S), rel=0.1)]
+    assert sys.getswitchinterval() == before
 
 
 def test_the_lexical_answer_comes_first_and_the_vectors_are_not_asked() -> None:

@@ -52,6 +52,7 @@ from asyncrecall.memory.selectors._embedding import (
     embed_query,
     embedding_available,
 )
+from asyncrecall.memory.selectors._handback import quick_return
 from asyncrecall.memory.selectors._lexical import LexicalSelector
 from asyncrecall.memory.selectors._multilingual import MultilingualEncoder, multilingual_available
 
@@ -317,11 +318,18 @@ class SemanticInstantSelector:
         self, query: str, stack: _Stack, positions: list[int] | None, limit: int
     ) -> tuple[list[int], str | None]:
         """Positions in the offered documents (``positions`` of them in ``stack``)."""
-        import numpy as np
-
         count = len(stack.docs) if positions is None else len(positions)
         if count < MIN_DOCS or len(stack.matrix) > MAX_ROWS:
             return [], "below_threshold"
+        # Its numpy calls release the interpreter lock: take it back at once each time.
+        with quick_return():
+            return self._scored(query, stack, positions, limit)
+
+    def _scored(
+        self, query: str, stack: _Stack, positions: list[int] | None, limit: int
+    ) -> tuple[list[int], str | None]:
+        import numpy as np
+
         vector = embed_query(self.encoder, query[:MAX_QUERY_CHARS])
         scores = stack.matrix @ vector
         whole = scores[: len(stack.docs)]
