@@ -28,14 +28,13 @@ import json
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from asyncrecall.memory import FolderStore, MemoryDoc, SemanticInstantSelector
 from asyncrecall.memory.selectors import _instant
-from asyncrecall_bench._measure import percentile
+from asyncrecall_bench._measure import busy_thread, percentile
 from asyncrecall_bench._paraphrase import build_folders
 from asyncrecall_bench._recall import embedded_selectors
 
@@ -59,25 +58,6 @@ def asks(root: Path) -> list[Ask]:
             instant, docs = prepared[store.root]
             calls.append(lambda i=instant, d=docs, q=case.question: i.rank_explained(q, d, limit=2))
     return calls
-
-
-@contextlib.contextmanager
-def busy_thread() -> Iterator[None]:
-    """A thread counting in Python for the duration of the block."""
-    stop = threading.Event()
-
-    def spin() -> None:
-        count = 0
-        while not stop.is_set():
-            count += 1
-
-    thread = threading.Thread(target=spin, name="busy", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def timed(call: Ask, *, handback: bool) -> float:

@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -243,6 +244,16 @@ def test_delivered_paths_reads_memory_blocks_in_user_messages(tmp_path: Path) ->
     assert delivered_paths(record, known) == {one.rel_path, two.rel_path}
     record = RecordedRequest(1, "POST", "/v1/chat/completions", {}, {"messages": messages[:4]}, 0.0)
     assert delivered_paths(record, known) == set()
+
+
+def test_beside_a_busy_thread_every_mode_runs_and_the_thread_is_reported(dataset: Path) -> None:
+    """``--busy-thread``: the same run beside a thread that runs Python throughout; the
+    JSON says how many rounds it made, no query fails, and the thread is gone after."""
+    report = _run(dataset, "--busy-thread")
+    assert report["busy_thread"]["rounds"] > 0
+    assert list(report["modes"]) == list(MODES)
+    assert all(figures["errors"] == 0 for figures in report["modes"].values())
+    assert not any(thread.name == "bench-busy" for thread in threading.enumerate())
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
-"""The benchmarks' measuring tools: percentiles and a loop-lag ticker; the per-query
-probe (:func:`trace_query`) is the demo's, so the demo and the benchmarks time a query
-the same way.
+"""The benchmarks' measuring tools: percentiles, a loop-lag ticker, a thread that keeps
+running Python beside a measurement; the per-query probe (:func:`trace_query`) is the
+demo's, so the demo and the benchmarks time a query the same way.
 """
 
 from __future__ import annotations
@@ -8,12 +8,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator, Sequence
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from asyncrecall.cli.demo._trace import Landed, QueryTrace, trace_query
 
-__all__ = ["Landed", "QueryTrace", "Ticker", "percentile", "ticking", "trace_query"]
+__all__ = [
+    "BusyThread",
+    "Landed",
+    "QueryTrace",
+    "Ticker",
+    "busy_thread",
+    "percentile",
+    "ticking",
+    "trace_query",
+]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -53,3 +63,33 @@ async def ticking(tick: float) -> AsyncIterator[Ticker]:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+@dataclass
+class BusyThread:
+    """What :func:`busy_thread`'s thread did: how many times it went round its loop."""
+
+    rounds: int = 0
+
+
+@contextlib.contextmanager
+def busy_thread() -> Iterator[BusyThread]:
+    """A thread that runs Python without ever waiting (a host application's worker at
+    its worst), for the duration of the ``with`` block: it competes for the interpreter
+    lock with everything the block measures."""
+    stop = threading.Event()
+    done = BusyThread()
+
+    def spin() -> None:
+        rounds = 0
+        while not stop.is_set():
+            rounds += 1
+        done.rounds = rounds
+
+    thread = threading.Thread(target=spin, name="bench-busy", daemon=True)
+    thread.start()
+    try:
+        yield done
+    finally:
+        stop.set()
+        thread.join()

@@ -29,6 +29,10 @@ Dutch, cross-language, Portuguese, Polish, Russian, Turkish: 128 questions; neve
 choose a threshold). Both are asked whole unless ``--questions`` is given. With either,
 each mode's figures also come per folder (``by_group``).
 
+``--busy-thread``: every mode runs beside a thread of the same process that runs Python
+without waiting (a host application's busy worker at its worst), which competes for the
+interpreter lock with the agents' loop.
+
 Every mode replays the same cases with the same seeds, all modes at the same time
 (``--concurrency`` questions at a time each) beside a memory-off run of the same cases,
 so a shared machine's changing load hits them alike. Per mode: ``added_ms`` (time from
@@ -45,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import random
@@ -78,7 +83,7 @@ from asyncrecall.testing import LocalServer, RecordedRequest, Reply
 from asyncrecall_bench._corpus import Query
 from asyncrecall_bench._latency_data import MODES
 from asyncrecall_bench._locomo import _load, build_memory_folder, gold_files
-from asyncrecall_bench._measure import QueryTrace, trace_query
+from asyncrecall_bench._measure import QueryTrace, busy_thread, trace_query
 from asyncrecall_bench._paraphrase import HELDOUT, HELDOUT_LANGUAGES, build_folders
 from asyncrecall_bench._plot import add_plot_flag, plot_target, recall_figure, write_figure
 from asyncrecall_bench._quality import default_dataset
@@ -188,6 +193,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "needs the local extra)",
     )
     parser.add_argument(
+        "--busy-thread",
+        action="store_true",
+        help="run every mode beside a thread of this process that runs Python without "
+        "waiting (a host application's busy worker)",
+    )
+    parser.add_argument(
         "--cases",
         action="store_true",
         help="with --json: every question's outcome in each mode (the files on its first "
@@ -237,6 +248,7 @@ def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
         heldout=paraphrase and str(args.dataset) == PARAPHRASE_HELDOUT,
         semantic_instant=args.semantic_instant,
         per_case=args.cases,
+        busy_thread=args.busy_thread,
     )
 
 
@@ -446,11 +458,14 @@ async def measure(
         )
         gc.freeze()
         try:
-            async with asyncio.TaskGroup() as group:
-                tasks = {
-                    mode: group.create_task(runner.run(cases, config.concurrency, n / len(runners)))
-                    for n, (mode, runner) in enumerate(runners.items())
-                }
+            with busy_thread() if config.busy_thread else contextlib.nullcontext() as busy:
+                async with asyncio.TaskGroup() as group:
+                    tasks = {
+                        mode: group.create_task(
+                            runner.run(cases, config.concurrency, n / len(runners))
+                        )
+                        for n, (mode, runner) in enumerate(runners.items())
+                    }
         finally:
             gc.unfreeze()
         traces = {mode: task.result() for mode, task in tasks.items()}
@@ -459,7 +474,7 @@ async def measure(
         }
     reference = [trace.first_request_ms for trace in traces[REFERENCE]]
     return RecallBenchReport(
-        config, cases, figures, time.monotonic() - started, reference, folders.groups
+        config, cases, figures, time.monotonic() - started, reference, folders.groups, busy
     )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from asyncrecall_bench._measure import percentile
+from asyncrecall_bench._measure import BusyThread, percentile
 from asyncrecall_bench._workload import LatencyProfile, QueryPlan
 
 __all__ = [
@@ -67,6 +67,9 @@ class RecallBenchConfig:
     semantic_instant: bool = False
     #: The JSON gives every question's outcome in each mode (``cases``).
     per_case: bool = False
+    #: Every mode runs beside a thread of the same process that runs Python without
+    #: waiting (:func:`~asyncrecall_bench._measure.busy_thread`).
+    busy_thread: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,8 @@ class RecallBenchReport:
     reference_ms: Sequence[float] = ()
     #: Each folder's name, by folder index: the figures per folder (``by_group``).
     groups: Sequence[str] = ()
+    #: With ``busy_thread``: what that thread did.
+    busy: BusyThread | None = None
 
     def waits(self, figures: ModeFigures) -> bool:
         """Whether a mode waits: its added median over memory off's by :data:`ZERO_WAIT_MS`
@@ -201,6 +206,7 @@ class RecallBenchReport:
             for mode, figures in self.modes.items():
                 modes[mode]["by_group"] = self.by_group(figures)
         cases = {"cases": self.per_case()} if self.config.per_case else {}
+        busy = {"busy_thread": {"rounds": self.busy.rounds}} if self.busy is not None else {}
         return {
             "dataset": self.dataset_name(),
             "questions": positives,
@@ -214,6 +220,7 @@ class RecallBenchReport:
                 }
             },
             "recommended": self.recommended(),
+            **busy,
             **cases,
         }
 

@@ -49,6 +49,11 @@ def render_report(report: RecallBenchReport, console: Console) -> None:
     )
     if config.quick:
         console.print("--quick: latencies shortened (a smoke run).")
+    if report.busy is not None:
+        console.print(
+            "--busy-thread: a thread of this process ran Python without waiting throughout "
+            f"({report.busy.rounds:,} rounds of its loop)."
+        )
     table = Table(header_style="bold")
     table.add_column("mode", no_wrap=True)
     for label in (
