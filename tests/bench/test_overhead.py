@@ -43,6 +43,7 @@ def test_the_command_reports_both_parts_as_json() -> None:
         "per_query_us",
         "overhead_us",
         "recall_cpu_us",
+        "recall_cpu_ratio",
         "idle_loop_lag_ms",
         "lag_p99_ratio",
         "sessions",
@@ -61,6 +62,9 @@ def test_the_command_reports_both_parts_as_json() -> None:
     assert cpu["recall_over_exchange"] == pytest.approx(
         cpu["recall"] - cpu["side_query_streams"], abs=0.2
     )
+    assert report["recall_cpu_ratio"] == {
+        "sdk_exchange": pytest.approx(cpu["recall"] / cpu["side_query_sdk"], abs=2e-3)
+    }
     assert set(report["overhead_us"]) == {"settled_at_once", "never_settled"}
     assert set(report["idle_loop_lag_ms"]) == {"p50", "p99", "max"}
     ratio = report["lag_p99_ratio"]["3"]

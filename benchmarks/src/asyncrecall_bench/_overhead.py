@@ -96,17 +96,20 @@ class OverheadReport:
 
     def as_json(self) -> dict[str, Any]:
         """``per_query_us``, ``overhead_us`` (against memory off), ``recall_cpu_us`` (with
-        ``recall_over_exchange``), the idle loop's lag, and
+        ``recall_over_exchange``), ``recall_cpu_ratio`` (the recall's CPU over the
+        SDK's bare exchange's, timed in the same process: the absolute figures move with
+        the machine, by half between two processes of one), the idle loop's lag, and
         ``sessions``: per count, ``memory_off`` and ``async`` runs (started over
         ``ramp_s``; medians of ``scale_repeats`` runs each); ``lag_p99_ratio``: per
         count, each repeat's async loop-lag p99 over memory off's, their median and
         spread."""
         off = self.per_query_us["memory_off"]
         cpu = {k: round(v, 1) for k, v in self.recall_cpu_us.items()}
+        ratio: dict[str, float] = {}
         if self.recall_cpu_us:
-            cpu["recall_over_exchange"] = round(
-                self.recall_cpu_us["recall"] - self.recall_cpu_us["side_query_streams"], 1
-            )
+            recall, measured = self.recall_cpu_us["recall"], self.recall_cpu_us
+            cpu["recall_over_exchange"] = round(recall - measured["side_query_streams"], 1)
+            ratio["sdk_exchange"] = round(recall / measured["side_query_sdk"], 3)
         return {
             "repeats": self.repeats,
             "ramp_s": self.ramp_s,
@@ -116,6 +119,7 @@ class OverheadReport:
                 k: round(v - off, 1) for k, v in self.per_query_us.items() if k != "memory_off"
             },
             "recall_cpu_us": cpu,
+            "recall_cpu_ratio": ratio,
             "lag_p99_ratio": {
                 str(n): {
                     "median": round(statistics.median(ratios), 3),
@@ -464,7 +468,9 @@ def _render(report: OverheadReport, console: Console) -> None:
             f"its side query's exchange on asyncio streams {cpu['side_query_streams']:,.0f} µs "
             f"(through the OpenAI SDK {cpu['side_query_sdk']:,.0f} µs, its HTTP library alone "
             f"{cpu['side_query_http']:,.0f} µs): [bold]{cpu['recall_over_exchange']:+,.0f} "
-            "µs[/bold] of the recall's own code (scan, manifest, validation, block)."
+            "µs[/bold] of the recall's own code (scan, manifest, validation, block). The "
+            f"whole recall is {data['recall_cpu_ratio']['sdk_exchange']:.2f} of the SDK's "
+            "exchange in this process (the absolute figures move with the machine)."
         )
     if not report.scale:
         return
