@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 
 from asyncrecall.memory import FolderStore, MemoryDoc, SemanticInstantSelector
 from asyncrecall.memory.selectors import _instant
-from asyncrecall_bench._measure import busy_thread, percentile
+from asyncrecall_bench._measure import busy_thread, paired
 from asyncrecall_bench._paraphrase import build_folders
 from asyncrecall_bench._recall import embedded_selectors
 
@@ -73,19 +72,6 @@ def timed(call: Ask, *, handback: bool) -> float:
         _instant.quick_return = saved
 
 
-def figures(with_: Sequence[float], without: Sequence[float]) -> dict[str, object]:
-    def summary(values: Sequence[float]) -> dict[str, float]:
-        return {f"p{q}": round(percentile(values, q) * 1e3, 2) for q in (50, 90, 99)}
-
-    ratios = [a / b for a, b in zip(with_, without, strict=True)]
-    return {
-        "handback_ms": summary(with_),
-        "without_ms": summary(without),
-        "ratio_median": round(statistics.median(ratios), 3),
-        "calls": len(with_),
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="times each call is timed")
@@ -107,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         else:
                             with_.append(timed(call, handback=True))
                             without.append(timed(call, handback=False))
-            out[phase] = figures(with_, without)
+            out[phase] = paired(with_, without, names=("handback", "without"), unit="ms")
     print(json.dumps(out, indent=2))
     return 0
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from asyncrecall.memory.selectors._multilingual import MultilingualEncoder
-from asyncrecall_bench._measure import percentile
+from asyncrecall_bench._measure import paired
 from asyncrecall_bench._paraphrase import HELDOUT, HELDOUT_LANGUAGES, build_folders
 
 
@@ -41,19 +40,6 @@ def questions() -> list[str]:
             root / "heldout", HELDOUT_LANGUAGES, HELDOUT
         )
         return [case.question for case in cases]
-
-
-def figures(package: Sequence[float], ours: Sequence[float]) -> dict[str, object]:
-    def summary(values: Sequence[float]) -> dict[str, float]:
-        return {f"p{q}": round(percentile(values, q) * 1e6, 1) for q in (50, 90, 99)}
-
-    ratios = [a / b for a, b in zip(ours, package, strict=True)]
-    return {
-        "package_us": summary(package),
-        "query_pass_us": summary(ours),
-        "ratio_median": round(statistics.median(ratios), 3),
-        "queries": len(ours),
-    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 began = clock()
                 model.encode([text])
                 package.append(clock() - began)
-        out[phase] = figures(package, ours)
+        out[phase] = paired(ours, package, names=("query_pass", "package"), unit="us")
     print(json.dumps(out, indent=2))
     return 0
 

@@ -1,6 +1,7 @@
-"""The benchmarks' measuring tools: percentiles, a loop-lag ticker, a thread that keeps
-running Python beside a measurement; the per-query probe (:func:`trace_query`) is the
-demo's, so the demo and the benchmarks time a query the same way.
+"""The benchmarks' measuring tools: percentiles, paired samples' summary, a loop-lag
+ticker, a thread that keeps running Python beside a measurement; the per-query probe
+(:func:`trace_query`) is the demo's, so the demo and the benchmarks time a query the
+same way.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import statistics
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ __all__ = [
     "QueryTrace",
     "Ticker",
     "busy_thread",
+    "paired",
     "percentile",
     "ticking",
     "trace_query",
@@ -35,6 +38,26 @@ def percentile(values: Sequence[float], q: float) -> float:
     low = math.floor(rank)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def paired(
+    new: Sequence[float], old: Sequence[float], *, names: tuple[str, str], unit: str
+) -> dict[str, object]:
+    """Two samples of seconds timed in pairs (``new[i]`` beside ``old[i]``): each one's
+    p50, p90 and p99 in ``unit`` (``ms`` or ``us``) under ``names`` (new's, old's), the
+    median of the pairs' ratios (new over old) and their count."""
+    scale, digits = {"ms": (1e3, 2), "us": (1e6, 1)}[unit]
+
+    def summary(values: Sequence[float]) -> dict[str, float]:
+        return {f"p{q}": round(percentile(values, q) * scale, digits) for q in (50, 90, 99)}
+
+    ratios = [a / b for a, b in zip(new, old, strict=True)]
+    return {
+        f"{names[0]}_{unit}": summary(new),
+        f"{names[1]}_{unit}": summary(old),
+        "ratio_median": round(statistics.median(ratios), 3),
+        "pairs": len(new),
+    }
 
 
 @dataclass
