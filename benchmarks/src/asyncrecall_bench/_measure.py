@@ -13,6 +13,7 @@ import statistics
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from asyncrecall.cli.demo._trace import Landed, QueryTrace, trace_query
 
@@ -41,7 +42,11 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def paired(
-    new: Sequence[float], old: Sequence[float], *, names: tuple[str, str], unit: str
+    new: Sequence[float],
+    old: Sequence[float],
+    *,
+    names: tuple[str, str],
+    unit: Literal["ms", "us"],
 ) -> dict[str, object]:
     """Two samples of seconds timed in pairs (``new[i]`` beside ``old[i]``): each one's
     p50, p90 and p99 in ``unit`` (``ms`` or ``us``) under ``names`` (new's, old's), the

@@ -98,8 +98,8 @@ class OverheadReport:
         """``per_query_us``, ``overhead_us`` (against memory off), ``recall_cpu_us`` (with
         ``recall_over_exchange``), ``recall_cpu_ratio`` (the recall's CPU over the
         SDK's bare exchange's, timed in the same process: the absolute figures move with
-        the machine, by half between two processes of one), the idle loop's lag, and
-        ``sessions``: per count, ``memory_off`` and ``async`` runs (started over
+        the machine, up to half again between two processes on one), the idle loop's lag,
+        and ``sessions``: per count, ``memory_off`` and ``async`` runs (started over
         ``ramp_s``; medians of ``scale_repeats`` runs each); ``lag_p99_ratio``: per
         count, each repeat's async loop-lag p99 over memory off's, their median and
         spread."""
