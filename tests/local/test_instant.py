@@ -108,6 +108,17 @@ def test_its_numpy_work_takes_the_interpreter_lock_back_at_once() -> None:
     assert sys.getswitchinterval() == before
 
 
+async def test_a_cold_pass_in_a_worker_leaves_the_interval_alone() -> None:
+    """Cold, the pass runs in a worker thread while the loop goes on: there the loop is
+    the thread to favour, so the switch interval is not lowered."""
+    encoder = IntervalEncoder(WordLlamaEncoder.shared())
+    selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
+    before = sys.getswitchinterval()
+    chosen, _ = await selector.select_explained(PARAPHRASED[0][0], HOME, limit=2)
+    assert PARAPHRASED[0][1] in paths(chosen)
+    assert encoder.intervals == [before]
+
+
 def test_the_lexical_answer_comes_first_and_the_vectors_are_not_asked() -> None:
     """A query whose words match is the lexical pass's: no embedding at all."""
     encoder = CountingEncoder(WordLlamaEncoder.shared())

@@ -8,7 +8,8 @@ default executor's threads at exit, so a cancelled recall held the program's exi
 :func:`run_off_loop` runs ``work(stop)`` in a daemon thread of its own (never joined:
 exit does not wait for it) and sets ``stop`` (a :class:`threading.Event`) as soon as the
 awaiting task is cancelled. The work checks it between batches (:func:`check`) and ends
-early with :class:`Stopped`; its partial progress (caches) stays usable.
+early with :class:`Stopped`; its partial progress (caches) stays usable. :func:`off_loop`
+tells such work from work its caller waits on inline.
 """
 
 from __future__ import annotations
@@ -19,13 +20,21 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["Stopped", "check", "run_off_loop"]
+__all__ = ["Stopped", "check", "off_loop", "run_off_loop"]
 
 _T = TypeVar("_T")
+
+#: ``active`` is set in the threads :func:`run_off_loop` starts.
+_worker = threading.local()
 
 
 class Stopped(Exception):
     """Raised inside off-loop work whose caller stopped waiting for it."""
+
+
+def off_loop() -> bool:
+    """Whether the calling thread runs :func:`run_off_loop`'s work."""
+    return bool(getattr(_worker, "active", False))
 
 
 def check(stop: threading.Event | None) -> None:
@@ -59,6 +68,7 @@ async def run_off_loop(work: Callable[[threading.Event], _T], *, name: str) -> _
             loop.call_soon_threadsafe(settle, result, error)
 
     def target() -> None:
+        _worker.active = True
         try:
             result = work(stop)
         except Stopped:

@@ -3,12 +3,14 @@ lowered for the block, shared by overlapping holders, and restored by the last."
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 from collections.abc import Iterator
 
 import pytest
 
+from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory.selectors._handback import SWITCH_S, quick_return
 
 
@@ -65,3 +67,18 @@ def test_a_lower_interval_is_never_raised() -> None:
     with quick_return():
         assert sys.getswitchinterval() == pytest.approx(1e-6, abs=1e-7)
     assert sys.getswitchinterval() == pytest.approx(1e-6, abs=1e-7)
+
+
+def test_work_off_the_loop_leaves_it_alone() -> None:
+    """In a worker of ``run_off_loop`` nobody waits inline: the loop's thread is the one
+    to favour, so the interval stays as it was."""
+
+    def work(_stop: threading.Event) -> float:
+        with quick_return():
+            return sys.getswitchinterval()
+
+    async def main() -> float:
+        return await run_off_loop(work, name="test-off-loop")
+
+    assert asyncio.run(main()) == pytest.approx(0.005)
+    assert sys.getswitchinterval() == pytest.approx(0.005)
