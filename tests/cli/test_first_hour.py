@@ -73,6 +73,16 @@ def _bad_selector_in_file(tmp: Path) -> None:
     (tmp / "home" / "settings.toml").write_text('selector = "fancy"\n')
 
 
+def _without_psycopg(tmp: Path) -> None:
+    """A ``psycopg`` that fails to import, first on the path: the ``postgres`` extra is
+    not installed."""
+    package = tmp / "no-extra" / "psycopg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'psycopg'\", name='psycopg')\n"
+    )
+
+
 def _unshare() -> list[str]:
     """A prefix that runs the command as a user the password database does not know."""
     tool = shutil.which("unshare")
@@ -126,6 +136,20 @@ CASES: dict[str, Case] = {
         env={"HOME": None, "ASYNCRECALL_HOME": None},
         prefix=_unshare(),
     ),
+    "postgres-store-without-the-extra": Case(
+        ["memory", "list", "--store", "postgresql://127.0.0.1:9/memory"],
+        2,
+        ["postgresql://", "asyncrecall[postgres]"],
+        setup=_without_psycopg,
+        env={"PYTHONPATH": "{tmp}/no-extra"},
+    ),
+    "postgres-store-of-run-without-the-extra": Case(
+        ["run", "hi", "--base-url", CLOSED_URL, "--model", "m"],
+        2,
+        ["postgresql://", "asyncrecall[postgres]"],
+        setup=_without_psycopg,
+        env={"PYTHONPATH": "{tmp}/no-extra", "ASYNCRECALL_STORE": "postgresql://127.0.0.1:9/m"},
+    ),
     "abbreviated-flag": Case(
         ["memory", "list", "--mem", MEM],
         2,
@@ -156,7 +180,7 @@ def test_a_first_hour_mistake_is_one_line_and_a_documented_exit_code(
         if value is None:
             env.pop(key, None)
         else:
-            env[key] = value
+            env[key] = value.format(tmp=tmp_path)
     argv = [a.format(tmp=tmp_path) for a in case.argv]
     done = subprocess.run(
         [*case.prefix, sys.executable, "-m", "asyncrecall", *argv],

@@ -67,7 +67,12 @@ def open_memory_store(settings: Settings) -> Store:
             f"--store must be a postgresql:// URL, got {url.split('://')[0]!r}; "
             "for a folder use --memory-dir"
         )
-    from asyncrecall.memory.postgres._store import PostgresStore, default_namespace
+    try:
+        from asyncrecall.memory.postgres._store import PostgresStore, default_namespace
+    except ImportError as exc:
+        raise ConfigError(
+            f"a postgresql:// store needs psycopg: pip install 'asyncrecall[postgres]' ({exc})"
+        ) from exc
 
     namespace = settings.namespace or default_namespace(settings.project)
     return PostgresStore.open(url, namespace=namespace)
