@@ -15,6 +15,7 @@ import pytest
 
 from asyncrecall.memory import FolderStore
 from asyncrecall.memory._document import front_matter
+from asyncrecall.testing import LocalServer, Reply
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Any:
@@ -57,6 +58,33 @@ def test_the_store_can_come_from_the_environment(
     env = {"ASYNCRECALL_STORE": pg_url, "ASYNCRECALL_NAMESPACE": namespace}
     _cli("add", "--name", "Env", "--type", "user", "--content", "from env", env=env)
     assert [d["name"] for d in _json("list", env=env)] == ["Env"]
+
+
+def test_the_agent_recalls_from_the_database_given_on_its_command_line(
+    pg_url: str, namespace: str, tmp_path: Path, local_server: LocalServer
+) -> None:
+    """``run --store URL --namespace NAME`` (the flags every memory command takes) reads
+    its memory from the database: the memory saved there is in the first request's index
+    of memories, and no folder is made."""
+    store = ["--store", pg_url, "--namespace", namespace]
+    _cli("add", *store, "--name", "deploy-flow", "--type", "project",
+         "--description", "deploys go through staging first", "--content", "Use blue.")  # fmt: skip
+    local_server.set_default("main", Reply(text="fine"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
+    env["ASYNCRECALL_HOME"] = str(tmp_path / "home")
+    (tmp_path / "project").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "run", "how do deploys go through staging?",
+         *store, "--base-url", local_server.base_url, "--model", "main",
+         "--selector", "lexical", "--project", str(tmp_path / "project"), "--no-extract",
+         "--output-format", "json"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "fine"
+    [first] = [r for r in local_server.requests if r.model == "main"]
+    assert "deploy-flow.md) — deploys go through staging first" in first.messages[0]["content"]
+    assert not (tmp_path / "home" / "projects").exists()  # nothing went to a folder
 
 
 @pytest.mark.parametrize("url", ["mysql://db/x", "/some/folder"])

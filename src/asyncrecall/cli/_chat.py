@@ -29,6 +29,7 @@ from asyncrecall.cli._common import (
     exit_soon,
     resume_collection,
     settings_from_args,
+    store_flags,
     user_waits,
 )
 from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
@@ -48,7 +49,7 @@ __all__ = ["register"]
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "chat",
-        parents=[common],
+        parents=[common, store_flags()],
         help="interactive session (one query per line when piped)",
         description="Chat with the agent. Ctrl-C cancels a turn; twice at the prompt exits.",
     )

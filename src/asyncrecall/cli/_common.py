@@ -33,7 +33,6 @@ __all__ = [
     "resume_collection",
     "settings_from_args",
     "store_flags",
-    "store_overrides",
     "user_waits",
 ]
 
@@ -85,8 +84,8 @@ def folder_flags(*, memory: bool = False) -> argparse.ArgumentParser:
 
 
 def store_flags() -> argparse.ArgumentParser:
-    """A database store instead of the folder (``memory``, ``mcp``): ``--store``,
-    ``--namespace``; read back with :func:`store_overrides`."""
+    """A database store instead of the folder (``memory``, ``mcp``, ``console``, ``run``,
+    ``chat``): ``--store``, ``--namespace``; read back by :func:`settings_from_args`."""
     parser = argparse.ArgumentParser(add_help=False)
     group = parser.add_argument_group("database store")
     group.add_argument(
@@ -101,12 +100,6 @@ def store_flags() -> argparse.ArgumentParser:
         help="the database store's namespace (default: the project's root folder)",
     )
     return parser
-
-
-def store_overrides(settings: Settings, args: argparse.Namespace) -> Settings:
-    """``settings`` with the :func:`store_flags` given on the command line."""
-    given = {k: getattr(args, k) for k in ("store", "namespace") if getattr(args, k, None)}
-    return settings.with_overrides(**given)
 
 
 def agent_flags() -> argparse.ArgumentParser:
@@ -172,6 +165,8 @@ _SETTING_FLAGS = (
     "session_token_limit",
     "max_turns",
     "output_format",
+    "store",
+    "namespace",
     "recall_mode",
     "tools",
     "extract",

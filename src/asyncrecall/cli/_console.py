@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
-from asyncrecall.cli._common import folder_flags, settings_from_args, store_flags, store_overrides
+from asyncrecall.cli._common import folder_flags, settings_from_args, store_flags
 from asyncrecall.cli._telemetry import metrics_route, telemetry_for
 
 __all__ = ["DEFAULT_PORT", "MISSING", "register"]
@@ -67,7 +67,7 @@ def _handle(args: argparse.Namespace) -> int:
     from asyncrecall.cli._memory import log_warnings_to_stderr
     from asyncrecall.cli._memory_config import open_memory_store
 
-    settings = store_overrides(settings_from_args(args), args)
+    settings = settings_from_args(args)
     figures = Path(args.figures).expanduser() if args.figures else None
     if figures is not None and not figures.is_dir():
         raise ConfigError(f"--figures: {figures} is not a folder")

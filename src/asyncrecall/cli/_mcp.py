@@ -22,7 +22,6 @@ from asyncrecall.cli._common import (
     folder_flags,
     settings_from_args,
     store_flags,
-    store_overrides,
 )
 from asyncrecall.cli._memory_config import build_memory_manager
 from asyncrecall.cli._telemetry import METRICS_PATH, metrics_endpoint, telemetry_for
@@ -68,7 +67,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    settings = store_overrides(settings_from_args(args), args)
+    settings = settings_from_args(args)
     if not settings.memory_enabled:
         raise ConfigError(
             "memory is disabled (ASYNCRECALL_MEMORY=0 or memory = false): nothing to serve"

@@ -34,7 +34,6 @@ from asyncrecall.cli._common import (
     folder_flags,
     settings_from_args,
     store_flags,
-    store_overrides,
     user_waits,
 )
 from asyncrecall.cli._memory_config import build_memory_manager, open_memory_store
@@ -192,7 +191,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 def _handle(handler: Handler) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         log_warnings_to_stderr()
-        settings = store_overrides(settings_from_args(args), args)
+        settings = settings_from_args(args)
         try:
             return handler(args, settings)
         finally:

@@ -19,6 +19,7 @@ from asyncrecall.cli._common import (
     exit_soon,
     resume_collection,
     settings_from_args,
+    store_flags,
     user_waits,
 )
 from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
@@ -37,7 +38,7 @@ __all__ = ["register"]
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "run",
-        parents=[common],
+        parents=[common, store_flags()],
         help="one user query, headless",
         description="Run one user query. Read-only tools and save_memory run without asking.",
     )
