@@ -53,6 +53,7 @@ def asks(root: Path) -> list[Ask]:
                     raise SystemExit("the semantic pass needs the `local` extra")
                 docs = FolderStore(store.root).scan()
                 instant.prepare(docs)
+                instant.prepare_vectors(docs)
                 prepared[store.root] = (instant, docs)
             instant, docs = prepared[store.root]
             calls.append(lambda i=instant, d=docs, q=case.question: i.rank_explained(q, d, limit=2))

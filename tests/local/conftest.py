@@ -84,8 +84,9 @@ class CountingEncoder:
 
 
 def warm(selector: SemanticInstantSelector, docs: Sequence[MemoryDoc]) -> None:
-    """Prepare ``selector`` for ``docs`` and check its vectors are stacked."""
+    """Prepare ``selector`` for ``docs`` and its vectors, and check they are stacked."""
     selector.prepare(docs)
+    selector.prepare_vectors(docs)
     assert selector.vectors_ready(docs)
 
 

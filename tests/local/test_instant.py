@@ -5,9 +5,12 @@ changes (the lexical answer first, the same abstention, no cold work on the loop
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +21,7 @@ from asyncrecall.memory import (
     FolderStore,
     HybridSelector,
     LexicalSelector,
+    MemoryDoc,
     Recaller,
     SemanticInstantSelector,
 )
@@ -28,6 +32,8 @@ from asyncrecall.memory.selectors._instant import MAX_QUERY_CHARS, MIN_DOCS
 from asyncrecall.prefetch import RecallPrefetcher
 
 from .conftest import CountingEncoder, make_doc, paths, warm
+
+HANG_GUARD = 60
 
 #: A household's notes; the questions below share no word with the one that answers.
 HOME = [
@@ -95,6 +101,40 @@ class IntervalEncoder(CountingEncoder):
         return super().embed_query(text)
 
 
+class GatedEncoder(CountingEncoder):
+    """Embeds memories only once :attr:`release` is set (a model still loading)."""
+
+    def __init__(self, inner: object) -> None:
+        super().__init__(inner)
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def embed(self, texts: Any) -> Any:
+        self.entered.set()
+        if not self.release.wait(HANG_GUARD):
+            raise TimeoutError("never released")
+        return super().embed(texts)
+
+
+class BrokenEncoder:
+    """An encoder whose package is installed but fails to import."""
+
+    name = "broken"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts: Any) -> Any:
+        self.calls += 1
+        raise ImportError("simulated: no such package")
+
+
+def stacked(selector: SemanticInstantSelector, docs: Sequence[MemoryDoc]) -> None:
+    """Wait for the thread that makes ``selector``'s vectors; check they are stacked."""
+    if selector._warming is not None:
+        selector._warming.join(HANG_GUARD)
+    assert selector.vectors_ready(docs)
+
+
 def test_its_numpy_work_takes_the_interpreter_lock_back_at_once() -> None:
     """The query's embedding runs inline and its numpy calls release the interpreter
     lock: the pass lowers the switch interval meanwhile (else a thread running Python
@@ -109,10 +149,13 @@ def test_its_numpy_work_takes_the_interpreter_lock_back_at_once() -> None:
 
 
 async def test_a_cold_pass_in_a_worker_leaves_the_interval_alone() -> None:
-    """Cold, the pass runs in a worker thread while the loop goes on: there the loop is
-    the thread to favour, so the switch interval is not lowered."""
+    """Cold (its lexical selector not ready: the vectors are), the pass runs in a worker
+    thread while the loop goes on: there the loop is the thread to favour, so the switch
+    interval is not lowered."""
     encoder = IntervalEncoder(WordLlamaEncoder.shared())
     selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
+    selector.prepare_vectors(HOME)
+    assert not selector.ready(HOME)
     before = sys.getswitchinterval()
     chosen, _ = await selector.select_explained(PARAPHRASED[0][0], HOME, limit=2)
     assert PARAPHRASED[0][1] in paths(chosen)
@@ -221,7 +264,7 @@ def test_beside_a_vector_selector_it_shares_its_vectors(monkeypatch: pytest.Monk
     embedded = len(encoder.calls)
     selector = SemanticInstantSelector.beside(hybrid)
     assert selector.lexical is hybrid.lexical
-    selector.prepare(HOME)
+    selector.prepare_vectors(HOME)
     texts = [t for _, batch in encoder.calls[embedded:] for t in batch]
     assert texts == ["warm"]  # the set-up call only: no memory embedded again
 
@@ -236,7 +279,7 @@ async def test_it_rides_on_the_first_request(tmp_path: Path) -> None:
     recaller = Recaller(FolderStore(tmp_path / "memory"), LexicalSelector())
     async with RecallPrefetcher(recaller, instant_selector=selector) as prefetcher:
         await prefetcher.warm()
-        assert selector.vectors_ready(recaller.store.scan())
+        stacked(selector, recaller.store.scan())
         question, _ = PARAPHRASED[1]
         assert prefetcher.start("k", question)
         block = prefetcher.take("k", "user_query")
@@ -246,8 +289,8 @@ async def test_it_rides_on_the_first_request(tmp_path: Path) -> None:
 
 
 async def test_warming_at_start_up_makes_the_vectors(tmp_path: Path) -> None:
-    """``Recaller.warm`` with the pass prepares its vectors even when the lexical
-    counts were ready already (a folder read at start-up)."""
+    """``Recaller.warm`` with the pass starts its vectors even when the lexical counts
+    were ready already (a folder read at start-up); they come in a thread of their own."""
     store = FolderStore(tmp_path / "memory")
     for doc in HOME:
         store.save_memory(doc.name, doc.description, "user", doc.body, origin="user")
@@ -258,7 +301,48 @@ async def test_warming_at_start_up_makes_the_vectors(tmp_path: Path) -> None:
     docs = recaller.store.scan()
     assert selector.ready(docs) and not selector.vectors_ready(docs)
     await asyncio.wait_for(recaller.warm(selector=selector), timeout=120)
-    assert selector.vectors_ready(recaller.store.scan())
+    stacked(selector, recaller.store.scan())
+
+
+async def test_warming_does_not_wait_for_the_model(tmp_path: Path) -> None:
+    """A warm-up (``Recaller.warm``, the command line's start-up, the hooks' service)
+    waits for the lexical counts only: while the model is still loading, the lexical
+    pass answers inline, and the vectors follow."""
+    store = FolderStore(tmp_path / "memory")
+    for doc in HOME:
+        store.save_memory(doc.name, doc.description, "user", doc.body, origin="user")
+    loading = GatedEncoder(WordLlamaEncoder.shared())
+    selector = SemanticInstantSelector(LexicalSelector(), encoder=loading)
+    recaller = Recaller(FolderStore(tmp_path / "memory"), LexicalSelector())
+    await asyncio.wait_for(recaller.warm(selector=selector), timeout=HANG_GUARD)
+    assert loading.entered.wait(HANG_GUARD)  # the model is loading, in its own thread
+    docs = recaller.store.scan()
+    assert selector.ready(docs) and not selector.vectors_ready(docs)
+    result = recaller.recall_instant("when is the car serviced?", selector=selector)
+    assert result is not None and [d.rel_path for d in result.selected] == ["car-service.md"]
+    loading.release.set()
+    stacked(selector, docs)
+
+
+def test_a_model_that_cannot_load_leaves_the_pass_lexical(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An encoder whose package fails to import: one warning, the pass answers as the
+    lexical selector does, and no later query tries to load it again."""
+    broken = BrokenEncoder()
+    selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=broken)
+    with caplog.at_level(logging.WARNING):
+        selector.prepare(HOME)
+        assert selector._warming is not None
+        selector._warming.join(HANG_GUARD)
+        for question, _ in PARAPHRASED:
+            assert selector.rank_explained(question, HOME, limit=2)[0] == []
+        assert selector.rank_explained("when is the car serviced?", HOME, limit=2)[0]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "words only" in warnings[0], warnings
+    assert "simulated: no such package" in warnings[0]
+    assert broken.calls == 1
+    assert not selector._warming.is_alive()
 
 
 def test_a_conversation_that_was_shown_some_files_keeps_the_vectors() -> None:
@@ -272,7 +356,8 @@ def test_a_conversation_that_was_shown_some_files_keeps_the_vectors() -> None:
     offered = [doc for doc in HOME if doc.rel_path not in {"bins.md", "plants.md"}]
     assert selector.vectors_ready(offered)
     encoder.calls.clear()
+    warming = selector._warming
     chosen, _ = selector.rank_explained(question, offered, limit=2)
     assert expected in paths(chosen)
     assert [texts for _, texts in encoder.calls] == [[question]]
-    assert selector._warming is None  # nothing to re-stack
+    assert selector._warming is warming  # nothing to re-stack: no thread started

@@ -499,6 +499,8 @@ class _ModeRun:
             docs = store.scan()
             await asyncio.to_thread(lexical.prepare, docs)
             await asyncio.to_thread(instant.prepare, docs)
+            if isinstance(instant, SemanticInstantSelector):  # its vectors, before timing
+                await asyncio.to_thread(instant.prepare_vectors, docs)
         return cls(server, mode, folders, project, stores, embedded)
 
     async def run(

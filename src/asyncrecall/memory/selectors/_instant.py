@@ -6,8 +6,9 @@ It asks its :class:`LexicalSelector` first; only when that abstains because too 
 of the query's wording occurs in any memory (``no_match``, ``below_threshold``) does it
 look at the memories' meaning, and only when that costs no cold work:
 
-- the embedded model is loaded and every offered memory's vectors are cached (the
-  warm-up thread does it: :meth:`prepare`); then the pass embeds the query alone (one
+- the embedded model is loaded and every offered memory's vectors are cached (a
+  daemon thread that :meth:`prepare` starts does it; a model that cannot be loaded is
+  said once, in a warning, and the pass stays lexical); then the pass embeds the query alone (one
   call, the query cut at :data:`MAX_QUERY_CHARS`) and takes one matrix product over
   the cached document and line vectors, stacked once per folder state. Its work is
   bounded by construction: at most :data:`MAX_ROWS` vectors, or the pass is skipped;
@@ -175,6 +176,9 @@ class SemanticInstantSelector:
         self._stack: _Stack | None = None
         self._warming: threading.Thread | None = None
         self._lock = threading.Lock()
+        #: Why the encoder could not be loaded (then the pass stays lexical, and stops
+        #: trying); ``None`` until it failed.
+        self._unloadable: str | None = None
 
     @classmethod
     def beside(
@@ -219,10 +223,14 @@ class SemanticInstantSelector:
         return self.lexical.count_within(docs, budget_bytes)
 
     def prepare(self, docs: Sequence[MemoryDoc], *, stop: threading.Event | None = None) -> None:
-        """Make the lexical selector ready, then load the model, embed what is missing
-        and stack the vectors (blocking: off the event loop)."""
+        """Make the lexical selector ready (blocking: off the event loop), and start
+        loading the model and embedding ``docs`` in a daemon thread: loading the model
+        takes a second or two, and a warm-up that waited for it would hold the lexical
+        pass back that long. Until the vectors are stacked the pass answers with the
+        lexical selector; :meth:`prepare_vectors` waits for them."""
         self.lexical.prepare(docs, stop=stop)
-        self.prepare_vectors(docs, stop=stop)
+        if docs and not self.vectors_ready(docs):
+            self._warm_later(docs)
 
     def prepare_vectors(
         self, docs: Sequence[MemoryDoc], *, stop: threading.Event | None = None
@@ -253,8 +261,9 @@ class SemanticInstantSelector:
     async def select_explained(
         self, query: str, docs: Sequence[MemoryDoc], *, limit: int
     ) -> tuple[list[MemoryDoc], str | None]:
-        """:meth:`select`, and when it selects nothing, why."""
-        if self.ready(docs) and (not docs or self.vectors_ready(docs)):
+        """:meth:`select`, and when it selects nothing, why (never waiting for the
+        vectors: see :meth:`prepare`)."""
+        if self.ready(docs):
             return self.rank_explained(query, docs, limit=limit)
 
         def prepared_rank(stop: threading.Event) -> tuple[list[MemoryDoc], str | None]:
@@ -279,7 +288,8 @@ class SemanticInstantSelector:
             return chosen, why  # a name no memory mentions; or not English
         placed = self._placed(docs)
         if placed is None:
-            self._warm_later(docs)
+            if self._unloadable is None:
+                self._warm_later(docs)
             return chosen, why
         picked, reason = self._by_vectors(query, *placed, limit)
         return [docs[i] for i in picked], reason
@@ -359,6 +369,14 @@ class SemanticInstantSelector:
             def warm() -> None:
                 try:
                     self.prepare_vectors(listed)
+                except ImportError as error:  # a missing or broken package: said once
+                    self._unloadable = str(error)
+                    logger.warning(
+                        "the instant pass reads words only: its encoder %s could not be "
+                        "loaded (%s)",
+                        self.encoder.name,
+                        error,
+                    )
                 except Exception:  # the next query tries again; the pass stays lexical
                     logger.debug("embedding the memories for the pass failed", exc_info=True)
 
