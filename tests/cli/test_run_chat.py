@@ -248,6 +248,43 @@ def test_ctrl_c_in_chat_hangs_up_the_main_request_and_the_side_query(
     assert "cancelled" in kinds and kinds[-1] == "finished"
 
 
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)]
+)
+def test_run_ended_by_ctrl_c_or_a_kill_prints_its_failed_result(
+    signum: signal.Signals,
+    status: int,
+    local_server: LocalServer,
+    project: Path,
+    memory_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """``run --output-format json`` stopped while its turn runs, by Ctrl-C or ``kill``:
+    the request is hung up, and the turn ends as every failed one does, its result
+    object (``is_error``, ``finish_reason: cancelled``) with the exit status the
+    process then exits with (130 for Ctrl-C, 128 + the signal's number otherwise)."""
+    local_server.script("main", Reply(text="never", hang=True))
+    process = subprocess.Popen(
+        command(local_server, project, memory_dir, "run", "a question",
+                "--output-format", "json", "--selector", "lexical"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(tmp_path),
+    )  # fmt: skip
+    try:
+        main = local_server.wait_for(lambda r: r.model == "main", timeout=HANG_GUARD)
+        process.send_signal(signum)
+        assert local_server.wait_disconnected(main, timeout=HANG_GUARD).disconnected
+        out, err = process.communicate(timeout=HANG_GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == status, err
+    [result] = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert (result["is_error"], result["finish_reason"]) == (True, "cancelled")
+    assert result["exit_code"] == status
+    assert "Traceback" not in err
+
+
 def run_cli(
     server: LocalServer, project: Path, tmp_path: Path, *args: str
 ) -> subprocess.CompletedProcess[str]:

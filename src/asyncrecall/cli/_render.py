@@ -99,6 +99,9 @@ class EventPrinter:
         self.error: ErrorEvent | None = None
         #: Whether the last query was cancelled by the user.
         self.cancelled = False
+        #: The exit status a cancelled turn reports: the user's Ctrl-C unless the
+        #: command was ended by another signal (128 + its number).
+        self.cancel_status = EXIT_CANCELLED
         #: Whether the output's reader went away (nothing is written after that).
         self.output_closed = False
         self._events: list[dict[str, Any]] = []
@@ -177,7 +180,7 @@ class EventPrinter:
     def _exit_code(self, finished: FinishedEvent) -> int:
         if self.error is not None:
             return exit_code(self.error)
-        return EXIT_CANCELLED if finished.reason == "cancelled" else 0
+        return self.cancel_status if finished.reason == "cancelled" else 0
 
     def _write(self, text: str) -> None:
         if not text:

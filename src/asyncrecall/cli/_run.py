@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -100,10 +101,15 @@ async def run_once(session: Session, settings: Settings, prompt: str) -> int:
     ended_by: list[int] = []
 
     def terminate(signum: int) -> None:
+        if ended_by and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C again: stop waiting for the turn to unwind
         ended_by.append(signum)
+        printer.cancel_status = exit_status(signum)
         turn.cancel("user")
 
-    unbridge = bridge(asyncio.get_running_loop(), TERMINATING, terminate)
+    # Ctrl-C too: the turn is cancelled and ends as every failed turn does (its result
+    # or error event, then the exit status), rather than by an exception through it.
+    unbridge = bridge(asyncio.get_running_loop(), (*TERMINATING, signal.SIGINT), terminate)
     try:
         await session.start()
         if not turn.cancelled:
