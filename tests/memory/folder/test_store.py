@@ -123,6 +123,25 @@ def test_writes_leave_no_temporary_files(store: FolderStore) -> None:
     assert leftovers == []
 
 
+def test_a_hand_edit_that_is_not_utf8_survives_every_rewrite_of_the_index(
+    store: FolderStore,
+) -> None:
+    """Lines typed into ``MEMORY.md`` in another encoding (Latin-1, a UTF-16 byte order
+    mark) are kept byte for byte when a save, a forget or a repair rewrites the index;
+    the system prompt shows them with replacement characters."""
+    store.save_memory("db tests", "never mock it", "feedback", "No mocks.", origin="user")
+    hand = b"# My notes\nCaf\xe9 rule: keep it short.\n\xff\xfeodd line\n"
+    with open(store.index_path, "ab") as handle:
+        handle.write(hand)
+    store.save_memory("second", "another note", "user", "x", origin="user")
+    store.forget("db tests")
+    assert store.repair_index() is False
+    raw = store.index_path.read_bytes()
+    for line in hand.splitlines():
+        assert line in raw.splitlines(), raw
+    assert "Caf\ufffd rule" in store.index_for_prompt()
+
+
 def test_index_for_prompt_is_the_index_when_short(store: FolderStore) -> None:
     assert store.index_for_prompt() == ""  # no folder yet
     store.save_memory("A", "a", "user", "x", origin="user")

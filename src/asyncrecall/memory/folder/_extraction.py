@@ -34,6 +34,7 @@ from asyncrecall.memory._provenance import (
 from asyncrecall.memory._types import MemoryDoc
 from asyncrecall.memory.extraction._backend import MIN_HOURS, MIN_SESSIONS
 from asyncrecall.memory.extraction._state import ExtractionState, Journal, default_state_dir
+from asyncrecall.memory.folder._index import INDEX_BYTES, index_lines
 from asyncrecall.memory.folder._shape import FolderShape
 
 __all__ = ["ConsolidationGate", "FolderBackend", "read_source_offsets", "trim_index"]
@@ -174,8 +175,7 @@ def trim_index(store: FolderShape) -> bool:
         raw = store._read_index_bytes()
         if raw is None:
             return False
-        text = raw.decode("utf-8", errors="replace")
-        lines = text.splitlines()
+        lines = index_lines(raw)
         if len(lines) <= INDEX_MAX_LINES and len(raw) <= INDEX_MAX_BYTES:
             return False
         short = []
@@ -184,7 +184,7 @@ def trim_index(store: FolderShape) -> bool:
             if sep and len(tail) > _INDEX_DESCRIPTION:
                 line = f"{head}{sep}{tail[: _INDEX_DESCRIPTION - 1]}…"
             short.append(line)
-        atomic_write(store.index_path, "\n".join(short) + "\n")
+        atomic_write(store.index_path, "\n".join(short) + "\n", errors=INDEX_BYTES)
         return True
 
 

@@ -18,9 +18,17 @@ from typing import Final
 from asyncrecall.memory._limits import index_line
 from asyncrecall.memory._types import MemoryDoc
 
-__all__ = ["IndexDraft", "edited", "index_text", "link_target"]
+__all__ = ["INDEX_BYTES", "IndexDraft", "edited", "index_lines", "index_text", "link_target"]
 
 _LINK: Final = re.compile(r"\]\(([^)\s]+\.md)\)")
+#: How ``MEMORY.md`` is read to be edited and written back: a byte that is not UTF-8
+#: (a hand edit in another encoding) is kept as it was, not replaced.
+INDEX_BYTES: Final = "surrogateescape"
+
+
+def index_lines(raw: bytes | None) -> list[str]:
+    """The lines of ``MEMORY.md``'s bytes ``raw``, to edit (see :data:`INDEX_BYTES`)."""
+    return raw.decode("utf-8", errors=INDEX_BYTES).splitlines() if raw else []
 
 
 def link_target(line: str) -> str | None:

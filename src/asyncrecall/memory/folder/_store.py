@@ -74,7 +74,13 @@ from asyncrecall.memory._store import LIBRARY_ORIGIN
 from asyncrecall.memory._threads import run_off_loop
 from asyncrecall.memory._types import MemoryDoc, MemoryType
 from asyncrecall.memory.folder._batch import SaveBatch
-from asyncrecall.memory.folder._index import edited, index_text, link_target
+from asyncrecall.memory.folder._index import (
+    INDEX_BYTES,
+    edited,
+    index_lines,
+    index_text,
+    link_target,
+)
 from asyncrecall.memory.folder._scan import Scanner
 from asyncrecall.memory.folder._shape import FolderShape
 
@@ -514,7 +520,7 @@ class FolderStore(FolderShape):
 
     def _index_sound(self, docs: Sequence[MemoryDoc]) -> bool:
         raw = self._read_index_bytes()
-        lines = raw.decode("utf-8", errors="replace").splitlines() if raw else []
+        lines = index_lines(raw)
         linked = {t for t in map(link_target, lines) if t is not None}
         return all(self._exists(t) for t in linked) and all(d.rel_path in linked for d in docs)
 
@@ -547,12 +553,12 @@ class FolderStore(FolderShape):
         the lines written."""
         raw = self._read_index_bytes()
         if lines is None:
-            lines = raw.decode("utf-8", errors="replace").splitlines() if raw else []
+            lines = index_lines(raw)
         present = self._top_level_files()
         out = edited(lines, rel, line, docs, lambda t: t in present or self._exists(t))
         text = index_text(out)
-        if raw is None or raw.decode("utf-8", errors="replace") != text:
-            atomic_write(self.index_path, text)
+        if raw is None or raw.decode("utf-8", errors=INDEX_BYTES) != text:
+            atomic_write(self.index_path, text, errors=INDEX_BYTES)
         return out
 
     def _unwritable(self, exc: OSError) -> MemoryStoreError:
