@@ -103,9 +103,9 @@ def faults(monkeypatch: pytest.MonkeyPatch) -> Iterator[Faults]:
     faults = Faults()
     real = _store.atomic_write
 
-    def write(path: Path, text: str) -> None:
+    def write(path: Path, text: str, **options: str) -> None:
         faults.tick()
-        real(path, text)
+        real(path, text, **options)
 
     for module, attr in (
         (_store, "atomic_write"),

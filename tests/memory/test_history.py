@@ -102,10 +102,10 @@ def test_a_crash_between_the_file_and_the_index_is_repaired_by_the_next_write(
     store.save_memory("First", "one", "project", "1", origin="user")
     real = store_module.atomic_write
 
-    def crash_on_index(path: Path, text: str) -> None:
+    def crash_on_index(path: Path, text: str, **options: str) -> None:
         if path.name == "MEMORY.md":
             raise Crash
-        real(path, text)
+        real(path, text, **options)
 
     monkeypatch.setattr(store_module, "atomic_write", crash_on_index)
     with pytest.raises(Crash):
