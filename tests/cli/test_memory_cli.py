@@ -253,3 +253,35 @@ def test_recall_json_says_why_nothing_was_recalled(cli: Cli) -> None:
     assert (short["selected"], short["reason"]) == ([], "too_short")
     other = cli.json("memory", "recall", "quarterly revenue for Brazil", "--selector", "lexical")
     assert (other["selected"], other["reason"]) == ([], "no_match")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["list", "--json"],
+        ["list"],
+        ["recall", "how do we test the database?", "--selector", "lexical"],
+        ["path"],
+    ],
+)
+def test_a_memory_command_whose_reader_went_away_exits_141_quietly(
+    argv: list[str], tmp_path: Path
+) -> None:
+    """Standard output a pipe nobody reads (``| head`` done, ``| true``): exit 141, as
+    ``run`` does, and nothing on stderr (rich's own handling exits 1)."""
+    folder = str(tmp_path / "memory")
+    subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "memory", "add", "--memory-dir", folder,
+         "--name", "db tests", "--type", "feedback", "--content", "No mocks."],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "asyncrecall", "memory", *argv, "--memory-dir", folder],
+            stdout=write_end, stderr=subprocess.PIPE, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, b"")

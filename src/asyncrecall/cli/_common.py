@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from asyncrecall._redact import redact
 from asyncrecall.cli._settings import Settings, load_settings
+from asyncrecall.cli._signals import EXIT_OUTPUT_CLOSED
 
 __all__ = [
     "agent_flags",
@@ -32,6 +33,8 @@ __all__ = [
     "redacted",
     "resume_collection",
     "settings_from_args",
+    "stdout_console",
+    "stdout_to_null",
     "store_flags",
     "user_waits",
 ]
@@ -270,6 +273,28 @@ def resume_collection() -> None:
 
 
 _PAUSED: dict[str, bool] = {}
+
+
+def stdout_to_null() -> None:
+    """Point standard output at the null device once its reader went away: the
+    interpreter's flush of it at exit would meet the broken pipe again."""
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+
+
+def stdout_console(**options: Any) -> Any:
+    """A rich console on standard output whose reader going away (``| head``) ends the
+    command quietly with exit status 141, as ``run`` does (rich's own exits 1)."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            stdout_to_null()
+            raise SystemExit(EXIT_OUTPUT_CLOSED)
+
+    return _Console(**options)
 
 
 def end_process(code: int) -> NoReturn:

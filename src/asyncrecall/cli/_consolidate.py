@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from asyncrecall._exceptions import ConfigError
+from asyncrecall.cli._common import stdout_console
 from asyncrecall.cli._memory_config import open_memory_store
 from asyncrecall.cli._settings import Settings
 from asyncrecall.memory import Store
@@ -39,9 +40,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         store.close()
     if args.json:
-        from rich.console import Console
-
-        Console(soft_wrap=True).print_json(json.dumps(result.to_dict(), ensure_ascii=False))
+        stdout_console(soft_wrap=True).print_json(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
         _print(result)
     return 0
@@ -61,9 +60,7 @@ async def _consolidate(
 
 
 def _print(result: ConsolidationResult) -> None:
-    from rich.console import Console
-
-    out = Console(soft_wrap=True, highlight=False, emoji=False)
+    out = stdout_console(soft_wrap=True, highlight=False, emoji=False)
     head = "plan (dry run, nothing changed)" if result.dry_run else "consolidated"
     out.print(f"{head}: {len(result.actions)} action(s), {result.memories_before} memories",
               markup=False)  # fmt: skip

@@ -27,9 +27,10 @@ from asyncrecall.cli._common import (
     redacted,
     resume_collection,
     settings_from_args,
+    stdout_to_null,
 )
 from asyncrecall.cli._reader import start_reading_memory
-from asyncrecall.cli._signals import die_cleanly
+from asyncrecall.cli._signals import EXIT_OUTPUT_CLOSED, die_cleanly
 
 __all__ = ["main"]
 
@@ -126,6 +127,9 @@ def _command(argv: list[str], command: str | None) -> int:
     except AsyncRecallError as exc:
         sys.stderr.write(f"asyncrecall: {redacted(str(exc))}\n")
         return 1
+    except BrokenPipeError:  # the output's reader went away (| head): quiet, as run is
+        stdout_to_null()
+        return EXIT_OUTPUT_CLOSED
     except OSError as exc:  # a file or socket refused outside the library's own errors
         where = f": {exc.filename}" if exc.filename else ""
         sys.stderr.write(f"asyncrecall: {exc.strerror or exc}{where}\n")

@@ -33,6 +33,7 @@ from asyncrecall.cli._common import (
     endpoint_flags,
     folder_flags,
     settings_from_args,
+    stdout_console,
     store_flags,
     user_waits,
 )
@@ -213,9 +214,7 @@ def _close(store: Store) -> None:
 
 
 def _out() -> Any:
-    from rich.console import Console
-
-    return Console(soft_wrap=True, highlight=False, emoji=False)
+    return stdout_console(soft_wrap=True, highlight=False, emoji=False)
 
 
 def _err() -> Any:

@@ -51,6 +51,7 @@ from asyncrecall.agent import (
 )
 from asyncrecall.cli._common import redacted
 from asyncrecall.cli._settings import OutputFormat
+from asyncrecall.cli._signals import EXIT_OUTPUT_CLOSED
 
 __all__ = [
     "EXIT_CANCELLED",
@@ -67,8 +68,6 @@ EXIT_MODEL_ERROR = 1
 EXIT_STOPPED = 3
 #: The user cancelled (Ctrl-C).
 EXIT_CANCELLED = 130
-#: The output's reader went away (a broken pipe): 128 + ``SIGPIPE``.
-EXIT_OUTPUT_CLOSED = 141
 
 _STOPPED_KINDS = frozenset(
     {"loop_detected", "max_turns", "max_session_turns", "session_token_limit_exceeded", "stopped"}

@@ -42,13 +42,25 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:  # the command line imports this before anything heavy
     import asyncio
 
-__all__ = ["TERMINATING", "Ended", "bridge", "die_cleanly", "exit_status", "unwinding"]
+__all__ = [
+    "EXIT_OUTPUT_CLOSED",
+    "TERMINATING",
+    "Ended",
+    "bridge",
+    "die_cleanly",
+    "exit_status",
+    "unwinding",
+]
 
 #: The signals that end a command and that it ends cleanly on: the terminal's hang-up,
 #: a polite kill, and (Windows) Ctrl-Break.
 TERMINATING: Final[tuple[signal.Signals, ...]] = tuple(
     getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGBREAK") if hasattr(signal, name)
 )
+
+
+#: The output's reader went away (a broken pipe): 128 + ``SIGPIPE``, on every platform.
+EXIT_OUTPUT_CLOSED: Final = 141
 
 
 def exit_status(signum: int) -> int:
