@@ -150,6 +150,18 @@ CASES: dict[str, Case] = {
         setup=_without_psycopg,
         env={"PYTHONPATH": "{tmp}/no-extra", "ASYNCRECALL_STORE": "postgresql://127.0.0.1:9/m"},
     ),
+    "settings-file-that-is-a-folder": Case(
+        ["memory", "list"],
+        2,
+        ["{tmp}/home/settings.toml: Is a directory"],
+        setup=lambda tmp: (tmp / "home" / "settings.toml").mkdir(parents=True),
+    ),
+    "project-that-is-a-file": Case(
+        ["memory", "list", "--project", "{tmp}/notes.txt"],
+        2,
+        ["{tmp}/notes.txt", "is not a folder"],
+        setup=lambda tmp: (tmp / "notes.txt").write_text("not a folder\n"),
+    ),
     "abbreviated-flag": Case(
         ["memory", "list", "--mem", MEM],
         2,

@@ -92,8 +92,8 @@ class SettingsFile:
             data = _read_regular(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
-        except OSError as exc:
-            raise ConfigError(f"cannot read settings file {path}: {exc}") from exc
+        except OSError as exc:  # its strerror: the error's filename may be a descriptor
+            raise ConfigError(f"cannot read settings file {path}: {exc.strerror or exc}") from exc
         try:
             table = tomllib.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -240,7 +240,8 @@ def load_settings(
     env = os.environ if env is None else env
     project = path_value(flags.pop("project", None) or (cwd or Path.cwd())).resolve()
     if not project.is_dir():
-        raise ConfigError(f"project folder {project} does not exist")
+        what = "is not a folder" if project.exists() else "does not exist"
+        raise ConfigError(f"project folder {project} {what}")
     home = home_folder(env)
     for name in flags:
         if name not in PARSERS:
