@@ -126,7 +126,7 @@ def test_a_missing_project_folder_is_an_error(tmp_path: Path) -> None:
 def test_recall_budgets_environment_wins_over_the_file(project: Path, home: Path) -> None:
     """Each budget is a setting; the environment wins over a settings file,
     and the defaults are the library's (60 KB a session, 1,200 characters / 200 lines
-    a file, 200 candidates / 25 KB a manifest, 5 files a message, 2 instant)."""
+    a file, 200 candidates / 25 KB a manifest, 5 files a message, 3 instant)."""
     defaults = load_settings({"project": str(project)}, env={"ASYNCRECALL_HOME": str(home)})
     assert (
         defaults.recall_files,
@@ -137,7 +137,7 @@ def test_recall_budgets_environment_wins_over_the_file(project: Path, home: Path
         defaults.manifest_files,
         defaults.manifest_bytes,
         defaults.skip_trivial,
-    ) == (5, 2, 60_000, 1200, 200, 200, 25_000, True)
+    ) == (5, 3, 60_000, 1200, 200, 200, 25_000, True)
     project_file = project / ".asyncrecall" / "settings.toml"
     project_file.write_text(
         "recall-session-bytes = 1000\nmanifest_files = 50\nskip_trivial = false\n"

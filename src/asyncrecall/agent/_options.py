@@ -30,7 +30,7 @@ class ClientOptions:
     #: Deadline of the old blocking design, in seconds.
     blocking_deadline: float = 2.5
     #: Files an instant lexical pass may put on the first request (``async+lexical``).
-    instant_limit: int = 2
+    instant_limit: int = 3
     #: When set: a user query's recall work that runs in the background (a cold
     #: folder's reading, the side query and its prompt) waits until that query's
     #: request is on its way, at most this many seconds, so it never holds the

@@ -172,7 +172,7 @@ class RecallPrefetcher:
         *,
         limit: int = DEFAULT_LIMIT,
         instant_selector: Selector | None = None,
-        instant_limit: int = 2,
+        instant_limit: int = 3,
         on_event: Callable[[PrefetchEvent], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,

@@ -99,7 +99,7 @@ class Settings:
     #: Files that reach the model for one user message, instant pass and model pick together.
     recall_files: int = 5
     #: Files the instant lexical pass may put on the first request (within recall_files).
-    instant_files: int = 2
+    instant_files: int = 3
     #: Bytes of memory blocks per session before recall stops; 0: no budget.
     recall_session_bytes: int = 60_000
     #: Characters and lines of a memory's body put in the block (a note names the file).
