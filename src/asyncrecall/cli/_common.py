@@ -30,11 +30,11 @@ __all__ = [
     "exit_soon",
     "folder_flags",
     "pause_collection",
+    "quiet_output",
     "redacted",
     "resume_collection",
     "settings_from_args",
     "stdout_console",
-    "stdout_to_null",
     "store_flags",
     "user_waits",
 ]
@@ -275,12 +275,16 @@ def resume_collection() -> None:
 _PAUSED: dict[str, bool] = {}
 
 
-def stdout_to_null() -> None:
-    """Point standard output at the null device once its reader went away: the
-    interpreter's flush of it at exit would meet the broken pipe again."""
-    with contextlib.suppress(OSError, ValueError):
+def quiet_output(out: Any) -> None:
+    """Point ``out``'s descriptor at the null device once its reader went away: what is
+    still buffered in it, and the interpreter's last flush, go nowhere instead of
+    failing again on stderr."""
+    with contextlib.suppress(Exception):
         null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
+        try:
+            os.dup2(null, out.fileno())
+        finally:
+            os.close(null)
 
 
 def stdout_console(**options: Any) -> Any:
@@ -291,7 +295,7 @@ def stdout_console(**options: Any) -> Any:
     class _Console(Console):
         def on_broken_pipe(self) -> None:
             self.quiet = True
-            stdout_to_null()
+            quiet_output(sys.stdout)
             raise SystemExit(EXIT_OUTPUT_CLOSED)
 
     return _Console(**options)

@@ -24,10 +24,10 @@ from asyncrecall.cli._common import (
     common_parser,
     end_process,
     pause_collection,
+    quiet_output,
     redacted,
     resume_collection,
     settings_from_args,
-    stdout_to_null,
 )
 from asyncrecall.cli._reader import start_reading_memory
 from asyncrecall.cli._signals import EXIT_OUTPUT_CLOSED, die_cleanly
@@ -128,7 +128,7 @@ def _command(argv: list[str], command: str | None) -> int:
         sys.stderr.write(f"asyncrecall: {redacted(str(exc))}\n")
         return 1
     except BrokenPipeError:  # the output's reader went away (| head): quiet, as run is
-        stdout_to_null()
+        quiet_output(sys.stdout)
         return EXIT_OUTPUT_CLOSED
     except OSError as exc:  # a file or socket refused outside the library's own errors
         where = f": {exc.filename}" if exc.filename else ""

@@ -22,10 +22,8 @@ that the signal ended, as ``yes | head -1`` does).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
 import shutil
 import sys
 from collections.abc import Mapping
@@ -49,7 +47,7 @@ from asyncrecall.agent import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from asyncrecall.cli._common import redacted
+from asyncrecall.cli._common import quiet_output, redacted
 from asyncrecall.cli._settings import OutputFormat
 from asyncrecall.cli._signals import EXIT_OUTPUT_CLOSED
 
@@ -158,7 +156,7 @@ class EventPrinter:
             self.out.flush()
         except OSError:  # a broken pipe (EPIPE), a terminal that hung up (EIO)
             self.output_closed = True
-            _quiet(self.out)
+            quiet_output(self.out)
 
     def _summary(self, finished: FinishedEvent) -> dict[str, Any]:
         injected = [e for e in self._events if e["type"] == "memory_injected"]
@@ -265,17 +263,6 @@ def scrubbed(event: _E) -> _E:
     if clean == text:
         return event
     return cast(_E, dataclasses.replace(cast(Any, event), **{name: clean}))
-
-
-def _quiet(out: Any) -> None:
-    """Point ``out``'s descriptor at the null device: what is still buffered in it, and
-    the interpreter's last flush, go nowhere instead of failing again on stderr."""
-    with contextlib.suppress(Exception):
-        null = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(null, out.fileno())
-        finally:
-            os.close(null)
 
 
 def background_line(event: ExtractionEvent) -> str | None:

@@ -8,8 +8,8 @@ look at the memories' meaning, and only when that costs no cold work:
 
 - the embedded model is loaded and every offered memory's vectors are cached (a
   daemon thread that :meth:`prepare` starts does it; a model that cannot be loaded is
-  said once, in a warning, and the pass stays lexical); then the pass embeds the query alone (one
-  call, the query cut at :data:`MAX_QUERY_CHARS`) and takes one matrix product over
+  said once, in a warning, and the pass stays lexical); then the pass embeds the query
+  alone (one call, the query cut at :data:`MAX_QUERY_CHARS`) and takes one matrix product over
   the cached document and line vectors, stacked once per folder state. Its work is
   bounded by construction: at most :data:`MAX_ROWS` vectors, or the pass is skipped;
 - otherwise it answers as the lexical selector did, and a daemon thread embeds what is
@@ -288,8 +288,7 @@ class SemanticInstantSelector:
             return chosen, why  # a name no memory mentions; or not English
         placed = self._placed(docs)
         if placed is None:
-            if self._unloadable is None:
-                self._warm_later(docs)
+            self._warm_later(docs)
             return chosen, why
         picked, reason = self._by_vectors(query, *placed, limit)
         return [docs[i] for i in picked], reason
@@ -360,8 +359,11 @@ class SemanticInstantSelector:
         return [int(i) for i in order if best[i] >= self.min_top_similarity], None
 
     def _warm_later(self, docs: Sequence[MemoryDoc]) -> None:
-        """Embed and stack ``docs`` in a daemon thread (one at a time, never joined)."""
+        """Embed and stack ``docs`` in a daemon thread (one at a time, never joined; none
+        once the model could not be loaded)."""
         with self._lock:
+            if self._unloadable is not None:
+                return
             if self._warming is not None and self._warming.is_alive():
                 return
             listed = tuple(docs)
