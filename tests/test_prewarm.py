@@ -288,12 +288,12 @@ from asyncrecall.cli._main import _build_parser
 from asyncrecall.cli._reader import start_reading_memory
 settings = settings_from_args(_build_parser("run").parse_args(sys.argv[1:]))
 warmup = start_reading_memory(settings, "why does CI hang on real sockets?")
-at_once = warmup.primed.take(2)
+at_once = warmup.primed.take(settings.instant_files)
 deadline = time.monotonic() + 60
 result = at_once
 while result is None and time.monotonic() < deadline:
     time.sleep(0.01)
-    result = warmup.primed.take(2)
+    result = warmup.primed.take(settings.instant_files)
 print(json.dumps({
     "thread": warmup.thread is not None,
     "at_once": at_once is not None,
@@ -383,10 +383,11 @@ async def test_runs_session_puts_the_primed_pass_on_its_first_request(
 
     question = "why does CI hang on real sockets?"
     argv = ["run", question, "--memory-dir", str(folder), "--project", str(tmp_path)]
-    warmup = _reader.start_reading_memory(_settings_of(argv), question)
+    settings = _settings_of(argv)
+    warmup = _reader.start_reading_memory(settings, question)
     assert warmup is not None and warmup.primed is not None
     for _ in range(6000):  # the test waits for the reader; run never does
-        if warmup.primed.take(2) is not None:
+        if warmup.primed.take(settings.instant_files) is not None:
             break
         await asyncio.sleep(0.01)
     with LocalServer() as server:

@@ -148,7 +148,8 @@ def test_the_reader_file_is_private(tmp_path: Path, folder: Path, tmpdir_: Path)
     has written the recalled memory into it."""
     argv = ["run", QUESTION, "--memory-dir", str(folder), "--project", str(tmp_path)]
     args = _build_parser("run").parse_args(argv)
-    warmup = _reader.start_reading_memory(settings_from_args(args), QUESTION)
+    settings = settings_from_args(args)
+    warmup = _reader.start_reading_memory(settings, QUESTION)
     assert warmup is not None and warmup.primed is not None
     try:
         [name] = readers(tmpdir_)
@@ -157,7 +158,7 @@ def test_the_reader_file_is_private(tmp_path: Path, folder: Path, tmpdir_: Path)
         written = tmpdir_ / name
         assert stat.S_IMODE(written.stat().st_mode) == 0o600
         assert "CI hangs on real sockets" in written.read_text()
-        taken = warmup.primed.take(2)
+        taken = warmup.primed.take(settings.instant_files)
         assert taken is not None and "CI hangs on real sockets" in taken.prompt
     finally:
         _reader.discard_reader_files()
