@@ -37,9 +37,8 @@ deterministic workflow code.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -75,16 +74,14 @@ class AsyncRecall(AbstractCapability[Any]):
 
     prefetcher: RecallPrefetcher
     key: Callable[[RunContext[Any]], str] | None = None
-    _run_key: str | None = field(default=None, init=False, repr=False)
 
-    async def for_run(self, ctx: RunContext[Any]) -> AsyncRecall:
-        """A fresh instance per run: the run's key lives on it."""
-        return dataclasses.replace(self)
+    # One instance serves every run, with no copy per run (the framework keeps its runs'
+    # contexts alive for a while, and with them what they hold): each hook reads the
+    # run's key off the run's context.
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
         """Adopt or start the recall; cancel it however the run ends."""
         key = self._key_for(ctx)
-        self._run_key = key
         prefetcher = self.prefetcher
         recall = None
         error: BaseException | None = None
@@ -103,10 +100,10 @@ class AsyncRecall(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """Put the settled memory block into the request about to be sent (never waits)."""
-        key = self._run_key
         messages = request_context.messages
-        if key is None or not messages or not isinstance(messages[-1], ModelRequest):
+        if not messages or not isinstance(messages[-1], ModelRequest):
             return request_context
+        key = self._key_for(ctx)
         request = messages[-1]
         point = _point(request)
         if point is None:
