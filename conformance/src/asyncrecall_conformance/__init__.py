@@ -23,7 +23,8 @@ same thing; the kit checks it on the wire, from the requests the model server re
 * **(f)** a new message never receives the recall of a previous one (a cancelled run's,
   or one the app started for a message it never ran);
 * **(g)** many conversations do not grow memory without bound (the objects of
-  asyncrecall's classes alive after 40 conversations, each shown memory).
+  asyncrecall's classes alive over a second round of 40 conversations, each shown
+  memory).
 
 Each case is one test id (``a-slow-recall-after-tool-results``, ...;
 :data:`CASES`), and each fails with an ``AssertionError`` naming the rule it saw broken.
