@@ -138,7 +138,9 @@ def test_the_instant_pass_reads_meaning_where_a_session_outlives_its_request(
 async def test_the_semantic_instant_pass_is_the_users_choice(tmp_path: Path) -> None:
     """``chat``'s instant pass is lexical by default, even with the ``local`` extra (the
     model it loads costs the process's pauses more than it recalls); the
-    ``semantic_instant`` setting turns the semantic one on."""
+    ``semantic_instant`` setting turns the semantic one on, but not for a one-shot
+    ``run``, even on the embedded model (its only request leaves before the encoder
+    has loaded)."""
     pytest.importorskip("wordllama")
     from asyncrecall.cli._session import open_session
     from asyncrecall.memory import SemanticInstantSelector
@@ -151,12 +153,20 @@ async def test_the_semantic_instant_pass_is_the_users_choice(tmp_path: Path) -> 
         model=ScriptedModel(name="main"),
         side_model=side,
     )
+    one_shot = open_session(  # run on the embedded model (loaded at start: not here)
+        settings.with_overrides(semantic_instant=True, base_url=None, model=None),
+        side_model=side,
+        hold_recall=True,
+    )
     try:
         default = plain.client._slot._prefetcher
         semantic = chosen.client._slot._prefetcher
-        assert default is not None and semantic is not None
+        run = one_shot.client._slot._prefetcher
+        assert default is not None and semantic is not None and run is not None
         assert isinstance(default.instant_selector, LexicalSelector)
         assert isinstance(semantic.instant_selector, SemanticInstantSelector)
+        assert isinstance(run.instant_selector, LexicalSelector)
     finally:
         await plain.aclose()
         await chosen.aclose()
+        await one_shot.aclose()

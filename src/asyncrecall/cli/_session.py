@@ -141,7 +141,8 @@ def open_session(
 
     ``semantic_instant`` (default: the ``semantic_instant`` setting, off): with the
     ``local`` extra, the instant pass reads meaning too where the session outlives its
-    first request or runs on the embedded model (:func:`_instant_selector`); ``False``
+    first request (:func:`_instant_selector`; ``run``'s only request leaves before the
+    encoder has loaded, and loading it would only slow that request down); ``False``
     keeps it lexical (the demo, whose timeline compares the recall modes).
 
     ``handoff`` (the command line's ``run`` and ``chat``): at exit, extraction that is
@@ -207,7 +208,7 @@ def open_session(
         ),
         control=control,
         instant_selector=(
-            _instant_selector(memory, semantic=semantic and (embedded or not hold_recall))
+            _instant_selector(memory, semantic=semantic and not hold_recall)
             if recall_mode == "async+lexical"
             else None
         ),
