@@ -176,9 +176,9 @@ class SemanticInstantSelector:
         self._stack: _Stack | None = None
         self._warming: threading.Thread | None = None
         self._lock = threading.Lock()
-        #: Why the encoder could not be loaded (then the pass stays lexical, and stops
-        #: trying); ``None`` until it failed.
-        self._unloadable: str | None = None
+        #: Whether the encoder could not be loaded (then the pass stays lexical, and
+        #: stops trying).
+        self._unloadable = False
 
     @classmethod
     def beside(
@@ -362,7 +362,7 @@ class SemanticInstantSelector:
         """Embed and stack ``docs`` in a daemon thread (one at a time, never joined; none
         once the model could not be loaded)."""
         with self._lock:
-            if self._unloadable is not None:
+            if self._unloadable:
                 return
             if self._warming is not None and self._warming.is_alive():
                 return
@@ -372,7 +372,7 @@ class SemanticInstantSelector:
                 try:
                     self.prepare_vectors(listed)
                 except ImportError as error:  # a missing or broken package: said once
-                    self._unloadable = str(error)
+                    self._unloadable = True
                     logger.warning(
                         "the instant pass reads words only: its encoder %s could not be "
                         "loaded (%s)",
