@@ -217,8 +217,10 @@ def test_trust_is_for_the_bytes_that_were_read(project: Path, home: Path) -> Non
 
 
 def test_a_bad_value_names_the_file_it_came_from(project: Path, home: Path) -> None:
-    """An invalid value is one error naming the setting and the file, trusted or not."""
+    """An invalid value in a file the user owns (the home file, a trusted project file)
+    is one error naming the setting and the file."""
     path = _write(project, "max_turns = -2\n")
+    record_trust(home, path, path.read_bytes())
     with pytest.raises(ConfigError, match=rf"must be 0 or more, got -2 \(from {path}\)"):
         _load(project, home)
     (home / "settings.toml").write_text('selector = "psychic"\n')
@@ -227,12 +229,44 @@ def test_a_bad_value_names_the_file_it_came_from(project: Path, home: Path) -> N
         _load(project, home)
 
 
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("max_turns = -2\n", "--max-turns must be 0 or more, got -2"),
+        ("max_turns = = 3\n", "cannot read settings file"),
+        ("colour = 'blue'\n", "unknown setting 'colour'"),
+        (b"max_turns = 3 # \xff\n", "cannot read settings file"),
+    ],
+    ids=["invalid value", "not TOML", "unknown key", "not UTF-8"],
+)
+def test_an_untrusted_file_that_cannot_be_read_is_ignored_whole(
+    project: Path, home: Path, text: str | bytes, error: str
+) -> None:
+    """A cloned folder's file that is broken stops no command: it is ignored whole (its
+    harmless keys too), and the warning names the file, the error and why. Trusted,
+    the same file is the user's own: an error."""
+    path = project / ".asyncrecall" / "settings.toml"
+    body = text.encode() if isinstance(text, str) else text
+    path.write_bytes(b'output_format = "json"\n' + body)
+
+    settings = _load(project, home)
+
+    assert settings.output_format == "text" and settings.max_turns == 40
+    assert settings.untrusted is not None and settings.untrusted.ignored == ()
+    warning = settings.untrusted.warning()
+    assert error in warning and str(path) in warning and warning.endswith("(not trusted)")
+    record_trust(home, path, path.read_bytes())
+    with pytest.raises(ConfigError, match=error):
+        _load(project, home)
+
+
 @pytest.mark.parametrize("target", ["/dev/zero", "fifo", "huge"])
-def test_a_settings_file_that_is_no_file_is_one_error_not_a_hang(
+def test_a_settings_file_that_is_no_file_is_ignored_not_a_hang(
     project: Path, home: Path, target: str
 ) -> None:
-    """A project's settings file linked to a device, made a pipe, or over 1 MiB is a
-    ConfigError naming it: no command in that folder hangs or reads without end."""
+    """A project's settings file linked to a device, made a pipe, or over 1 MiB is not
+    read: no command in that folder hangs or reads without end, and it is ignored with
+    a warning naming it (bytes that cannot be read cannot match a trust)."""
     path = project / ".asyncrecall" / "settings.toml"
     if target == "fifo":
         os.mkfifo(path)
@@ -240,5 +274,7 @@ def test_a_settings_file_that_is_no_file_is_one_error_not_a_hang(
         path.write_text("# filler\n" * 200_000)
     else:
         path.symlink_to(target)
-    with pytest.raises(ConfigError, match=f"cannot read settings file {path}"):
-        _load(project, home)
+    settings = _load(project, home)
+    assert settings.untrusted is not None
+    assert settings.untrusted.warning().startswith(f"cannot read settings file {path}")
+    assert settings.max_turns == 40

@@ -162,6 +162,28 @@ def test_once_trusted_the_folder_applies_and_an_edit_needs_trust_again(
     assert (status.returncode, status.stdout.split(":")[0]) == (1, "untrusted")
 
 
+def test_a_broken_untrusted_file_stops_no_command_and_applies_nothing(
+    servers: tuple[LocalServer, LocalServer], tmp_path: Path
+) -> None:
+    """A cloned folder's settings file that is not TOML: ``run`` there still goes to A
+    with the user's key and exits 0, B gets nothing, and stderr has one warning line
+    naming the file and its error; ``trust`` refuses it (exit 2)."""
+    a, b = servers
+    home, project, settings = _world(tmp_path, a, b)
+    settings.write_text(settings.read_text() + "[[broken\n")
+
+    done = _run(project, home)
+
+    assert done.returncode == 0, done.stderr
+    assert b.requests == [] and len(a.requests) == 1
+    assert a.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    (warning,) = _warnings(done.stderr)
+    assert warning.startswith(f"asyncrecall: cannot read settings file {settings}")
+    assert warning.endswith("the whole file is ignored (not trusted)")
+    refused = _cli("trust", cwd=project, home=home)
+    assert refused.returncode == 2 and not (home / "trusted.json").exists()
+
+
 def test_trust_refuses_a_file_it_cannot_read_and_records_nothing(tmp_path: Path) -> None:
     """A settings file with an invalid value (or none at all) is bad usage: exit 2, one
     line, no record written."""

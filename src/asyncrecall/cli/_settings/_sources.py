@@ -88,12 +88,13 @@ class SettingsFile:
     def read(cls, path: Path) -> SettingsFile | None:
         """The file at ``path``, or ``None`` when there is none; a :class:`ConfigError`
         naming it when it cannot be read, is not TOML or names an unknown setting."""
-        try:
-            data = _read_regular(path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as exc:  # its strerror: the error's filename may be a descriptor
-            raise ConfigError(f"cannot read settings file {path}: {exc.strerror or exc}") from exc
+        data = _read_settings_bytes(path)
+        return None if data is None else cls.parse(path, data)
+
+    @classmethod
+    def parse(cls, path: Path, data: bytes) -> SettingsFile:
+        """The settings in ``data``, read from ``path``; a :class:`ConfigError` naming it
+        when they are not TOML or name an unknown setting."""
         try:
             table = tomllib.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -119,6 +120,17 @@ class SettingsFile:
 
 #: A settings file larger than this is refused (a few lines are what one holds).
 MAX_SETTINGS_BYTES: Final = 1 << 20
+
+
+def _read_settings_bytes(path: Path) -> bytes | None:
+    """The bytes of the settings file at ``path``, ``None`` when there is none; a
+    :class:`ConfigError` naming it when it cannot be read."""
+    try:
+        return _read_regular(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:  # its strerror: the error's filename may be a descriptor
+        raise ConfigError(f"cannot read settings file {path}: {exc.strerror or exc}") from exc
 
 
 def _read_regular(path: Path) -> bytes:
@@ -192,6 +204,39 @@ def _endpoint_pair(picked: Mapping[str, _Layer]) -> None:
         )
 
 
+def _project_layer(
+    path: Path, project: Path, home: Path, below: Mapping[str, Any]
+) -> tuple[_Layer | None, UntrustedSettings | None]:
+    """What of the project's settings file at ``path`` applies, and what the user is
+    told of it. A trusted file applies whole, and its errors are the user's to mend
+    (a :class:`ConfigError`); an untrusted one that cannot be read, is not TOML, or holds
+    an unknown key or an invalid value is ignored whole, with its error in the warning:
+    a cloned folder's file must not stop every command run there. A file that cannot
+    be read cannot be matched with a trust either."""
+    try:
+        data = _read_settings_bytes(path)
+    except ConfigError as exc:
+        return None, UntrustedSettings(
+            path=path, project=project, state="untrusted", ignored=(), error=str(exc)
+        )
+    if data is None:
+        return None, None
+    state = trust_state(home, path, data)
+    if state == "trusted":
+        return _Layer(str(path), SettingsFile.parse(path, data).values, owned=True), None
+    try:
+        file = SettingsFile.parse(path, data)
+        file.validate()
+        layer, ignored = _untrusted_layer(file, state, below)
+    except ConfigError as exc:
+        return None, UntrustedSettings(
+            path=path, project=project, state=state, ignored=(), error=str(exc)
+        )
+    if not ignored:
+        return layer, None
+    return layer, UntrustedSettings(path=path, project=project, state=state, ignored=ignored)
+
+
 def _untrusted_layer(
     file: SettingsFile, state: Literal["untrusted", "changed"], below: Mapping[str, Any]
 ) -> tuple[_Layer, tuple[str, ...]]:
@@ -263,18 +308,10 @@ def load_settings(
     ]
     untrusted = None
     where = project_settings_file(project, home)
-    project_file = SettingsFile.read(where) if where is not None else None
-    if project_file is not None:
-        state = trust_state(home, project_file.path, project_file.data)
-        if state == "trusted":
-            layers.append(_Layer(str(project_file.path), project_file.values, owned=True))
-        else:
-            layer, ignored = _untrusted_layer(project_file, state, home_values)
+    if where is not None:
+        layer, untrusted = _project_layer(where, project, home, home_values)
+        if layer is not None:
             layers.append(layer)
-            if ignored:
-                untrusted = UntrustedSettings(
-                    path=project_file.path, project=project, state=state, ignored=ignored
-                )
     layers.append(_Layer(str(home_path), home_values, owned=True))
 
     picked: dict[str, _Layer] = {}

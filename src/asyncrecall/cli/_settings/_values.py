@@ -50,10 +50,15 @@ class UntrustedSettings:
     project: Path
     state: Literal["untrusted", "changed"]
     ignored: tuple[str, ...]
+    #: Why the whole file was ignored: it cannot be read, is not TOML, or holds an
+    #: unknown key or an invalid value (``ignored`` is then empty).
+    error: str | None = None
 
     def warning(self) -> str:
         """One line for stderr: what was ignored, why, and the command that trusts it."""
         why = "it changed since you trusted it" if self.state == "changed" else "not trusted"
+        if self.error is not None:
+            return f"{self.error}; the whole file is ignored ({why})"
         return (
             f"ignoring {', '.join(self.ignored)} in {self.path} ({why}); "
             f"if you trust this folder's settings: {trust_command(self.project)}"
