@@ -19,6 +19,7 @@ from asyncrecall.memory import FolderStore, LexicalSelector, MemoryDoc, ModelSel
 from asyncrecall.prefetch import (
     INSTANT_STRATEGY,
     MemoryBlock,
+    MemoryRecallEmptyEvent,
     PrefetchEvent,
     RecallNotReady,
     RecallPrefetcher,
@@ -702,3 +703,45 @@ async def test_an_instant_selectors_invented_file_is_never_injected(
     result = manager.recall_instant("deploys", selector=_InventingInstant(altered))  # type: ignore[arg-type]
     assert result is not None and result.paths == (real.rel_path,)
     assert "ZQ-altered" not in result.prompt and real.body.strip()[:40] in result.prompt
+
+
+async def test_every_empty_recall_says_why(
+    store: FolderStore, side: ScriptedModel, paths: dict[str, str]
+) -> None:
+    """A recall taken with no file for the request says why (``memory_recall_empty``):
+    the main recall and the instant pass each with the selector's code, and a model
+    pick whose files the instant pass had already shown with ``already_shown``."""
+    events: list[PrefetchEvent] = []
+    async with RecallPrefetcher(
+        Recaller(store, LexicalSelector()),
+        instant_selector=LexicalSelector(),
+        on_event=events.append,
+    ) as prefetcher:
+        await prefetcher.warm()
+        prefetcher.start(KEY, "which colour should the office kitchen be painted?")
+        assert prefetcher.take(KEY, "user_query") is None
+    prompt_id = events[0].to_dict()["prompt_id"]
+    assert [e.to_dict() for e in events if isinstance(e, MemoryRecallEmptyEvent)] == [
+        {"type": "memory_recall_empty", "prompt_id": prompt_id, "reason": "no_match",
+         "strategy": "lexical"},
+        {"type": "memory_recall_empty", "prompt_id": prompt_id, "reason": "no_match",
+         "strategy": "instant-lexical"},
+    ]  # fmt: skip
+
+    events.clear()
+    gate = asyncio.Event()
+    side.add_json(selection(paths["deploy-flow"]), gate=gate)
+    async with RecallPrefetcher(
+        Recaller(store, ModelSelector(side)),
+        instant_selector=LexicalSelector(),
+        on_event=events.append,
+    ) as prefetcher:
+        await prefetcher.warm()
+        prefetcher.start(KEY, "how do deploys reach the staging cluster?")
+        shown = prefetcher.take(KEY, "user_query")
+        gate.set()
+        await settle(prefetcher, KEY)
+        later = prefetcher.take(KEY, "tool_result")
+    assert shown is not None and shown.paths == (paths["deploy-flow"],) and later is None
+    (empty,) = [e for e in events if isinstance(e, MemoryRecallEmptyEvent)]
+    assert (empty.reason, empty.strategy) == ("already_shown", "model")

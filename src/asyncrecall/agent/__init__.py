@@ -43,6 +43,7 @@ from asyncrecall.prefetch import MemoryBudgetEvent as MemoryBudgetEvent
 from asyncrecall.prefetch import MemoryDiscardedEvent as MemoryDiscardedEvent
 from asyncrecall.prefetch import MemoryInjectedEvent as MemoryInjectedEvent
 from asyncrecall.prefetch import MemoryInstantPreemptedEvent as MemoryInstantPreemptedEvent
+from asyncrecall.prefetch import MemoryRecallEmptyEvent as MemoryRecallEmptyEvent
 from asyncrecall.prefetch import MemoryRecallSkippedEvent as MemoryRecallSkippedEvent
 from asyncrecall.prefetch import MemoryRecallStartedEvent as MemoryRecallStartedEvent
 

@@ -18,6 +18,7 @@ from asyncrecall.prefetch._events import (
     MemoryDiscardedEvent,
     MemoryInjectedEvent,
     MemoryInstantPreemptedEvent,
+    MemoryRecallEmptyEvent,
     MemoryRecallSkippedEvent,
     MemoryRecallStartedEvent,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "MemoryDiscardedEvent",
     "MemoryInjectedEvent",
     "MemoryInstantPreemptedEvent",
+    "MemoryRecallEmptyEvent",
     "MemoryRecallSkippedEvent",
     "MemoryRecallStartedEvent",
     "RequestRetriedEvent",
@@ -203,6 +205,7 @@ AgentEvent: TypeAlias = (
     | MemoryRecallStartedEvent
     | MemoryInjectedEvent
     | MemoryDiscardedEvent
+    | MemoryRecallEmptyEvent
     | MemoryRecallSkippedEvent
     | MemoryBudgetEvent
     | MemoryInstantPreemptedEvent

@@ -44,6 +44,7 @@ LOGGED: Final = frozenset(
     {
         "memory_recall_started",
         "memory_recall_skipped",
+        "memory_recall_empty",
         "memory_injected",
         "memory_discarded",
         "memory_budget",

@@ -22,6 +22,7 @@ __all__ = [
     "MemoryInjectedEvent",
     "MemoryInstantPreemptedEvent",
     "MemoryRecallSkippedEvent",
+    "MemoryRecallEmptyEvent",
     "MemoryRecallStartedEvent",
     "PrefetchEvent",
     "SkipReason",
@@ -133,9 +134,24 @@ class MemoryInstantPreemptedEvent(EventBase):
     strategy: str
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryRecallEmptyEvent(EventBase):
+    """A recall settled and was taken with no file for the request: ``reason`` says
+    why, in the codes of ``RecallResult.reason`` (``no_match``, ``below_threshold``,
+    ``names_unknown``, ``chose_none`` ...), or ``already_shown`` when every file it
+    selected was already in the conversation. ``strategy``: the selector's, with
+    ``instant-`` for the instant pass (said at the user-query point it rides on)."""
+
+    type: ClassVar[str] = "memory_recall_empty"
+    prompt_id: str
+    reason: str
+    strategy: str
+
+
 PrefetchEvent: TypeAlias = (
     MemoryRecallStartedEvent
     | MemoryInjectedEvent
+    | MemoryRecallEmptyEvent
     | MemoryDiscardedEvent
     | MemoryRecallSkippedEvent
     | MemoryBudgetEvent

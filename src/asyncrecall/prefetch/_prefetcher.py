@@ -35,6 +35,7 @@ from asyncrecall.prefetch._events import (
     MemoryDiscardedEvent,
     MemoryInjectedEvent,
     MemoryInstantPreemptedEvent,
+    MemoryRecallEmptyEvent,
     MemoryRecallSkippedEvent,
     MemoryRecallStartedEvent,
     PrefetchEvent,
@@ -48,6 +49,8 @@ logger = logging.getLogger("asyncrecall.prefetch")
 #: ``MemoryBlock.strategy`` of a block found by the lexical instant pass (a block of
 #: another instant selector: ``instant-`` and its name, ``instant-semantic``).
 INSTANT_STRATEGY = "instant-lexical"
+#: What the instant pass's handle adds to the message's prompt id.
+_INSTANT_ID: Final = "-instant"
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +304,7 @@ class RecallPrefetcher:
                         selector=instant,
                     ),
                 )
-            conversation.instant = self._pending(pass_, f"{prompt_id}-instant", cancel, None)
+            conversation.instant = self._pending(pass_, prompt_id + _INSTANT_ID, cancel, None)
         return True
 
     def take(self, key: str, point: InjectionPoint) -> MemoryBlock | None:
@@ -569,6 +572,15 @@ class RecallPrefetcher:
             self._budget(conversation, "manifest", listed, (), count=result.manifest_left_out)
         docs = [doc for doc in result.selected if doc.rel_path not in conversation.surfaced]
         if not docs or not result.prompt:
+            strategy = f"instant-{result.strategy}" if instant else result.strategy
+            self._emit(
+                MemoryRecallEmptyEvent(
+                    prompt_id=handle.prompt_id.removesuffix(_INSTANT_ID),
+                    reason="already_shown" if result.selected else result.reason or "chose_none",
+                    strategy=strategy,
+                ),
+                conversation.trace,
+            )
             return None
         room = self.limit - conversation.message_files
         if len(docs) > room:  # the instant pass had some of this message's files

@@ -96,6 +96,8 @@ def _add(trace: Trace, event: dict[str, Any]) -> None:
             trace.settled_at = trace.started_at + recall_ms / 1000
     elif kind == "memory_recall_skipped":
         trace.misses.append(f"skipped: {event.get('detail') or event.get('reason')}")
+    elif kind == "memory_recall_empty":
+        trace.misses.append(f"{event.get('strategy')}: nothing ({event.get('reason')})")
     elif kind == "memory_discarded":
         state = "settled" if event.get("settled") else "still running"
         trace.misses.append(f"discarded ({event.get('reason')}, {state})")
