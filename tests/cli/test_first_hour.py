@@ -112,6 +112,12 @@ CASES: dict[str, Case] = {
         ["{tmp}/memory", "not a folder"],
         setup=_memory_is_a_file,
     ),
+    "list-a-folder-under-a-file": Case(
+        ["memory", "list", "--memory-dir", MEM + "/notes"],
+        1,
+        ["{tmp}/memory/notes", "not a folder", "{tmp}/memory is a file"],
+        setup=_memory_is_a_file,
+    ),
     "run-with-a-folder-that-is-a-file": Case(
         ["run", "hi", "--base-url", CLOSED_URL, "--model", "m", "--memory-dir", MEM],
         1,

@@ -171,7 +171,7 @@ def test_errors_exit_with_one_line(cli: Cli) -> None:
         f"asyncrecall: no memory named 'nothing' in {cli.memory}"
     ]
     empty = cli("memory", "add", "--name", " ", "--type", "user", "--content", "x")
-    assert empty.returncode == 1 and "non-empty name" in empty.stderr
+    assert empty.returncode == 2 and "non-empty name" in empty.stderr
     bad_type = cli("memory", "add", "--name", "x", "--type", "secret", "--content", "x")
     assert bad_type.returncode == 2
     no_side = cli("memory", "recall", "x", "--selector", "model")

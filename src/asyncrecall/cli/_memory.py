@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from asyncrecall._exceptions import ConfigError
+from asyncrecall._exceptions import ConfigError, MemoryStoreError
 from asyncrecall.cli._common import (
     endpoint_flags,
     folder_flags,
@@ -49,6 +49,7 @@ from asyncrecall.memory import (
     RecallResult,
     Store,
 )
+from asyncrecall.memory._document import checked_fields
 from asyncrecall.memory._pending import PendingChange
 from asyncrecall.memory._prompt import age_in_days, format_age
 from asyncrecall.memory._provenance import origin_label
@@ -419,11 +420,13 @@ def _provenance(store: Store, doc: MemoryDoc) -> list[dict[str, Any]] | None:
 
 
 def _add(args: argparse.Namespace, settings: Settings) -> int:
+    try:  # what the user typed is bad usage (2), not a memory error (1)
+        checked_fields(args.name, args.description, args.type)
+    except MemoryStoreError as exc:
+        raise ConfigError(f"memory add: {exc}") from None
     content: str | None = args.content
     if content is None:
         if sys.stdin is None or sys.stdin.isatty():
-            from asyncrecall._exceptions import ConfigError
-
             raise ConfigError("memory add needs --content or the content on standard input")
         content = sys.stdin.read()
     # The user typed it: their own words, trusted (a library write without an origin is not).
@@ -762,8 +765,6 @@ def _export(args: argparse.Namespace, settings: Settings) -> int:
 def _import(args: argparse.Namespace, settings: Settings) -> int:
     folder = Path(args.source)
     if not folder.is_dir():
-        from asyncrecall._exceptions import ConfigError
-
         raise ConfigError(f"memory import: {folder} is not a folder")
     target = _store(settings)
     write_id = f"import:{uuid.uuid4().hex[:12]}"

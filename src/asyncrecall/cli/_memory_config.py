@@ -7,6 +7,7 @@ settings), and light: the ``memory`` commands use it without loading the agent.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from pathlib import Path
 from typing import Any, assert_never
 
 from asyncrecall._exceptions import ConfigError, MemoryStoreError
@@ -45,6 +46,15 @@ __all__ = [
 ]
 
 
+def _file_in_the_way(root: Path) -> Path | None:
+    """``root`` or the first of its parents that exists, when that one is not a folder
+    (then no memory folder can be there: not even an empty one to list)."""
+    for path in (root, *root.parents):
+        if path.exists():
+            return None if path.is_dir() else path
+    return None
+
+
 def open_memory_store(settings: Settings) -> Store:
     """The store ``settings`` name: the database of ``store`` (``--store`` /
     ``ASYNCRECALL_STORE``), else the project's memory folder.
@@ -55,10 +65,12 @@ def open_memory_store(settings: Settings) -> Store:
     url = settings.store
     if not url:
         root = settings.memory_folder()
-        if root.exists() and not root.is_dir():
+        blocked = _file_in_the_way(root)
+        if blocked is not None:
+            why = "a file is in its place" if blocked == root else f"{blocked} is a file"
             raise MemoryStoreError(
-                f"memory folder {root} is not a folder (a file is in its place): move it "
-                "away, or pass --memory-dir DIR"
+                f"memory folder {root} is not a folder ({why}): move it away, or pass "
+                "--memory-dir DIR"
             )
         warmup = adopt(root)  # read since the process started: adopt its caches
         return warmup.store if warmup is not None else FolderStore(root)
@@ -194,7 +206,6 @@ def prime_child(argv: Sequence[str]) -> int:
     (:func:`asyncrecall.cli._reader.reader_settings`): no command line, environment or
     settings file is read here. Exit 0 when the results are written."""
     import json
-    from pathlib import Path
 
     out, question, given = argv[0], argv[1], json.loads(argv[2])
     settings = Settings(**{**given, "memory_dir": Path(given["memory_dir"])})
