@@ -189,3 +189,35 @@ def test_a_trace_says_why_a_message_got_no_memory(tmp_path: Path) -> None:
     assert newest.settled_at == pytest.approx(newest.started_at + 0.8)
     assert dropped.outcome == "discarded (turn_ended, still running)" and not dropped.delivered
     assert skipped.outcome == "skipped: too_short" and skipped.started_at is None
+
+
+def test_a_run_whose_recall_finds_nothing_says_why(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """``run`` of a question no memory matches: stream-json and the event log say why
+    the recall and the instant pass brought nothing (``memory_recall_empty``, the
+    selector's reason, through the reader process that reads the folder ahead), and the
+    console's trace shows it."""
+    store = FolderStore(tmp_path / "memory")
+    store.save_memory(
+        "deploy-flow", "deploys go through staging first", "project", "Use blue.", origin="user"
+    )
+    local_server.set_default("main", Reply(text="fine"))
+    log = tmp_path / "events.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "run", "which colour suits the kitchen walls?",
+         "--output-format", "stream-json", "--base-url", local_server.base_url,
+         "--api-key", "test", "--model", "main", "--selector", "lexical",
+         "--memory-dir", str(store.root), "--no-extract", "--event-log", str(log)],
+        capture_output=True, text=True, env=clean_env(tmp_path), cwd=tmp_path,
+        timeout=HANG_GUARD,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    printed = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    empty = [(e["strategy"], e["reason"]) for e in printed if e["type"] == "memory_recall_empty"]
+    assert empty == [("lexical", "no_match"), ("instant-lexical", "no_match")]
+    assert not [e for e in printed if e["type"] == "memory_injected"]
+    logged = [e for e in read_events(log) if e["type"] == "memory_recall_empty"]
+    assert [(e["strategy"], e["reason"]) for e in logged] == empty
+    (trace,) = read_traces(log)
+    assert trace.misses == ["lexical: nothing (no_match)", "instant-lexical: nothing (no_match)"]

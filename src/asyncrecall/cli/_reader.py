@@ -236,6 +236,7 @@ def encode_result(result: RecallResult) -> dict[str, Any]:
         "prompt": result.prompt,
         "strategy": result.strategy,
         "fallback_reason": result.fallback_reason,
+        "reason": result.reason,
         "selected": docs,
     }
 
@@ -245,7 +246,9 @@ def decode_result(data: Mapping[str, Any]) -> RecallResult:
     from asyncrecall.memory import MemoryDoc, RecallResult
 
     docs = tuple(MemoryDoc(**{**d, "path": Path(d["path"])}) for d in data["selected"])
-    return RecallResult(data["prompt"], docs, data["strategy"], data["fallback_reason"])
+    return RecallResult(
+        data["prompt"], docs, data["strategy"], data["fallback_reason"], reason=data.get("reason")
+    )
 
 
 _started: dict[Path, FolderWarmup] = {}
