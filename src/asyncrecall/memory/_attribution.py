@@ -26,8 +26,8 @@ without spaces (Chinese, Japanese, Thai, ...). A unit of the write is the user's
   in it, at least two of them not the user's (a pasted sentence, a URL, a reference
   token); or
 - most of what it says beyond the user's words is found in that text, counting only
-  units that are rare there (a word a long text uses over and over is the language's,
-  not the attacker's).
+  units that are rare there (a word a long text uses beside many different words is the
+  language's, not the attacker's; one repeated with the same neighbours stays rare).
 
 A write whose text the user's own words state (most of its weight is own units, and it
 derives from nothing) is *attested*.
@@ -76,7 +76,8 @@ _DERIVED_MIN: Final = 6
 _STEM: Final = 4
 #: Quoted text in a script without spaces holding this many characters is someone else's.
 _QUOTE_DENSE: Final = 8
-#: A foreign text's unit used more often than this is the language's, not a payload's.
+#: A foreign text's unit used in more contexts than this is the language's, not a
+#: payload's (:class:`Fingerprint`).
 RARE_COUNT: Final = 3
 
 # -- folding and units -------------------------------------------------------------------
@@ -150,8 +151,14 @@ class ForeignText:
 
 @dataclass(frozen=True, slots=True)
 class Fingerprint:
-    """What :func:`attribute` needs of a foreign text: how often each unit occurs, and
-    the runs of :data:`RUN` consecutive units (hashed). Built once per text."""
+    """What :func:`attribute` needs of a foreign text: in how many different contexts
+    each unit occurs, and the runs of :data:`RUN` consecutive units (hashed). Built once
+    per text.
+
+    A unit's ``counts`` are its distinct contexts (the units before and after it), not
+    its occurrences: a word the language uses stands beside many others, while a
+    payload repeated row after row (rows that differ by an emoji, a flag, a bullet)
+    keeps the same neighbours, so repeating it does not make it common."""
 
     label: str
     counts: Counter[str]
@@ -161,7 +168,9 @@ class Fingerprint:
     def of(cls, foreign: ForeignText) -> Fingerprint:
         seq = units(foreign.text)
         runs = frozenset(hash(tuple(seq[i : i + RUN])) for i in range(len(seq) - RUN + 1))
-        return cls(foreign.label, Counter(seq), runs)
+        around = [None, *seq, None]
+        contexts = {(around[i], around[i + 1], around[i + 2]) for i in range(len(seq))}
+        return cls(foreign.label, Counter(unit for _, unit, _ in contexts), runs)
 
 
 @dataclass(frozen=True, slots=True)
