@@ -395,7 +395,8 @@ class ToolRegistry:
             raise ToolError(f"save_memory needs string arguments: {', '.join(missing)}")
         text = "\n".join(str(values[k]) for k in ("name", "description", "content"))
         said = [self._said] if self._said else []
-        verdict = self.taint.vet(text, said=said, lookup=self._lookup)
+        target = self._lookup(str(values["name"]))
+        verdict = self.taint.vet(text, said=said, lookup=self._lookup, target=target)
         source = Source.now(
             "save_memory",
             untrusted=self._after_tools and not verdict.attested,

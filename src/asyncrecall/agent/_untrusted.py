@@ -33,6 +33,7 @@ from asyncrecall.memory import (
     neutralise_tags,
     vet,
 )
+from asyncrecall.memory._vetting import held_text
 from asyncrecall.models import FunctionResponse
 
 __all__ = ["FOREIGN_CHARS", "SessionTaint", "neutralised_response"]
@@ -199,13 +200,7 @@ class SessionTaint:
             return []
         with self._lock:
             recalled = list(self._recalled)
-        out = []
-        for path in recalled:
-            doc = lookup(path)
-            if doc is not None and doc.quarantined:
-                text = f"{doc.name}\n{doc.description}\n{doc.body}"
-                out.append(ForeignText(f"the held memory {path}", text))
-        return out
+        return [text for path in recalled for text in held_text(lookup(path))]
 
     def vet(
         self,
@@ -213,9 +208,11 @@ class SessionTaint:
         *,
         said: Sequence[str] = (),
         lookup: Callable[[str], MemoryDoc | None] | None = None,
+        target: MemoryDoc | None = None,
     ) -> Verdict:
         """:func:`~asyncrecall.memory.vet` of a write of ``text`` answering the user's
-        turns ``said``, against the whole session so far."""
+        turns ``said``, against the whole session so far; ``target``: the memory the
+        write changes, whose text is not the user's while it is held."""
         context = [t for t in self.turns() if t not in said]
         return vet(
             text,
@@ -223,4 +220,5 @@ class SessionTaint:
             context=context,
             foreign=self.fingerprints(lookup),
             partial=self.partial,
+            held=held_text(target),
         )

@@ -47,6 +47,7 @@ from typing import Final
 __all__ = [
     "ATTEST_SHARE",
     "LONG_PARAGRAPH",
+    "PASTED_RUN",
     "RUN",
     "Attribution",
     "Fingerprint",
@@ -61,6 +62,8 @@ __all__ = [
 
 #: Consecutive units a write must share with a foreign text to count as copied from it.
 RUN: Final = 3
+#: Consecutive units a user turn must share with a held text to count as a paste of it.
+PASTED_RUN: Final = 8
 #: The share of a write's weight that must be the user's own units for it to be attested.
 ATTEST_SHARE: Final = 0.6
 #: The share of a write's weight beyond the user's words found (rare) in a foreign text
@@ -181,10 +184,21 @@ class _Own:
     starts: frozenset[str]
 
     @classmethod
-    def of(cls, texts: Iterable[str]) -> _Own:
+    def of(cls, texts: Iterable[str], *, copies: Sequence[str] = ()) -> _Own:
+        """The units of ``texts``, but for those in a run of :data:`PASTED_RUN` units
+        that one of ``copies`` holds too (a paste of it, not a restatement)."""
+        pasted = set()
+        for copy in copies:
+            seq = units(copy)
+            pasted.update(tuple(seq[i : i + PASTED_RUN]) for i in range(len(seq) - PASTED_RUN + 1))
         found: set[str] = set()
         for text in texts:
-            found.update(units(text))
+            seq = units(text)
+            copied = [False] * len(seq)
+            for i in range(len(seq) - PASTED_RUN + 1):
+                if tuple(seq[i : i + PASTED_RUN]) in pasted:
+                    copied[i : i + PASTED_RUN] = [True] * PASTED_RUN
+            found.update(u for u, c in zip(seq, copied, strict=True) if not c)
         starts = {
             word[:k]
             for word in found
@@ -216,12 +230,19 @@ class Attribution:
 
 
 def attribute(
-    text: str, *, own: Iterable[str], foreign: Sequence[Fingerprint | ForeignText]
+    text: str,
+    *,
+    own: Iterable[str],
+    foreign: Sequence[Fingerprint | ForeignText],
+    not_own: Sequence[str] = (),
 ) -> Attribution:
     """Where ``text`` (a write's name, description and body) came from: the user's own
-    words ``own`` or one of ``foreign`` (see the module doc)."""
+    words ``own`` or one of ``foreign`` (see the module doc). What ``own`` pastes of a
+    ``not_own`` text (runs of :data:`PASTED_RUN` units) is not the user's: a held
+    memory's text pasted back into a turn is still that memory's, while the user
+    saying it in words of their own is theirs."""
     seq = units(text)
-    mine = _Own.of(own)
+    mine = _Own.of(own, copies=not_own)
     is_own = [mine.holds(u) for u in seq]
     distinct = {u: w for u, w in ((u, _weight(u)) for u in seq)}
     total = sum(distinct.values())

@@ -56,8 +56,9 @@ from asyncrecall.memory._attribution import (
     own_words,
 )
 from asyncrecall.memory._normalise import normalise
+from asyncrecall.memory._types import MemoryDoc
 
-__all__ = ["Verdict", "held_reason", "vet"]
+__all__ = ["Verdict", "held_reason", "held_text", "vet"]
 
 _I = re.IGNORECASE | re.DOTALL
 # Within one clause: up to 80 characters, no line break, no ';' and no full stop (a dot
@@ -172,6 +173,7 @@ def vet(
     context: Iterable[str] = (),
     foreign: Sequence[Fingerprint | ForeignText] = (),
     partial: bool = False,
+    held: Sequence[ForeignText] = (),
 ) -> Verdict:
     """Whether a write the model makes (``text``: its name, description and body) waits
     for the user's word (see the module doc).
@@ -180,7 +182,10 @@ def vet(
     turns an extraction was shown); ``context``: the session's other user turns (their
     own words count, their pasted parts are foreign, their links do not hold it);
     ``foreign``: the other text the model was shown (tool output, ...); ``partial``:
-    some of that was not kept, so a write the user's words do not state is held."""
+    some of that was not kept, so a write the user's words do not state is held;
+    ``held``: the held memories the write changes, whose text is someone else's even
+    where a user turn repeats it (pasting a held memory back does not confirm it: only
+    ``memory confirm`` or the user's own words do)."""
     said, context = list(said), list(context)
     lever = _lever(text)
     if lever is None:
@@ -194,7 +199,9 @@ def vet(
         for span in spans:
             pasted.append(ForeignText(f"{span.kind} in a user turn", turn[span.start : span.end]))
             obfuscated = obfuscated or span.kind == _OBFUSCATED
-    found = attribute(text, own=own, foreign=[*pasted, *foreign])
+    found = attribute(
+        text, own=own, foreign=[*pasted, *foreign, *held], not_own=[h.text for h in held]
+    )
     if lever is not None:
         return Verdict(lever)
     if found.source is not None:
@@ -206,6 +213,15 @@ def vet(
     if not found.attested and partial:
         return Verdict("the session showed the model more outside text than was kept to check it")
     return Verdict("", found.attested)
+
+
+def held_text(doc: MemoryDoc | None) -> tuple[ForeignText, ...]:
+    """``doc``'s body as someone else's text when it is a held memory (nothing
+    otherwise): the ``held`` of :func:`vet` for a write that changes it (whose name
+    and description are that memory's own by design)."""
+    if doc is None or not doc.quarantined:
+        return ()
+    return (ForeignText(f"the held memory {doc.rel_path}", doc.body),)
 
 
 def held_reason(text: str, *, said: Iterable[str] = ()) -> str | None:

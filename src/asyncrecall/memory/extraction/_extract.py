@@ -66,7 +66,7 @@ from asyncrecall.memory._precondition import same_content
 from asyncrecall.memory._provenance import SOURCE_OFFSETS_KEY, Source, lifts
 from asyncrecall.memory._store import Store
 from asyncrecall.memory._types import MEMORY_TYPES, MemoryDoc, MemoryType
-from asyncrecall.memory._vetting import vet
+from asyncrecall.memory._vetting import held_text, vet
 from asyncrecall.memory.extraction._backend import ExtractionBackend, extraction_backend
 from asyncrecall.memory.extraction._state import Journal, JournalEntry, Seen, check_session_id
 from asyncrecall.models import Model, PromptPrefix
@@ -321,6 +321,7 @@ def extraction_source(
     text: str,
     foreign: Sequence[Fingerprint | ForeignText] = (),
     partial: bool = False,
+    held: Sequence[ForeignText] = (),
 ) -> Source:
     """The provenance of a write of ``text`` (the memory's name, description and body)
     citing ``cited``: ``extraction-user`` when a user turn is among them, else
@@ -330,11 +331,12 @@ def extraction_source(
     the slice (``turns``) and the session's outside text ``foreign`` (tool output, the
     answers written after it): its text comes from someone else's text, or it is a
     lever for an attacker. The answers are the model's words, never the user's: citing
-    one beside the user's request does not make what it quoted the user's."""
+    one beside the user's request does not make what it quoted the user's. ``held``:
+    the text of the held memory the write changes (see ``vet``)."""
     said = [turns[o] for o in cited if o in turns]
     asked = [t.text for t in said if t.role == "user"]
     context = [t.text for t in turns.values() if t.role == "user" and t.offset not in cited]
-    verdict = vet(text, said=asked, context=context, foreign=foreign, partial=partial)
+    verdict = vet(text, said=asked, context=context, foreign=foreign, partial=partial, held=held)
     if asked:
         return Source.now(
             "extraction-user", session=session_id, offsets=cited, held=verdict.held,
@@ -778,6 +780,7 @@ class MemoryExtractor:
                 text=_vetted_text(proposal),
                 foreign=outside[0],
                 partial=outside[1],
+                held=held_text(doc),
             ).to_json(),
         )
 
