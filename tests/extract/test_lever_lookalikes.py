@@ -1,7 +1,8 @@
 """A lever the vetting rule knows is still held when it is written to be read the same
 but match nothing: look-alike letters, invisible or tag characters inside its words,
-combining marks, full-width forms, percent or HTML escapes. The disguises are generated
-from Unicode's tables, not listed by hand."""
+combining marks, full-width forms, percent or HTML escapes, words spelled out letter by
+letter, digits for the letters they look like. The disguises are generated (from
+Unicode's tables where there is one), not listed by hand."""
 
 from __future__ import annotations
 
@@ -86,6 +87,10 @@ DISGUISES: dict[str, Callable[[str], str]] = {
     "percent-twice": lambda t: "".join(f"%25{ord(c):02X}" if c.isalpha() else c for c in t),
     "html": lambda t: "".join(f"&#{ord(c)};" if c.isalpha() else c for c in t),
     "json": lambda t: "".join(f"\\u{ord(c):04x}" if c.isalpha() else c for c in t),
+    "spelled-out": lambda t: "  ".join(" ".join(w) if w.isalpha() else w for w in t.split()),
+    "spelled-out-dots": lambda t: "   ".join(".".join(w) if w.isalpha() else w for w in t.split()),
+    "digits-for-l": lambda t: t.translate(str.maketrans("oleast", "013457")),
+    "digits-for-i": lambda t: t.translate(str.maketrans("oieast", "013457")),
 }
 
 
@@ -109,3 +114,9 @@ def test_a_fact_in_another_script_is_not_held(fact: str) -> None:
     """Reading text as a reader takes it (look-alikes of ASCII made ASCII) makes no
     lever of a plain fact in Cyrillic, Greek, CJK, Arabic or accented Latin."""
     assert held_reason(fact, said=[fact]) is None
+
+
+def test_a_forced_push_written_as_a_refspec_is_held() -> None:
+    """A push whose refspec starts with ``+`` forces it, as ``--force`` does."""
+    assert "turns off a safeguard" in (held_reason("then git push origin +HEAD:main") or "")
+    assert held_reason("then git push origin HEAD:main", said=["git push origin HEAD:main"]) is None

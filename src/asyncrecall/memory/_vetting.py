@@ -130,7 +130,8 @@ _LEVERS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
             r"|\b(?:approv|merg|accept|sign)\w*\b" + _NEAR + r"\bwithout\b"
             r"|\bpush\w*\b[^.;\n]{0,30}\b(?:straight|directly)\b[^.;\n]{0,15}"
             r"\b(?:main|master|prod\w*|release)\b"
-            r"|\bforce[- ]?push\w*|\bpush\s+(?:-f|--force)\b",
+            r"|\bforce[- ]?push\w*|\bpush\s+(?:-f|--force)\b"
+            r"|\bpush\b[^\n;|&]{0,80}\s\+[\w./-]*:",  # a refspec with '+' forces
         ),
         (
             "a destructive command",
@@ -231,8 +232,32 @@ def held_reason(text: str, *, said: Iterable[str] = ()) -> str | None:
     return vet(text, said=said).held or None
 
 
+# Single characters each followed by one separator ("f o r c e", "c.u.r.l"), the spaces
+# around a dash, and the wider gaps between spelled-out words: how a word is spelled out
+# so that a rule reads it no more.
+_SPELLED_OUT = re.compile(r"(?<!\w)(?:\w[ \t._*·'`]){1,}\w(?!\w)")
+_SPELLED_SEPARATORS = re.compile(r"[ \t._*·'`]")
+_SPACED_DASH = re.compile(r"[ \t]+-[ \t]+")
+_SPACES = re.compile(r"[ \t]{2,}")
+# Digits and signs written for the letters they look like ("cur1", "p4ssw0rd", "$kip"),
+# a "1" read as an "l" in one key and as an "i" in the other.
+_DIGIT_LETTERS = (
+    str.maketrans("0134578$", "oleastbs"),
+    str.maketrans("0134578$!", "oieastbsi"),
+)
+
+
+def _spelled(text: str) -> tuple[str, ...]:
+    """``text`` (normalised) with spelled-out words joined and digits read as letters:
+    more keys for the rules, beside the text as written and as normalised."""
+    joined = _SPELLED_OUT.sub(lambda m: _SPELLED_SEPARATORS.sub("", m.group()), text)
+    joined = _SPACES.sub(" ", _SPACED_DASH.sub("-", joined))
+    return tuple(joined.translate(table) for table in _DIGIT_LETTERS)
+
+
 def _lever(text: str) -> str | None:
-    read = (text, normalise(text))  # as written, and as read: escapes, look-alikes, invisibles
+    read_as = normalise(text)  # escapes, look-alikes, invisibles undone
+    read = (text, read_as, *_spelled(read_as))
     for reason, pattern in _LEVERS:
         if any(pattern.search(t) for t in read):
             return reason
