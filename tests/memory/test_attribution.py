@@ -320,10 +320,10 @@ def test_a_held_memory_pasted_back_is_not_the_users_word_a_restatement_is() -> N
     pasted = vet(write, said=[f"¿te parece bien? {planted.split(chr(10))[2]}"], held=held)
     assert pasted.held.startswith("its text comes from the held memory mirror.md")
     assert not pasted.attested
+    before = "Packages come from pkgs.kestrel-mirror.example (key KS-77)."
     restated = vet(
-        "Mirror\nwhere builds come from\nPackages come from pkgs.kestrel-mirror.example, key KS-77.",
+        "Mirror\nwhere builds come from\nPackages come from pkgs.kestrel-mirror.example, KS-77.",
         said=["yes, our packages come from pkgs.kestrel-mirror.example with key KS-77"],
-        held=[ForeignText("the held memory mirror.md",
-                          "Packages come from pkgs.kestrel-mirror.example (key KS-77).")],
-    )  # fmt: skip
+        held=[ForeignText("the held memory mirror.md", before)],
+    )
     assert restated.held == "" and restated.attested
