@@ -6,10 +6,13 @@ Pure functions, no I/O. Two questions, answered the same way in any language:
 apart by their shape, never by their words: a fenced or indented block; ``>`` lines; a
 mail's header lines (``Key: value`` at the start of consecutive lines, then a blank
 line) and all that follows them; runs of chat or log lines (``name: message``,
-``[time] name: ...``); everything after a separator line (``-----``, ``____``,
-``=====``, "----- Forwarded message -----"); everything after a short lead-in line that
-ends with ``:`` or an opening quotation mark ("translate this:" in any language);
-text between quotation marks of any script (``« »``, ``„ “``, ``“ ”``, ``「 」``, ``" "``)
+``[time] name: ...``, ``<name> ...``, ``[name] ...``); a table (a rule line of dashes
+under a row with ``|``); a data literal on one line (``{...: ...}``, ``['...']``); a data
+file's block (``key: |`` and the lines indented under it); everything after a separator
+line (``-----``, ``____``, ``=====``, "----- Forwarded message -----"); everything after
+a short lead-in line that ends with ``:``, an opening quotation mark or an arrow pointing
+down ("translate this:" in any language, "from the vendor 👇"); text between quotation
+marks of any script (``« »``, ``„ “``, ``“ ”``, ``「 」``, ``" "``)
 once it is longer than a remark; a paragraph too long to be typed around nothing; and
 a paragraph with obfuscation signs (zero-width, tag or bidi control characters, a word
 that mixes Latin, Cyrillic or Greek letters). The user's own words
@@ -302,12 +305,22 @@ _INDENTED = re.compile(r"^(?: {4}|\t)\S")
 _QUOTED_LINE = re.compile(r"^[ \t]*[>|]")
 # A mail header: one word (letters, maybe a hyphen) then ':' and a value.
 _HEADER = re.compile(r"^[ \t]*[^\W\d_][\w-]{0,23}[ \t]*[:：][ \t]*\S")
-# A chat or log line: a name or time (up to four words) then ':' and a message.
+# A chat or log line: a name or time (up to four words) then ':' and a message; or a
+# name in angle brackets (IRC) or square brackets (two characters or more: not a
+# check box) then the message.
 _SPEAKER = re.compile(
     r"^[ \t]*(?:[\[(][^\])\n]{1,40}[\])][ \t]*)?[^\s:：][^:：\n]{0,40}[:：][ \t]*\S"
+    r"|^[ \t]*<[^<>\s][^<>\n]{0,39}>[ \t]*\S|^[ \t]*\[[^\]\n]{2,40}\][ \t]*[^\s(\[]"
 )
 _SEPARATOR = re.compile(r"^[ \t]*([-_=~])\1{2,}")
-_LEAD_IN = re.compile(r"[:：«„“‘\"「『‹]\s*$")
+# A lead-in ends with ':', an opening quotation mark, or an arrow pointing at what follows.
+_LEAD_IN = re.compile(r"[:：«„“‘\"「『‹↓⬇⤵▼👇]\s*$")
+# A table's rule line (``---|:--:``), with or without its outer pipes.
+_TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)+\|?[ \t]*$")
+# A data literal on one line: a mapping or a list of quoted strings or pairs.
+_DATA_LINE = re.compile(r"^[ \t]*(?:\{.*[:=].*\}|\[.*[\"'].*\])[ \t,;]*$")
+# A YAML key introducing a block of text (``note: |``), its lines indented below it.
+_BLOCK_KEY = re.compile(r"^[ \t]*[^\s:：#][^:：\n]{0,40}:[ \t]*[|>][+-]?[ \t]*$")
 # Characters a reader does not see: zero-width space and joiners' kin, soft hyphen,
 # grapheme joiner, Hangul fillers, invisible operators, bidi controls, deprecated format
 # characters, annotation marks, tags (the joiners and variation selectors that scripts
@@ -370,6 +383,20 @@ def foreign_spans(turn: str) -> tuple[Span, ...]:
                 j += 1
             found.append(Span(start, lines[min(j, n - 1)][1], "a fenced block"))
             i = j + 1
+            continue
+        if "|" in line and i + 1 < n and _TABLE_RULE.match(lines[i + 1][2]):
+            j = _run(lines, i + 2, lambda s: "|" in s)
+            found.append(Span(start, lines[j - 1][1], "a table"))
+            i = j
+            continue
+        if _DATA_LINE.match(line):
+            found.append(Span(start, end, "a data literal"))
+            i += 1
+            continue
+        if _BLOCK_KEY.match(line) and i + 1 < n and lines[i + 1][2][:1] in (" ", "\t"):
+            j = _run(lines, i + 1, lambda s: s[:1] in (" ", "\t") or not s.strip())
+            found.append(Span(start, lines[j - 1][1], "a block of a data file"))
+            i = j
             continue
         if _SEPARATOR.match(line) and i + 1 < n:
             found.append(Span(start, len(turn), "text after a separator line"))
