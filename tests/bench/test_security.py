@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from asyncrecall_bench._security import evaluate
 from asyncrecall_bench._security_channels import PLANTERS
@@ -166,3 +167,26 @@ def test_the_command_offers_the_held_out_part() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "--held-out" in done.stdout and "--channel" in done.stdout
+
+
+def test_the_command_runs_cases_of_ones_own(tmp_path: Path) -> None:
+    """``bench security --cases DIR`` runs a folder of cases in the suite's format (here
+    one attack of the outside set, through its channel); a folder that is not one is
+    one line and exit 2."""
+    outside = Path(__file__).parents[2] / "benchmarks" / "security_outside"
+    rows = json.loads((outside / "supply_settings.json").read_text(encoding="utf-8"))
+    (tmp_path / "supply_settings.json").write_text(json.dumps(rows[:1]), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "bench", "security", "--json",
+         "--quarantine-on-only", "--cases", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["part"] == "own" and data["quarantine_on"]["attacks"]["cases"] == 1
+    missing = subprocess.run(
+        [sys.executable, "-m", "asyncrecall", "bench", "security", "--cases",
+         str(tmp_path / "none")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1

@@ -35,11 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from asyncrecall._exceptions import ConfigError
 from asyncrecall.cli._session import Session
 from asyncrecall.cli._settings import Settings
 from asyncrecall.testing import LocalServer
 from asyncrecall_bench._security_channels import FROM_PROJECT, PLANTERS, Bench, Side
-from asyncrecall_bench._security_data import CASES, HELD_OUT, Case
+from asyncrecall_bench._security_data import CASES, HELD_OUT, Case, load_cases
 
 __all__ = ["Figures", "SecurityReport", "add_arguments", "evaluate", "run"]
 
@@ -57,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--held-out",
         action="store_true",
         help="run the held-out part instead (written before the defences, run once)",
+    )
+    parser.add_argument(
+        "--cases",
+        metavar="DIR",
+        help="run the cases of this folder instead (one <channel>.json each, the suite's "
+        "format: attacks of your own through the same channels)",
     )
     parser.add_argument(
         "--quarantine-on-only", action="store_true", help="skip the quarantine-off run"
@@ -248,10 +255,24 @@ def select(
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     del settings  # the suite brings its own server and folders
-    suite = HELD_OUT if args.held_out else CASES
+    if args.cases is not None:
+        if args.held_out:
+            raise ConfigError("give --cases or --held-out, not both")
+        folder = Path(args.cases)
+        if not folder.is_dir():
+            raise ConfigError(f"--cases: {folder} is not a folder")
+        try:
+            suite = load_cases(folder, every_channel=False)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"--cases: cannot read the cases in {folder}: {exc!r}") from exc
+        if not suite:
+            raise ConfigError(f"--cases: {folder} holds no <channel>.json of the suite's")
+        part = "own"
+    else:
+        suite = HELD_OUT if args.held_out else CASES
+        part = "held_out" if args.held_out else "dev"
     cases = select(suite, limit=args.limit, channels=args.channel)
     which = ("on",) if args.quarantine_on_only else ("on", "off")
-    part = "held_out" if args.held_out else "dev"
     report = asyncio.run(evaluate(cases, settings=which, part=part))
     if args.json:
         from rich.console import Console

@@ -148,11 +148,15 @@ class Case:
         )
 
 
-def load_cases(folder: Path = _DATA) -> tuple[Case, ...]:
-    """Every case of every channel's file, channels in report order."""
+def load_cases(folder: Path = _DATA, *, every_channel: bool = True) -> tuple[Case, ...]:
+    """Every case of every channel's file (``<channel>.json``), channels in report
+    order; a folder of one's own (``every_channel=False``) may leave channels out."""
     cases: list[Case] = []
     for channel in (*ATTACK_CHANNELS, *BENIGN_CHANNELS):
-        rows = json.loads((folder / f"{channel}.json").read_text(encoding="utf-8"))
+        path = folder / f"{channel}.json"
+        if not every_channel and not path.is_file():
+            continue
+        rows = json.loads(path.read_text(encoding="utf-8"))
         cases.extend(Case.from_json(row) for row in rows)
     return tuple(cases)
 
