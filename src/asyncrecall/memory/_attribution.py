@@ -174,7 +174,7 @@ class Fingerprint:
     def of(cls, foreign: ForeignText) -> Fingerprint:
         seq = units(foreign.text)
         runs = frozenset(hash(tuple(seq[i : i + RUN])) for i in range(len(seq) - RUN + 1))
-        around = [None, *seq, None]
+        around = ["", *seq, ""]  # no unit is empty: the text's two ends
         contexts = {(around[i], around[i + 1], around[i + 2]) for i in range(len(seq))}
         return cls(foreign.label, Counter(unit for _, unit, _ in contexts), runs)
 
@@ -190,7 +190,7 @@ class _Own:
     def of(cls, texts: Iterable[str], *, copies: Sequence[str] = ()) -> _Own:
         """The units of ``texts``, but for those in a run of :data:`PASTED_RUN` units
         that one of ``copies`` holds too (a paste of it, not a restatement)."""
-        pasted = set()
+        pasted: set[tuple[str, ...]] = set()
         for copy in copies:
             seq = units(copy)
             pasted.update(tuple(seq[i : i + PASTED_RUN]) for i in range(len(seq) - PASTED_RUN + 1))
