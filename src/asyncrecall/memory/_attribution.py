@@ -63,7 +63,8 @@ __all__ = [
     "units",
 ]
 
-#: Consecutive units a write must share with a foreign text to count as copied from it.
+#: Consecutive units a write must share with a foreign text to count as copied from it
+#: (three: :meth:`Fingerprint.of` reads the runs off each unit's neighbours).
 RUN: Final = 3
 #: Consecutive units a user turn must share with a held text to count as a paste of it.
 PASTED_RUN: Final = 8
@@ -173,9 +174,11 @@ class Fingerprint:
     @classmethod
     def of(cls, foreign: ForeignText) -> Fingerprint:
         seq = units(foreign.text)
-        runs = frozenset(hash(tuple(seq[i : i + RUN])) for i in range(len(seq) - RUN + 1))
         around = ["", *seq, ""]  # no unit is empty: the text's two ends
-        contexts = {(around[i], around[i + 1], around[i + 2]) for i in range(len(seq))}
+        # Each unit with its neighbours: its contexts, and (away from the ends) the
+        # text's runs of three (RUN) units.
+        contexts = set(zip(around, seq, around[2:], strict=False))
+        runs = frozenset(hash(c) for c in contexts if c[0] and c[2])
         return cls(foreign.label, Counter(unit for _, unit, _ in contexts), runs)
 
 
