@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -49,7 +50,7 @@ from asyncrecall.integrations.claude_agent_sdk import AsyncRecallHooks, memory_c
 from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.models import OpenAIModel
 from asyncrecall.prefetch import MemoryBlock, RecallPrefetcher
-from asyncrecall.testing import AnthropicServer, LocalServer, Reply
+from asyncrecall.testing import AnthropicServer, LocalServer, RecordedRequest, Reply
 from asyncrecall_conformance import (
     AnthropicServerWire,
     ConformanceSuite,
@@ -469,18 +470,29 @@ async def test_hooks_alone_hang_up_on_stop_and_on_api_errors(
     tmp_path: Path,
 ) -> None:
     """(c) Without the stream wrapper, the ``Stop`` and ``StopFailure`` hooks end the
-    recall: the side query hangs up when the turn ends and when it fails."""
+    recall: the side query hangs up when the turn ends and when it fails. The main
+    model answers only once the side query is out (on a busy machine the turn could
+    otherwise end before the held recall sent it, and there would be nothing to hang
+    up)."""
     recall = AsyncRecallHooks(slow)
     for reply in (Reply(text="ok"), Reply(status=400, error_message="bad")):
         local_server.reset()
         local_server.script("side", Reply(hang=True))
-        anthropic_server.script(MAIN, reply)
+        side_sent = threading.Event()
+        anthropic_server.script(MAIN, dataclasses.replace(reply, gate=side_sent))
+
+        async def side_query(sent: threading.Event) -> RecordedRequest:
+            try:
+                return await local_server.await_for(lambda r: r.model == "side", timeout=60)
+            finally:
+                sent.set()  # the turn goes on either way: never a hung test
+
+        sent = asyncio.create_task(side_query(side_sent))
         options = recall.options(claude_options(anthropic_server.base_url, tmp_path))
         with contextlib.suppress(Exception):
             async for _message in sdk_query(prompt="question", options=options):
                 pass
-        side = await local_server.await_for(lambda r: r.model == "side")
-        await local_server.await_disconnected(side)
+        await local_server.await_disconnected(await sent)
         await assert_drained(slow)
 
 
