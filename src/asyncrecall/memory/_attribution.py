@@ -38,6 +38,7 @@ derives from nothing) is *attested*.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -111,11 +112,30 @@ _FORMAT = re.compile(
 )
 
 
+# What else a reader does not see inside a word: the grapheme joiner, variation
+# selectors (U+FE00-FE0F, U+E0100-E01EF).
+_INVISIBLE = re.compile("[\u034f\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+
+
+@functools.cache
+def _digits() -> dict[int, str]:
+    """Every decimal digit of Unicode that is not ASCII, as its ASCII digit (NFKC keeps
+    ``۴`` or ``๔`` as they are)."""
+    return {
+        cp: str(unicodedata.decimal(chr(cp)))
+        for cp in range(0x80, 0x20000)
+        if unicodedata.category(chr(cp)) == "Nd"
+    }
+
+
 def fold(text: str) -> str:
     """``text`` for comparison: NFKC, case folded, format characters (zero-width, bidi,
-    tag) removed."""
+    tag), the grapheme joiner and variation selectors removed, every decimal digit
+    ASCII."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return folded if folded.isascii() else _FORMAT.sub("", folded)
+    if folded.isascii():
+        return folded
+    return _INVISIBLE.sub("", _FORMAT.sub("", folded)).translate(_digits())
 
 
 def units(text: str) -> list[str]:
@@ -255,6 +275,8 @@ def attribute(
     own_weight = sum(w for u, w in distinct.items() if mine.holds(u))
     beyond = total - own_weight
     own_share = own_weight / total if total else 1.0
+    needed = max(_DERIVED_MIN, DERIVED_SHARE * beyond)
+    found: dict[str, list[str]] = {}  # each rare shared unit, with the texts it is in
     for item in foreign:
         print_ = item if isinstance(item, Fingerprint) else Fingerprint.of(item)
         copied = _copied_run(seq, is_own, print_)
@@ -265,12 +287,20 @@ def attribute(
             for u, w in distinct.items()
             if w and not mine.holds(u) and 0 < print_.counts.get(u, 0) <= RARE_COUNT
         ]
-        shared = sum(distinct[u] for u in rare)
-        if beyond and shared >= max(_DERIVED_MIN, DERIVED_SHARE * beyond):
+        if beyond and sum(distinct[u] for u in rare) >= needed:
             return Attribution(
                 print_.label, "says what it says beyond the user's words", False, own_share,
                 tuple(rare),
             )  # fmt: skip
+        for unit in rare:
+            found.setdefault(unit, []).append(print_.label)
+    # Taken a little from each of several texts (a payload split across files).
+    if beyond and sum(distinct[u] for u in found) >= needed:
+        labels = list(dict.fromkeys(label for where in found.values() for label in where))
+        return Attribution(
+            " and ".join(labels), "says what it says beyond the user's words, together",
+            False, own_share, tuple(found),
+        )  # fmt: skip
     return Attribution(None, "", own_share >= ATTEST_SHARE and total > 0, own_share)
 
 
@@ -315,9 +345,10 @@ _SPEAKER = re.compile(
     r"^[ \t]*(?:[\[(][^\])\n]{1,40}[\])][ \t]*)?[^\s:：][^:：\n]{0,40}[:：][ \t]*\S"
     r"|^[ \t]*<[^<>\s][^<>\n]{0,39}>[ \t]*\S|^[ \t]*\[[^\]\n]{2,40}\][ \t]*[^\s(\[]"
 )
-_SEPARATOR = re.compile(r"^[ \t]*([-_=~])\1{2,}")
-# A lead-in ends with ':', an opening quotation mark, or an arrow pointing at what follows.
-_LEAD_IN = re.compile(r"[:：«„“‘\"「『‹↓⬇⤵▼👇]\s*$")
+_SEPARATOR = re.compile(r"^[ \t]*([-_=~—–─━═＿])\1{2,}")
+# A lead-in ends with ':', an opening quotation mark, or an arrow pointing at what
+# follows (an emoji's variation selector after it aside).
+_LEAD_IN = re.compile('[:：«„“‘"「『‹《↓⬇⤵▼👇→➡⇒][\ufe0e\ufe0f]?\\s*$')
 # A table's rule line (``---|:--:``), with or without its outer pipes.
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)+\|?[ \t]*$")
 # A data literal on one line: a mapping or a list of quoted strings or pairs.
@@ -526,8 +557,13 @@ def _quotations(turn: str, found: Sequence[Span]) -> list[Span]:
 
 
 #: Quotation marks whose opening and closing marks differ, so they nest.
-_PAIRS: Final = {"«": "»", "„": "“", "“": "”", "‘": "’", "「": "」", "『": "』", "‹": "›"}
-_PLAIN_QUOTE = re.compile(r"\"[^\"\n]+\"|»[^«]+«")
+# Each opening quotation mark and the marks that close it (German „…“, Polish „…”).
+_PAIRS: Final = {
+    "«": "»", "„": "“”", "“": "”", "‘": "’", "「": "」", "『": "』", "‹": "›", "《": "》",
+    "〈": "〉",
+}  # fmt: skip
+# Marks that open and close alike (Swedish ”…”, Hebrew ״…״), and French »…« inverted.
+_PLAIN_QUOTE = re.compile(r"\"[^\"\n]+\"|”[^”\n]+”|״[^״\n]+״|»[^«]+«")
 
 
 def _quoted(turn: str) -> Iterator[tuple[int, int]]:
@@ -539,7 +575,7 @@ def _quoted(turn: str) -> Iterator[tuple[int, int]]:
     for i, char in enumerate(turn):
         if (
             stack
-            and char == _PAIRS[stack[-1][0]]
+            and char in _PAIRS[stack[-1][0]]
             and not (
                 char == "“" and stack[-1][0] == "“"  # “ closes „ but opens a pair of its own
             )
