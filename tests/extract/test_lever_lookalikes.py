@@ -71,6 +71,14 @@ def _between(fillers: list[str]) -> Callable[[str], str]:
     return disguise
 
 
+#: Each lower-case ASCII letter that Unicode has a small capital of, and that capital.
+_SMALL_CAPITALS = {
+    unicodedata.name(c)[-1].lower(): c
+    for c in map(chr, [*range(0x1D00, 0x1D2C), 0x0262, 0x026A, 0x0274, 0x0280, 0x028F,
+                       0x0299, 0x029C, 0x029F, 0xA730, 0xA731])
+    if unicodedata.name(c, "").startswith("LATIN LETTER SMALL CAPITAL ")
+    and len(unicodedata.name(c)) == 28
+}  # fmt: skip
 _INVISIBLE = [c for c in map(chr, range(0x80, 0x30000)) if unicodedata.category(c) == "Cf"] + [
     chr(cp) for cp in range(0xFE00, 0xFE10)
 ]
@@ -89,6 +97,11 @@ DISGUISES: dict[str, Callable[[str], str]] = {
     "json": lambda t: "".join(f"\\u{ord(c):04x}" if c.isalpha() else c for c in t),
     "spelled-out": lambda t: "  ".join(" ".join(w) if w.isalpha() else w for w in t.split()),
     "spelled-out-dots": lambda t: "   ".join(".".join(w) if w.isalpha() else w for w in t.split()),
+    "spelled-out-hyphens": lambda t: " ".join("-".join(w) if w.isalpha() else w for w in t.split()),
+    "small-capitals": lambda t: "".join(_SMALL_CAPITALS.get(c, c) for c in t),
+    "regional-indicators": lambda t: "".join(
+        chr(0x1F1E6 + ord(c) - ord("a")) if "a" <= c <= "z" else c for c in t
+    ),
     "digits-for-l": lambda t: t.translate(str.maketrans("oleast", "013457")),
     "digits-for-i": lambda t: t.translate(str.maketrans("oieast", "013457")),
 }

@@ -43,7 +43,9 @@ Trojan Hippo, "summarise with AI" links), not from any test set's wording.
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -232,11 +234,10 @@ def held_reason(text: str, *, said: Iterable[str] = ()) -> str | None:
     return vet(text, said=said).held or None
 
 
-# Single characters each followed by one separator ("f o r c e", "c.u.r.l"), the spaces
+# Single characters each followed by the same separator ("f o r c e", "c.u.r.l"), the spaces
 # around a dash, and the wider gaps between spelled-out words: how a word is spelled out
 # so that a rule reads it no more.
-_SPELLED_OUT = re.compile(r"(?<!\w)(?:\w[ \t._*·'`]){1,}\w(?!\w)")
-_SPELLED_SEPARATORS = re.compile(r"[ \t._*·'`]")
+_SPELLED_OUT = re.compile(r"(?<!\w)\w([ \t._*·'`-])(?:\w\1)*\w(?!\w)")
 _SPACED_DASH = re.compile(r"[ \t]+-[ \t]+")
 _SPACES = re.compile(r"[ \t]{2,}")
 # Digits and signs written for the letters they look like ("cur1", "p4ssw0rd", "$kip"),
@@ -247,10 +248,28 @@ _DIGIT_LETTERS = (
 )
 
 
+@functools.cache
+def _letter_forms() -> dict[int, str]:
+    """Letters written as other symbols that Unicode's tables do not fold: small
+    capitals (``ᴄᴜʀʟ``) and regional indicators (``🇫🇴🇷🇨🇪``), as ASCII letters."""
+    forms = {0x1F1E6 + i: chr(ord("a") + i) for i in range(26)}
+    for cp in range(0x1D00, 0x1D2C):
+        name = unicodedata.name(chr(cp), "")
+        if name.startswith("LATIN LETTER SMALL CAPITAL ") and len(name) == 28:
+            forms[cp] = name[-1].lower()
+    for cp in (0x0262, 0x026A, 0x0274, 0x0280, 0x028F, 0x0299, 0x029C, 0x029F, 0xA730, 0xA731):
+        name = unicodedata.name(chr(cp), "")
+        if name.startswith("LATIN LETTER SMALL CAPITAL ") and len(name) == 28:
+            forms[cp] = name[-1].lower()
+    return forms
+
+
 def _spelled(text: str) -> tuple[str, ...]:
-    """``text`` (normalised) with spelled-out words joined and digits read as letters:
-    more keys for the rules, beside the text as written and as normalised."""
-    joined = _SPELLED_OUT.sub(lambda m: _SPELLED_SEPARATORS.sub("", m.group()), text)
+    """``text`` (normalised) with spelled-out words joined, small capitals and regional
+    indicators as letters, and digits read as letters: more keys for the rules, beside
+    the text as written and as normalised."""
+    text = text.translate(_letter_forms())
+    joined = _SPELLED_OUT.sub(lambda m: m.group().replace(m.group(1), ""), text)
     joined = _SPACES.sub(" ", _SPACED_DASH.sub("-", joined))
     return tuple(joined.translate(table) for table in _DIGIT_LETTERS)
 
