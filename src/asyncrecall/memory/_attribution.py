@@ -10,9 +10,10 @@ line) and all that follows them; runs of chat or log lines (``name: message``,
 under a row with ``|``); a data literal on one line (``{...: ...}``, ``['...']``); a data
 file's block (``key: |`` and the lines indented under it); everything after a separator
 line (``-----``, ``____``, ``=====``, "----- Forwarded message -----"); everything after
-a short lead-in line that ends with ``:``, an opening quotation mark or an arrow pointing
-down ("translate this:" in any language, "from the vendor 👇"); text between quotation
-marks of any script (``« »``, ``„ “``, ``“ ”``, ``「 」``, ``" "``)
+a short lead-in line that ends with ``:``, an opening quotation mark or an arrow
+("translate this:" in any language, "from the vendor 👇", "note →"); text between
+quotation marks of any script (``« »``, ``„ “``, ``„ ”``, ``“ ”``, ``” ”``, ``「 」``,
+``《 》``, ``״ ״``, ``" "``)
 once it is longer than a remark; a paragraph too long to be typed around nothing; and
 a paragraph with obfuscation signs (zero-width, tag or bidi control characters, a word
 that mixes Latin, Cyrillic or Greek letters). The user's own words

@@ -253,12 +253,9 @@ def _letter_forms() -> dict[int, str]:
     """Letters written as other symbols that Unicode's tables do not fold: small
     capitals (``ᴄᴜʀʟ``) and regional indicators (``🇫🇴🇷🇨🇪``), as ASCII letters."""
     forms = {0x1F1E6 + i: chr(ord("a") + i) for i in range(26)}
-    for cp in range(0x1D00, 0x1D2C):
-        name = unicodedata.name(chr(cp), "")
-        if name.startswith("LATIN LETTER SMALL CAPITAL ") and len(name) == 28:
-            forms[cp] = name[-1].lower()
-    for cp in (0x0262, 0x026A, 0x0274, 0x0280, 0x028F, 0x0299, 0x029C, 0x029F, 0xA730, 0xA731):
-        name = unicodedata.name(chr(cp), "")
+    small = [*range(0x1D00, 0x1D2C), 0x0262, 0x026A, 0x0274, 0x0280, 0x028F, 0x0299, 0x029C]
+    for cp in [*small, 0x029F, 0xA730, 0xA731]:
+        name = unicodedata.name(chr(cp), "")  # "LATIN LETTER SMALL CAPITAL C", one letter
         if name.startswith("LATIN LETTER SMALL CAPITAL ") and len(name) == 28:
             forms[cp] = name[-1].lower()
     return forms
