@@ -130,6 +130,8 @@ def test_a_fact_in_another_script_is_not_held(fact: str) -> None:
 
 
 def test_a_forced_push_written_as_a_refspec_is_held() -> None:
-    """A push whose refspec starts with ``+`` forces it, as ``--force`` does."""
+    """A push whose refspec starts with ``+`` forces it, as ``--force`` does, wherever
+    the flag stands after ``push``."""
     assert "turns off a safeguard" in (held_reason("then git push origin +HEAD:main") or "")
+    assert "turns off a safeguard" in (held_reason("git push origin main --force") or "")
     assert held_reason("then git push origin HEAD:main", said=["git push origin HEAD:main"]) is None

@@ -374,6 +374,19 @@ _MIXED = re.compile(
     "|".join(f"[{a}][{b}]" for a, b in itertools.permutations((_LATIN, _GREEK, _CYRILLIC), 2))
 )
 _LEAD_IN_CHARS = 160
+# Latin letters turned upside down (Unicode's "LATIN ... LETTER TURNED ...": ɐ ǝ ɥ ɯ ɹ ʇ
+# ʌ ʍ ʎ ʞ ...), with which text is written upside down.
+_TURNED = re.compile(
+    "["
+    + "".join(
+        chr(cp)
+        for cp in range(0x100, 0x2000)
+        if unicodedata.name(chr(cp), "").startswith(
+            ("LATIN SMALL LETTER TURNED", "LATIN CAPITAL LETTER TURNED")
+        )
+    )
+    + "]"
+)
 # Full-width forms of ASCII letters, digits and punctuation (U+FF01-U+FF5E).
 _FULL_WIDTH = re.compile("[\uff01-\uff5e]")
 
@@ -390,15 +403,18 @@ def _lines(text: str) -> list[tuple[int, int, str]]:
 
 def _obfuscated(text: str) -> bool:
     """Hidden characters (zero-width, bidi controls, tags), letters left decomposed into
-    base and combining mark, a word that mixes look-alike scripts, or full-width forms in
-    text with no CJK character (they are how CJK text is typed; elsewhere they hide words
-    from the rules): no one types these by hand."""
+    base and combining mark, a word that mixes look-alike scripts, letters turned upside
+    down (two kinds or more), or full-width forms in text with no CJK character (they
+    are how CJK text is typed; elsewhere they hide words from the rules): no one types
+    these by hand."""
     if _HIDDEN.search(text) or _JOINER_IN_LATIN.search(text):
         return True
     if not text.isascii() and not unicodedata.is_normalized("NFC", text):
         return True  # letters left decomposed: typed text is composed
     if _FULL_WIDTH.search(text) and not _DENSE_RUN.search(text):
         return True
+    if len(set(_TURNED.findall(text))) >= 2:
+        return True  # text turned upside down ("ɥsnd-ǝɔɹoɟ")
     return _MIXED.search(text) is not None
 
 

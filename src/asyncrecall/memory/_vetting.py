@@ -133,7 +133,8 @@ _LEVERS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
             r"|\bpush\w*\b[^.;\n]{0,30}\b(?:straight|directly)\b[^.;\n]{0,15}"
             r"\b(?:main|master|prod\w*|release)\b"
             r"|\bforce[- ]?push\w*|\bpush\s+(?:-f|--force)\b"
-            r"|\bpush\b[^\n;|&]{0,80}\s\+[\w./-]*:",  # a refspec with '+' forces
+            r"|\bpush\b[^\n;|&]{0,80}\s\+[\w./-]*:"  # a refspec with '+' forces
+            r"|\bpush\b[^\n;|&]{0,80}\s(?:-f|--force(?:-with-lease)?)\b",
         ),
         (
             "a destructive command",
