@@ -374,19 +374,20 @@ _MIXED = re.compile(
     "|".join(f"[{a}][{b}]" for a, b in itertools.permutations((_LATIN, _GREEK, _CYRILLIC), 2))
 )
 _LEAD_IN_CHARS = 160
-# Latin letters turned upside down (Unicode's "LATIN ... LETTER TURNED ...": ɐ ǝ ɥ ɯ ɹ ʇ
-# ʌ ʍ ʎ ʞ ...), with which text is written upside down.
-_TURNED = re.compile(
-    "["
-    + "".join(
-        chr(cp)
-        for cp in range(0x100, 0x2000)
-        if unicodedata.name(chr(cp), "").startswith(
-            ("LATIN SMALL LETTER TURNED", "LATIN CAPITAL LETTER TURNED")
-        )
-    )
-    + "]"
-)
+
+
+@functools.cache
+def _turned() -> re.Pattern[str]:
+    """Latin letters turned upside down (Unicode's "LATIN ... LETTER TURNED ...": ɐ ǝ ɥ ɯ
+    ɹ ʇ ʌ ʍ ʎ ʞ ...), with which text is written upside down (read from Unicode's names
+    on first use, not at import)."""
+    prefixes = ("LATIN SMALL LETTER TURNED", "LATIN CAPITAL LETTER TURNED")
+    found = [
+        chr(cp) for cp in range(0x100, 0x2000) if unicodedata.name(chr(cp), "").startswith(prefixes)
+    ]
+    return re.compile(f"[{''.join(found)}]")
+
+
 # Full-width forms of ASCII letters, digits and punctuation (U+FF01-U+FF5E).
 _FULL_WIDTH = re.compile("[\uff01-\uff5e]")
 
@@ -413,7 +414,7 @@ def _obfuscated(text: str) -> bool:
         return True  # letters left decomposed: typed text is composed
     if _FULL_WIDTH.search(text) and not _DENSE_RUN.search(text):
         return True
-    if len(set(_TURNED.findall(text))) >= 2:
+    if not text.isascii() and len(set(_turned().findall(text))) >= 2:
         return True  # text turned upside down ("ɥsnd-ǝɔɹoɟ")
     return _MIXED.search(text) is not None
 
