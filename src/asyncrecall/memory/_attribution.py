@@ -9,9 +9,10 @@ line) and all that follows them; runs of chat or log lines (``name: message``,
 ``[time] name: ...``, ``<name> ...``, ``[name] ...``); a table (a rule line of dashes
 under a row with ``|``); a data literal on one line (``{...: ...}``, ``['...']``); a data
 file's block (``key: |`` and the lines indented under it); everything after a separator
-line (``-----``, ``____``, ``=====``, "----- Forwarded message -----"); everything after
-a short lead-in line that ends with ``:``, an opening quotation mark or an arrow
-("translate this:" in any language, "from the vendor 👇", "note →"); text between
+line (``-----``, ``____``, ``=====``, "----- Forwarded message -----", one mark said
+three times or more: ``* * *``, ``·····``); everything after a short lead-in line that
+ends with ``:``, an opening quotation mark, or any arrow or pointing sign ("translate
+this:" in any language, "from the vendor 👇", "note →"); text between
 quotation marks of any script (``« »``, ``„ “``, ``„ ”``, ``“ ”``, ``” ”``, ``「 」``,
 ``《 》``, ``״ ״``, ``" "``)
 once it is longer than a remark; a paragraph too long to be typed around nothing; and
@@ -450,7 +451,7 @@ def foreign_spans(turn: str) -> tuple[Span, ...]:
             found.append(Span(start, lines[j - 1][1], "a block of a data file"))
             i = j
             continue
-        if _SEPARATOR.match(line) and i + 1 < n:
+        if (_SEPARATOR.match(line) or _rule_line(stripped)) and i + 1 < n:
             found.append(Span(start, len(turn), "text after a separator line"))
             break
         if _QUOTED_LINE.match(line):
@@ -479,7 +480,7 @@ def foreign_spans(turn: str) -> tuple[Span, ...]:
         if (
             stripped
             and len(stripped) <= _LEAD_IN_CHARS
-            and _LEAD_IN.search(stripped)
+            and (_LEAD_IN.search(stripped) or _points_on(stripped))
             and any(rest[2].strip() for rest in lines[i + 1 :])
         ):
             # What follows is someone else's: a block of its own shape is found as that
@@ -498,6 +499,28 @@ def foreign_spans(turn: str) -> tuple[Span, ...]:
 # A lead-in's colon: ':' before white space, or the full-width one (a time, 9:30, and a
 # link, https://, have none).
 _INLINE_LEAD_IN = re.compile(r":(?=\s)|：")
+
+
+def _rule_line(stripped: str) -> bool:
+    """A line of one punctuation mark or symbol said three times or more, spaced or not
+    (``***``, ``* * *``, ``·····``, ``＝＝＝``): a separator (dots aside: a pause)."""
+    marks = "".join(stripped.split())
+    return (
+        len(marks) >= 3
+        and len(set(marks)) == 1
+        and marks[0] != "."
+        and unicodedata.category(marks[0])[0] in "PS"
+    )
+
+
+def _points_on(stripped: str) -> bool:
+    """Whether a line ends with an arrow or a pointing sign of any kind (``⇓``, ``👉``,
+    ``🔽``: Unicode names them so), an emoji's variation selector aside."""
+    last = stripped.rstrip("\ufe0e\ufe0f")[-1:]
+    if not last or unicodedata.category(last)[0] != "S":
+        return False
+    name = unicodedata.name(last, "")
+    return "ARROW" in name or "POINTING" in name
 
 
 def _inner_lead_ins(turn: str, found: Sequence[Span]) -> list[Span]:
