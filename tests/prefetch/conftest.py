@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from asyncrecall.memory import FolderStore, ModelSelector, Recaller
+from asyncrecall.memory import FolderStore, LexicalSelector, ModelSelector, Recaller
 from asyncrecall.prefetch import PrefetchEvent, RecallPrefetcher
 from asyncrecall.testing import ScriptedModel
 
@@ -100,3 +100,15 @@ def _eager_start(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> A
 
 EAGER_FACTORY: Any = getattr(asyncio, "eager_task_factory", None) or _eager_start
 """The real eager task factory where Python has it, else an equivalent for 3.11."""
+
+
+def pick_beside_instant_pass(
+    store: FolderStore, side: ScriptedModel, events: list[PrefetchEvent]
+) -> RecallPrefetcher:
+    """A prefetcher (to enter) whose recall is the scripted side model's pick, with a
+    lexical instant pass beside it, reporting to ``events``."""
+    return RecallPrefetcher(
+        Recaller(store, ModelSelector(side)),
+        instant_selector=LexicalSelector(),
+        on_event=events.append,
+    )

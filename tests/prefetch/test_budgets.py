@@ -30,7 +30,7 @@ from asyncrecall.prefetch import (
 )
 from asyncrecall.testing import ScriptedModel
 
-from .conftest import selection, settle
+from .conftest import pick_beside_instant_pass, selection, settle
 
 KEY = "thread-1"
 
@@ -97,11 +97,7 @@ async def test_a_settled_model_pick_wins_over_the_instant_pass(
     in time is never thrown away for the pass."""
     events: list[PrefetchEvent] = []
     side.add_json(selection(paths["user-role"]))
-    async with RecallPrefetcher(
-        Recaller(store, ModelSelector(side)),
-        instant_selector=LexicalSelector(),
-        on_event=events.append,
-    ) as prefetcher:
+    async with pick_beside_instant_pass(store, side, events) as prefetcher:
         await prefetcher.warm()
         prefetcher.start(KEY, "how do deploys reach the staging cluster?")
         await settle(prefetcher, KEY)  # the pick settles a few ms after the pass

@@ -27,7 +27,7 @@ from asyncrecall.prefetch import (
 )
 from asyncrecall.testing import ScriptedModel
 
-from .conftest import EAGER_FACTORY, selection, settle
+from .conftest import EAGER_FACTORY, pick_beside_instant_pass, selection, settle
 
 KEY = "thread-1"
 
@@ -731,11 +731,7 @@ async def test_every_empty_recall_says_why(
     events.clear()
     gate = asyncio.Event()
     side.add_json(selection(paths["deploy-flow"]), gate=gate)
-    async with RecallPrefetcher(
-        Recaller(store, ModelSelector(side)),
-        instant_selector=LexicalSelector(),
-        on_event=events.append,
-    ) as prefetcher:
+    async with pick_beside_instant_pass(store, side, events) as prefetcher:
         await prefetcher.warm()
         prefetcher.start(KEY, "how do deploys reach the staging cluster?")
         shown = prefetcher.take(KEY, "user_query")
