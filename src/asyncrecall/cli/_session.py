@@ -139,7 +139,7 @@ def open_session(
     :data:`HOLD_RECALL_S`), and the session warms nothing at
     :meth:`Session.start`: the folder is read after that request, or was read ahead.
 
-    ``semantic_instant`` (default: the ``semantic_instant`` setting, off): with the
+    ``semantic_instant`` (default: the ``semantic_instant`` setting, on): with the
     ``local`` extra, the instant pass reads meaning too where the session outlives its
     first request (:func:`_instant_selector`; ``run``'s only request leaves before the
     encoder has loaded, and loading it would only slow that request down); ``False``

@@ -115,9 +115,10 @@ class Settings:
     manifest_bytes: int = 25_000
     #: Start no recall for a prompt with nothing to recall (one word, a bare "yes"/"ok").
     skip_trivial: bool = True
-    #: With the ``local`` extra, the instant pass reads meaning too (the embedded model's
-    #: vectors, loaded into the process) where no memory shares the query's words.
-    semantic_instant: bool = False
+    #: With the ``local`` extra, the instant pass of a session that outlives its first
+    #: request reads meaning too (the embedded encoder's vectors, loaded into the
+    #: process) where no memory shares the query's words; without the extra, nothing.
+    semantic_instant: bool = True
     #: OpenTelemetry export (``cli._telemetry``): None = when the OTEL_* endpoint
     #: variables are set; True = always (the SDK required); False = never.
     otel: bool | None = None
