@@ -10,14 +10,13 @@ vectors, it reads a query in French or German, or a question asked in one langua
 a note written in another, and it tells a paraphrase from a question about nothing in
 the folder well enough to abstain (``benchmarks/instant_gate.py``).
 
-What it costs: 1-2 s to load in a new process, in the warm-up thread, and about 120 MB
-(its 8-bit embedding table, its weights, its tokenizer's vocabulary). A query goes
-through :mod:`._use_onnx` when onnxruntime is installed (the ``local`` extra): the same
-network on 8-bit weights, about 0.6 ms at the median on a cold cache where the
-package's own pass takes 1.3 ms and more for words it has not seen
-(``benchmarks/query_embedding.py``); without onnxruntime, through the package's pass.
-The instant pass embeds a query only when the lexical pass abstained on wording, and
-memories (through the package, in batches) in a worker thread.
+What it costs: about a second to load in a new process, in the warm-up thread, and the
+memory of its 8-bit embedding table, its weights and its tokenizer's vocabulary
+(``docs/benchmarks.md``). A query goes through :mod:`._use_onnx` when onnxruntime is
+installed (the ``local`` extra): the same network on its 8-bit weights, under half the
+package's own pass's time (``benchmarks/query_embedding.py``); without onnxruntime,
+through the package's pass. The instant pass embeds a query only when the lexical pass
+abstained on wording, and memories (through the package, in batches) in a worker thread.
 
 The package holds each call to one BLAS thread through ``threadpoolctl`` (in the
 ``local`` extra beside it). Without it, numpy's BLAS splits those small products over

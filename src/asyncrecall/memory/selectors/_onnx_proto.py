@@ -1,8 +1,8 @@
 """The few ONNX messages the query pass's graph needs, written as protobuf bytes.
 
 The ``onnx`` package would build them, but importing it imports ``ml_dtypes``, whose
-extension holds the interpreter lock for about half a second while it loads: in the
-warm-up thread of a session, that stalled the event loop for as long. The messages used
+extension holds the interpreter lock while it loads, long enough to stall a session's
+event loop from the warm-up thread (``docs/benchmarks.md``). The messages used
 here (``onnx.proto``: model, graph, node, attribute, tensor, value info) are few and
 their field numbers are fixed by the format, so they are written directly; onnxruntime
 parses and checks them when the session is built.

