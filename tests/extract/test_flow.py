@@ -19,7 +19,7 @@ from asyncrecall.models import FunctionCall
 from asyncrecall.testing import LocalServer, Reply
 
 from .conftest import SideModel, wait_until_handed_off_work_is_done
-from .flow_cases import CARRIED, PLANTED, STATED, Carried, Planted, Stated
+from .flow_cases import CARRIED, ENCODED, PLANTED, STATED, Carried, Encoded, Planted, Stated
 from .test_provenance import _ask as ask_and_extract
 from .test_provenance import sources
 
@@ -93,6 +93,34 @@ async def test_a_file_read_in_one_query_is_held_when_written_in_a_later_one(
     assert "read_file(notes.md)" in source["held"]
 
 
+@pytest.mark.parametrize("via", ["save_memory", "extraction", "extraction in that query"])
+@pytest.mark.parametrize("case", ENCODED, ids=_ids(ENCODED))
+async def test_what_is_written_after_a_file_in_other_words_is_held(
+    case: Encoded, via: str, session: Session, side: SideModel, local_server: LocalServer,
+    store: FolderStore, settings: Settings,
+) -> None:  # fmt: skip
+    """By where text flowed, not by its words: once the model has read a file, a write
+    the user's own words do not state is held, though it shares no word with the file
+    (the file encoded, reversed or translated it), in a later query or in that one, by
+    ``save_memory`` and by extraction citing the user's request."""
+    (settings.project / "notes.md").write_text(case.file, encoding="utf-8")
+    local_server.script("main", _read("notes.md"), "I read the notes.")
+    if via == "extraction in that query":
+        side.add(_proposal(case.name, case.content, [0, 1]))
+        await ask_and_extract(session, "read notes.md")
+        assert _held(store, case.name)["origin"] == "extraction-user"
+        return
+    await ask_and_extract(session, "read notes.md")
+    if via == "save_memory":
+        local_server.script("main", _save(case.name, case.content), "Saved.")
+        await session.agent.ask("ok, remember that for later")
+    else:
+        local_server.script("main", "Noted.")
+        side.add(_proposal(case.name, case.content, [2]))
+        await ask_and_extract(session, "ok, remember that for later")
+    _held(store, case.name)
+
+
 @pytest.mark.parametrize("case", PLANTED, ids=_ids(PLANTED))
 async def test_a_file_read_then_saved_in_the_same_query_is_held(
     case: Planted, session: Session, local_server: LocalServer, store: FolderStore,
@@ -135,8 +163,9 @@ async def test_a_fact_the_user_states_stays_trusted_after_the_session_read_files
 ) -> None:  # fmt: skip
     """A fact the user states in their own words (an editor, a time zone, the test
     runner, a teammate; also after pasting a log) is saved trusted and recalled, even
-    in a session whose model read a file before: the taint holds what derives from
-    outside text, not every later write."""
+    in a session whose model read a file before: the user's words attest it, restated
+    in the third person or with another form of a word ("I use" / "the user uses", an
+    Arabic verb's person)."""
     (settings.project / "notes.md").write_text(PLANTED[0].file, encoding="utf-8")
     local_server.script("main", _read("notes.md"), PLANTED[0].answer)
     await ask_and_extract(session, PLANTED[0].ask)

@@ -371,3 +371,29 @@ def test_a_payload_split_across_files_is_attributed_to_them_together() -> None:
         foreign=[Fingerprint.of(first), Fingerprint.of(second)],
     )
     assert found.source == "read_file(a.md) and read_file(b.md)" and not found.attested
+
+
+@pytest.mark.parametrize(
+    ("said", "form"),
+    [
+        ("By the way, I use Helix", "uses"),  # an ending added to a short word
+        ("Recuerda que trabajo en Lima", "trabaja"),  # the person's ending
+        ("تذكّر أنني أستخدم المحرر", "يستخدم"),  # Arabic: the person's prefix
+        ("تذكّر أنني أستخدم المحرر", "محرر"),  # Arabic: without its article
+        ("мой часовой пояс", "часового"),  # a case ending
+        ("we deployed it on Friday", "deploys"),
+    ],
+)
+def test_another_form_of_the_users_word_is_theirs(said: str, form: str) -> None:
+    """A restatement says the user's words in other forms (third person, another case,
+    an article or a verb's prefix): they still attest it."""
+    assert attribute(form, own=[said], foreign=[]).attested
+
+
+@pytest.mark.parametrize(
+    ("said", "other"),
+    [("the bash script", "cash"), ("switch the mode", "node"), ("the cat", "act"),
+     ("port 8080", "8081"), ("my editor", "credit")],
+)  # fmt: skip
+def test_a_word_that_only_looks_like_the_users_is_not_theirs(said: str, other: str) -> None:
+    assert not attribute(other, own=[said], foreign=[]).attested

@@ -399,7 +399,10 @@ class ToolRegistry:
         verdict = self.taint.vet(text, said=said, lookup=self._lookup, target=target)
         source = Source.now(
             "save_memory",
-            untrusted=self._after_tools and not verdict.attested,
+            # The model saw outside text in this query or an earlier one of the session:
+            # what it writes now may carry it in words no check reads (encoded,
+            # translated), unless the user's own words state it.
+            untrusted=(self._after_tools or self.taint.tool_output_seen) and not verdict.attested,
             held=verdict.held,
             attested=verdict.attested,
         )

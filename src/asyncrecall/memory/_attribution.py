@@ -24,8 +24,10 @@ that mixes Latin, Cyrillic or Greek letters). The user's own words
 folded (:func:`fold`: NFKC, case folded, format characters removed) and cut into
 language-independent units: Unicode word tokens, and character pairs in scripts written
 without spaces (Chinese, Japanese, Thai, ...). A unit of the write is the user's
-(*own*) when the user's own words hold it, or a word sharing most of its start with it
-(inflected forms). A write derives from a foreign text when, leaving out its own units,
+(*own*) when the user's own words hold it, or another form of one of their words: one
+sharing most of its start (an ending changed) or most of its letter triples (a prefix
+or an ending changed: ``use`` and ``uses``, an Arabic verb's person). A write derives
+from a foreign text when, leaving out its own units,
 
 - it copies a run of that text: :data:`RUN` consecutive units that stand contiguously
   in it, at least two of them not the user's (a pasted sentence, a URL, a reference
@@ -84,6 +86,10 @@ QUOTE_CHARS: Final = 20
 _DERIVED_MIN: Final = 6
 #: Two words are forms of one when they share a start this long (and most of each).
 _STEM: Final = 4
+#: Or when they share this share of their letter triples (Dice), both of at least
+#: :data:`_MORPH` letters.
+_FORM_SHARE: Final = 0.6
+_MORPH: Final = 3
 #: Quoted text in a script without spaces holding this many characters is someone else's.
 _QUOTE_DENSE: Final = 8
 #: A foreign text's unit used in more contexts than this is the language's, not a
@@ -206,10 +212,13 @@ class Fingerprint:
 
 @dataclass(frozen=True, slots=True)
 class _Own:
-    """The user's own words as units, and the starts of their longer words."""
+    """The user's own words as units, the starts of their longer words, and the
+    letter triples of every word of three letters or more (:meth:`holds`)."""
 
     units: frozenset[str]
     starts: frozenset[str]
+    #: Each letter triple, with the own words that hold it.
+    triples: dict[str, frozenset[str]]
 
     @classmethod
     def of(cls, texts: Iterable[str], *, copies: Sequence[str] = ()) -> _Own:
@@ -233,15 +242,39 @@ class _Own:
             if len(word) >= _STEM and not _DENSE_RUN.match(word)
             for k in range(max(_STEM, math.ceil(0.7 * len(word))), len(word) + 1)
         }
-        return cls(frozenset(found), frozenset(starts))
+        triples: dict[str, set[str]] = {}
+        for word in found:
+            for triple in _triples(word):
+                triples.setdefault(triple, set()).add(word)
+        frozen = {triple: frozenset(words) for triple, words in triples.items()}
+        return cls(frozenset(found), frozenset(starts), frozen)
 
     def holds(self, unit: str) -> bool:
+        """Whether ``unit`` is one of the user's words, or another form of one: it
+        shares most of its start with it (an ending changed), or most of its letter
+        triples (a prefix or an ending changed: ``use``/``uses``, an Arabic verb's
+        person or article)."""
         if unit in self.units:
             return True
-        if len(unit) < _STEM or _DENSE_RUN.match(unit):
+        if len(unit) < _MORPH or _DENSE_RUN.match(unit):
             return False
         low = max(_STEM, math.ceil(0.7 * len(unit)))
-        return any(unit[:k] in self.starts for k in range(low, len(unit) + 1))
+        if any(unit[:k] in self.starts for k in range(low, len(unit) + 1)):
+            return True
+        mine = _triples(unit)
+        near: Counter[str] = Counter()
+        for triple in mine:
+            near.update(self.triples.get(triple, ()))
+        return any(2 * shared >= _FORM_SHARE * (len(mine) + len(_triples(word)))
+                   for word, shared in near.items())  # fmt: skip
+
+
+def _triples(word: str) -> frozenset[str]:
+    """The letter triples of a word of :data:`_MORPH` letters or more (none otherwise,
+    nor for a unit of a script written without spaces)."""
+    if len(word) < _MORPH or _DENSE_RUN.match(word) or _DIGIT.search(word):
+        return frozenset()
+    return frozenset(word[i : i + 3] for i in range(len(word) - 2))
 
 
 @dataclass(frozen=True, slots=True)

@@ -325,8 +325,9 @@ def extraction_source(
 ) -> Source:
     """The provenance of a write of ``text`` (the memory's name, description and body)
     citing ``cited``: ``extraction-user`` when a user turn is among them, else
-    ``extraction-assistant``, marked ``untrusted`` when one of the cited answers
-    followed tool output and the user's own words do not state it, or held for the
+    ``extraction-assistant``, marked ``untrusted`` when an answer of the slice followed
+    outside text (``after_tools``: the side model read it, whatever the write cites)
+    and the user's own words do not state it, or held for the
     user's word by :func:`~asyncrecall.memory._vetting.vet` against the user's turns of
     the slice (``turns``) and the session's outside text ``foreign`` (tool output, the
     answers written after it): its text comes from someone else's text, or it is a
@@ -337,16 +338,14 @@ def extraction_source(
     asked = [t.text for t in said if t.role == "user"]
     context = [t.text for t in turns.values() if t.role == "user" and t.offset not in cited]
     verdict = vet(text, said=asked, context=context, foreign=foreign, partial=partial, held=held)
-    if asked:
-        return Source.now(
-            "extraction-user", session=session_id, offsets=cited, held=verdict.held,
-            attested=verdict.attested,
-        )  # fmt: skip
+    # The side model read every turn of the slice: an answer written after outside text
+    # may carry it in words no check reads (encoded, translated), whatever it cites.
+    exposed = any(t.after_tools for t in turns.values())
     return Source.now(
-        "extraction-assistant",
+        "extraction-user" if asked else "extraction-assistant",
         session=session_id,
         offsets=cited,
-        untrusted=any(t.after_tools for t in said) and not verdict.attested,
+        untrusted=exposed and not verdict.attested,
         held=verdict.held,
         attested=verdict.attested,
     )
