@@ -67,7 +67,7 @@ _I = re.IGNORECASE | re.DOTALL
 # inside a word, as in an address or a file name, is not one).
 _NEAR = r"(?:[^.;\n]|\.(?=\S)){0,80}?"
 
-_URL = r"(?:https?|ftp)://\S+|\bwww\.\S+"
+_URL = r"(?:(?:https?|ftp)://\S+|\bwww\.\S+)"
 _EMAIL = r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"
 _IP = r"\b\d{1,3}(?:\.\d{1,3}){3}\b"
 _ADDRESS = rf"(?:{_URL}|{_EMAIL}|{_IP})"
@@ -158,6 +158,7 @@ _LEVERS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
 )
 
 _LINK = re.compile(_URL, _I)
+_SCHEME = re.compile(r"^(?:https?|ftp)://")
 _OBFUSCATED = "obfuscated text"
 
 
@@ -282,12 +283,18 @@ def _lever(text: str) -> str | None:
 
 
 def _link(text: str, said: Iterable[str]) -> str | None:
-    kept = {_bare(u) for u in _LINK.findall(text)}
+    """Held when a turn names a link whose address the memory does not hold (with or
+    without its scheme: a model writes ``docs.example/team`` for the user's
+    ``https://docs.example/team``)."""
+    folded = text.lower()
     for turn in said:
-        if any(_bare(u) not in kept for u in _LINK.findall(turn)):
+        if any(_address(u) not in folded for u in _LINK.findall(turn)):
             return "the turn points at content elsewhere (a link the memory does not hold)"
     return None
 
 
-def _bare(url: str) -> str:
-    return url.rstrip(".,;:!?)]}'\"").lower()
+def _address(url: str) -> str:
+    """A link's address as a memory may write it: no scheme, no closing punctuation or
+    final slash, lower case."""
+    bare = url.rstrip(".,;:!?)]}'\"").lower()
+    return _SCHEME.sub("", bare).rstrip("/")
