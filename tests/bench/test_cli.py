@@ -125,4 +125,6 @@ def test_process_cpu_counts_threads_that_already_ended() -> None:
     memory-on figure is there to show."""
     reported, measured = _burnt(keep_thread=False)
     tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
-    assert reported - 2 * tick_ms <= measured <= reported + 2 * tick_ms
+    # The ended thread's 0.3 s is in (not counting it reads 0.3 s low); above, the
+    # child's own work after it printed, which a busy machine made 20 ms once.
+    assert reported - 2 * tick_ms <= measured <= reported + 50
