@@ -227,7 +227,8 @@ class ToolRegistry:
         outcome says which happened. ``after_tools``: tools already returned output in
         this user query, so a ``save_memory`` now may hold what they returned (its
         memory's provenance says so, and quarantine applies, unless the user's own words
-        state it). ``said``: the user's query, which a ``save_memory`` is vetted against
+        state it); tool output seen in an earlier query of the session (:attr:`taint`)
+        counts the same. ``said``: the user's query, which a ``save_memory`` is vetted against
         with the rest of the session (:meth:`SessionTaint.vet`). What the calls returned
         is recorded in :attr:`taint` once they all ran (a write among them was asked for
         before the model saw it).

@@ -8,14 +8,14 @@ Two records, kept side by side:
 - ``provenance``: one :class:`Source` per kind of write that made the memory: its
   ``origin`` (:data:`ORIGINS`), the session and offsets when it came from a
   conversation, when, and ``untrusted``: the text came from content the user did not
-  write: the model's, written after tool output (a file it read, a page, a command's
-  output) with no user turn behind it, or a folder imported without ``--trusted``
-  (its claims about itself cannot be checked), or a write the model made from the
-  user's turns that the user-turn rule holds for the user's word (``held``: why; see
-  ``_vetting``), or a save by an MCP client the server does not trust, or a write made
-  from held text (a consolidation shown a held memory); ``attested``: the user's own
-  typed words state the write's text. A folder keeps it as the
-  ``provenance`` front matter key, a database in the row's ``provenance`` column
+  write: the model's, written once the session's model had seen tool output (a file it
+  read, a page, a command's output) and not stated by the user's own words, or a folder
+  imported without ``--trusted`` (its claims about itself cannot be checked), or a write
+  the model made from the user's turns that the user-turn rule holds for the user's
+  word (``held``: why; see ``_vetting``), or a save by an MCP client the server does not
+  trust, or a write made from held text (a consolidation shown a held memory);
+  ``attested``: the user's own typed words state the write's text. A folder keeps it as
+  the ``provenance`` front matter key, a database in the row's ``provenance`` column
   (schema version 7). Every write adds its source and keeps the others, so a merge or
   an update keeps every source.
 
@@ -104,8 +104,9 @@ ORIGINS: Final[tuple[Origin, ...]] = get_args(Origin)
 class Source:
     """One kind of write that made a memory: ``origin``, ``at`` (POSIX time), and for a
     write from a conversation its ``session`` and transcript ``offsets``;
-    ``untrusted``: the text came from content the user did not write (model text that
-    followed tool output, with no user turn behind it; an untrusted import)."""
+    ``untrusted``: the text came from content the user did not write (model text
+    written once the session's model had seen tool output, which the user's own words
+    do not state; an untrusted import)."""
 
     origin: str
     at: float = 0.0
