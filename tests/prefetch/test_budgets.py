@@ -212,7 +212,21 @@ async def test_the_model_selectors_manifest_is_bounded(
 
 @pytest.mark.parametrize(
     "prompt",
-    ["ok", "OK!", "yes", "Ｏｋ", "thanks.", "ok thanks", "deploy?", "好的", "はい", "数", "да"],
+    [
+        "ok",
+        "OK!",
+        "yes",
+        "Ｏｋ",
+        "thanks.",
+        "ok thanks",
+        "deploy?",
+        "好的",
+        "はい",
+        "数",
+        "да",
+        "ขอบคุณครับ",
+        "โอเค",
+    ],
 )
 def test_prompts_with_nothing_to_recall(prompt: str) -> None:
     """One word, or a bare acknowledgement, has nothing to recall."""
@@ -228,10 +242,15 @@ def test_prompts_with_nothing_to_recall(prompt: str) -> None:
         "データベース",
         "staging deploys",
         "是什么数据库",
+        "ผมใช้ตัวแก้ไขอะไร",  # Thai: "which editor do I use"
+        "ເຄື່ອງແມ່ຂ່າຢູ່ໃສ",  # Lao: "where is the server"
+        "ဆာဗာဘယ်မှာလဲ",  # Burmese: "where is the server"
+        "ម៉ាស៊ីនមេនៅឯណា",  # Khmer: "where is the server"
     ],
 )
 def test_prompts_with_something_to_recall(prompt: str) -> None:
-    """Two words or more, where each CJK character counts as one (no spaces there)."""
+    """Two words or more, where each letter of a script without spaces between words
+    (CJK, Thai, Lao, Burmese, Khmer) counts as one."""
     assert not nothing_to_recall(prompt)
 
 

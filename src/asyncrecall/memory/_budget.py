@@ -49,6 +49,7 @@ _ACKNOWLEDGEMENTS: Final = frozenset(
         "oui", "non", "merci", "d'accord", "ja", "nein", "danke", "да", "нет",
         "спасибо", "хорошо", "ок", "好", "好的", "是", "是的", "对", "嗯", "行", "可以",
         "谢谢", "继续", "はい", "いいえ", "うん", "ええ", "了解", "ありがとう", "続けて",
+        "ครับ", "ค่ะ", "ใช่", "โอเค", "ขอบคุณ", "ขอบคุณครับ", "ขอบคุณค่ะ",
     }
 )  # fmt: skip
 
@@ -58,13 +59,22 @@ _LONGEST: Final = 40
 
 
 def _is_cjk(character: str) -> bool:
-    """A wide letter (Han, kana, Hangul): each one counts as a word."""
-    return unicodedata.east_asian_width(character) in "WF" and character.isalpha()
+    """A letter of a script written without spaces between words: wide (Han, kana,
+    Hangul), or Thai, Lao, Myanmar or Khmer. Each one counts as a word."""
+    if not character.isalpha():
+        return False
+    return unicodedata.east_asian_width(character) in "WF" or any(
+        low <= character <= high for low, high in _SPACELESS
+    )
+
+
+#: Thai and Lao, Myanmar, Khmer: written without spaces between words, not wide.
+_SPACELESS: Final = (("\u0e00", "\u0eff"), ("\u1000", "\u109f"), ("\u1780", "\u17ff"))
 
 
 def _words(text: str) -> int:
-    """Words in ``text``: whitespace-separated runs of letters or digits, where every CJK
-    character counts as one (CJK text has no spaces between words)."""
+    """Words in ``text``: whitespace-separated runs of letters or digits, where every
+    letter of a script without spaces between words (CJK, Thai ...) counts as one."""
     count = 0
     for run in text.split():
         cjk = sum(1 for c in run if _is_cjk(c))
