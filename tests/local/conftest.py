@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -69,12 +70,16 @@ class CountingEncoder:
         self.inner = inner
         self.multilingual = bool(getattr(inner, "multilingual", False))
         self.calls: list[tuple[str, list[str]]] = []
+        #: When it was first asked to embed (``time.monotonic()``).
+        self.started_at: float | None = None
 
     @property
     def name(self) -> str:
         return str(self.inner.name)
 
     def embed(self, texts: Sequence[str]) -> Any:
+        if self.started_at is None:
+            self.started_at = time.monotonic()
         self.calls.append((threading.current_thread().name, list(texts)))
         return self.inner.embed(texts)
 

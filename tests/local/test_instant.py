@@ -254,6 +254,32 @@ def test_cold_vectors_cost_the_caller_nothing_and_warm_in_a_thread() -> None:
     assert expected in paths(chosen)
 
 
+def test_the_vectors_wait_until_queries_have_stopped_coming(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Loading the encoder takes the interpreter lock from the loop, so the vectors'
+    thread embeds nothing while queries keep coming, and starts only once none has come
+    for ``QUIET_S``: a message at a session's start has its request out by then."""
+    import time
+
+    monkeypatch.setattr(_instant, "QUIET_S", 1.5)
+    encoder = CountingEncoder(WordLlamaEncoder.shared())
+    selector = SemanticInstantSelector(LexicalSelector(persist=False), encoder=encoder)
+    selector.prepare(HOME)  # starts the vectors' thread
+    question, expected = PARAPHRASED[0]
+    for _ in range(10):
+        selector.rank_explained(question, HOME, limit=2)
+        time.sleep(0.05)
+    last = selector._last_query  # the last query's time, as the selector took it
+    assert encoder.calls == []
+    warming = selector._warming
+    assert warming is not None
+    warming.join(timeout=HANG_GUARD)
+    assert selector.vectors_ready(HOME)
+    assert encoder.started_at is not None and encoder.started_at >= last + 1.5
+    assert expected in paths(selector.rank_explained(question, HOME, limit=2)[0])
+
+
 def test_beside_a_vector_selector_it_shares_its_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
     """Built beside the hybrid selector on the pass's own encoder, the pass uses its
     lexical selector, encoder and vector cache: the memories are embedded once for both."""

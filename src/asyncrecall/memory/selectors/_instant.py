@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import operator
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -69,6 +70,7 @@ __all__ = [
     "MIN_INSTANT_SIMILARITY",
     "MULTILINGUAL_MIN_MARGIN",
     "MULTILINGUAL_MIN_SIMILARITY",
+    "QUIET_S",
     "SemanticInstantSelector",
     "instant_encoder",
     "semantic_pass_available",
@@ -76,6 +78,11 @@ __all__ = [
 
 logger = logging.getLogger("asyncrecall.memory")
 
+#: How long no query must have come before the vectors' thread starts its work: loading
+#: the encoder takes the interpreter lock from the loop for a second or so, and a
+#: message that arrives at a session's start would otherwise wait beside it for its
+#: first request (the vectors could not serve that message anyway).
+QUIET_S: Final = 0.25
 #: The lexical selector's reasons after which the vectors are asked: the wording did not
 #: match. After any other (the names gate, no terms, no memories) the pass abstains.
 _WORDING: Final = frozenset({"no_match", "below_threshold"})
@@ -179,6 +186,9 @@ class SemanticInstantSelector:
         #: Whether the encoder could not be loaded (then the pass stays lexical, and
         #: stops trying).
         self._unloadable = False
+        #: When a query last came (or the selector was made): the vectors' thread waits
+        #: for :data:`QUIET_S` after it.
+        self._last_query = time.monotonic()
 
     @classmethod
     def beside(
@@ -281,6 +291,7 @@ class SemanticInstantSelector:
     ) -> tuple[list[MemoryDoc], str | None]:
         """The lexical pass's answer; when it abstains on wording, the vectors' (when
         warm: else the lexical reason, and the vectors are warmed in a thread)."""
+        self._last_query = time.monotonic()
         chosen, why = self.lexical.rank_explained(query, docs, limit=limit)
         if chosen or why not in _WORDING or limit <= 0:
             return chosen, why
@@ -370,6 +381,7 @@ class SemanticInstantSelector:
 
             def warm() -> None:
                 try:
+                    self._until_quiet()
                     self.prepare_vectors(listed)
                 except ImportError as error:  # a missing or broken package: said once
                     self._unloadable = True
@@ -384,3 +396,9 @@ class SemanticInstantSelector:
 
             self._warming = threading.Thread(target=warm, name="asyncrecall-vectors", daemon=True)
             self._warming.start()
+
+    def _until_quiet(self) -> None:
+        """Return once no query has come for :data:`QUIET_S` (the vectors' thread: the
+        request of a message that came at a session's start has left by then)."""
+        while (left := self._last_query + QUIET_S - time.monotonic()) > 0:
+            time.sleep(left)
