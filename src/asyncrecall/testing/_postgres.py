@@ -78,7 +78,9 @@ class LocalPostgres:
         command = [str(self.bindir / args[0]), *args[1:]]
         if self._as_root:
             command = ["runuser", "-u", _SERVER_USER, "--", *command]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        # Not pytest's PYTEST_CURRENT_TEST: a test's id can exceed what exec accepts.
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
         if result.returncode != 0:
             raise ConfigError(
                 f"{args[0]} failed ({result.returncode}): {(result.stderr or result.stdout)[-800:]}"
