@@ -381,9 +381,9 @@ _SPEAKER = re.compile(
     r"|^[ \t]*<[^<>\s][^<>\n]{0,39}>[ \t]*\S|^[ \t]*\[[^\]\n]{2,40}\][ \t]*[^\s(\[]"
 )
 _SEPARATOR = re.compile(r"^[ \t]*([-_=~—–─━═＿])\1{2,}")
-# A lead-in ends with ':', an opening quotation mark, or an arrow pointing at what
-# follows (an emoji's variation selector after it aside).
-_LEAD_IN = re.compile('[:：«„“‘"「『‹《↓⬇⤵▼👇→➡⇒][\ufe0e\ufe0f]?\\s*$')
+# A lead-in ends with ':' or an opening quotation mark (or an arrow or pointing sign:
+# :func:`_points_on`).
+_LEAD_IN = re.compile('[:：«„“‘"「『‹《]$')
 # A table's rule line (``---|:--:``), with or without its outer pipes.
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)+\|?[ \t]*$")
 # A data literal on one line: a mapping or a list of quoted strings or pairs.
