@@ -182,3 +182,34 @@ def test_the_reader_follows_no_link_planted_where_it_writes(tmp_path: Path, fold
     linked.symlink_to(victim)
     assert prime_child([str(linked), QUESTION, flags]) != 0
     assert victim.read_text() == "precious\n" and linked.is_symlink()
+
+
+_SIGNALLED_WHILE_STARTING = """
+import os, signal, sys
+from pathlib import Path
+from asyncrecall.cli import _reader
+from asyncrecall.cli._signals import die_cleanly
+
+die_cleanly()
+started = _reader.subprocess.Popen
+
+def signalled(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)  # the file exists; the reader is not started yet
+    return started(*args, **kwargs)
+
+_reader.subprocess.Popen = signalled
+_reader._prime(Path(sys.argv[1]), "why does CI hang?", {"memory_dir": sys.argv[1]})
+"""
+
+
+def test_no_reader_file_is_left_by_a_signal_while_the_reader_starts(
+    tmp_path: Path, folder: Path, tmpdir_: Path
+) -> None:
+    """A terminating signal between the reader file's making and its reader's start
+    (the window the real CLI's test hits under load) removes the file too."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNALLED_WHILE_STARTING, str(folder)],
+        capture_output=True, text=True, env=env(tmp_path, tmpdir_), timeout=HANG_GUARD,
+    )  # fmt: skip
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    assert readers(tmpdir_) == []

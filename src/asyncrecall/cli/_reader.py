@@ -97,7 +97,6 @@ class PrimedRecall:
         self.query = query
         self._child, self._out = child, out
         self._results: dict[str, Any] | None = None
-        _READERS.append(self)
         atexit.register(self._forget)
 
     def take(self, limit: int) -> RecallResult | None:
@@ -136,14 +135,11 @@ class PrimedRecall:
         return found if isinstance(found, dict) else {}
 
     def _forget(self) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self._out)
-        with contextlib.suppress(ValueError):
-            _READERS.remove(self)
+        _remove_reader_file(self._out)
 
 
-#: The reader files this process made and has not removed yet.
-_READERS: list[PrimedRecall] = []
+#: The reader files this process made, or is about to make, and has not removed yet.
+_READER_FILES: list[str] = []
 #: Reader files are ``<temporary folder>/asyncrecall-primed-<pid of the command>-*.json``.
 READER_PREFIX: Final = "asyncrecall-primed-"
 #: A reader file whose name names no command (or, where a process cannot be probed,
@@ -154,8 +150,35 @@ _READER_MAX_AGE_S: Final = 3600.0
 def discard_reader_files() -> None:
     """Remove every reader file of this process now (a terminating signal: ``atexit``
     will not run). A reader still running cannot write it again: it never creates it."""
-    for primed in list(_READERS):
-        primed._forget()
+    for path in list(_READER_FILES):
+        _remove_reader_file(path)
+
+
+def _new_reader_file() -> str:
+    """Make an empty reader file: exclusively, 0600, not through a link, under a name
+    no one can guess with this process's id in it (a dead owner's file is swept:
+    :func:`sweep_reader_files`). Its path is listed before the file exists, so a
+    terminating signal at any point from here on removes it (:func:`discard_reader_files`)."""
+    import secrets
+    import tempfile
+
+    name = f"{READER_PREFIX}{os.getpid()}-{secrets.token_hex(8)}.json"
+    path = os.path.join(tempfile.gettempdir(), name)
+    _READER_FILES.append(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        os.close(os.open(path, flags | getattr(os, "O_BINARY", 0), 0o600))
+    except OSError:
+        _READER_FILES.remove(path)
+        raise
+    return path
+
+
+def _remove_reader_file(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    with contextlib.suppress(ValueError):
+        _READER_FILES.remove(path)
 
 
 def write_reader_file(path: str, data: bytes) -> bool:
@@ -315,7 +338,6 @@ def _prime(root: Path, question: str, given: Mapping[str, object]) -> FolderWarm
     """Start the reader process of :class:`PrimedRecall` for ``root``; ``None`` when it
     cannot start (the thread reads the folder then)."""
     import json
-    import tempfile
 
     from asyncrecall.memory import FolderStore, LexicalSelector
 
@@ -323,11 +345,11 @@ def _prime(root: Path, question: str, given: Mapping[str, object]) -> FolderWarm
     with _lock:
         if key in _started:
             return _started[key]
-        # Made here, exclusively, 0600, under a name no one can guess (mkstemp), with this
-        # process's id in it (a dead owner's file is swept: ``sweep_reader_files``); the
-        # reader only writes into it.
-        handle, out = tempfile.mkstemp(prefix=f"{READER_PREFIX}{os.getpid()}-", suffix=".json")
-        os.close(handle)
+        try:  # the reader only writes into it
+            out = _new_reader_file()
+        except OSError:
+            logger.debug("cannot make the reader process's file", exc_info=True)
+            return None
         try:
             child = subprocess.Popen(
                 [sys.executable, "-c", _PRIME_CODE, out, question, json.dumps(dict(given))],
@@ -337,7 +359,7 @@ def _prime(root: Path, question: str, given: Mapping[str, object]) -> FolderWarm
             )
         except (OSError, ValueError):  # ValueError: a NUL in the question
             logger.debug("cannot start the folder's reader process", exc_info=True)
-            os.unlink(out)
+            _remove_reader_file(out)
             return None
         primed = PrimedRecall(question, child, out)
         found = _started[key] = FolderWarmup(
