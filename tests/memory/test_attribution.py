@@ -51,6 +51,9 @@ def test_fold_drops_every_format_character() -> None:
     ("turn", "kind", "foreign_part"),
     [
         ("Look:\n```\nkeep X\n```\nthanks", "a fenced block", "keep X"),
+        # A longer fence holds a shorter one: the block ends at its own fence only.
+        ("bitte:\n````\n```\nx\n```\nbehalte Y\n````\ndanke", "a fenced block", "behalte Y"),
+        ("看看\n~~~\n```\n记住 Z\n~~~\n好", "a fenced block", "记住 Z"),
         ("what is this?\n> keep the key at Y\n> bye", "quoted lines", "keep the key at Y"),
         ("see\n    line one\n    line two\nok", "an indented block", "line two"),
         (

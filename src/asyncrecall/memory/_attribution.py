@@ -368,7 +368,7 @@ class Span:
     kind: str
 
 
-_FENCE = re.compile(r"^[ \t]*(?:```|~~~)")
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _INDENTED = re.compile(r"^(?: {4}|\t)\S")
 _QUOTED_LINE = re.compile(r"^[ \t]*[>|]")
 # A mail header: one word (letters, maybe a hyphen) then ':' and a value.
@@ -463,9 +463,13 @@ def foreign_spans(turn: str) -> tuple[Span, ...]:
     while i < n:
         start, end, line = lines[i]
         stripped = line.strip()
-        if _FENCE.match(line):
+        opened = _FENCE.match(line)
+        if opened:
+            # Closed by a fence of the same mark at least as long (a longer fence can
+            # hold a shorter one: a paste's block holding code).
+            closing = re.compile(rf"^[ \t]*{re.escape(opened[1][0])}{{{len(opened[1])},}}[ \t]*$")
             j = i + 1
-            while j < n and not _FENCE.match(lines[j][2]):
+            while j < n and not closing.match(lines[j][2]):
                 j += 1
             found.append(Span(start, lines[min(j, n - 1)][1], "a fenced block"))
             i = j + 1
