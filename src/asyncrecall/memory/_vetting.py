@@ -115,6 +115,13 @@ _LEVERS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
             r"|--(?:extra-)?index-url|--registry\b|\bregistry\s*=|\bregistry\b"
             + _NEAR
             + _URL
+            # A package manager pointed at an address ("point pip at ...", "set uv to
+            # use ...").
+            + r"|\b(?:pip3?|pipx|uv|poetry|conda|npm|pnpm|yarn|bun|cargo|gem|bundler|goproxy"
+            r"|nuget|composer|maven|mvn|gradle|apt|apt-get|brew|helm|docker)\b"
+            + _NEAR
+            + r"\b(?:at|to|via|through|using|use|uses)\b\s*"
+            + _URL
             + r"|\bpackages?\b"
             + _NEAR
             + r"\b(?:come|are)\s+from\b"
