@@ -10,7 +10,9 @@ Output whose reader went away (``| head``) ends the chat after the running turn,
 end of input would (see ``cli._render``).
 Lines ``/reset`` and ``/exit`` reset the chat and leave. On a terminal, a banner names
 the model and the memory folder, and ``/help`` lists these commands (piped, every
-line but ``/reset`` and ``/exit`` is a user query). What background memory
+line but ``/reset`` and ``/exit`` is a user query). On a POSIX terminal the prompt
+reads keys itself (``cli._line_editor``): a paste of several lines is one query, sent
+as a fenced block (someone else's text for memory). What background memory
 extraction saves is shown as it happens (see ``_render``: a JSON line each in
 stream-json, a dim line on stderr in text).
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 import threading
@@ -36,6 +39,7 @@ from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
 from asyncrecall.cli._telemetry import query_span, telemetry_for
 
 if TYPE_CHECKING:
+    from asyncrecall.cli._line_editor import TerminalPrompt
     from asyncrecall.cli._render import EventPrinter
     from asyncrecall.cli._session import Session
     from asyncrecall.cli._settings import Settings
@@ -74,7 +78,9 @@ class _LineReader:
     """Reads standard input in a daemon thread (it must never keep the process alive).
 
     Interactive, it shows the prompt and reads the next line only when asked
-    (:meth:`want`), so the prompt appears after the answer; piped, it reads ahead.
+    (:meth:`want`), so the prompt appears after the answer, with the terminal's keys
+    and pastes read by :class:`~asyncrecall.cli._line_editor.TerminalPrompt` where it
+    can be; piped, it reads ahead.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, *, interactive: bool) -> None:
@@ -82,21 +88,42 @@ class _LineReader:
         self._interactive = interactive
         self._wanted = threading.Event()
         self._loop = loop
+        self._prompt: TerminalPrompt | None = None
+        if interactive and sys.stdin is not None:
+            from asyncrecall.cli._line_editor import TerminalPrompt
+
+            with contextlib.suppress(OSError, ValueError):
+                self._prompt = TerminalPrompt.open(sys.stdin.fileno(), sys.stderr)
         threading.Thread(target=self._read, name="asyncrecall-stdin", daemon=True).start()
 
     def want(self) -> None:
         self._wanted.set()
+
+    def interrupted(self) -> None:
+        """``Ctrl-C`` at the prompt: the line typed so far is dropped."""
+        if self._prompt is not None:
+            self._prompt.clear()
+
+    def close(self) -> None:
+        """Put the terminal back as it was."""
+        if self._prompt is not None:
+            self._prompt.close()
 
     def _read(self) -> None:
         while True:
             if self._interactive:
                 self._wanted.wait()
                 self._wanted.clear()
-                sys.stderr.write("> ")
-                sys.stderr.flush()
-            line = sys.stdin.readline() if sys.stdin is not None else ""
-            self._loop.call_soon_threadsafe(self.lines.put_nowait, line or None)
-            if not line:
+            line: str | None
+            if self._prompt is not None:
+                line = self._prompt.read_line("> ")
+            else:
+                if self._interactive:
+                    sys.stderr.write("> ")
+                    sys.stderr.flush()
+                line = (sys.stdin.readline() if sys.stdin is not None else "") or None
+            self._loop.call_soon_threadsafe(self.lines.put_nowait, line)
+            if line is None:
                 return
 
 
@@ -110,6 +137,8 @@ class _Interrupts:
         self.exit = asyncio.Event()
         #: The terminating signal that ended the chat, if one did.
         self.ended_by: int | None = None
+        #: Where the next line is typed (its line so far is dropped at a Ctrl-C).
+        self.reader: _LineReader | None = None
         self._printer = printer
 
     def terminate(self, signum: int) -> None:
@@ -127,6 +156,8 @@ class _Interrupts:
             self._printer.err.print("[yellow]^C turn cancelled[/yellow]")
             return
         self.at_prompt += 1
+        if self.reader is not None:
+            self.reader.interrupted()
         if self.at_prompt >= 2:
             self.exit.set()
         else:
@@ -139,7 +170,7 @@ _HELP = (
     "/reset     forget this conversation (memory stays)\n"
     "/exit      leave (also /quit, Ctrl-D, or Ctrl-C twice at the prompt)\n"
     "Ctrl-C     cancel the running answer\n"
-    "Anything else goes to the model."
+    "Anything else goes to the model; a paste of several lines is one message."
 )
 
 
@@ -168,7 +199,7 @@ async def chat(session: Session, settings: Settings) -> int:
     interactive = sys.stdin is not None and sys.stdin.isatty()
     unbridge = bridge(loop, (signal.SIGINT,), interrupts)
     unbridge_terminating = bridge(loop, TERMINATING, interrupts.terminate)
-    reader = _LineReader(loop, interactive=interactive)
+    reader = interrupts.reader = _LineReader(loop, interactive=interactive)
     if interactive:
         printer.err.print(_banner(session), markup=False, highlight=False, soft_wrap=True)
     if session.extraction is not None:  # what background extraction saved
@@ -216,6 +247,7 @@ async def chat(session: Session, settings: Settings) -> int:
                 status = max(status, exit_code(printer.error))
                 printer.error = None
     finally:
+        reader.close()
         log.close()
         exit_wait.cancel()
         unbridge()

@@ -1,0 +1,285 @@
+"""``chat``'s prompt on a terminal: a line typed key by key, and what was pasted into it.
+
+A terminal in its usual (canonical) mode hands a program one line per Enter, so a paste
+of several lines reached ``chat`` as several queries, and nothing told typed text from
+pasted text. On a POSIX terminal the prompt now reads keys itself (no canonical mode,
+no kernel echo; ``Ctrl-C`` and ``Ctrl-Z`` still signal) and asks the terminal to mark
+pastes (bracketed paste: the terminal sends ``ESC [200~`` before a paste and
+``ESC [201~`` after it). Then:
+
+- a paste of several lines, or longer than a line one types (:data:`BLOCK_CHARS`), is
+  part of the one query being typed, shown as ``[pasted: N lines]`` and sent to the
+  model as a fenced block on lines of its own (a fence longer than any run of
+  backticks inside it). A fenced block is someone else's text wherever the user turn
+  is read (``foreign_spans``, :mod:`asyncrecall.memory._attribution`), so a memory
+  written from a paste is held for the user's word like one written from a file, and
+  the model sees where the user's own words end;
+- a short paste on one line (a path, a name, an address) is inserted as if typed;
+- keys: printable characters, Backspace, ``Ctrl-U`` (erase the line), ``Ctrl-W`` (the
+  last word), Enter, ``Ctrl-D`` on an empty line (end of input); other keys and escape
+  sequences (arrows) are ignored.
+
+:class:`LineEditor` is the pure part (keys in, echo and finished line out).
+:class:`TerminalPrompt` owns the terminal: raw mode only while a line is read, the
+terminal's own settings and bracketed paste put back after each line and at exit.
+Elsewhere (Windows, a terminal that refuses ``termios``) ``chat`` reads lines as before.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import itertools
+import os
+import threading
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final, TextIO
+
+__all__ = ["BLOCK_CHARS", "LineEditor", "Paste", "TerminalPrompt", "fenced"]
+
+#: A paste on one line longer than this is someone else's text (a paragraph, a log
+#: line), not a few words of the user's sentence.
+BLOCK_CHARS: Final = 160
+
+PASTE_START: Final = "\x1b[200~"
+PASTE_END: Final = "\x1b[201~"
+_BRACKETED_ON: Final = "\x1b[?2004h"
+_BRACKETED_OFF: Final = "\x1b[?2004l"
+_ERASE: Final = frozenset("\x7f\b")
+_END_OF_INPUT: Final = "\x04"
+
+
+@dataclass(frozen=True, slots=True)
+class Paste:
+    """A block pasted into the line (see the module doc)."""
+
+    text: str
+
+    @property
+    def label(self) -> str:
+        lines = self.text.strip("\n").count("\n") + 1
+        return f"[pasted: {lines} line{'s' if lines > 1 else ''}]"
+
+
+def fenced(text: str) -> str:
+    """``text`` as a fenced block whose fence no run of backticks in it can close."""
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text.strip(chr(10))}\n{fence}"
+
+
+def _width(char: str) -> int:
+    """Columns ``char`` takes on a terminal."""
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+class LineEditor:
+    """One line typed on a terminal, key by key (see the module doc). :meth:`feed` takes
+    what the terminal sent, in any pieces, and returns what to echo; :attr:`done` holds
+    the finished lines, in order (``None``: end of input)."""
+
+    def __init__(self) -> None:
+        self._items: list[str | Paste] = []
+        self._pending = ""  # an escape sequence, or a paste, not complete yet
+        self.done: list[str | None] = []
+
+    def clear(self) -> None:
+        """Forget the line typed so far (``Ctrl-C`` at the prompt)."""
+        self._items.clear()
+        self._pending = ""
+
+    def feed(self, data: str) -> str:
+        """Take ``data`` from the terminal; returns the echo."""
+        echo: list[str] = []
+        data, self._pending = self._pending + data, ""
+        i = 0
+        while i < len(data):
+            if data.startswith(PASTE_START, i):
+                end = data.find(PASTE_END, i + len(PASTE_START))
+                if end < 0:
+                    self._pending = data[i:]
+                    break
+                echo.append(self._paste(data[i + len(PASTE_START) : end]))
+                i = end + len(PASTE_END)
+                continue
+            char = data[i]
+            if char == "\x1b":
+                length = _escape_length(data, i)
+                if length is None:
+                    self._pending = data[i:]
+                    break
+                i += length
+                continue
+            i += 1
+            if char in "\r\n":
+                echo.append("\n")
+                self.done.append(self._finish())
+            elif char in _ERASE:
+                echo.append(self._erase(1))
+            elif char == "\x15":  # Ctrl-U
+                echo.append(self._erase(len(self._items)))
+            elif char == "\x17":  # Ctrl-W
+                echo.append(self._erase(self._last_word()))
+            elif char == _END_OF_INPUT:
+                if not self._items:
+                    self.done.append(None)
+            elif char == "\t" or unicodedata.category(char)[0] != "C":
+                self._items.append(char)
+                echo.append(char)
+        return "".join(echo)
+
+    def _paste(self, text: str) -> str:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        text = "".join(c for c in text if c in "\t\n" or unicodedata.category(c) != "Cc")
+        if "\n" not in text.strip("\n") and len(text) <= BLOCK_CHARS:
+            typed = text.strip("\n")
+            self._items.extend(typed)
+            return typed
+        paste = Paste(text)
+        self._items.append(paste)
+        return paste.label
+
+    def _erase(self, count: int) -> str:
+        echo = []
+        for _ in range(min(count, len(self._items))):
+            item = self._items.pop()
+            width = len(item.label) if isinstance(item, Paste) else _width(item)
+            echo.append("\b \b" * width)
+        return "".join(echo)
+
+    def _last_word(self) -> int:
+        """How many items ``Ctrl-W`` erases: the spaces before the cursor, then a word."""
+        count = 0
+        items = self._items
+        while count < len(items) and items[-1 - count] == " ":
+            count += 1
+        while count < len(items) and items[-1 - count] not in (" ", "\t"):
+            count += 1
+            if isinstance(items[-count], Paste):
+                break
+        return count
+
+    def _finish(self) -> str:
+        """The line as the model reads it: each block fenced on lines of its own, the
+        typed words around it on theirs."""
+        items, self._items = self._items, []
+        if not any(isinstance(item, Paste) for item in items):
+            return "".join(items)  # type: ignore[arg-type]
+        parts: list[str] = []
+        for is_paste, group in itertools.groupby(items, lambda item: isinstance(item, Paste)):
+            if is_paste:
+                parts.extend(fenced(paste.text) for paste in group)  # type: ignore[union-attr]
+            else:
+                words = "".join(group).strip(" \t")  # type: ignore[arg-type]
+                parts.extend([words] if words else [])
+        return "\n".join(parts)
+
+
+def _escape_length(data: str, i: int) -> int | None:
+    """The length of the escape sequence at ``data[i]`` (``ESC [ ... final``, ``ESC O x``,
+    ``ESC x``), or ``None`` when it is not complete yet."""
+    if i + 1 >= len(data):
+        return None
+    kind = data[i + 1]
+    if kind == "[":
+        for j in range(i + 2, len(data)):
+            if "\x40" <= data[j] <= "\x7e":
+                return j - i + 1
+        return None
+    if kind == "O":
+        return 3 if i + 2 < len(data) else None
+    return 2
+
+
+class TerminalPrompt:
+    """Reads lines from the terminal on ``fd`` with a :class:`LineEditor`, echoing to
+    ``out`` (see the module doc). :meth:`open` returns ``None`` where the terminal's
+    modes cannot be set (not POSIX, not a terminal): read lines as before there."""
+
+    def __init__(self, fd: int, out: TextIO, saved: list[Any]) -> None:
+        self._fd, self._out, self._saved = fd, out, saved
+        self._editor = LineEditor()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def open(cls, fd: int, out: TextIO) -> TerminalPrompt | None:
+        try:
+            import termios
+        except ImportError:
+            return None
+        try:
+            if not (os.isatty(fd) and out.isatty()):
+                return None
+            saved = termios.tcgetattr(fd)
+        except (OSError, ValueError, termios.error):
+            return None
+        return cls(fd, out, saved)
+
+    def clear(self) -> None:
+        """Forget the line being typed (``Ctrl-C`` at the prompt)."""
+        with self._lock:
+            self._editor.clear()
+
+    def read_line(self, prompt: str) -> str | None:
+        """The next line (``None``: end of input, or the terminal went away)."""
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        if self._closed:
+            return None
+        with self._raw():
+            self._write(_BRACKETED_ON + prompt)
+            while True:
+                with self._lock:
+                    if self._editor.done:
+                        return self._editor.done.pop(0)
+                try:
+                    data = os.read(self._fd, 4096)
+                except OSError:
+                    return None
+                if not data:
+                    return None
+                with self._lock:
+                    echo = self._editor.feed(decoder.decode(data))
+                self._write(echo)
+
+    def close(self) -> None:
+        """Put the terminal back as it was (any thread; more than once is harmless)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._restore()
+
+    @contextlib.contextmanager
+    def _raw(self) -> Iterator[None]:
+        import termios
+
+        mode: list[Any] = [list(x) if isinstance(x, list) else x for x in self._saved]
+        mode[3] &= ~(termios.ICANON | termios.ECHO | termios.IEXTEN)
+        mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(self._fd, termios.TCSANOW, mode)
+        try:
+            yield
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        import termios
+
+        self._write(_BRACKETED_OFF)
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(self._fd, termios.TCSANOW, self._saved)
+
+    def _write(self, text: str) -> None:
+        if text:
+            with contextlib.suppress(OSError, ValueError):
+                self._out.write(text)
+                self._out.flush()

