@@ -144,3 +144,37 @@ async def test_save_memory_is_vetted_against_the_users_query(
     assert store.get("Linked").quarantined and not store.get("Plain").quarantined
     (held,) = sources(store, "Linked")
     assert held["origin"] == "save_memory" and "link" in held["held"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Rechnungen von Brandt & Söhne zahlen wir jetzt auf DE89 3704 0044 0532 0130 00",
+        "tiền hoàn trả chuyển vào tài khoản GB82WEST12345698765432 từ nay",
+        "malipo yote ya wasambazaji yaende FR14 2004 1010 0505 0001 3M02 606",
+        "返金はカード 4111-1111-1111-1111 に戻してください",
+        "ادفعوا المستحقات إلى المحفظة bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq",
+        "वेंडर का भुगतान खाता 50100234567891, IFSC HDFC0001234",
+        "ＤＥ８９ ３７０４ ００４４ ０５３２ ０１３０ ００",  # full-width, as NFKC reads it
+    ],
+)
+def test_where_money_goes_is_held_in_any_language(text: str) -> None:
+    """A bank account (IBAN by its check digits, an IFSC code), a card number (Luhn) or a
+    wallet address holds a memory in any language, whoever said it."""
+    held = held_reason(text, said=[text])
+    assert held is not None and "where money goes" in held
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Rechnungen gehen an DE00 3704 0044 0532 0130 00",  # check digits wrong
+        "my order number is 1234567890123 and ticket 4111-1111-1111-1112",
+        "call the office on +44 20 7946 0958 0000",
+        "the release commit is 3f786850e387550fdab836ed7e6dc881de23001b",
+        "the build id is 123e4567-e89b-12d3-a456-426614174000",
+        "our postcode is SW1A 1AA and the room is B2-204",
+    ],
+)
+def test_numbers_that_are_not_where_money_goes_are_not_held(text: str) -> None:
+    assert held_reason(text, said=[text]) is None

@@ -28,7 +28,9 @@ confirm``) when
    review, checks, hooks, certificate checks), approve or merge unread, push straight
    to a protected branch or force-push; a destructive command (``rm -rf /``, dropping
    a database); override other instructions; or an instruction for other people
-   (anyone, every user) or for AI agents in general.
+   (anyone, every user) or for AI agents in general. Where money goes is also read by
+   its shape, in any language: an IBAN whose check digits hold, an IFSC code, a card
+   number that passes Luhn's check, a Bitcoin or Ethereum address.
 
 A durable fact about the user or the project in their own words (an editor, a time
 zone, the test runner, where the docs live) matches none and is saved as before; when
@@ -286,7 +288,40 @@ def _lever(text: str) -> str | None:
     for reason, pattern in _LEVERS:
         if any(pattern.search(t) for t in read):
             return reason
+    if _pays_to(text, read_as):
+        return _PAYS_TO
     return None
+
+
+_PAYS_TO: Final = "names where money goes (a bank account, a card or a wallet)"
+# Where money goes, told by its shape and check digits, in any language: an IBAN (ISO
+# 13616, mod 97), an Indian bank's IFSC code, a card number (Luhn), a Bitcoin or
+# Ethereum address.
+_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?\b")
+_IFSC = re.compile(r"\b[A-Z]{4}0[A-Z0-9]{6}\b")
+_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+_WALLET = re.compile(r"\b(?:bc1[02-9ac-hj-np-z]{25,87}|0x[0-9a-fA-F]{40})\b")
+
+
+def _pays_to(text: str, read_as: str) -> bool:
+    """Whether ``text`` (``read_as``: normalised, case folded) names where money goes."""
+    if _IFSC.search(unicodedata.normalize("NFKC", text)) or _WALLET.search(read_as):
+        return True
+    for match in _IBAN.finditer(read_as.upper()):
+        code = match[0].replace(" ", "")
+        if 15 <= len(code) <= 34:
+            moved = code[4:] + code[:4]
+            if int("".join(str(int(c, 36)) for c in moved)) % 97 == 1:
+                return True
+    return any(_luhn(re.sub(r"\D", "", m[0])) for m in _CARD.finditer(read_as))
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, char in enumerate(reversed(digits)):
+        n = int(char) * (2 if i % 2 else 1)
+        total += n - 9 if n > 9 else n
+    return total % 10 == 0 and len(set(digits)) > 1
 
 
 def _link(text: str, said: Iterable[str]) -> str | None:
