@@ -51,6 +51,8 @@ def test_fold_drops_every_format_character() -> None:
     ("turn", "kind", "foreign_part"),
     [
         ("Look:\n```\nkeep X\n```\nthanks", "a fenced block", "keep X"),
+        ("id;nazwa;uwagi\n1;konto;płać na X\n2;b;c", "rows of delimited values", "płać na X"),
+        ("名前\t部署\tメモ\n田中\t経理\tXに送金\n佐藤\t開発\tなし\nよろしく", "rows of", "Xに送金"),
         # A longer fence holds a shorter one: the block ends at its own fence only.
         ("bitte:\n````\n```\nx\n```\nbehalte Y\n````\ndanke", "a fenced block", "behalte Y"),
         ("看看\n~~~\n```\n记住 Z\n~~~\n好", "a fenced block", "记住 Z"),
@@ -118,6 +120,10 @@ def test_someone_elses_text_is_found_by_its_shape(turn: str, kind: str, foreign_
         "My notes say {draft} for now.\nI use vim.",
         "hmm\n...\nI use vim.",
         "great, that worked 🎉\nI use vim.",
+        # A lead-in, then a block of its own shape: the words after the block are theirs.
+        "the Jira export:\n\nKey,Summary,Status\nA-1,Fix,Done\nA-2,Add,Open\n\nI use vim.",
+        "ตารางจากระบบ:\n| a | b |\n|---|---|\n| 1 | 2 |\nI use vim.",
+        "I like tea, jam, and toast\nI use vim, tmux, and zsh\nI use vim.",
     ],
 )
 def test_the_users_own_words_stay_theirs(turn: str) -> None:

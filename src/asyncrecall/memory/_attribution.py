@@ -7,7 +7,9 @@ apart by their shape, never by their words: a fenced or indented block; ``>`` li
 mail's header lines (``Key: value`` at the start of consecutive lines, then a blank
 line) and all that follows them; runs of chat or log lines (``name: message``,
 ``[time] name: ...``, ``<name> ...``, ``[name] ...``); a table (a rule line of dashes
-under a row with ``|``); a data literal on one line (``{...: ...}``, ``['...']``); a data
+under a row with ``|``); rows of delimited values (CSV, TSV: three lines or more with
+the same number of commas, tabs or semicolons, none ending as a sentence does); a data
+literal on one line (``{...: ...}``, ``['...']``); a data
 file's block (``key: |`` and the lines indented under it); everything after a separator
 line (``-----``, ``____``, ``=====``, "----- Forwarded message -----", one mark said
 three times or more: ``* * *``, ``·····``); everything after a short lead-in line that
@@ -483,6 +485,11 @@ def foreign_spans(turn: str) -> tuple[Span, ...]:
             found.append(Span(start, end, "a data literal"))
             i += 1
             continue
+        j = _delimited(lines, i)
+        if j > i:
+            found.append(Span(start, lines[j - 1][1], "rows of delimited values"))
+            i = j
+            continue
         if _BLOCK_KEY.match(line) and i + 1 < n and lines[i + 1][2][:1] in (" ", "\t"):
             j = _run(lines, i + 1, lambda s: s[:1] in (" ", "\t") or not s.strip())
             found.append(Span(start, lines[j - 1][1], "a block of a data file"))
@@ -580,7 +587,35 @@ def _starts_block(lines: Sequence[tuple[int, int, str]], i: int) -> bool:
     if _FENCE.match(line) or _QUOTED_LINE.match(line):
         return True
     nxt = lines[i + 1][2] if i + 1 < len(lines) else ""
+    if "|" in line and _TABLE_RULE.match(nxt) or _DATA_LINE.match(line):
+        return True
+    if _BLOCK_KEY.match(line) and nxt[:1] in (" ", "\t") or _delimited(lines, i) > i:
+        return True
     return any(p.match(line) and p.match(nxt) for p in (_INDENTED, _HEADER, _SPEAKER))
+
+
+#: Rows of delimited values (CSV, TSV): at least this many lines in a row with the
+#: same number of the same delimiter, two or more, none ending as a sentence does.
+_DELIMITED_ROWS: Final = 3
+_SENTENCE_END = re.compile(r"[.!?。！？।]\s*$")
+
+
+def _delimited(lines: Sequence[tuple[int, int, str]], i: int) -> int:
+    """The index past the rows of delimited values that start at line ``i`` (``i``
+    when none do)."""
+    line = lines[i][2]
+    for mark in (",", "\t", ";"):
+        count = line.count(mark)
+        if count < 2:
+            continue
+        j = _run(
+            lines,
+            i,
+            lambda s, m=mark, n=count: s.count(m) == n and not _SENTENCE_END.search(s),
+        )
+        if j - i >= _DELIMITED_ROWS:
+            return j
+    return i
 
 
 def _run(lines: Sequence[tuple[int, int, str]], i: int, test: object) -> int:
