@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -243,3 +245,53 @@ def test_typed_lines_and_short_pastes_stay_the_users(
         process.communicate(timeout=HANG_GUARD)
         assert process.returncode == 0, terminal.shown
     assert _user_turns(local_server) == ["the log is at /var/log/app.log", "my shell is fish"]
+
+
+REQUIRE_TMUX = os.environ.get("ASYNCRECALL_REQUIRE_TMUX") == "1"
+
+
+def test_a_real_terminal_multiplexer_marks_the_paste(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """tmux, a real terminal emulator, honours the prompt's request: its bracketed paste
+    (``paste-buffer -p``) of three lines between typed keys is one query with the paste
+    fenced; without the request (after ``chat`` ended) it would send plain lines."""
+    tmux = shutil.which("tmux")
+    if tmux is None:
+        if REQUIRE_TMUX:
+            pytest.fail("tmux is not installed (ASYNCRECALL_REQUIRE_TMUX=1 makes this an error)")
+        pytest.skip("tmux is not installed")
+    local_server.set_default("main", Reply(text="ANSWERED"))
+    (tmp_path / "project").mkdir()
+    (tmp_path / "paste.txt").write_text("line one of a mail\nline two\nline three")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
+    env |= {"ASYNCRECALL_HOME": str(tmp_path / "home"), "TMUX": ""}
+    chat = shlex.join(
+        [sys.executable, "-m", "asyncrecall", "chat", "--base-url", local_server.base_url,
+         "--model", "main", "--no-extract", "--selector", "lexical",
+         "--memory-dir", str(tmp_path / "memory"), "--project", str(tmp_path / "project")]
+    )  # fmt: skip
+    socket = ["-S", str(tmp_path / "tmux.sock")]
+
+    def tmux_do(*args: str) -> str:
+        done = subprocess.run(
+            [tmux, *socket, *args], capture_output=True, text=True, env=env, timeout=HANG_GUARD
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    tmux_do("new-session", "-d", "-x", "120", "-y", "30", f"{chat}; sleep 60")
+    try:
+        _until(lambda: re.search("^>", tmux_do("capture-pane", "-p"), re.M), "no prompt in tmux")
+        tmux_do("send-keys", "what is this? ")
+        tmux_do("load-buffer", str(tmp_path / "paste.txt"))
+        tmux_do("paste-buffer", "-p")
+        tmux_do("send-keys", " thanks", "Enter")
+        _until(lambda: "ANSWERED" in tmux_do("capture-pane", "-p"), "no answer in tmux")
+        screen = tmux_do("capture-pane", "-p")
+    finally:
+        subprocess.run([tmux, *socket, "kill-server"], capture_output=True, env=env)
+    assert "> what is this? [pasted: 3 lines] thanks" in screen, screen
+    assert _user_turns(local_server) == [
+        "what is this?\n```\nline one of a mail\nline two\nline three\n```\nthanks"
+    ]
