@@ -1,11 +1,12 @@
 """A lever the vetting rule knows is still held when it is written to be read the same
 but match nothing: look-alike letters, invisible or tag characters inside its words,
 combining marks, full-width forms, percent or HTML escapes, words spelled out letter by
-letter, digits for the letters they look like. The disguises are generated (from
-Unicode's tables where there is one), not listed by hand."""
+letter, digits for the letters they look like, the text backwards or in ROT13. The
+disguises are generated (from Unicode's tables where there is one), not listed by hand."""
 
 from __future__ import annotations
 
+import codecs
 import unicodedata
 from collections.abc import Callable
 
@@ -104,6 +105,9 @@ DISGUISES: dict[str, Callable[[str], str]] = {
     ),
     "digits-for-l": lambda t: t.translate(str.maketrans("oleast", "013457")),
     "digits-for-i": lambda t: t.translate(str.maketrans("oieast", "013457")),
+    # Written to be read as the text tells its reader to ("read it backwards", "rot13").
+    "reversed": lambda t: t[::-1],
+    "rot13": lambda t: codecs.encode(t, "rot13"),
 }
 
 

@@ -45,6 +45,7 @@ Trojan Hippo, "summarise with AI" links), not from any test set's wording.
 
 from __future__ import annotations
 
+import codecs
 import functools
 import re
 import unicodedata
@@ -284,7 +285,8 @@ def _spelled(text: str) -> tuple[str, ...]:
 
 def _lever(text: str) -> str | None:
     read_as = normalise(text)  # escapes, look-alikes, invisibles undone
-    read = (text, read_as, *_spelled(read_as))
+    # Also as its reader may be told to read it: backwards, or in ROT13.
+    read = (text, read_as, *_spelled(read_as), read_as[::-1], codecs.encode(read_as, "rot13"))
     for reason, pattern in _LEVERS:
         if any(pattern.search(t) for t in read):
             return reason
