@@ -587,9 +587,9 @@ def _starts_block(lines: Sequence[tuple[int, int, str]], i: int) -> bool:
     if _FENCE.match(line) or _QUOTED_LINE.match(line):
         return True
     nxt = lines[i + 1][2] if i + 1 < len(lines) else ""
-    if "|" in line and _TABLE_RULE.match(nxt) or _DATA_LINE.match(line):
+    if ("|" in line and _TABLE_RULE.match(nxt)) or _DATA_LINE.match(line):
         return True
-    if _BLOCK_KEY.match(line) and nxt[:1] in (" ", "\t") or _delimited(lines, i) > i:
+    if (_BLOCK_KEY.match(line) and nxt[:1] in (" ", "\t")) or _delimited(lines, i) > i:
         return True
     return any(p.match(line) and p.match(nxt) for p in (_INDENTED, _HEADER, _SPEAKER))
 
