@@ -250,48 +250,95 @@ def test_typed_lines_and_short_pastes_stay_the_users(
 REQUIRE_TMUX = os.environ.get("ASYNCRECALL_REQUIRE_TMUX") == "1"
 
 
+class Tmux:
+    """A tmux server of the test's own (a real terminal emulator), and its one pane."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+        tmux = shutil.which("tmux")
+        if tmux is None:
+            if REQUIRE_TMUX:
+                pytest.fail("tmux is not installed (ASYNCRECALL_REQUIRE_TMUX=1 makes it an error)")
+            pytest.skip("tmux is not installed")
+        self._argv = [tmux, "-S", str(tmp_path / "tmux.sock")]
+        self._env = env
+
+    def __call__(self, *args: str) -> str:
+        done = subprocess.run(
+            [*self._argv, *args], capture_output=True, text=True, env=self._env, timeout=HANG_GUARD
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p")
+
+    def kill(self) -> None:
+        subprocess.run([*self._argv, "kill-server"], capture_output=True, env=self._env)
+
+
+def _chat_command(server: LocalServer, tmp_path: Path) -> tuple[str, dict[str, str]]:
+    (tmp_path / "project").mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
+    env |= {"ASYNCRECALL_HOME": str(tmp_path / "home"), "TMUX": ""}
+    chat = shlex.join(
+        [sys.executable, "-m", "asyncrecall", "chat", "--base-url", server.base_url,
+         "--model", "main", "--no-extract", "--selector", "lexical",
+         "--memory-dir", str(tmp_path / "memory"), "--project", str(tmp_path / "project")]
+    )  # fmt: skip
+    return chat, env
+
+
 def test_a_real_terminal_multiplexer_marks_the_paste(
     local_server: LocalServer, tmp_path: Path
 ) -> None:
     """tmux, a real terminal emulator, honours the prompt's request: its bracketed paste
     (``paste-buffer -p``) of three lines between typed keys is one query with the paste
-    fenced; without the request (after ``chat`` ended) it would send plain lines."""
-    tmux = shutil.which("tmux")
-    if tmux is None:
-        if REQUIRE_TMUX:
-            pytest.fail("tmux is not installed (ASYNCRECALL_REQUIRE_TMUX=1 makes this an error)")
-        pytest.skip("tmux is not installed")
+    fenced."""
     local_server.set_default("main", Reply(text="ANSWERED"))
-    (tmp_path / "project").mkdir()
     (tmp_path / "paste.txt").write_text("line one of a mail\nline two\nline three")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ASYNCRECALL_"))}
-    env |= {"ASYNCRECALL_HOME": str(tmp_path / "home"), "TMUX": ""}
-    chat = shlex.join(
-        [sys.executable, "-m", "asyncrecall", "chat", "--base-url", local_server.base_url,
-         "--model", "main", "--no-extract", "--selector", "lexical",
-         "--memory-dir", str(tmp_path / "memory"), "--project", str(tmp_path / "project")]
-    )  # fmt: skip
-    socket = ["-S", str(tmp_path / "tmux.sock")]
-
-    def tmux_do(*args: str) -> str:
-        done = subprocess.run(
-            [tmux, *socket, *args], capture_output=True, text=True, env=env, timeout=HANG_GUARD
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    tmux_do("new-session", "-d", "-x", "120", "-y", "30", f"{chat}; sleep 60")
+    chat, env = _chat_command(local_server, tmp_path)
+    tmux = Tmux(tmp_path, env)
+    tmux("new-session", "-d", "-x", "120", "-y", "30", f"{chat}; sleep 60")
     try:
-        _until(lambda: re.search("^>", tmux_do("capture-pane", "-p"), re.M), "no prompt in tmux")
-        tmux_do("send-keys", "what is this? ")
-        tmux_do("load-buffer", str(tmp_path / "paste.txt"))
-        tmux_do("paste-buffer", "-p")
-        tmux_do("send-keys", " thanks", "Enter")
-        _until(lambda: "ANSWERED" in tmux_do("capture-pane", "-p"), "no answer in tmux")
-        screen = tmux_do("capture-pane", "-p")
+        _until(lambda: re.search("^>", tmux.screen(), re.M), "no prompt in tmux")
+        tmux("send-keys", "what is this? ")
+        tmux("load-buffer", str(tmp_path / "paste.txt"))
+        tmux("paste-buffer", "-p")
+        tmux("send-keys", " thanks", "Enter")
+        _until(lambda: "ANSWERED" in tmux.screen(), "no answer in tmux")
+        screen = tmux.screen()
     finally:
-        subprocess.run([tmux, *socket, "kill-server"], capture_output=True, env=env)
+        tmux.kill()
     assert "> what is this? [pasted: 3 lines] thanks" in screen, screen
     assert _user_turns(local_server) == [
         "what is this?\n```\nline one of a mail\nline two\nline three\n```\nthanks"
     ]
+
+
+def test_the_prompt_takes_the_terminal_back_after_ctrl_z_and_fg(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """In a shell with job control, in tmux: ``Ctrl-Z`` stops the chat at its prompt, the
+    shell takes the terminal (and its modes), ``fg`` continues it; the prompt shows the
+    line typed so far again and reads keys as before (the kernel does not echo them a
+    second time), and the line is one query."""
+    local_server.set_default("main", Reply(text="ANSWERED"))
+    chat, env = _chat_command(local_server, tmp_path)
+    tmux = Tmux(tmp_path, env)
+    tmux("new-session", "-d", "-x", "200", "-y", "30", "bash --norc --noprofile")
+    try:
+        tmux("send-keys", f"{chat}", "Enter")
+        _until(lambda: re.search("^>", tmux.screen(), re.M), "no prompt in tmux")
+        tmux("send-keys", "first ")
+        _until(lambda: "> first" in tmux.screen(), "the keys were not shown")
+        tmux("send-keys", "C-z")
+        _until(lambda: "Stopped" in tmux.screen(), "Ctrl-Z did not stop the chat")
+        tmux("send-keys", "fg", "Enter")
+        _until(lambda: tmux.screen().count("> first") >= 2, "the line was not shown again")
+        tmux("send-keys", "second", "Enter")
+        _until(lambda: "ANSWERED" in tmux.screen(), "no answer in tmux")
+        screen = tmux.screen()
+    finally:
+        tmux.kill()
+    assert "> first second" in screen and "second\nsecond" not in screen, screen
+    assert _user_turns(local_server) == ["first second"]

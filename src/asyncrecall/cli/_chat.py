@@ -104,6 +104,11 @@ class _LineReader:
         if self._prompt is not None:
             self._prompt.clear()
 
+    def resumed(self, signum: int = 0) -> None:
+        """Continued after ``Ctrl-Z``: the prompt takes the terminal back."""
+        if self._prompt is not None:
+            self._prompt.resumed()
+
     def close(self) -> None:
         """Put the terminal back as it was."""
         if self._prompt is not None:
@@ -200,6 +205,8 @@ async def chat(session: Session, settings: Settings) -> int:
     unbridge = bridge(loop, (signal.SIGINT,), interrupts)
     unbridge_terminating = bridge(loop, TERMINATING, interrupts.terminate)
     reader = interrupts.reader = _LineReader(loop, interactive=interactive)
+    continued = getattr(signal, "SIGCONT", None)
+    unbridge_continued = bridge(loop, (continued,) if continued else (), reader.resumed)
     if interactive:
         printer.err.print(_banner(session), markup=False, highlight=False, soft_wrap=True)
     if session.extraction is not None:  # what background extraction saved
@@ -247,6 +254,7 @@ async def chat(session: Session, settings: Settings) -> int:
                 status = max(status, exit_code(printer.error))
                 printer.error = None
     finally:
+        unbridge_continued()
         reader.close()
         log.close()
         exit_wait.cancel()

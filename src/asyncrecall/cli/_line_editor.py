@@ -95,6 +95,10 @@ class LineEditor:
         self._items.clear()
         self._pending = ""
 
+    def shown(self) -> str:
+        """The line typed so far as the terminal shows it."""
+        return "".join(item.label if isinstance(item, Paste) else item for item in self._items)
+
     def feed(self, data: str) -> str:
         """Take ``data`` from the terminal; returns the echo."""
         echo: list[str] = []
@@ -208,6 +212,7 @@ class TerminalPrompt:
         self._editor = LineEditor()
         self._lock = threading.Lock()
         self._closed = False
+        self._prompt: str | None = None  # the prompt of the line being read
 
     @classmethod
     def open(cls, fd: int, out: TextIO) -> TerminalPrompt | None:
@@ -234,6 +239,7 @@ class TerminalPrompt:
         if self._closed:
             return None
         with self._raw():
+            self._prompt = prompt
             self._write(_BRACKETED_ON + prompt)
             while True:
                 with self._lock:
@@ -249,6 +255,17 @@ class TerminalPrompt:
                     echo = self._editor.feed(decoder.decode(data))
                 self._write(echo)
 
+    def resumed(self) -> None:
+        """The process was stopped (``Ctrl-Z``) and continued (``fg``): the shell had
+        the terminal meanwhile and set its own modes. While a line is read, set the
+        prompt's again and show the prompt and the line so far."""
+        with self._lock:
+            if self._prompt is None or self._closed:
+                return
+            shown = self._editor.shown()
+        self._set_raw()
+        self._write(f"{_BRACKETED_ON}\n{self._prompt}{shown}")
+
     def close(self) -> None:
         """Put the terminal back as it was (any thread; more than once is harmless)."""
         with self._lock:
@@ -259,6 +276,16 @@ class TerminalPrompt:
 
     @contextlib.contextmanager
     def _raw(self) -> Iterator[None]:
+        self._set_raw()
+        try:
+            yield
+        finally:
+            self._prompt = None
+            self._restore()
+
+    def _set_raw(self) -> None:
+        """The terminal's modes while a line is read: no canonical mode, no echo; its
+        signals (``Ctrl-C``, ``Ctrl-Z``) kept."""
         import termios
 
         mode: list[Any] = [list(x) if isinstance(x, list) else x for x in self._saved]
@@ -266,10 +293,6 @@ class TerminalPrompt:
         mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(self._fd, termios.TCSANOW, mode)
-        try:
-            yield
-        finally:
-            self._restore()
 
     def _restore(self) -> None:
         import termios
