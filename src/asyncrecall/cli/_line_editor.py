@@ -21,7 +21,9 @@ pastes (bracketed paste: the terminal sends ``ESC [200~`` before a paste and
 
 :class:`LineEditor` is the pure part (keys in, echo and finished line out).
 :class:`TerminalPrompt` owns the terminal: raw mode only while a line is read, the
-terminal's own settings and bracketed paste put back after each line and at exit.
+terminal's own settings and bracketed paste put back after each line and at exit; after
+``Ctrl-Z`` and ``fg`` (the shell had the terminal) its modes set again and the line so
+far shown again (:meth:`TerminalPrompt.resumed`, on ``SIGCONT``).
 Elsewhere (Windows, a terminal that refuses ``termios``) ``chat`` reads lines as before.
 """
 
