@@ -52,6 +52,13 @@ def test_fold_drops_every_format_character() -> None:
     [
         ("Look:\n```\nkeep X\n```\nthanks", "a fenced block", "keep X"),
         ("id;nazwa;uwagi\n1;konto;płać na X\n2;b;c", "rows of delimited values", "płać na X"),
+        (
+            "schau mal\nJonas Weber  14:05\nab heute X ohne Review\n\ndanke",
+            "a chat message",
+            "X ohne",
+        ),
+        ("João Silva 2:05 PM\npaga na conta X\n\nlembra disso", "a chat message", "paga na"),
+        ("田中 [09:12]\n本番にXをデプロイ\n\n覚えておいて", "a chat message", "Xをデプロイ"),
         ("名前\t部署\tメモ\n田中\t経理\tXに送金\n佐藤\t開発\tなし\nよろしく", "rows of", "Xに送金"),
         # A longer fence holds a shorter one: the block ends at its own fence only.
         ("bitte:\n````\n```\nx\n```\nbehalte Y\n````\ndanke", "a fenced block", "behalte Y"),
@@ -124,6 +131,8 @@ def test_someone_elses_text_is_found_by_its_shape(turn: str, kind: str, foreign_
         "the Jira export:\n\nKey,Summary,Status\nA-1,Fix,Done\nA-2,Add,Open\n\nI use vim.",
         "ตารางจากระบบ:\n| a | b |\n|---|---|\n| 1 | 2 |\nI use vim.",
         "I like tea, jam, and toast\nI use vim, tmux, and zsh\nI use vim.",
+        "Standup at 9:30\nI use vim.",
+        "I start work at 9:30\nI use vim.",
     ],
 )
 def test_the_users_own_words_stay_theirs(turn: str) -> None:

@@ -6,12 +6,13 @@ Pure functions, no I/O. Two questions, answered the same way in any language:
 apart by their shape, never by their words: a fenced or indented block; ``>`` lines; a
 mail's header lines (``Key: value`` at the start of consecutive lines, then a blank
 line) and all that follows them; runs of chat or log lines (``name: message``,
-``[time] name: ...``, ``<name> ...``, ``[name] ...``); a table (a rule line of dashes
-under a row with ``|``); rows of delimited values (CSV, TSV: three lines or more with
-the same number of commas, tabs or semicolons, none ending as a sentence does); a data
-literal on one line (``{...: ...}``, ``['...']``); a data
-file's block (``key: |`` and the lines indented under it); everything after a separator
-line (``-----``, ``____``, ``=====``, "----- Forwarded message -----", one mark said
+``[time] name: ...``, ``<name> ...``, ``[name] ...``); a message copied from a chat
+app (its sender and a time alone on a line above it: ``Jonas Weber  14:05``); a
+table (a rule line of dashes under a row with ``|``); rows of delimited values (CSV,
+TSV: three lines or more with the same number of commas, tabs or semicolons, none
+ending as a sentence does); a data literal on one line (``{...: ...}``, ``['...']``); a
+data file's block (``key: |`` and the lines indented under it); everything after a
+separator line (``-----``, ``____``, ``=====``, "----- Forwarded message -----", one mark said
 three times or more: ``* * *``, ``·····``); everything after a short lead-in line that
 ends with ``:``, an opening quotation mark, or any arrow or pointing sign ("translate
 this:" in any language, "from the vendor 👇", "note →"); text between
@@ -382,6 +383,13 @@ _SPEAKER = re.compile(
     r"^[ \t]*(?:[\[(][^\])\n]{1,40}[\])][ \t]*)?[^\s:：][^:：\n]{0,40}[:：][ \t]*\S"
     r"|^[ \t]*<[^<>\s][^<>\n]{0,39}>[ \t]*\S|^[ \t]*\[[^\]\n]{2,40}\][ \t]*[^\s(\[]"
 )
+# A sender and a time alone on a line, as chat apps show a message's header: one to
+# four names (each starting with a capital, or in a script without case), then a time
+# (``14:05``, ``2:05 PM``, ``[09:12]``), nothing after it.
+_STAMPED = re.compile(
+    r"^[ \t]*(?:(?=[^\W\d_])(?![a-z\u00df-\u00ff])[^\s:：\d]{1,30}[ \t]+){1,4}"
+    r"\[?\d{1,2}[:.]\d{2}(?:[ \t]?[AaPp]\.?[Mm]\.?)?\]?[ \t]*$"
+)
 _SEPARATOR = re.compile(r"^[ \t]*([-_=~—–─━═＿])\1{2,}")
 # A lead-in ends with ':' or an opening quotation mark (or an arrow or pointing sign:
 # :func:`_points_on`).
@@ -514,6 +522,13 @@ def foreign_spans(turn: str) -> tuple[Span, ...]:
             if j - i >= 2 and (j == n or not lines[j][2].strip()):
                 found.append(Span(start, len(turn), "a mail (header lines and what follows)"))
                 break
+        if _STAMPED.match(line) and i + 1 < n and lines[i + 1][2].strip():
+            # A message copied from a chat app: its sender and time on a line of their
+            # own, then what was sent, to the next blank line.
+            j = _run(lines, i + 1, lambda s: bool(s.strip()))
+            found.append(Span(start, lines[j - 1][1], "a chat message (sender and time)"))
+            i = j
+            continue
         if _SPEAKER.match(line):
             j = _run(lines, i, lambda s: bool(_SPEAKER.match(s)))
             if j - i >= 2:
