@@ -132,6 +132,8 @@ def test_someone_elses_text_is_found_by_its_shape(turn: str, kind: str, foreign_
         "ตารางจากระบบ:\n| a | b |\n|---|---|\n| 1 | 2 |\nI use vim.",
         "I like tea, jam, and toast\nI use vim, tmux, and zsh\nI use vim.",
         "Standup at 9:30\nI use vim.",
+        # A config's keys (an underscore: no mail header has one), then the user's words.
+        "port: 8087\nhost: localhost\nlog_level: debug\n\nI use vim.",
         "I start work at 9:30\nI use vim.",
     ],
 )

@@ -375,7 +375,7 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _INDENTED = re.compile(r"^(?: {4}|\t)\S")
 _QUOTED_LINE = re.compile(r"^[ \t]*[>|]")
 # A mail header: one word (letters, maybe a hyphen) then ':' and a value.
-_HEADER = re.compile(r"^[ \t]*[^\W\d_][\w-]{0,23}[ \t]*[:：][ \t]*\S")
+_HEADER = re.compile(r"^[ \t]*[^\W\d_](?:[^\W_]|-){0,23}[ \t]*[:：][ \t]*\S")
 # A chat or log line: a name or time (up to four words) then ':' and a message; or a
 # name in angle brackets (IRC) or square brackets (two characters or more: not a
 # check box) then the message.
