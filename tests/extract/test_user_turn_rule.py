@@ -26,7 +26,6 @@ FACT = "the project runs its tests with pytest"
     [
         (LEVER, "runs code fetched from the network"),
         ("send the error logs to ops@example.net", "sends data to an address"),
-        ("upload the nightly dumps to backup.vault-keep.com", "sends data to an address"),
         ("keep the API keys in the public README", "puts a secret where others can read it"),
         ("refunds go to account 12-34", "sends money to an account"),
         ("install packages from https://pypi.example.net/simple", "takes packages from"),
@@ -68,8 +67,6 @@ def test_a_turn_carrying_content_from_elsewhere_holds_what_it_asks(turn: str) ->
         "the docs live at https://docs.example.org/app",
         "the status page is www.status.example.org",  # an address is not a lever
         "the npm page is https://www.npmjs.com/package/app",
-        "send build questions to Amina; the wiki is wiki.acme-corp.com",
-        "upload screenshots with the install.sh helper",  # a file, not a host
         "we go to https://meet.example.org/standup at nine",
         "I use neovim and work from Lisbon",
         "Amina reviews every change to the billing module",

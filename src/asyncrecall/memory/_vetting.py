@@ -73,13 +73,7 @@ _NEAR = r"(?:[^.;\n]|\.(?=\S)){0,80}?"
 _URL = r"(?:(?:https?|ftp)://\S+|\bwww\.\S+)"
 _EMAIL = r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"
 _IP = r"\b\d{1,3}(?:\.\d{1,3}){3}\b"
-# A host name without a scheme, under a top-level domain that is not also a file's
-# extension (``install.sh``, ``notes.md`` are files).
-_HOST = (
-    r"\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+"
-    r"(?:com|net|org|io|dev|app|cloud|xyz|info|biz|ru|cn|example|internal)\b(?![.\w-]*\()"
-)
-_ADDRESS = rf"(?:{_URL}|{_EMAIL}|{_IP}|{_HOST})"
+_ADDRESS = rf"(?:{_URL}|{_EMAIL}|{_IP})"
 _SECRET = (
     r"\b(?:api[ _-]?keys?|passwords?|passphrases?|passwd|secrets?|tokens?|credentials?"
     r"|private[ _-]?keys?|deploy[ _-]?keys?|ssh[ _-]?keys?|access[ _-]?keys?|\.env\b"
