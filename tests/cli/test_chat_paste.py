@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -93,6 +94,11 @@ def chat_on_a_terminal(
         process.wait(HANG_GUARD)
         os.close(typed)
         os.close(main)
+
+
+def prompts(shown: str) -> int:
+    """How many prompts the terminal has shown (each at the start of a line)."""
+    return len(re.findall(r"(?:^|\n)(?:\x1b\[\?2004h)?> ", shown))
 
 
 def _user_turns(server: LocalServer) -> list[str]:
@@ -204,7 +210,7 @@ def test_a_pasted_block_is_one_query_and_what_is_written_from_it_is_held(
         before = termios.tcgetattr(typed)
         terminal.until(lambda s: "\x1b[?2004h> " in s, "no prompt asked for marked pastes")
         terminal.type(f"{given.typed} {START}{given.pasted}{END} {given.after}\r")
-        terminal.until(lambda s: s.count("\x1b[?2004h> ") >= 2, "no second prompt")
+        terminal.until(lambda s: prompts(s) >= 2, "no second prompt")
         _until(lambda: FolderStore(folder).scan(), "nothing was written")
         terminal.type("/exit\r")
         out, _ = process.communicate(timeout=HANG_GUARD)
@@ -238,9 +244,9 @@ def test_typed_lines_and_short_pastes_stay_the_users(
     with chat_on_a_terminal(local_server, tmp_path) as (terminal, process, _):
         terminal.until(lambda s: "\x1b[?2004h> " in s, "no prompt")
         terminal.type(f"the log is at {START}/var/log/app.log{END}\x1b[A!\x7f\r")
-        terminal.until(lambda s: s.count("\x1b[?2004h> ") >= 2, "no second prompt")
+        terminal.until(lambda s: prompts(s) >= 2, "no second prompt")
         terminal.type("my shell is zsh oops\x17\x17fish\r")
-        terminal.until(lambda s: s.count("\x1b[?2004h> ") >= 3, "no third prompt")
+        terminal.until(lambda s: prompts(s) >= 3, "no third prompt")
         terminal.type("\x04")
         process.communicate(timeout=HANG_GUARD)
         assert process.returncode == 0, terminal.shown
@@ -341,4 +347,90 @@ def test_the_prompt_takes_the_terminal_back_after_ctrl_z_and_fg(
     finally:
         tmux.kill()
     assert "> first second" in screen and "second\nsecond" not in screen, screen
+    assert _user_turns(local_server) == ["first second"]
+
+
+def test_a_ctrl_c_that_drops_a_typed_line_does_not_count_towards_exit(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """``Ctrl-C`` at the prompt with a line typed drops the line; a second one on the
+    empty line exits (not the first two whatever the line held)."""
+    local_server.set_default("main", Reply(text="OK."))
+    with chat_on_a_terminal(local_server, tmp_path) as (terminal, process, _):
+        terminal.until(lambda s: prompts(s) >= 1, "no prompt")
+        terminal.type("a long message I am typing")
+        terminal.until(lambda s: "typing" in s, "the keys were not shown")
+        process.send_signal(signal.SIGINT)
+        terminal.until(lambda s: "again to exit" in s, "the Ctrl-C was not taken")
+        terminal.type("the one I mean")
+        terminal.until(lambda s: "I mean" in s, "the keys were not shown")
+        process.send_signal(signal.SIGINT)  # drops a typed line: not a second Ctrl-C
+        terminal.until(lambda s: s.count("again to exit") >= 2, "the Ctrl-C was not taken")
+        assert process.poll() is None, "the chat exited on a Ctrl-C that dropped a line"
+        terminal.type("sent\r")
+        terminal.until(lambda s: "OK." in s or prompts(s) >= 4, "no answer")
+        _until(lambda: _user_turns(local_server), "nothing was sent")
+        process.send_signal(signal.SIGINT)
+        terminal.until(lambda s: s.count("again to exit") >= 3, "the Ctrl-C was not taken")
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=HANG_GUARD)
+    assert _user_turns(local_server) == ["sent"]
+
+
+def test_a_paste_while_the_model_answers_waits_for_the_next_prompt_as_one_query(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """The terminal keeps marking pastes while the model answers: a paste then is shown
+    at the next prompt and sent, when the user presses Enter, as one fenced query (not
+    split by the terminal into a query per line)."""
+    gate = threading.Event()
+    local_server.script("main", Reply(text="FIRST", gate=gate), "SECOND")
+    (tmp_path / "paste.txt").write_text("alpha\nbeta\ngamma")
+    chat, env = _chat_command(local_server, tmp_path)
+    tmux = Tmux(tmp_path, env)
+    tmux("new-session", "-d", "-x", "120", "-y", "30", f"{chat}; sleep 60")
+    try:
+        _until(lambda: re.search("^>", tmux.screen(), re.M), "no prompt in tmux")
+        tmux("send-keys", "question", "Enter")
+        _until(lambda: local_server.requests, "the question was not sent")
+        tmux("load-buffer", str(tmp_path / "paste.txt"))
+        tmux("paste-buffer", "-p")
+        gate.set()
+        _until(lambda: "> [pasted: 3 lines]" in tmux.screen(), "the paste was not kept")
+        tmux("send-keys", "Enter")
+        _until(lambda: "SECOND" in tmux.screen(), "no second answer")
+    finally:
+        gate.set()
+        tmux.kill()
+    assert _user_turns(local_server) == ["question", "```\nalpha\nbeta\ngamma\n```"]
+
+
+def test_ctrl_z_gives_the_shell_its_terminal_back(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """In dash, a shell that does not restore the terminal of a stopped job: after
+    ``Ctrl-Z`` at the prompt, the terminal echoes and reads lines again (``stty``), and
+    ``fg`` gives the prompt its modes back with the line typed so far."""
+    local_server.set_default("main", Reply(text="ANSWERED"))
+    chat, env = _chat_command(local_server, tmp_path)
+    tmux = Tmux(tmp_path, env)
+    if shutil.which("dash") is None:
+        pytest.skip("dash is not installed")
+    tmux("new-session", "-d", "-x", "200", "-y", "40", "dash -i")
+    try:
+        tmux("send-keys", chat, "Enter")
+        _until(lambda: re.search("^>", tmux.screen(), re.M), "no prompt in tmux")
+        tmux("send-keys", "first ")
+        _until(lambda: "> first" in tmux.screen(), "the keys were not shown")
+        tmux("send-keys", "C-z")
+        _until(lambda: "Stopped" in tmux.screen(), "Ctrl-Z did not stop the chat")
+        tmux("send-keys", "stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo", "Enter")
+        _until(lambda: re.search("^icanon$", tmux.screen(), re.M), "the terminal is not back")
+        assert re.search("^echo$", tmux.screen(), re.M), tmux.screen()
+        tmux("send-keys", "fg", "Enter")
+        _until(lambda: tmux.screen().count("> first") >= 2, "the line was not shown again")
+        tmux("send-keys", "second", "Enter")
+        _until(lambda: "ANSWERED" in tmux.screen(), "no answer in tmux")
+    finally:
+        tmux.kill()
     assert _user_turns(local_server) == ["first second"]

@@ -78,3 +78,34 @@ def test_end_of_input_only_on_an_empty_line_and_ctrl_c_drops_the_line() -> None:
     editor.clear()
     editor.feed("\x04")
     assert editor.done == [None]
+
+
+def test_joiners_and_emoji_newer_than_python_are_typed_text_and_tab_is_not() -> None:
+    """Only control characters are left out of typed text: the zero-width joiners
+    Persian and emoji sequences need, private-use and not yet assigned characters (an
+    emoji newer than this Python's Unicode) are kept; a typed Tab is ignored, as arrows
+    are (it would move the cursor by a width the prompt cannot erase)."""
+    typed = "می\u200cخواهم 👨\u200d👩\u200d👧 \U0001fae9 \ue000"
+    assert lines(f"{typed}\tx\r") == [f"{typed}x"]
+
+
+def test_an_escape_key_alone_does_not_take_the_next_key() -> None:
+    """Esc then Enter, Backspace or Esc: the key still acts (a sequence never starts
+    with those)."""
+    assert lines("hello\x1b\r") == ["hello"]
+    assert lines("ab\x1b\x7f\r") == ["a"]
+
+
+def test_ctrl_c_drops_the_lines_not_read_yet_and_the_rest_of_a_cut_paste() -> None:
+    """Lines a paste the terminal did not mark has queued, and the rest of a marked
+    paste cut by Ctrl-C, are dropped with the line: none is sent."""
+    editor = LineEditor()
+    editor.feed("one\rtwo\rthree\r")
+    assert editor.done == ["one", "two", "three"]
+    assert editor.clear() is True and editor.done == []
+    editor.feed(f"{START}first half\r")
+    assert editor.clear() is True
+    editor.feed(f"second half\rmore\r{END[:3]}")
+    editor.feed(f"{END[3:]}mine\r")
+    assert editor.done.pop() == "mine"
+    assert editor.clear() is False  # nothing typed: a Ctrl-C on an empty line

@@ -22,9 +22,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from asyncrecall._cancel import CancelSignal
@@ -99,15 +101,20 @@ class _LineReader:
     def want(self) -> None:
         self._wanted.set()
 
-    def interrupted(self) -> None:
-        """``Ctrl-C`` at the prompt: the line typed so far is dropped."""
-        if self._prompt is not None:
-            self._prompt.clear()
+    def interrupted(self) -> bool:
+        """``Ctrl-C``: the line typed so far, and lines not read yet (the rest of a
+        paste the terminal did not mark), are dropped; whether there were any."""
+        return self._prompt.clear() if self._prompt is not None else False
 
     def resumed(self, signum: int = 0) -> None:
         """Continued after ``Ctrl-Z``: the prompt takes the terminal back."""
         if self._prompt is not None:
             self._prompt.resumed()
+
+    def suspend(self) -> None:
+        """About to stop (``Ctrl-Z``): the terminal as it was, for the shell."""
+        if self._prompt is not None:
+            self._prompt.suspend()
 
     def close(self) -> None:
         """Put the terminal back as it was."""
@@ -156,18 +163,43 @@ class _Interrupts:
     def __call__(self, signum: int | None = None) -> None:
         if self.exit.is_set():
             return
+        typed = self.reader.interrupted() if self.reader is not None else False
         if self.turn is not None and not self.turn.cancelled:
             self.turn.cancel("user")
             self._printer.err.print("[yellow]^C turn cancelled[/yellow]")
             return
-        self.at_prompt += 1
-        if self.reader is not None:
-            self.reader.interrupted()
+        # A Ctrl-C that drops a line typed is a first one: only one on an empty line exits.
+        self.at_prompt = 1 if typed else self.at_prompt + 1
         if self.at_prompt >= 2:
             self.exit.set()
         else:
             self._printer.err.print("\n[dim](press Ctrl-C again to exit)[/dim]")
             self._printer.err.print("> ", end="")
+
+
+def _job_control(loop: asyncio.AbstractEventLoop, reader: _LineReader) -> Callable[[], None]:
+    """``Ctrl-Z`` puts the terminal back before the process stops, and ``fg`` gives the
+    prompt its modes again (a shell that does not restore the terminal itself would
+    otherwise be left without echo). Returns the remover."""
+    stop, resume = getattr(signal, "SIGTSTP", None), getattr(signal, "SIGCONT", None)
+    if stop is None or resume is None:
+        return lambda: None
+    removers: list[Callable[[], None]] = []
+
+    def stopped(signum: int) -> None:
+        reader.suspend()
+        removers.pop()()  # the default action again: the process stops at the kill
+        os.kill(os.getpid(), stop)
+        removers.append(bridge(loop, (stop,), stopped))  # here once continued
+
+    removers.append(bridge(loop, (resume,), reader.resumed))
+    removers.append(bridge(loop, (stop,), stopped))
+
+    def remove() -> None:
+        for undo in reversed(removers):
+            undo()
+
+    return remove
 
 
 _HELP = (
@@ -205,8 +237,7 @@ async def chat(session: Session, settings: Settings) -> int:
     unbridge = bridge(loop, (signal.SIGINT,), interrupts)
     unbridge_terminating = bridge(loop, TERMINATING, interrupts.terminate)
     reader = interrupts.reader = _LineReader(loop, interactive=interactive)
-    continued = getattr(signal, "SIGCONT", None)
-    unbridge_continued = bridge(loop, (continued,) if continued else (), reader.resumed)
+    unbridge_continued = _job_control(loop, reader)
     if interactive:
         printer.err.print(_banner(session), markup=False, highlight=False, soft_wrap=True)
     if session.extraction is not None:  # what background extraction saved

@@ -15,16 +15,20 @@ pastes (bracketed paste: the terminal sends ``ESC [200~`` before a paste and
   written from a paste is held for the user's word like one written from a file, and
   the model sees where the user's own words end;
 - a short paste on one line (a path, a name, an address) is inserted as if typed;
-- keys: printable characters, Backspace, ``Ctrl-U`` (erase the line), ``Ctrl-W`` (the
-  last word), Enter, ``Ctrl-D`` on an empty line (end of input); other keys and escape
-  sequences (arrows) are ignored.
+- keys: characters (any but control characters: joiners and emoji newer than this
+  Python's Unicode are text), Backspace, ``Ctrl-U`` (erase the line), ``Ctrl-W`` (the
+  last word), Enter, ``Ctrl-D`` on an empty line (end of input); Tab, Esc and escape
+  sequences (arrows) are ignored, ``Ctrl-\\`` is off (its core dump would leave the
+  terminal in these modes).
 
-:class:`LineEditor` is the pure part (keys in, echo and finished line out).
-:class:`TerminalPrompt` owns the terminal: raw mode only while a line is read, the
-terminal's own settings and bracketed paste put back after each line and at exit; after
-``Ctrl-Z`` and ``fg`` (the shell had the terminal) its modes set again and the line so
-far shown again (:meth:`TerminalPrompt.resumed`, on ``SIGCONT``).
-Elsewhere (Windows, a terminal that refuses ``termios``) ``chat`` reads lines as before.
+:class:`LineEditor` is the pure part (keys in, echo and finished lines out).
+:class:`TerminalPrompt` owns the terminal: the prompt's modes from the first line until
+the chat ends (a paste while the model answers is marked too, and waits for the next
+prompt), the terminal's own put back at exit and before ``Ctrl-Z`` stops the process
+(for a shell that does not restore it), set again on ``fg`` with the line so far shown
+again. ``Ctrl-C`` drops the line typed and any line read but not sent (the rest of a
+paste the terminal did not mark). Elsewhere (Windows, a terminal that refuses
+``termios``) ``chat`` reads lines as before.
 """
 
 from __future__ import annotations
@@ -35,7 +39,6 @@ import itertools
 import os
 import threading
 import unicodedata
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
@@ -90,12 +93,18 @@ class LineEditor:
     def __init__(self) -> None:
         self._items: list[str | Paste] = []
         self._pending = ""  # an escape sequence, or a paste, not complete yet
+        self._dropping = False  # a paste cut by Ctrl-C: the rest of it is dropped too
         self.done: list[str | None] = []
 
-    def clear(self) -> None:
-        """Forget the line typed so far (``Ctrl-C`` at the prompt)."""
+    def clear(self) -> bool:
+        """Forget the line typed so far and the lines not read yet (``Ctrl-C``); whether
+        there was any."""
+        had = bool(self._items or self._pending or self.done)
+        self._dropping = self._dropping or self._pending.startswith(PASTE_START)
         self._items.clear()
         self._pending = ""
+        self.done.clear()
+        return had
 
     def shown(self) -> str:
         """The line typed so far as the terminal shows it."""
@@ -105,6 +114,12 @@ class LineEditor:
         """Take ``data`` from the terminal; returns the echo."""
         echo: list[str] = []
         data, self._pending = self._pending + data, ""
+        if self._dropping:
+            end = data.find(PASTE_END)
+            if end < 0:
+                self._pending = data[-len(PASTE_END) :]  # the marker may come cut in two
+                return ""
+            data, self._dropping = data[end + len(PASTE_END) :], False
         i = 0
         while i < len(data):
             if data.startswith(PASTE_START, i):
@@ -135,8 +150,9 @@ class LineEditor:
                 echo.append(self._erase(self._last_word()))
             elif char == _END_OF_INPUT:
                 if not self._items:
+                    echo.append("\n")
                     self.done.append(None)
-            elif char == "\t" or unicodedata.category(char)[0] != "C":
+            elif unicodedata.category(char) != "Cc":  # joiners and newer emoji are text
                 self._items.append(char)
                 echo.append(char)
         return "".join(echo)
@@ -194,6 +210,8 @@ def _escape_length(data: str, i: int) -> int | None:
     if i + 1 >= len(data):
         return None
     kind = data[i + 1]
+    if kind in "\r\n\x7f\x1b":
+        return 1  # Esc pressed alone, then a key of its own
     if kind == "[":
         for j in range(i + 2, len(data)):
             if "\x40" <= data[j] <= "\x7e":
@@ -207,13 +225,20 @@ def _escape_length(data: str, i: int) -> int | None:
 class TerminalPrompt:
     """Reads lines from the terminal on ``fd`` with a :class:`LineEditor`, echoing to
     ``out`` (see the module doc). :meth:`open` returns ``None`` where the terminal's
-    modes cannot be set (not POSIX, not a terminal): read lines as before there."""
+    modes cannot be set (not POSIX, not a terminal): read lines as before there.
+
+    The terminal keeps the prompt's modes from the first line read until :meth:`close`
+    (or :meth:`suspend`), answers included: a paste or keys typed while the model
+    answers are marked and kept for the next line, not split by the terminal into lines
+    nor echoed into the answer."""
 
     def __init__(self, fd: int, out: TextIO, saved: list[Any]) -> None:
         self._fd, self._out, self._saved = fd, out, saved
         self._editor = LineEditor()
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._lock = threading.Lock()
         self._closed = False
+        self._raw = False  # the prompt's modes are set
         self._prompt: str | None = None  # the prompt of the line being read
 
     @classmethod
@@ -230,43 +255,56 @@ class TerminalPrompt:
             return None
         return cls(fd, out, saved)
 
-    def clear(self) -> None:
-        """Forget the line being typed (``Ctrl-C`` at the prompt)."""
+    def clear(self) -> bool:
+        """Forget the line being typed and the lines not read yet (``Ctrl-C``); whether
+        there was any."""
         with self._lock:
-            self._editor.clear()
+            return self._editor.clear()
 
     def read_line(self, prompt: str) -> str | None:
         """The next line (``None``: end of input, or the terminal went away)."""
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        if self._closed:
-            return None
-        with self._raw():
+        with self._lock:
+            if self._closed:
+                return None
+            if not self._raw:
+                self._set_raw()
             self._prompt = prompt
-            self._write(_BRACKETED_ON + prompt)
+            self._write(prompt)
+        try:
             while True:
                 with self._lock:
                     if self._editor.done:
                         return self._editor.done.pop(0)
                 try:
                     data = os.read(self._fd, 4096)
+                    if not data:
+                        return None
+                    if data.endswith(b"\x1b") and not _more(self._fd):
+                        data = data[:-1]  # Esc pressed alone: no sequence follows it
                 except OSError:
                     return None
-                if not data:
-                    return None
                 with self._lock:
-                    echo = self._editor.feed(decoder.decode(data))
-                self._write(echo)
+                    echo = self._editor.feed(self._decoder.decode(data))
+                    self._write(echo)
+        finally:
+            self._prompt = None
+
+    def suspend(self) -> None:
+        """Before the process stops (``Ctrl-Z``): the terminal as it was, for the shell."""
+        with self._lock:
+            if self._raw:
+                self._restore()
 
     def resumed(self) -> None:
-        """The process was stopped (``Ctrl-Z``) and continued (``fg``): the shell had
-        the terminal meanwhile and set its own modes. While a line is read, set the
-        prompt's again and show the prompt and the line so far."""
+        """The process was continued (``fg``): the shell had the terminal meanwhile and
+        set its own modes. Set the prompt's again, and show the prompt and the line so
+        far while one is read."""
         with self._lock:
-            if self._prompt is None or self._closed:
+            if self._closed or (self._prompt is None and not self._raw):
                 return
-            shown = self._editor.shown()
-        self._set_raw()
-        self._write(f"{_BRACKETED_ON}\n{self._prompt}{shown}")
+            self._set_raw()
+            if self._prompt is not None:
+                self._write(f"\n{self._prompt}{self._editor.shown()}")
 
     def close(self) -> None:
         """Put the terminal back as it was (any thread; more than once is harmless)."""
@@ -274,27 +312,25 @@ class TerminalPrompt:
             if self._closed:
                 return
             self._closed = True
-        self._restore()
-
-    @contextlib.contextmanager
-    def _raw(self) -> Iterator[None]:
-        self._set_raw()
-        try:
-            yield
-        finally:
-            self._prompt = None
-            self._restore()
+            if self._prompt is not None:
+                self._write("\n")  # the shell's prompt on a line of its own
+            if self._raw:
+                self._restore()
 
     def _set_raw(self) -> None:
-        """The terminal's modes while a line is read: no canonical mode, no echo; its
-        signals (``Ctrl-C``, ``Ctrl-Z``) kept."""
+        """The prompt's modes: no canonical mode, no echo, bracketed paste; ``Ctrl-C``
+        and ``Ctrl-Z`` still signal, ``Ctrl-\\`` does not (its core dump would leave
+        the terminal so)."""
         import termios
 
         mode: list[Any] = [list(x) if isinstance(x, list) else x for x in self._saved]
         mode[3] &= ~(termios.ICANON | termios.ECHO | termios.IEXTEN)
         mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
+        mode[6][termios.VQUIT] = bytes([_disabled(self._fd)])
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(self._fd, termios.TCSANOW, mode)
+        self._write(_BRACKETED_ON)
+        self._raw = True
 
     def _restore(self) -> None:
         import termios
@@ -302,9 +338,30 @@ class TerminalPrompt:
         self._write(_BRACKETED_OFF)
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(self._fd, termios.TCSANOW, self._saved)
+        self._raw = False
 
     def _write(self, text: str) -> None:
         if text:
             with contextlib.suppress(OSError, ValueError):
                 self._out.write(text)
                 self._out.flush()
+
+
+#: How long a terminal takes, at most, to send the rest of a key's escape sequence.
+_SEQUENCE_S: Final = 0.05
+
+
+def _more(fd: int) -> bool:
+    """Whether more input comes within :data:`_SEQUENCE_S`."""
+    import select
+
+    return bool(select.select([fd], [], [], _SEQUENCE_S)[0])
+
+
+def _disabled(fd: int) -> int:
+    """The value that turns a terminal's control character off (``_POSIX_VDISABLE``)."""
+    try:
+        found = os.fpathconf(fd, "PC_VDISABLE")
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return found if 0 <= found <= 255 else 0
