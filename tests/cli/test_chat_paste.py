@@ -8,6 +8,7 @@ breaks as carriage returns)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -434,3 +435,40 @@ def test_ctrl_z_gives_the_shell_its_terminal_back(
     finally:
         tmux.kill()
     assert _user_turns(local_server) == ["first second"]
+
+
+def test_a_background_notice_does_not_land_in_the_line_being_typed(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """What background extraction saved is shown on a line of its own while the user
+    types the next query, and the line typed so far is shown again under it."""
+    gate = threading.Event()
+    memory = {"name": "editor", "description": "the user's editor", "type": "user",
+              "content": "The user edits with vim."}  # fmt: skip
+    extract = _extraction(memory)
+
+    def side(record: RecordedRequest) -> Reply:
+        reply = extract(record)
+        return dataclasses.replace(reply, gate=gate) if reply.json.get("memories") else reply
+
+    local_server.set_default("main", Reply(text="OK."))
+    local_server.set_default("side", side)
+    chat, env = _chat_command(local_server, tmp_path)
+    chat = chat.replace("--no-extract", "--extract --side-model side")
+    tmux = Tmux(tmp_path, env)
+    tmux("new-session", "-d", "-x", "160", "-y", "30", f"{chat}; sleep 60")
+    try:
+        _until(lambda: re.search("^>", tmux.screen(), re.M), "no prompt in tmux")
+        tmux("send-keys", "I edit with vim", "Enter")
+        _until(lambda: "OK." in tmux.screen(), "no answer")
+        tmux("send-keys", "the next question")
+        _until(lambda: "> the next question" in tmux.screen(), "the keys were not shown")
+        gate.set()
+        _until(lambda: "editor" in tmux.screen(), "no notice of the saved memory")
+        _until(lambda: tmux.screen().rstrip().endswith("> the next question"), "not redrawn")
+        screen = tmux.screen()
+    finally:
+        gate.set()
+        tmux.kill()
+    notice = next(line for line in screen.splitlines() if "editor" in line)
+    assert "next question" not in notice, screen

@@ -41,6 +41,7 @@ from asyncrecall.cli._signals import TERMINATING, bridge, exit_status
 from asyncrecall.cli._telemetry import query_span, telemetry_for
 
 if TYPE_CHECKING:
+    from asyncrecall.agent import ExtractionEvent
     from asyncrecall.cli._line_editor import TerminalPrompt
     from asyncrecall.cli._render import EventPrinter
     from asyncrecall.cli._session import Session
@@ -115,6 +116,10 @@ class _LineReader:
         """About to stop (``Ctrl-Z``): the terminal as it was, for the shell."""
         if self._prompt is not None:
             self._prompt.suspend()
+
+    def aside(self) -> contextlib.AbstractContextManager[None]:
+        """Around a notice printed while a line may be typed: off the line."""
+        return self._prompt.aside() if self._prompt is not None else contextlib.nullcontext()
 
     def close(self) -> None:
         """Put the terminal back as it was."""
@@ -241,7 +246,12 @@ async def chat(session: Session, settings: Settings) -> int:
     if interactive:
         printer.err.print(_banner(session), markup=False, highlight=False, soft_wrap=True)
     if session.extraction is not None:  # what background extraction saved
-        session.extraction.add_listener(printer.show_background)
+
+        def show_background(event: ExtractionEvent) -> None:
+            with reader.aside():
+                printer.show_background(event)
+
+        session.extraction.add_listener(show_background)
     # The worst failure of the session (a cancelled turn is the user's choice, not one).
     status = 0
     exit_wait = asyncio.ensure_future(interrupts.exit.wait())

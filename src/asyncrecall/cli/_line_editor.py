@@ -39,6 +39,7 @@ import itertools
 import os
 import threading
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
@@ -288,6 +289,21 @@ class TerminalPrompt:
                     self._write(echo)
         finally:
             self._prompt = None
+
+    @contextlib.contextmanager
+    def aside(self) -> Iterator[None]:
+        """Around output printed while a line may be typed (a background notice): the
+        line is cleared first and shown again after, so the notice does not land in
+        it."""
+        with self._lock:
+            reading = self._prompt is not None
+            if reading:
+                self._write("\r\x1b[K")
+            try:
+                yield
+            finally:
+                if reading:
+                    self._write(f"{self._prompt}{self._editor.shown()}")
 
     def suspend(self) -> None:
         """Before the process stops (``Ctrl-Z``): the terminal as it was, for the shell."""
