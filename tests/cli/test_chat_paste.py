@@ -282,6 +282,9 @@ class Tmux:
     def kill(self) -> None:
         subprocess.run([*self._argv, "kill-server"], capture_output=True, env=self._env)
 
+    def until_prompt(self) -> None:
+        _until(lambda: re.search("^>", self.screen(), re.M), "no prompt in tmux")
+
 
 def _chat_command(server: LocalServer, tmp_path: Path) -> tuple[str, dict[str, str]]:
     (tmp_path / "project").mkdir(exist_ok=True)
@@ -295,6 +298,21 @@ def _chat_command(server: LocalServer, tmp_path: Path) -> tuple[str, dict[str, s
     return chat, env
 
 
+def _chat_in_tmux(server: LocalServer, tmp_path: Path, *, extract: bool = False) -> Tmux:
+    """``chat`` alone in a tmux session of the test's own, once its prompt shows."""
+    chat, env = _chat_command(server, tmp_path)
+    if extract:
+        chat = chat.replace("--no-extract", "--extract --side-model side")
+    tmux = Tmux(tmp_path, env)
+    tmux("new-session", "-d", "-x", "160", "-y", "30", f"{chat}; sleep 60")
+    try:
+        tmux.until_prompt()
+    except BaseException:
+        tmux.kill()
+        raise
+    return tmux
+
+
 def test_a_real_terminal_multiplexer_marks_the_paste(
     local_server: LocalServer, tmp_path: Path
 ) -> None:
@@ -303,11 +321,8 @@ def test_a_real_terminal_multiplexer_marks_the_paste(
     fenced."""
     local_server.set_default("main", Reply(text="ANSWERED"))
     (tmp_path / "paste.txt").write_text("line one of a mail\nline two\nline three")
-    chat, env = _chat_command(local_server, tmp_path)
-    tmux = Tmux(tmp_path, env)
-    tmux("new-session", "-d", "-x", "120", "-y", "30", f"{chat}; sleep 60")
+    tmux = _chat_in_tmux(local_server, tmp_path)
     try:
-        _until(lambda: re.search("^>", tmux.screen(), re.M), "no prompt in tmux")
         tmux("send-keys", "what is this? ")
         tmux("load-buffer", str(tmp_path / "paste.txt"))
         tmux("paste-buffer", "-p")
@@ -320,35 +335,6 @@ def test_a_real_terminal_multiplexer_marks_the_paste(
     assert _user_turns(local_server) == [
         "what is this?\n```\nline one of a mail\nline two\nline three\n```\nthanks"
     ]
-
-
-def test_the_prompt_takes_the_terminal_back_after_ctrl_z_and_fg(
-    local_server: LocalServer, tmp_path: Path
-) -> None:
-    """In a shell with job control, in tmux: ``Ctrl-Z`` stops the chat at its prompt, the
-    shell takes the terminal (and its modes), ``fg`` continues it; the prompt shows the
-    line typed so far again and reads keys as before (the kernel does not echo them a
-    second time), and the line is one query."""
-    local_server.set_default("main", Reply(text="ANSWERED"))
-    chat, env = _chat_command(local_server, tmp_path)
-    tmux = Tmux(tmp_path, env)
-    tmux("new-session", "-d", "-x", "200", "-y", "30", "bash --norc --noprofile")
-    try:
-        tmux("send-keys", f"{chat}", "Enter")
-        _until(lambda: re.search("^>", tmux.screen(), re.M), "no prompt in tmux")
-        tmux("send-keys", "first ")
-        _until(lambda: "> first" in tmux.screen(), "the keys were not shown")
-        tmux("send-keys", "C-z")
-        _until(lambda: "Stopped" in tmux.screen(), "Ctrl-Z did not stop the chat")
-        tmux("send-keys", "fg", "Enter")
-        _until(lambda: tmux.screen().count("> first") >= 2, "the line was not shown again")
-        tmux("send-keys", "second", "Enter")
-        _until(lambda: "ANSWERED" in tmux.screen(), "no answer in tmux")
-        screen = tmux.screen()
-    finally:
-        tmux.kill()
-    assert "> first second" in screen and "second\nsecond" not in screen, screen
-    assert _user_turns(local_server) == ["first second"]
 
 
 def test_a_ctrl_c_that_drops_a_typed_line_does_not_count_towards_exit(
@@ -387,11 +373,8 @@ def test_a_paste_while_the_model_answers_waits_for_the_next_prompt_as_one_query(
     gate = threading.Event()
     local_server.script("main", Reply(text="FIRST", gate=gate), "SECOND")
     (tmp_path / "paste.txt").write_text("alpha\nbeta\ngamma")
-    chat, env = _chat_command(local_server, tmp_path)
-    tmux = Tmux(tmp_path, env)
-    tmux("new-session", "-d", "-x", "120", "-y", "30", f"{chat}; sleep 60")
+    tmux = _chat_in_tmux(local_server, tmp_path)
     try:
-        _until(lambda: re.search("^>", tmux.screen(), re.M), "no prompt in tmux")
         tmux("send-keys", "question", "Enter")
         _until(lambda: local_server.requests, "the question was not sent")
         tmux("load-buffer", str(tmp_path / "paste.txt"))
@@ -406,21 +389,23 @@ def test_a_paste_while_the_model_answers_waits_for_the_next_prompt_as_one_query(
     assert _user_turns(local_server) == ["question", "```\nalpha\nbeta\ngamma\n```"]
 
 
-def test_ctrl_z_gives_the_shell_its_terminal_back(
-    local_server: LocalServer, tmp_path: Path
+@pytest.mark.parametrize("shell", ["bash --norc --noprofile", "dash -i"])
+def test_ctrl_z_gives_the_shell_its_terminal_back_and_fg_the_prompt(
+    local_server: LocalServer, tmp_path: Path, shell: str
 ) -> None:
-    """In dash, a shell that does not restore the terminal of a stopped job: after
-    ``Ctrl-Z`` at the prompt, the terminal echoes and reads lines again (``stty``), and
-    ``fg`` gives the prompt its modes back with the line typed so far."""
+    """In a shell with job control, in tmux: after ``Ctrl-Z`` at the prompt the terminal
+    echoes and reads lines again (``stty``; dash does not restore a stopped job's
+    terminal itself), and ``fg`` gives the prompt its modes back with the line typed so
+    far shown again (the kernel does not echo keys a second time): one query."""
+    if shutil.which(shell.split()[0]) is None:
+        pytest.skip(f"{shell.split()[0]} is not installed")
     local_server.set_default("main", Reply(text="ANSWERED"))
     chat, env = _chat_command(local_server, tmp_path)
     tmux = Tmux(tmp_path, env)
-    if shutil.which("dash") is None:
-        pytest.skip("dash is not installed")
-    tmux("new-session", "-d", "-x", "200", "-y", "40", "dash -i")
+    tmux("new-session", "-d", "-x", "200", "-y", "40", shell)
     try:
         tmux("send-keys", chat, "Enter")
-        _until(lambda: re.search("^>", tmux.screen(), re.M), "no prompt in tmux")
+        tmux.until_prompt()
         tmux("send-keys", "first ")
         _until(lambda: "> first" in tmux.screen(), "the keys were not shown")
         tmux("send-keys", "C-z")
@@ -432,8 +417,10 @@ def test_ctrl_z_gives_the_shell_its_terminal_back(
         _until(lambda: tmux.screen().count("> first") >= 2, "the line was not shown again")
         tmux("send-keys", "second", "Enter")
         _until(lambda: "ANSWERED" in tmux.screen(), "no answer in tmux")
+        screen = tmux.screen()
     finally:
         tmux.kill()
+    assert "> first second" in screen and "second\nsecond" not in screen, screen
     assert _user_turns(local_server) == ["first second"]
 
 
@@ -453,12 +440,8 @@ def test_a_background_notice_does_not_land_in_the_line_being_typed(
 
     local_server.set_default("main", Reply(text="OK."))
     local_server.set_default("side", side)
-    chat, env = _chat_command(local_server, tmp_path)
-    chat = chat.replace("--no-extract", "--extract --side-model side")
-    tmux = Tmux(tmp_path, env)
-    tmux("new-session", "-d", "-x", "160", "-y", "30", f"{chat}; sleep 60")
+    tmux = _chat_in_tmux(local_server, tmp_path, extract=True)
     try:
-        _until(lambda: re.search("^>", tmux.screen(), re.M), "no prompt in tmux")
         tmux("send-keys", "I edit with vim", "Enter")
         _until(lambda: "OK." in tmux.screen(), "no answer")
         tmux("send-keys", "the next question")
