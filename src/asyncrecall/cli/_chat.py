@@ -242,7 +242,7 @@ async def chat(session: Session, settings: Settings) -> int:
     unbridge = bridge(loop, (signal.SIGINT,), interrupts)
     unbridge_terminating = bridge(loop, TERMINATING, interrupts.terminate)
     reader = interrupts.reader = _LineReader(loop, interactive=interactive)
-    unbridge_continued = _job_control(loop, reader)
+    unbridge_job_control = _job_control(loop, reader)
     if interactive:
         printer.err.print(_banner(session), markup=False, highlight=False, soft_wrap=True)
     if session.extraction is not None:  # what background extraction saved
@@ -295,7 +295,7 @@ async def chat(session: Session, settings: Settings) -> int:
                 status = max(status, exit_code(printer.error))
                 printer.error = None
     finally:
-        unbridge_continued()
+        unbridge_job_control()
         reader.close()
         log.close()
         exit_wait.cancel()
