@@ -202,6 +202,7 @@ _reader._prime(Path(sys.argv[1]), "why does CI hang?", {"memory_dir": sys.argv[1
 """
 
 
+@pytest.mark.skipif(os.name != "posix", reason="a POSIX signal's handler and exit status")
 def test_no_reader_file_is_left_by_a_signal_while_the_reader_starts(
     tmp_path: Path, folder: Path, tmpdir_: Path
 ) -> None:

@@ -159,10 +159,11 @@ def _new_reader_file() -> str:
     no one can guess with this process's id in it (a dead owner's file is swept:
     :func:`sweep_reader_files`). Its path is listed before the file exists, so a
     terminating signal at any point from here on removes it (:func:`discard_reader_files`)."""
-    import secrets
     import tempfile
 
-    name = f"{READER_PREFIX}{os.getpid()}-{secrets.token_hex(8)}.json"
+    # os.urandom, not secrets: this runs before the command's imports, and secrets
+    # imports hmac and base64 for nothing here.
+    name = f"{READER_PREFIX}{os.getpid()}-{os.urandom(8).hex()}.json"
     path = os.path.join(tempfile.gettempdir(), name)
     _READER_FILES.append(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
