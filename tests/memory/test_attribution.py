@@ -135,6 +135,8 @@ def test_someone_elses_text_is_found_by_its_shape(turn: str, kind: str, foreign_
         # A config's keys (an underscore: no mail header has one), then the user's words.
         "port: 8087\nhost: localhost\nlog_level: debug\n\nI use vim.",
         "I start work at 9:30\nI use vim.",
+        "środa 9:30\nI use vim.",  # a lower-case word in any script is no sender's name
+        "ημέρα 10:00\nI use vim.",
     ],
 )
 def test_the_users_own_words_stay_theirs(turn: str) -> None:

@@ -384,10 +384,10 @@ _SPEAKER = re.compile(
     r"|^[ \t]*<[^<>\s][^<>\n]{0,39}>[ \t]*\S|^[ \t]*\[[^\]\n]{2,40}\][ \t]*[^\s(\[]"
 )
 # A sender and a time alone on a line, as chat apps show a message's header: one to
-# four names (each starting with a capital, or in a script without case), then a time
-# (``14:05``, ``2:05 PM``, ``[09:12]``), nothing after it.
+# four names, then a time (``14:05``, ``2:05 PM``, ``[09:12]``), nothing after it
+# (:func:`_stamped`: each name starts with a capital, or in a script without case).
 _STAMPED = re.compile(
-    r"^[ \t]*(?:(?=[^\W\d_])(?![a-z\u00df-\u00ff])[^\s:：\d]{1,30}[ \t]+){1,4}"
+    r"^[ \t]*((?:[^\W\d_][^\s:：\d]{0,29}[ \t]+){1,4})"
     r"\[?\d{1,2}[:.]\d{2}(?:[ \t]?[AaPp]\.?[Mm]\.?)?\]?[ \t]*$"
 )
 _SEPARATOR = re.compile(r"^[ \t]*([-_=~—–─━═＿])\1{2,}")
@@ -522,7 +522,7 @@ def foreign_spans(turn: str) -> tuple[Span, ...]:
             if j - i >= 2 and (j == n or not lines[j][2].strip()):
                 found.append(Span(start, len(turn), "a mail (header lines and what follows)"))
                 break
-        if _STAMPED.match(line) and i + 1 < n and lines[i + 1][2].strip():
+        if _stamped(line) and i + 1 < n and lines[i + 1][2].strip():
             # A message copied from a chat app: its sender and time on a line of their
             # own, then what was sent, to the next blank line.
             j = _run(lines, i + 1, lambda s: bool(s.strip()))
@@ -607,6 +607,13 @@ def _starts_block(lines: Sequence[tuple[int, int, str]], i: int) -> bool:
     if (_BLOCK_KEY.match(line) and nxt[:1] in (" ", "\t")) or _delimited(lines, i) > i:
         return True
     return any(p.match(line) and p.match(nxt) for p in (_INDENTED, _HEADER, _SPEAKER))
+
+
+def _stamped(line: str) -> bool:
+    """Whether ``line`` is a chat message's header (:data:`_STAMPED`): no name in it
+    starts with a lower-case letter, in any script ("środa 9:30" is a note)."""
+    found = _STAMPED.match(line)
+    return found is not None and not any(name[0].islower() for name in found[1].split())
 
 
 #: Rows of delimited values (CSV, TSV): at least this many lines in a row with the
