@@ -171,6 +171,7 @@ def test_where_money_goes_is_held_in_any_language(text: str) -> None:
         "Rechnungen gehen an DE00 3704 0044 0532 0130 00",  # check digits wrong
         "my order number is 1234567890123 and ticket 4111-1111-1111-1112",
         "call the office on +44 20 7946 0958 0000",
+        "call the Shanghai office on +86 138 0010 8005",  # 13 digits that pass Luhn
         "the release commit is 3f786850e387550fdab836ed7e6dc881de23001b",
         "the build id is 123e4567-e89b-12d3-a456-426614174000",
         "our postcode is SW1A 1AA and the room is B2-204",
