@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import pytest
 
 from asyncrecall.cli._line_editor import BLOCK_CHARS, LineEditor, fenced
 from asyncrecall.memory._attribution import foreign_spans, own_words
 
 START, END = "\x1b[200~", "\x1b[201~"
+HANG_GUARD = 60.0
 
 
 def lines(*pieces: str) -> list[str | None]:
@@ -109,3 +114,49 @@ def test_ctrl_c_drops_the_lines_not_read_yet_and_the_rest_of_a_cut_paste() -> No
     editor.feed(f"{END[3:]}mine\r")
     assert editor.done.pop() == "mine"
     assert editor.clear() is False  # nothing typed: a Ctrl-C on an empty line
+
+
+def _read_and_past_a_sequence(fd: int, prompt: object) -> None:
+    """Wait (a hang guard, not a delay) until the prompt has read all that was sent and
+    holds no Esc that may start a sequence, then longer than a sequence takes to come."""
+    import fcntl
+    import struct
+    import termios
+
+    deadline = time.monotonic() + HANG_GUARD
+    while True:
+        unread = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        if not unread and not prompt._editor.escape_waiting:  # type: ignore[attr-defined]
+            break
+        assert time.monotonic() < deadline, "the prompt did not read what was sent"
+        time.sleep(0.01)
+    time.sleep(0.2)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal is POSIX's")
+def test_on_a_terminal_esc_alone_is_dropped_but_never_inside_a_paste() -> None:
+    """On a real pseudo-terminal: Esc, a pause, then a word keeps the whole word (Esc
+    pressed alone takes nothing with it); a paste whose end marker arrives cut after
+    its Esc, after a pause, still ends there (the Esc is the marker's, not a key)."""
+    import pty
+
+    from asyncrecall.cli._line_editor import TerminalPrompt
+
+    main, typed = pty.openpty()
+    out = os.fdopen(os.dup(typed), "w")
+    prompt = TerminalPrompt.open(typed, out)
+    assert prompt is not None
+    got: list[str | None] = []
+    reader = threading.Thread(target=lambda: got.extend(prompt.read_line("> ") for _ in "ab"))
+    reader.start()
+    try:
+        for keys in ("\x1b", "world\r", f"{START}one\rtwo\x1b", "[201~\r"):
+            os.write(main, keys.encode())
+            _read_and_past_a_sequence(typed, prompt)
+        reader.join(HANG_GUARD)
+    finally:
+        prompt.close()
+        out.close()
+        os.close(typed)
+        os.close(main)
+    assert got == ["world", "```\none\ntwo\n```"]

@@ -107,6 +107,17 @@ class LineEditor:
         self.done.clear()
         return had
 
+    @property
+    def escape_waiting(self) -> bool:
+        """An Esc came last, outside a paste: the start of a key's sequence, or Esc
+        pressed alone (the terminal tells which by what follows, and when)."""
+        return self._pending == "\x1b"
+
+    def drop_escape(self) -> None:
+        """The waiting Esc was pressed alone: it is not the start of what comes next."""
+        if self._pending == "\x1b":
+            self._pending = ""
+
     def shown(self) -> str:
         """The line typed so far as the terminal shows it."""
         return "".join(item.label if isinstance(item, Paste) else item for item in self._items)
@@ -278,15 +289,17 @@ class TerminalPrompt:
                         return self._editor.done.pop(0)
                 try:
                     data = os.read(self._fd, 4096)
-                    if not data:
-                        return None
-                    if data.endswith(b"\x1b") and not _more(self._fd):
-                        data = data[:-1]  # Esc pressed alone: no sequence follows it
                 except OSError:
+                    return None
+                if not data:
                     return None
                 with self._lock:
                     echo = self._editor.feed(self._decoder.decode(data))
                     self._write(echo)
+                    waiting = self._editor.escape_waiting
+                if waiting and not _more(self._fd):
+                    with self._lock:
+                        self._editor.drop_escape()  # Esc pressed alone: nothing followed
         finally:
             self._prompt = None
 
