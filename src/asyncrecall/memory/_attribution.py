@@ -55,6 +55,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from asyncrecall.memory._scripts import CJK, SPACELESS
+
 __all__ = [
     "ATTEST_SHARE",
     "LONG_PARAGRAPH",
@@ -102,10 +104,7 @@ RARE_COUNT: Final = 3
 # -- folding and units -------------------------------------------------------------------
 
 # Scripts written without spaces between words: their units are character pairs.
-_DENSE = (
-    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f"
-    "\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
-)
+_DENSE = SPACELESS + CJK
 # Combining marks that belong inside words (``\w`` leaves them out).
 _MARKS = (
     "\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670"

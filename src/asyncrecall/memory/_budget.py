@@ -16,8 +16,11 @@ Where each is applied:
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Final
+
+from asyncrecall.memory._scripts import SPACELESS
 
 __all__ = [
     "FILE_CHARS",
@@ -63,13 +66,10 @@ def _is_cjk(character: str) -> bool:
     Hangul), or Thai, Lao, Myanmar or Khmer. Each one counts as a word."""
     if not character.isalpha():
         return False
-    return unicodedata.east_asian_width(character) in "WF" or any(
-        low <= character <= high for low, high in _SPACELESS
-    )
+    return unicodedata.east_asian_width(character) in "WF" or bool(_SPACELESS.match(character))
 
 
-#: Thai and Lao, Myanmar, Khmer: written without spaces between words, not wide.
-_SPACELESS: Final = (("\u0e00", "\u0eff"), ("\u1000", "\u109f"), ("\u1780", "\u17ff"))
+_SPACELESS: Final = re.compile(f"[{SPACELESS}]")
 
 
 def _words(text: str) -> int:
