@@ -455,3 +455,20 @@ def test_a_background_notice_does_not_land_in_the_line_being_typed(
         tmux.kill()
     notice = next(line for line in screen.splitlines() if "editor" in line)
     assert "next question" not in notice, screen
+
+
+def test_ctrl_backslash_at_the_prompt_does_not_kill_the_chat(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """``Ctrl-\\`` would end the process with a core dump and leave the terminal in the
+    prompt's modes: it is off while the prompt owns the terminal, a key like others."""
+    local_server.set_default("main", Reply(text="ANSWERED"))
+    tmux = _chat_in_tmux(local_server, tmp_path)
+    try:
+        tmux("send-keys", "a")
+        tmux("send-keys", "C-\\")
+        tmux("send-keys", "b", "Enter")
+        _until(lambda: "ANSWERED" in tmux.screen(), "no answer: the chat ended")
+    finally:
+        tmux.kill()
+    assert _user_turns(local_server) == ["ab"]
