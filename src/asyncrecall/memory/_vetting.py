@@ -301,7 +301,7 @@ _PAYS_TO: Final = "names where money goes (a bank account, a card or a wallet)"
 # phone number in international form), a Bitcoin or Ethereum address.
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?\b")
 _IFSC = re.compile(r"\b[A-Z]{4}0[A-Z0-9]{6}\b")
-_CARD = re.compile(r"(?<![\d+-])\d(?:[ -]?\d){12,18}(?![\d-])")
+_CARD = re.compile(r"(?<![\d+-])(?<!\d[ -])\d(?:[ -]?\d){12,18}(?![\d-])")
 _WALLET = re.compile(r"\b(?:bc1[02-9ac-hj-np-z]{25,87}|0x[0-9a-fA-F]{40})\b")
 
 
